@@ -1,0 +1,113 @@
+// The abstract syntax tree of a `.synk` file, exactly as written: names are unresolved, nothing
+// is typed. Every node carries the source location of its first token. Semantic analysis turns
+// it into the Graph IR (ir.h); `synkc --emit=ast` prints it (ast_printer).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dsl/diagnostics.h"
+
+namespace synk::ast {
+
+using dsl::SourceLoc;
+
+// `n`, `10`, or `-1` (only meaningful inside reshape shapes, which are expressions).
+struct DimExpr {
+  std::optional<int64_t> size;  // set for an integer literal
+  std::string symbol;           // set for an identifier
+  SourceLoc loc;
+};
+
+// `f32[n, 10]`; `f32[]` or plain `f32` is a scalar.
+struct TypeExpr {
+  std::string dtype;            // as written; validated by sema (unknown / reserved dtypes)
+  std::vector<DimExpr> dims;
+  SourceLoc loc;
+};
+
+enum class ExprKind : uint8_t {
+  IntLiteral,    // int_value
+  FloatLiteral,  // float_value
+  BoolLiteral,   // int_value 0/1
+  StringLiteral, // text (only valid as load("...") argument)
+  Name,          // text
+  Unary,         // text: "-" or "!" ; args[0]
+  Binary,        // text: "+ - * / ** @ == != < <= > >= && ||"; args[0], args[1]
+  Call,          // text: callee; args: positional; kwargs: keyword arguments
+  List,          // `[a, b, c]`; args
+  Error,         // placeholder after a syntax error; sema ignores it silently
+};
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+struct KwArg {
+  std::string name;
+  ExprPtr value;
+  SourceLoc loc;
+};
+
+struct Expr {
+  ExprKind kind = ExprKind::Error;
+  std::string text;
+  int64_t int_value = 0;
+  double float_value = 0;
+  std::vector<ExprPtr> args;
+  std::vector<KwArg> kwargs;
+  SourceLoc loc;
+};
+
+enum class StmtKind : uint8_t {
+  Let,     // let NAME [: TYPE] = EXPR;
+  Out,     // out NAME [: MODE] = EXPR;
+  Update,  // update NAME [: MODE] = EXPR;
+};
+
+struct Stmt {
+  StmtKind kind = StmtKind::Let;
+  std::string name;
+  SourceLoc name_loc;
+  std::optional<TypeExpr> type;   // Let only (optional annotation, checked by sema)
+  std::string mode;               // Out/Update: as written; empty = default
+  SourceLoc mode_loc;
+  ExprPtr value;
+  SourceLoc loc;
+};
+
+struct ParamDecl {
+  std::string role;               // "scatter", "bcast", "minibatch" (as written)
+  SourceLoc role_loc;
+  std::string name;
+  SourceLoc name_loc;
+  TypeExpr type;
+  SourceLoc loc;
+};
+
+struct FnDecl {
+  std::string name;
+  SourceLoc name_loc;
+  std::vector<ParamDecl> params;
+  std::vector<Stmt> body;
+  SourceLoc loc;
+};
+
+// shared NAME : TYPE [= INIT] [sliceable];
+struct SharedDecl {
+  std::string name;
+  SourceLoc name_loc;
+  TypeExpr type;
+  ExprPtr init;                   // null: zeros. A Name (zeros, ones), a number, or a Call
+  bool sliceable = false;
+  SourceLoc loc;
+};
+
+struct Program {
+  std::vector<SharedDecl> shareds;   // in source order
+  std::vector<FnDecl> functions;     // in source order
+};
+
+}  // namespace synk::ast

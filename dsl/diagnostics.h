@@ -1,0 +1,87 @@
+// Source text, source locations, and the diagnostic engine shared by every front-end stage.
+// A diagnostic prints as `file:line:col: error: message`, then the source line and a caret, so
+// editors jump to it and people see it. User errors (the program is wrong) and internal errors
+// (synk is wrong) are distinct exception types so that callers can never confuse the two.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace synk::dsl {
+
+// 1-based line and column; line 0 means "no location" (e.g. IR built from C++).
+struct SourceLoc {
+  uint32_t line = 0;
+  uint32_t col = 0;
+  bool valid() const { return line != 0; }
+  friend bool operator==(const SourceLoc&, const SourceLoc&) = default;
+};
+
+class SourceFile {
+ public:
+  SourceFile(std::string path, std::string text);
+  const std::string& path() const { return path_; }
+  const std::string& text() const { return text_; }
+  // The text of a 1-based line without its newline; empty when out of range.
+  std::string_view line_text(uint32_t line) const;
+  SourceLoc loc_at(size_t offset) const;
+
+ private:
+  std::string path_;
+  std::string text_;
+  std::vector<size_t> line_starts_;
+};
+
+enum class Severity { Error, Warning, Note };
+
+struct Diagnostic {
+  Severity severity = Severity::Error;
+  SourceLoc loc;
+  std::string message;
+};
+
+// Collects diagnostics for one source file. Stages report and keep going; callers check
+// has_errors() between stages so that one mistake gives one message, not a cascade.
+class DiagnosticEngine {
+ public:
+  explicit DiagnosticEngine(const SourceFile& file) : file_(file) {}
+  void error(SourceLoc loc, std::string message);
+  void warning(SourceLoc loc, std::string message);
+  void note(SourceLoc loc, std::string message);
+  bool has_errors() const { return error_count_ > 0; }
+  size_t error_count() const { return error_count_; }
+  const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+  const SourceFile& file() const { return file_; }
+  // Prints every diagnostic in the order reported, with source line and caret.
+  void print(std::ostream& out) const;
+
+ private:
+  const SourceFile& file_;
+  std::vector<Diagnostic> diagnostics_;
+  size_t error_count_ = 0;
+};
+
+// Formats one diagnostic exactly as DiagnosticEngine::print does.
+std::string format_diagnostic(const SourceFile& file, const Diagnostic& d);
+
+// The user's program or call is wrong. The message is complete and user-facing.
+class UserError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// synk itself is wrong (a broken invariant). Never caused by user input alone.
+class InternalError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+[[noreturn]] void internal_error(const std::string& message);
+#define SYNK_DSL_CHECK(cond, msg) \
+  do { if (!(cond)) ::synk::dsl::internal_error(std::string(__FILE__ ":") + std::to_string(__LINE__) + ": " + (msg)); } while (0)
+
+}  // namespace synk::dsl
