@@ -1,0 +1,26 @@
+// The compiler's stages as text, for `synkc FILE --emit=STAGE` and `--print-after-all`.
+// The front-end stages (ast, ir) are printed by the driver directly; every later stage
+// (ir-grad, ir-fused, cpp, cuda, host) is produced here from the typed IR.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "dsl/ir.h"
+
+namespace synk::compiler {
+
+struct EmitOptions {
+  bool print_after_all = false;   // dump the IR after every pass to `pass_dump` (stderr in synkc)
+  std::ostream* pass_dump = nullptr;
+};
+
+// The stages emit() accepts, in pipeline order.
+const std::vector<std::string>& emit_stages();
+
+// Writes `stage` of `module` to `out`. Throws dsl::UserError for an unknown stage.
+void emit(const ir::Module& module, const std::string& stage, std::ostream& out,
+          const EmitOptions& options);
+
+}  // namespace synk::compiler
