@@ -173,7 +173,7 @@ InferResult infer_matmul(const TensorType& a, const TensorType& b) {
     return fail(fmt::format("'@' needs operands of rank 1 or 2, found {} and {}",
                             ir::shape_str(a.shape), ir::shape_str(b.shape)));
   const Dim& inner_a = a.shape.back();
-  const Dim& inner_b = b.rank() == 1 ? b.shape[0] : b.shape[0];
+  const Dim& inner_b = b.shape[0];  // [k] or [k, m]
   if (!(inner_a == inner_b))
     return fail(fmt::format("inner dimensions of '@' do not match: {} and {} ({} vs {})",
                             ir::shape_str(a.shape), ir::shape_str(b.shape), dim_str(inner_a),
