@@ -1,0 +1,141 @@
+// `synkc --emit=ast`: the AST as an indented tree, one node per line, two spaces per level, every
+// line ending with the node's `@line:col`. Children follow their parent in source order:
+//   Shared 'w' sliceable @1:1        (children: its Type, then its initializer if any)
+//   Function 'f' @3:1                (children: Params, then statements)
+//     Param scatter 'x' @3:6         (child: its Type)
+//       Type f32[n, 10] @3:17
+//     Out 'z' mode=avg @4:3          (Let: optional Type, then the value; Out/Update: the value)
+//       Call 'mean' @4:16            (positional arguments, then Kwarg nodes)
+//         Binary '@' @4:23           (located at the operator)
+//         Kwarg 'axis' @4:28
+//           IntLiteral 0 @4:33
+// The format is meant to be stable for FileCheck tests.
+#include <fmt/format.h>
+
+#include "dsl/frontend.h"
+
+namespace synk::dsl {
+namespace {
+
+std::string at(SourceLoc loc) { return fmt::format("@{}:{}", loc.line, loc.col); }
+
+// Shortest text that reads back as the same double, always with a point or exponent so that a
+// float never looks like an integer (1.0 prints as "1.0", not "1").
+std::string float_text(double value) {
+  std::string text = fmt::format("{}", value);
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string quoted_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default: out += c;
+    }
+  }
+  return out + "\"";
+}
+
+class AstPrinter {
+ public:
+  std::string print(const ast::Program& program) {
+    // Items interleave in source order, whichever vector they are in.
+    size_t s = 0, f = 0;
+    auto before = [](SourceLoc a, SourceLoc b) {
+      return a.line < b.line || (a.line == b.line && a.col < b.col);
+    };
+    while (s < program.shareds.size() || f < program.functions.size()) {
+      bool take_shared = f == program.functions.size() ||
+                         (s < program.shareds.size() &&
+                          before(program.shareds[s].loc, program.functions[f].loc));
+      if (take_shared) {
+        shared(program.shareds[s++]);
+      } else {
+        function(program.functions[f++]);
+      }
+    }
+    return std::move(out_);
+  }
+
+ private:
+  void line(int depth, const std::string& text, SourceLoc loc) {
+    out_.append(static_cast<size_t>(depth) * 2, ' ');
+    out_ += text;
+    out_ += ' ';
+    out_ += at(loc);
+    out_ += '\n';
+  }
+
+  void type(int depth, const ast::TypeExpr& t) {
+    std::string text = "Type " + t.dtype;
+    if (!t.dims.empty()) {
+      text += '[';
+      for (size_t i = 0; i < t.dims.size(); ++i) {
+        if (i) text += ", ";
+        text += t.dims[i].size ? std::to_string(*t.dims[i].size) : t.dims[i].symbol;
+      }
+      text += ']';
+    }
+    line(depth, text, t.loc);
+  }
+
+  void shared(const ast::SharedDecl& decl) {
+    line(0, fmt::format("Shared '{}'{}", decl.name, decl.sliceable ? " sliceable" : ""), decl.loc);
+    type(1, decl.type);
+    if (decl.init) expr(1, *decl.init);
+  }
+
+  void function(const ast::FnDecl& fn) {
+    line(0, fmt::format("Function '{}'", fn.name), fn.loc);
+    for (const ast::ParamDecl& param : fn.params) {
+      line(1, fmt::format("Param {} '{}'", param.role, param.name), param.loc);
+      type(2, param.type);
+    }
+    for (const ast::Stmt& stmt : fn.body) statement(stmt);
+  }
+
+  void statement(const ast::Stmt& stmt) {
+    const char* keyword = stmt.kind == ast::StmtKind::Let ? "Let"
+                          : stmt.kind == ast::StmtKind::Out ? "Out"
+                                                            : "Update";
+    std::string mode = stmt.mode.empty() ? "" : " mode=" + stmt.mode;
+    line(1, fmt::format("{} '{}'{}", keyword, stmt.name, mode), stmt.loc);
+    if (stmt.type) type(2, *stmt.type);
+    if (stmt.value) expr(2, *stmt.value);
+  }
+
+  void expr(int depth, const ast::Expr& e) {
+    switch (e.kind) {
+      case ast::ExprKind::IntLiteral: line(depth, fmt::format("IntLiteral {}", e.int_value), e.loc); break;
+      case ast::ExprKind::FloatLiteral: line(depth, "FloatLiteral " + float_text(e.float_value), e.loc); break;
+      case ast::ExprKind::BoolLiteral: line(depth, e.int_value ? "BoolLiteral true" : "BoolLiteral false", e.loc); break;
+      case ast::ExprKind::StringLiteral: line(depth, "StringLiteral " + quoted_string(e.text), e.loc); break;
+      case ast::ExprKind::Name: line(depth, fmt::format("Name '{}'", e.text), e.loc); break;
+      case ast::ExprKind::Unary: line(depth, fmt::format("Unary '{}'", e.text), e.loc); break;
+      case ast::ExprKind::Binary: line(depth, fmt::format("Binary '{}'", e.text), e.loc); break;
+      case ast::ExprKind::Call: line(depth, fmt::format("Call '{}'", e.text), e.loc); break;
+      case ast::ExprKind::List: line(depth, "List", e.loc); break;
+      case ast::ExprKind::Error: line(depth, "Error", e.loc); break;
+    }
+    for (const ast::ExprPtr& arg : e.args) {
+      if (arg) expr(depth + 1, *arg);
+    }
+    for (const ast::KwArg& kwarg : e.kwargs) {
+      line(depth + 1, fmt::format("Kwarg '{}'", kwarg.name), kwarg.loc);
+      if (kwarg.value) expr(depth + 2, *kwarg.value);
+    }
+  }
+
+  std::string out_;
+};
+
+}  // namespace
+
+std::string print_ast(const ast::Program& program) { return AstPrinter().print(program); }
+
+}  // namespace synk::dsl

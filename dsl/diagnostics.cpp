@@ -1,0 +1,127 @@
+// Source files, diagnostics and their formatting (the contract is dsl/diagnostics.h).
+// A diagnostic prints as `path:LINE:COL: error: MESSAGE`, then the source line, then a caret under
+// the column. Columns count bytes (a tab is one column, like clang); the caret line copies the
+// tabs of the source line so that the caret lands under the right character in any tab width.
+#include "dsl/diagnostics.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "dsl/parser.h"
+
+namespace synk::dsl {
+
+SourceFile::SourceFile(std::string path, std::string text)
+    : path_(std::move(path)), text_(std::move(text)) {
+  line_starts_.push_back(0);
+  for (size_t i = 0; i < text_.size(); ++i) {
+    if (text_[i] == '\n') line_starts_.push_back(i + 1);
+  }
+}
+
+std::string_view SourceFile::line_text(uint32_t line) const {
+  if (line == 0 || line > line_starts_.size()) return {};
+  size_t begin = line_starts_[line - 1];
+  size_t end = line < line_starts_.size() ? line_starts_[line] - 1 : text_.size();
+  std::string_view text(text_.data() + begin, end - begin);
+  // Files with Windows line endings: the '\r' is not part of what people see on the line.
+  if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+  return text;
+}
+
+SourceLoc SourceFile::loc_at(size_t offset) const {
+  offset = std::min(offset, text_.size());
+  // The last line start that is <= offset.
+  auto next = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset);
+  size_t line_index = static_cast<size_t>(next - line_starts_.begin()) - 1;
+  return SourceLoc{static_cast<uint32_t>(line_index + 1),
+                   static_cast<uint32_t>(offset - line_starts_[line_index] + 1)};
+}
+
+void DiagnosticEngine::error(SourceLoc loc, std::string message) {
+  diagnostics_.push_back({Severity::Error, loc, std::move(message)});
+  ++error_count_;
+}
+
+void DiagnosticEngine::warning(SourceLoc loc, std::string message) {
+  diagnostics_.push_back({Severity::Warning, loc, std::move(message)});
+}
+
+void DiagnosticEngine::note(SourceLoc loc, std::string message) {
+  diagnostics_.push_back({Severity::Note, loc, std::move(message)});
+}
+
+void DiagnosticEngine::print(std::ostream& out) const {
+  for (const Diagnostic& d : diagnostics_) out << format_diagnostic(file_, d);
+}
+
+static const char* severity_name(Severity severity) {
+  switch (severity) {
+    case Severity::Error: return "error";
+    case Severity::Warning: return "warning";
+    case Severity::Note: return "note";
+  }
+  return "error";
+}
+
+// The whitespace that puts a caret under byte column `col` of `line`: tabs stay tabs, every other
+// character becomes one space (UTF-8 continuation bytes add nothing, so a multi-byte character
+// counts once on screen).
+static std::string caret_prefix(std::string_view line, uint32_t col) {
+  std::string prefix;
+  size_t width = col > 0 ? col - 1 : 0;
+  for (size_t i = 0; i < width; ++i) {
+    if (i >= line.size()) {
+      prefix += ' ';
+    } else if (line[i] == '\t') {
+      prefix += '\t';
+    } else if ((static_cast<unsigned char>(line[i]) & 0xC0) != 0x80) {
+      prefix += ' ';
+    }
+  }
+  return prefix;
+}
+
+std::string format_diagnostic(const SourceFile& file, const Diagnostic& d) {
+  const char* severity = severity_name(d.severity);
+  if (!d.loc.valid()) return fmt::format("{}: {}: {}\n", file.path(), severity, d.message);
+  std::string_view line = file.line_text(d.loc.line);
+  return fmt::format("{}:{}:{}: {}: {}\n{}\n{}^\n", file.path(), d.loc.line, d.loc.col, severity,
+                     d.message, line, caret_prefix(line, d.loc.col));
+}
+
+std::string format_diagnostics_in_source_order(const DiagnosticEngine& diags) {
+  // A group is one error or warning with the notes that follow it; groups are stably sorted by
+  // their first location so that stages reporting in different orders still read top to bottom.
+  struct Group {
+    SourceLoc loc;
+    size_t first = 0, end = 0;
+  };
+  const std::vector<Diagnostic>& all = diags.diagnostics();
+  std::vector<Group> groups;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].severity == Severity::Note && !groups.empty()) {
+      groups.back().end = i + 1;
+      continue;
+    }
+    groups.push_back({all[i].loc, i, i + 1});
+  }
+  auto key = [](SourceLoc loc) {
+    // Diagnostics without a location (whole-file problems) go last.
+    return std::pair(loc.valid() ? loc.line : UINT32_MAX, loc.col);
+  };
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](const Group& a, const Group& b) { return key(a.loc) < key(b.loc); });
+  std::string text;
+  for (const Group& group : groups) {
+    for (size_t i = group.first; i < group.end; ++i) text += format_diagnostic(diags.file(), all[i]);
+  }
+  return text;
+}
+
+void internal_error(const std::string& message) {
+  throw InternalError(message);
+}
+
+}  // namespace synk::dsl
