@@ -1,0 +1,388 @@
+// Unit tests of the parser: the AST it builds (precedence, associativity, calls, declarations,
+// locations), the `--emit=ast` printer, and error recovery (exact messages, exact counts, no
+// follow-on errors, bounded nesting).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "dsl/frontend.h"
+#include "dsl/parser.h"
+
+namespace synk::dsl {
+namespace {
+
+struct Parse {
+  // The file outlives the diagnostics that refer to it.
+  std::unique_ptr<SourceFile> file;
+  ast::Program program;
+  std::vector<Diagnostic> diagnostics;
+
+  std::vector<std::string> messages() const {
+    std::vector<std::string> result;
+    for (const Diagnostic& d : diagnostics) {
+      result.push_back(std::to_string(d.loc.line) + ":" + std::to_string(d.loc.col) + ": " + d.message);
+    }
+    return result;
+  }
+};
+
+Parse parse(const std::string& text) {
+  Parse result;
+  result.file = std::make_unique<SourceFile>("t.synk", text);
+  DiagnosticEngine diags(*result.file);
+  result.program = parse_program(*result.file, diags);
+  result.diagnostics = diags.diagnostics();
+  return result;
+}
+
+// Fully parenthesized prefix form: `(+ a (* b c))`, `(call sum x axis=0)`, `[1 2]`.
+std::string sexpr(const ast::Expr& e) {
+  switch (e.kind) {
+    case ast::ExprKind::IntLiteral: return std::to_string(e.int_value);
+    case ast::ExprKind::FloatLiteral: {
+      std::string text = std::to_string(e.float_value);
+      return text.substr(0, text.find_last_not_of('0') + 1);
+    }
+    case ast::ExprKind::BoolLiteral: return e.int_value ? "true" : "false";
+    case ast::ExprKind::StringLiteral: return "\"" + e.text + "\"";
+    case ast::ExprKind::Name: return e.text;
+    case ast::ExprKind::Unary: return "(" + e.text + " " + sexpr(*e.args[0]) + ")";
+    case ast::ExprKind::Binary: return "(" + e.text + " " + sexpr(*e.args[0]) + " " + sexpr(*e.args[1]) + ")";
+    case ast::ExprKind::Call: {
+      std::string text = "(call " + e.text;
+      for (const auto& arg : e.args) text += " " + sexpr(*arg);
+      for (const auto& kwarg : e.kwargs) text += " " + kwarg.name + "=" + sexpr(*kwarg.value);
+      return text + ")";
+    }
+    case ast::ExprKind::List: {
+      std::string text = "[";
+      for (size_t i = 0; i < e.args.size(); ++i) text += (i ? " " : "") + sexpr(*e.args[i]);
+      return text + "]";
+    }
+    case ast::ExprKind::Error: return "<error>";
+  }
+  return "?";
+}
+
+// The value of `let v = EXPR;` inside a function, as an s-expression ("" on errors).
+std::string expr(const std::string& source) {
+  Parse p = parse("fn f() {\n  let v = " + source + ";\n}\n");
+  if (!p.diagnostics.empty()) {
+    ADD_FAILURE() << source << ": " << p.messages()[0];
+    return "";
+  }
+  return sexpr(*p.program.functions.at(0).body.at(0).value);
+}
+
+// The diagnostics for `let v = EXPR;`.
+std::vector<std::string> expr_errors(const std::string& source) {
+  return parse("fn f() {\n  let v = " + source + ";\n}\n").messages();
+}
+
+TEST(ParserExpr, Precedence) {
+  EXPECT_EQ(expr("a + b * c"), "(+ a (* b c))");
+  EXPECT_EQ(expr("a * b + c"), "(+ (* a b) c)");
+  EXPECT_EQ(expr("a @ b + c"), "(+ (@ a b) c)");
+  EXPECT_EQ(expr("a / b @ c"), "(@ (/ a b) c)");
+  EXPECT_EQ(expr("a == b + c"), "(== a (+ b c))");
+  EXPECT_EQ(expr("a < b && c >= d"), "(&& (< a b) (>= c d))");
+  EXPECT_EQ(expr("a || b && c"), "(|| a (&& b c))");
+  EXPECT_EQ(expr("!a && b"), "(&& (! a) b)");
+  EXPECT_EQ(expr("-a * b"), "(* (- a) b)");
+  EXPECT_EQ(expr("(a + b) * c"), "(* (+ a b) c)");
+}
+
+TEST(ParserExpr, Associativity) {
+  EXPECT_EQ(expr("a - b - c"), "(- (- a b) c)");
+  EXPECT_EQ(expr("a / b / c"), "(/ (/ a b) c)");
+  EXPECT_EQ(expr("a || b || c"), "(|| (|| a b) c)");
+  EXPECT_EQ(expr("a ** b ** c"), "(** a (** b c))");
+}
+
+TEST(ParserExpr, PowerBindsTighterThanUnaryMinus) {
+  EXPECT_EQ(expr("-a ** b"), "(- (** a b))");
+  EXPECT_EQ(expr("-2 ** 2"), "(- (** 2 2))");
+  EXPECT_EQ(expr("a ** -b"), "(** a (- b))");
+  EXPECT_EQ(expr("a ** -b ** c"), "(** a (- (** b c)))");
+  EXPECT_EQ(expr("!-a"), "(! (- a))");
+}
+
+TEST(ParserExpr, MinusOnANumberIsFoldedIntoTheLiteral) {
+  EXPECT_EQ(expr("-1"), "-1");
+  EXPECT_EQ(expr("- -1"), "1");
+  EXPECT_EQ(expr("-(2.5)"), "-2.5");
+  EXPECT_EQ(expr("x * -2"), "(* x -2)");
+  Parse p = parse("fn f() {\n  let v = -9223372036854775807;\n}\n");
+  ASSERT_TRUE(p.diagnostics.empty());
+  const ast::Expr& literal = *p.program.functions[0].body[0].value;
+  EXPECT_EQ(literal.int_value, -INT64_MAX);
+  EXPECT_EQ(literal.loc, (SourceLoc{2, 11}));  // at the minus sign
+}
+
+TEST(ParserExpr, ComparisonsAreNonAssociative) {
+  EXPECT_EQ(expr_errors("a < b < c"),
+            std::vector<std::string>{"2:17: comparisons cannot be chained: '<' follows '<'; use "
+                                     "parentheses or '&&'"});
+  EXPECT_EQ(expr_errors("a == b != c").size(), 1u);
+  EXPECT_EQ(expr("(a < b) == c"), "(== (< a b) c)");
+}
+
+TEST(ParserExpr, LiteralsNamesAndLists) {
+  EXPECT_EQ(expr("true || false"), "(|| true false)");
+  EXPECT_EQ(expr("[1, -1, n]"), "[1 -1 n]");
+  EXPECT_EQ(expr("[]"), "[]");
+  EXPECT_EQ(expr("[[1, 2], [3]]"), "[[1 2] [3]]");
+  EXPECT_EQ(expr("inf + nan"), "(+ inf nan)");
+  EXPECT_EQ(expr("0.5"), "0.5");
+}
+
+TEST(ParserExpr, CallsWithKeywordArguments) {
+  EXPECT_EQ(expr("mean(x @ y, axis=0)"), "(call mean (@ x y) axis=0)");
+  EXPECT_EQ(expr("sum(x, axis=[0, 1], keepdims=true)"), "(call sum x axis=[0 1] keepdims=true)");
+  EXPECT_EQ(expr("f()"), "(call f)");
+  EXPECT_EQ(expr("g(a == b)"), "(call g (== a b))");
+  EXPECT_EQ(expr("cast(x, f64) + 1"), "(+ (call cast x f64) 1)");
+}
+
+TEST(ParserExpr, PositionalAfterKeywordIsAnError) {
+  EXPECT_EQ(expr_errors("sum(x, axis=0, y)"),
+            std::vector<std::string>{
+                "2:26: positional argument after keyword argument 'axis' in the call to 'sum'"});
+  EXPECT_EQ(expr_errors("sum(x, axis=0, axis=1)"),
+            std::vector<std::string>{"2:26: keyword argument 'axis' is given twice in the call to 'sum'"});
+}
+
+TEST(ParserExpr, MissingCloseParenNamesTheCall) {
+  EXPECT_EQ(expr_errors("mean(x, axis=0"),
+            std::vector<std::string>{"2:25: expected ')' to close the call to 'mean' but found ';'"});
+  EXPECT_EQ(expr_errors("(a + b"),
+            std::vector<std::string>{"2:17: expected ')' to close '(' but found ';'"});
+  EXPECT_EQ(expr_errors("[1, 2"),
+            std::vector<std::string>{"2:16: expected ',' or ']' in the list but found ';'"});
+  EXPECT_EQ(expr_errors("a +"), std::vector<std::string>{"2:14: expected an expression but found ';'"});
+  EXPECT_EQ(expr_errors("x[0]"),
+            std::vector<std::string>{"2:12: indexing with '[...]' is not supported; use take(x, idx) "
+                                     "or slice(x, start, stop, axis=0)"});
+}
+
+TEST(ParserDecl, SharedVariables) {
+  Parse p = parse(
+      "shared w: f32[10, k] = normal(seed=1, std=0.1) sliceable;\n"
+      "shared b: f64;\n"
+      "shared c: i32[] = -3;\n"
+      "shared d: f32[2] = ones;\n");
+  ASSERT_TRUE(p.diagnostics.empty()) << p.messages()[0];
+  ASSERT_EQ(p.program.shareds.size(), 4u);
+  const ast::SharedDecl& w = p.program.shareds[0];
+  EXPECT_EQ(w.name, "w");
+  EXPECT_EQ(w.name_loc, (SourceLoc{1, 8}));
+  EXPECT_EQ(w.type.dtype, "f32");
+  ASSERT_EQ(w.type.dims.size(), 2u);
+  EXPECT_EQ(w.type.dims[0].size, 10);
+  EXPECT_EQ(w.type.dims[1].symbol, "k");
+  EXPECT_EQ(w.type.dims[1].loc, (SourceLoc{1, 19}));
+  EXPECT_TRUE(w.sliceable);
+  EXPECT_EQ(sexpr(*w.init), "(call normal seed=1 std=0.1)");
+  EXPECT_FALSE(p.program.shareds[1].init);
+  EXPECT_FALSE(p.program.shareds[1].sliceable);
+  EXPECT_TRUE(p.program.shareds[2].type.dims.empty());
+  EXPECT_EQ(sexpr(*p.program.shareds[2].init), "-3");
+  EXPECT_EQ(sexpr(*p.program.shareds[3].init), "ones");
+}
+
+TEST(ParserDecl, InitializerMustBeANameANumberOrACall) {
+  EXPECT_EQ(parse("shared w: f32 = 1 + 2;\n").messages(),
+            std::vector<std::string>{"1:17: the initializer of shared variable 'w' must be zeros, ones, "
+                                     "a number, or a call such as normal(seed=1)"});
+}
+
+TEST(ParserDecl, FunctionsParamsAndStatements) {
+  Parse p = parse(
+      "fn step(scatter x: f32[n, 10], bcast lr: f32, minibatch y: i64[n]) {\n"
+      "  let h: f32[n] = x @ w;\n"
+      "  out loss: sum = mean(h);\n"
+      "  out idx = argmax(x, axis=1);\n"
+      "  update w: avg = w - lr;\n"
+      "}\n");
+  ASSERT_TRUE(p.diagnostics.empty()) << p.messages()[0];
+  const ast::FnDecl& fn = p.program.functions.at(0);
+  EXPECT_EQ(fn.name, "step");
+  EXPECT_EQ(fn.loc, (SourceLoc{1, 1}));
+  ASSERT_EQ(fn.params.size(), 3u);
+  EXPECT_EQ(fn.params[0].role, "scatter");
+  EXPECT_EQ(fn.params[1].role, "bcast");
+  EXPECT_EQ(fn.params[2].role, "minibatch");
+  EXPECT_EQ(fn.params[1].name, "lr");
+  EXPECT_EQ(fn.params[1].name_loc, (SourceLoc{1, 38}));
+  EXPECT_TRUE(fn.params[1].type.dims.empty());
+  EXPECT_EQ(fn.params[2].type.dtype, "i64");
+  ASSERT_EQ(fn.body.size(), 4u);
+  EXPECT_EQ(fn.body[0].kind, ast::StmtKind::Let);
+  ASSERT_TRUE(fn.body[0].type);
+  EXPECT_EQ(fn.body[0].type->dims[0].symbol, "n");
+  EXPECT_EQ(fn.body[1].kind, ast::StmtKind::Out);
+  EXPECT_EQ(fn.body[1].mode, "sum");
+  EXPECT_EQ(fn.body[1].mode_loc, (SourceLoc{3, 13}));
+  EXPECT_EQ(fn.body[2].mode, "");
+  EXPECT_EQ(fn.body[3].kind, ast::StmtKind::Update);
+  EXPECT_EQ(fn.body[3].name, "w");
+  EXPECT_EQ(fn.body[3].mode, "avg");
+  EXPECT_EQ(fn.body[3].loc, (SourceLoc{5, 3}));
+  EXPECT_EQ(sexpr(*fn.body[3].value), "(- w lr)");
+}
+
+TEST(ParserDecl, NodeLocations) {
+  Parse p = parse("fn f(scatter x: f32[n, 10], bcast y: f32[10]) {\n"
+                  "  out z: avg = mean(x @ y, axis=0);\n"
+                  "}\n");
+  ASSERT_TRUE(p.diagnostics.empty());
+  const ast::Stmt& out = p.program.functions[0].body[0];
+  const ast::Expr& call = *out.value;
+  EXPECT_EQ(call.loc, (SourceLoc{2, 16}));
+  EXPECT_EQ(call.args[0]->loc, (SourceLoc{2, 23}));           // Binary: at its operator
+  EXPECT_EQ(call.args[0]->args[0]->loc, (SourceLoc{2, 21}));  // x
+  EXPECT_EQ(call.kwargs[0].loc, (SourceLoc{2, 28}));
+  EXPECT_EQ(call.kwargs[0].value->loc, (SourceLoc{2, 33}));
+  EXPECT_EQ(p.program.functions[0].params[0].type.loc, (SourceLoc{1, 17}));
+}
+
+TEST(AstPrinter, IndentedTreeWithLocations) {
+  Parse p = parse("shared w: f32[10] = uniform(seed=3) sliceable;\n"
+                  "fn f(scatter x: f32[n, 10]) {\n"
+                  "  let s = \"a\\n\";\n"
+                  "  out z: avg = mean(-x @ w, axis=0) * 2.0;\n"
+                  "}\n"
+                  "shared v: bool;\n");
+  ASSERT_TRUE(p.diagnostics.empty());
+  EXPECT_EQ(print_ast(p.program),
+            "Shared 'w' sliceable @1:1\n"
+            "  Type f32[10] @1:11\n"
+            "  Call 'uniform' @1:21\n"
+            "    Kwarg 'seed' @1:29\n"
+            "      IntLiteral 3 @1:34\n"
+            "Function 'f' @2:1\n"
+            "  Param scatter 'x' @2:6\n"
+            "    Type f32[n, 10] @2:17\n"
+            "  Let 's' @3:3\n"
+            "    StringLiteral \"a\\n\" @3:11\n"
+            "  Out 'z' mode=avg @4:3\n"
+            "    Binary '*' @4:37\n"
+            "      Call 'mean' @4:16\n"
+            "        Binary '@' @4:24\n"
+            "          Unary '-' @4:21\n"
+            "            Name 'x' @4:22\n"
+            "          Name 'w' @4:26\n"
+            "        Kwarg 'axis' @4:29\n"
+            "          IntLiteral 0 @4:34\n"
+            "      FloatLiteral 2.0 @4:39\n"
+            "Shared 'v' @6:1\n"
+            "  Type bool @6:11\n");
+}
+
+// ---- recovery
+
+TEST(ParserRecovery, ThreeIndependentErrorsGiveExactlyThreeMessages) {
+  Parse p = parse(
+      "shared w: f32[10 = zeros;\n"          // 1: missing ']'
+      "fn f(scatter x: f32[n]) {\n"
+      "  let a = x +;\n"                      // 2: missing operand
+      "  let b = a * 2;\n"
+      "  out z = mean(b\n"                    // 3: missing ')' (and ';')
+      "  out y = sum(a);\n"
+      "}\n");
+  EXPECT_EQ(p.messages(),
+            (std::vector<std::string>{
+                "1:18: expected ',' or ']' in the shape of 'w' but found '='",
+                "3:14: expected an expression but found ';'",
+                "6:3: expected ')' to close the call to 'mean' but found 'out'",
+            }));
+  // Recovery keeps the statements that were fine.
+  ASSERT_EQ(p.program.functions.size(), 1u);
+  EXPECT_EQ(p.program.functions[0].body.size(), 4u);
+  EXPECT_EQ(p.program.functions[0].body[3].name, "y");
+}
+
+TEST(ParserRecovery, MissingSemicolonIsOneErrorAndTheNextStatementParses) {
+  Parse p = parse("fn f(scatter x: f32[n]) {\n"
+                  "  let a = x\n"
+                  "  out z = a;\n"
+                  "}\n");
+  EXPECT_EQ(p.messages(), std::vector<std::string>{"3:3: expected ';' after expression but found 'out'"});
+  EXPECT_EQ(p.program.functions[0].body.size(), 2u);
+}
+
+TEST(ParserRecovery, KeywordUsedAsANameIsOneError) {
+  EXPECT_EQ(parse("fn f() {\n  let out = 1;\n  out z = out;\n}\n").messages(),
+            (std::vector<std::string>{
+                "2:7: expected a variable name after 'let' but found 'out', which is a reserved keyword",
+                "3:11: expected an expression but found 'out'",
+            }));
+}
+
+TEST(ParserRecovery, LexicalErrorGivesNoSyntaxErrorOnTop) {
+  Parse p = parse("fn f(scatter x: f32[n]) {\n"
+                  "  out z = x $ 2;\n"
+                  "  out w = \"unterminated;\n"
+                  "  out v = x;\n"
+                  "}\n");
+  EXPECT_EQ(p.messages(), (std::vector<std::string>{
+                              "2:13: unexpected character '$'",
+                              "3:11: unterminated string: a string must end with '\"' on the same line",
+                          }));
+  EXPECT_EQ(p.program.functions[0].body.back().name, "v");
+}
+
+TEST(ParserRecovery, ErrorsInSeveralParametersAreAllReported) {
+  Parse p = parse("fn f(scatter x f32[n, 10], bogus y: f32, bcast z: f32[2) {\n"
+                  "  out o = x + ;\n"
+                  "}\n");
+  EXPECT_EQ(p.messages(), (std::vector<std::string>{
+                              "1:16: expected ':' and a type after parameter 'x' but found 'f32'",
+                              "1:28: expected a parameter role (scatter, bcast or minibatch) but found 'bogus'",
+                              "1:56: expected ',' or ']' in the shape of 'z' but found ')'",
+                              "2:15: expected an expression but found ';'",
+                          }));
+}
+
+TEST(ParserRecovery, MissingBraceAndStrayTopLevelTokens) {
+  EXPECT_EQ(parse("fn f(scatter x: f32)\n  out z = x;\n}\n").messages(),
+            std::vector<std::string>{"2:3: expected '{' to start the body of function 'f' but found 'out'"});
+  EXPECT_EQ(parse("fn f(scatter x: f32) {\n  out z = x;\n").messages(),
+            std::vector<std::string>{"2:13: expected '}' to close the body of function 'f' but found end of file"});
+  EXPECT_EQ(parse("let a = 1;\nlet b = 2;\nshared s: f32;\n").messages(),
+            std::vector<std::string>{"1:1: expected 'fn' or 'shared' but found 'let' (statements belong "
+                                     "inside a function body)"});
+  EXPECT_EQ(parse("fn f() {\n  z = 1;\n  out y = 2;\n}\n").messages(),
+            std::vector<std::string>{"2:3: expected a statement (let, out or update) but found 'z'"});
+}
+
+TEST(ParserRecovery, EveryErrorOnItsOwnStatement) {
+  std::string text = "fn f() {\n";
+  for (int i = 0; i < 50; ++i) text += "  let a" + std::to_string(i) + " = (1 + ;\n";
+  text += "}\n";
+  Parse p = parse(text);
+  ASSERT_EQ(p.diagnostics.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(p.diagnostics[i].loc.line, static_cast<uint32_t>(i + 2));
+}
+
+TEST(ParserRecovery, DeepNestingIsAnErrorNotACrash) {
+  std::string parens = std::string(100000, '(') + "x" + std::string(100000, ')');
+  std::vector<std::string> errors = expr_errors(parens);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("expression is nested too deeply (the limit is 256 levels)"), std::string::npos);
+
+  std::string chain = "a";
+  for (int i = 0; i < 5000; ++i) chain += " + a";
+  EXPECT_EQ(expr_errors(chain).size(), 1u);
+  EXPECT_EQ(expr_errors(std::string(100000, '-') + "x").size(), 1u);
+  EXPECT_EQ(expr_errors(std::string(50000, '[') + std::string(50000, ']')).size(), 1u);
+
+  // The limit is generous for real programs.
+  std::string sum = "a";
+  for (int i = 0; i < 200; ++i) sum += " + a";
+  EXPECT_TRUE(expr_errors(sum).empty());
+}
+
+}  // namespace
+}  // namespace synk::dsl
