@@ -1,0 +1,174 @@
+// Internal interface of semantic analysis (sema.cpp: declarations, statements and the module;
+// sema_expr.cpp: expressions and built-in operations). Not used outside dsl/: the entry point
+// is analyze() in frontend.h.
+//
+// Expressions evaluate to a Value: an IR node, a weak literal (a number not yet given a dtype:
+// `x * 2` keeps x's dtype), or an error. An error Value is silent: whoever finds one in an
+// operand returns an error Value too without reporting, so one mistake gives one message.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dsl/ast.h"
+#include "dsl/diagnostics.h"
+#include "dsl/ir.h"
+
+namespace synk::dsl::sema {
+
+enum class LiteralKind : uint8_t { Int, Float, Bool };
+
+struct Value {
+  enum class Kind : uint8_t { Error, Node, Literal };
+  Kind kind = Kind::Error;
+  ir::NodeId node = -1;          // Kind::Node
+  ir::TensorType type;           // Node: the node's type; Literal: its default type (a scalar)
+  LiteralKind literal = LiteralKind::Int;
+  int64_t ivalue = 0;            // Int and Bool literals
+  double fvalue = 0;             // Float literals
+  std::string let_name;          // a literal bound by `let`: materializations are cached there
+
+  static Value error() { return {}; }
+  static Value of_node(ir::NodeId id, ir::TensorType t) {
+    Value v;
+    v.kind = Kind::Node;
+    v.node = id;
+    v.type = std::move(t);
+    return v;
+  }
+  bool failed() const { return kind == Kind::Error; }
+  bool is_literal() const { return kind == Kind::Literal; }
+};
+
+Value int_literal(int64_t v);
+Value float_literal(double v);
+Value bool_literal(bool v);
+
+// The dtype a weak literal takes next to a value of dtype `strong`.
+ir::DType weak_dtype(ir::DType strong, LiteralKind kind);
+
+// Short source-like text of an expression for messages: `x @ w`, `sum(h, axis=1)`.
+std::string expr_text(const ast::Expr& e);
+
+// Names that sema knows as values without a declaration.
+bool is_builtin_constant(std::string_view name);   // inf, nan
+bool is_builtin_op(std::string_view name);          // exp, sum, grad, ...
+
+// What a module-level name denotes.
+struct Global {
+  enum class Kind : uint8_t { Shared, Function } kind = Kind::Shared;
+  int64_t index = -1;
+  SourceLoc loc;
+};
+
+struct ModuleContext {
+  DiagnosticEngine& diags;
+  std::string base_dir;
+  bool syntax_errors = false;           // the parser reported errors: parts of the AST are missing
+  ir::Module module;
+  std::vector<bool> shared_ok;          // false: its declaration had an error (uses stay silent)
+  std::vector<SourceLoc> shared_locs;
+  std::map<std::string, Global> globals;
+};
+
+// Analyzes one function into module.functions (when it has no errors).
+class FunctionAnalyzer {
+ public:
+  FunctionAnalyzer(ModuleContext& context, const ast::FnDecl& decl);
+  // Returns false when this function had an error.
+  bool run();
+  ir::Function take() { return std::move(fn_); }
+
+ private:
+  struct Binding {
+    enum class Kind : uint8_t { Param, Let } kind = Kind::Let;
+    Value value;                        // Let: its value (Error after an error)
+    int64_t param_index = -1;           // Param: its Input node is made on first use
+    SourceLoc loc;
+    std::map<ir::DType, ir::NodeId> materialized;  // a literal let, per dtype used
+  };
+
+  // ---- sema.cpp: the function's header and statements.
+  void declare_params();
+  void collect_symbols();
+  void check_scattered_symbols();
+  void statement(const ast::Stmt& s);
+  void let_statement(const ast::Stmt& s);
+  void out_statement(const ast::Stmt& s);
+  void update_statement(const ast::Stmt& s);
+  bool check_local_name(const std::string& name, SourceLoc loc, const char* what);
+  std::optional<ir::TensorType> resolve_type(const ast::TypeExpr& t);
+  std::optional<ir::ReduceMode> resolve_mode(const ast::Stmt& s, bool for_update);
+  void error(SourceLoc loc, std::string message);
+
+  // ---- sema_expr.cpp: expressions.
+  Value expr(const ast::Expr& e);
+  Value name(const ast::Expr& e);
+  Value unary(const ast::Expr& e);
+  Value binary(const ast::Expr& e);
+  Value call(const ast::Expr& e);
+  Value shared_read(int64_t index, SourceLoc loc);
+  Value param_read(Binding& b, const std::string& param_name);
+
+  // Builtins (sema_builtins.cpp).
+  Value call_unary(const ast::Expr& e, ir::Op op);
+  Value call_binary(const ast::Expr& e, ir::Op op);
+  Value call_where(const ast::Expr& e);
+  Value call_reduction(const ast::Expr& e, ir::Op op);
+  Value call_transpose(const ast::Expr& e);
+  Value call_reshape(const ast::Expr& e, bool flatten);
+  Value call_broadcast_to(const ast::Expr& e);
+  Value call_cast(const ast::Expr& e);
+  Value call_softmax(const ast::Expr& e, ir::Op op);
+  Value call_cross_entropy(const ast::Expr& e);
+  Value call_one_hot(const ast::Expr& e);
+  Value call_take(const ast::Expr& e);
+  Value call_concat(const ast::Expr& e);
+  Value call_slice(const ast::Expr& e);
+  Value call_grad(const ast::Expr& e);
+
+  // Checks positional count and keyword names; reports and returns false when wrong.
+  bool check_arguments(const ast::Expr& call, size_t min_positional, size_t max_positional,
+                       std::initializer_list<const char*> keywords);
+  const ast::Expr* keyword(const ast::Expr& call, const char* name);
+  std::optional<int64_t> int_argument(const ast::Expr& arg, const char* what);
+  std::optional<std::vector<int64_t>> int_list_argument(const ast::Expr& arg, const char* what,
+                                                        bool allow_scalar);
+  std::optional<bool> bool_argument(const ast::Expr& arg, const char* what);
+  std::optional<ir::DType> dtype_argument(const ast::Expr& arg);
+  std::optional<ir::Shape> shape_argument(const ast::Expr& arg, const char* op, bool allow_infer);
+
+  // Applies an op through infer_type, reporting its message at `loc` on failure.
+  Value apply(ir::Op op, std::vector<Value> operands, const ir::Attrs& attrs, SourceLoc loc,
+              const ir::TensorType* requested = nullptr);
+  // Makes a node of dtype `dtype` from a value: materializes a literal (checking that it fits)
+  // or inserts a Cast. nullopt after reporting that the literal does not fit.
+  std::optional<Value> convert(const Value& v, ir::DType dtype, SourceLoc loc);
+  // Brings operands to one dtype (weak literals follow strong values).
+  std::optional<ir::DType> common_dtype(const std::vector<Value>& operands);
+  // Promotes every operand to one dtype, then applies `op`.
+  Value pointwise(ir::Op op, std::vector<Value> operands, SourceLoc loc);
+  // The value of call argument `arg` as a node (literals take their default dtype).
+  Value operand(const ast::Expr& arg);
+  Value materialize_default(const Value& v, SourceLoc loc);
+  ir::NodeId add_node(ir::Op op, std::vector<ir::NodeId> operands, ir::Attrs attrs,
+                      ir::TensorType type, SourceLoc loc);
+
+  ModuleContext& ctx_;
+  const ast::FnDecl& decl_;
+  ir::Function fn_;
+  std::map<std::string, Binding> scope_;
+  std::map<int64_t, ir::NodeId> shared_reads_;
+  std::set<std::string> symbols_;                 // dimension symbols bound in this function
+  std::map<std::string, std::string> scattered_;  // row symbol -> what scatters it ("'x'")
+  std::map<std::string, SourceLoc> outputs_seen_;
+  std::map<int64_t, SourceLoc> updates_seen_;
+  std::map<int64_t, SourceLoc> used_shareds_;     // first use of each shared variable
+  size_t errors_at_start_ = 0;
+  bool had_error_ = false;
+};
+
+}  // namespace synk::dsl::sema

@@ -1,0 +1,443 @@
+// Semantic analysis of expressions: names, literals (weak until they meet a typed value),
+// unary and binary operators with promotion and broadcasting, and the plumbing every built-in
+// operation shares (implicit casts, node creation, reporting infer_type's messages). The
+// built-in operations themselves are in sema_builtins.cpp.
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "dsl/sema.h"
+#include "dsl/type_infer.h"
+
+namespace synk::dsl::sema {
+
+using ir::DType;
+using ir::Op;
+
+namespace {
+
+constexpr const char* kBuiltinOps[] = {
+    "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs", "neg", "pow", "maximum", "minimum",
+    "where", "sum", "mean", "max", "min", "prod", "argmax", "matmul", "transpose", "reshape",
+    "flatten", "broadcast_to", "cast", "softmax", "log_softmax", "cross_entropy", "one_hot", "take",
+    "concat", "slice", "grad"};
+
+constexpr const char* kInitializers[] = {"zeros", "ones", "const", "normal", "uniform", "load"};
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "; did you mean 'x'?" for the closest candidate within a small distance, else "".
+std::string suggestion(std::string_view wrong, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(1, std::min<size_t>(2, wrong.size() / 2));
+  for (const std::string& c : candidates) {
+    size_t d = edit_distance(wrong, c);
+    if (d <= best_distance && (best.empty() || d < edit_distance(wrong, best))) best = c;
+  }
+  return best.empty() ? "" : fmt::format("; did you mean '{}'?", best);
+}
+
+Op binary_op(const std::string& spelling) {
+  static const std::map<std::string, Op> ops = {
+      {"+", Op::Add}, {"-", Op::Sub}, {"*", Op::Mul}, {"/", Op::Div}, {"**", Op::Pow},
+      {"@", Op::MatMul}, {"==", Op::Eq}, {"!=", Op::Ne}, {"<", Op::Lt}, {"<=", Op::Le},
+      {">", Op::Gt}, {">=", Op::Ge}, {"&&", Op::And}, {"||", Op::Or}};
+  auto it = ops.find(spelling);
+  if (it == ops.end()) internal_error("unknown binary operator '" + spelling + "'");
+  return it->second;
+}
+
+std::string literal_str(const Value& v) {
+  switch (v.literal) {
+    case LiteralKind::Int: return std::to_string(v.ivalue);
+    case LiteralKind::Bool: return v.ivalue ? "true" : "false";
+    case LiteralKind::Float: return fmt::format("{}", v.fvalue);
+  }
+  return "?";
+}
+
+}  // namespace
+
+// ---- Small shared pieces -----------------------------------------------------------------
+
+Value int_literal(int64_t v) {
+  Value out;
+  out.kind = Value::Kind::Literal;
+  out.literal = LiteralKind::Int;
+  out.ivalue = v;
+  out.type = ir::TensorType{v >= INT32_MIN && v <= INT32_MAX ? DType::I32 : DType::I64, {}};
+  return out;
+}
+
+Value float_literal(double v) {
+  Value out;
+  out.kind = Value::Kind::Literal;
+  out.literal = LiteralKind::Float;
+  out.fvalue = v;
+  out.type = ir::TensorType{DType::F32, {}};
+  return out;
+}
+
+Value bool_literal(bool v) {
+  Value out;
+  out.kind = Value::Kind::Literal;
+  out.literal = LiteralKind::Bool;
+  out.ivalue = v ? 1 : 0;
+  out.type = ir::TensorType{DType::Bool, {}};
+  return out;
+}
+
+DType weak_dtype(DType strong, LiteralKind kind) {
+  switch (kind) {
+    case LiteralKind::Float: return ir::is_float(strong) ? strong : DType::F32;
+    case LiteralKind::Int: return strong == DType::Bool ? DType::I32 : strong;
+    case LiteralKind::Bool: return strong;
+  }
+  return strong;
+}
+
+bool is_builtin_constant(std::string_view name) { return name == "inf" || name == "nan"; }
+
+bool is_builtin_op(std::string_view name) {
+  return std::find(std::begin(kBuiltinOps), std::end(kBuiltinOps), name) != std::end(kBuiltinOps);
+}
+
+std::string expr_text(const ast::Expr& e) {
+  auto inner = [](const ast::Expr& x) {
+    std::string t = expr_text(x);
+    return x.kind == ast::ExprKind::Binary ? "(" + t + ")" : t;
+  };
+  std::string out;
+  switch (e.kind) {
+    case ast::ExprKind::IntLiteral: out = std::to_string(e.int_value); break;
+    case ast::ExprKind::FloatLiteral: out = fmt::format("{}", e.float_value); break;
+    case ast::ExprKind::BoolLiteral: out = e.int_value ? "true" : "false"; break;
+    case ast::ExprKind::StringLiteral: out = "\"" + e.text + "\""; break;
+    case ast::ExprKind::Name: out = e.text; break;
+    case ast::ExprKind::Unary: out = e.text + (e.args.empty() ? "?" : inner(*e.args[0])); break;
+    case ast::ExprKind::Binary:
+      out = e.args.size() == 2 ? inner(*e.args[0]) + " " + e.text + " " + inner(*e.args[1]) : "?";
+      break;
+    case ast::ExprKind::Call:
+    case ast::ExprKind::List: {
+      std::string items;
+      for (const auto& a : e.args) items += (items.empty() ? "" : ", ") + expr_text(*a);
+      for (const auto& k : e.kwargs) items += (items.empty() ? "" : ", ") + k.name + "=" + expr_text(*k.value);
+      out = e.kind == ast::ExprKind::Call ? e.text + "(" + items + ")" : "[" + items + "]";
+      break;
+    }
+    case ast::ExprKind::Error: out = "?"; break;
+  }
+  if (out.size() > 60) out = out.substr(0, 57) + "...";
+  return out;
+}
+
+// ---- Nodes, conversions, promotion --------------------------------------------------------
+
+ir::NodeId FunctionAnalyzer::add_node(Op op, std::vector<ir::NodeId> operands, ir::Attrs attrs,
+                                      ir::TensorType type, SourceLoc loc) {
+  ir::Node n;
+  n.op = op;
+  n.type = std::move(type);
+  n.operands = std::move(operands);
+  n.attrs = std::move(attrs);
+  n.loc = loc;
+  return fn_.add(std::move(n));
+}
+
+std::optional<Value> FunctionAnalyzer::convert(const Value& v, DType dtype, SourceLoc loc) {
+  if (v.kind == Value::Kind::Node) {
+    if (v.type.dtype == dtype) return v;
+    ir::TensorType t{dtype, v.type.shape};
+    ir::Attrs none;
+    return Value::of_node(add_node(Op::Cast, {v.node}, none, t, loc), t);
+  }
+  if (v.kind != Value::Kind::Literal) return std::nullopt;
+  Binding* binding = nullptr;
+  if (!v.let_name.empty()) {
+    auto it = scope_.find(v.let_name);
+    if (it != scope_.end()) binding = &it->second;
+    if (binding) {
+      auto cached = binding->materialized.find(dtype);
+      if (cached != binding->materialized.end())
+        return Value::of_node(cached->second, ir::TensorType{dtype, {}});
+    }
+  }
+  ir::Attrs attrs;
+  switch (v.literal) {
+    case LiteralKind::Int:
+      if (dtype == DType::Bool) {
+        error(loc, fmt::format("integer {} cannot be used as a bool; use true or false", v.ivalue));
+        return std::nullopt;
+      }
+      if (ir::is_float(dtype)) {
+        attrs.value = double(v.ivalue);
+      } else {
+        bool fits = dtype == DType::I64 || (dtype == DType::I32 && v.ivalue >= INT32_MIN && v.ivalue <= INT32_MAX) ||
+                    (dtype == DType::U8 && v.ivalue >= 0 && v.ivalue <= 255);
+        if (!fits) {
+          error(loc, fmt::format("integer {} does not fit in {}", v.ivalue, ir::dtype_name(dtype)));
+          return std::nullopt;
+        }
+        attrs.ivalue = v.ivalue;
+      }
+      break;
+    case LiteralKind::Float:
+      if (!ir::is_float(dtype)) {
+        error(loc, fmt::format("{} is not an integer but {} is needed here; use cast({}, {})",
+                               literal_str(v), ir::dtype_name(dtype), literal_str(v), ir::dtype_name(dtype)));
+        return std::nullopt;
+      }
+      attrs.value = v.fvalue;
+      break;
+    case LiteralKind::Bool:
+      if (ir::is_float(dtype)) attrs.value = double(v.ivalue);
+      else attrs.ivalue = v.ivalue;
+      break;
+  }
+  ir::TensorType t{dtype, {}};
+  ir::NodeId id = add_node(Op::Constant, {}, attrs, t, loc);
+  if (binding) {
+    fn_.nodes[size_t(id)].name = v.let_name;
+    binding->materialized.emplace(dtype, id);
+  }
+  return Value::of_node(id, t);
+}
+
+Value FunctionAnalyzer::materialize_default(const Value& v, SourceLoc loc) {
+  if (!v.is_literal()) return v;
+  auto converted = convert(v, v.type.dtype, loc);
+  return converted ? *converted : Value::error();
+}
+
+std::optional<DType> FunctionAnalyzer::common_dtype(const std::vector<Value>& operands) {
+  std::optional<DType> strong;
+  for (const Value& v : operands)
+    if (v.kind == Value::Kind::Node) strong = strong ? promote(*strong, v.type.dtype) : v.type.dtype;
+  if (!strong) {
+    for (const Value& v : operands)
+      if (v.is_literal()) strong = strong ? promote(*strong, v.type.dtype) : v.type.dtype;
+    return strong;
+  }
+  DType result = *strong;
+  for (const Value& v : operands)
+    if (v.is_literal()) result = weak_dtype(result, v.literal);
+  return result;
+}
+
+Value FunctionAnalyzer::apply(Op op, std::vector<Value> operands, const ir::Attrs& attrs, SourceLoc loc,
+                              const ir::TensorType* requested) {
+  std::vector<ir::TensorType> types;
+  std::vector<ir::NodeId> ids;
+  for (Value& v : operands) {
+    if (v.failed()) return Value::error();
+    if (v.is_literal()) v = materialize_default(v, loc);
+    if (v.failed()) return Value::error();
+    types.push_back(v.type);
+    ids.push_back(v.node);
+  }
+  InferResult r = infer_type(op, types, attrs, requested);
+  if (!r.ok()) {
+    error(loc, r.error);
+    return Value::error();
+  }
+  ir::TensorType t = *r.type;
+  return Value::of_node(add_node(op, std::move(ids), attrs, t, loc), t);
+}
+
+// Promotes every operand to one dtype, then applies `op`.
+Value FunctionAnalyzer::pointwise(Op op, std::vector<Value> operands, SourceLoc loc) {
+  for (const Value& v : operands)
+    if (v.failed()) return Value::error();
+  auto dtype = common_dtype(operands);
+  if (!dtype) return Value::error();
+  for (Value& v : operands) {
+    auto converted = convert(v, *dtype, loc);
+    if (!converted) return Value::error();
+    v = *converted;
+  }
+  return apply(op, std::move(operands), ir::Attrs{}, loc);
+}
+
+// ---- Expressions --------------------------------------------------------------------------
+
+Value FunctionAnalyzer::expr(const ast::Expr& e) {
+  switch (e.kind) {
+    case ast::ExprKind::IntLiteral: return int_literal(e.int_value);
+    case ast::ExprKind::FloatLiteral: return float_literal(e.float_value);
+    case ast::ExprKind::BoolLiteral: return bool_literal(e.int_value != 0);
+    case ast::ExprKind::StringLiteral:
+      error(e.loc, "a string is only allowed as the file name in load(\"...\") initializers");
+      return Value::error();
+    case ast::ExprKind::Name: return name(e);
+    case ast::ExprKind::Unary: return unary(e);
+    case ast::ExprKind::Binary: return binary(e);
+    case ast::ExprKind::Call: return call(e);
+    case ast::ExprKind::List:
+      error(e.loc, fmt::format("a list such as {} is only allowed as an axis list, a shape or a permutation",
+                               expr_text(e)));
+      return Value::error();
+    case ast::ExprKind::Error: return Value::error();
+  }
+  return Value::error();
+}
+
+Value FunctionAnalyzer::param_read(Binding& b, const std::string& param_name) {
+  if (b.param_index < 0) return Value::error();
+  if (!b.value.failed()) return b.value;
+  ir::Attrs attrs;
+  attrs.index = b.param_index;
+  const ir::TensorType& t = fn_.params[size_t(b.param_index)].type;
+  ir::NodeId id = add_node(Op::Input, {}, attrs, t, fn_.params[size_t(b.param_index)].loc);
+  fn_.nodes[size_t(id)].name = param_name;
+  b.value = Value::of_node(id, t);
+  return b.value;
+}
+
+Value FunctionAnalyzer::shared_read(int64_t index, SourceLoc loc) {
+  if (!ctx_.shared_ok[size_t(index)]) return Value::error();
+  const ir::SharedVar& s = ctx_.module.shareds[size_t(index)];
+  auto it = shared_reads_.find(index);
+  if (it != shared_reads_.end()) return Value::of_node(it->second, s.type);
+  ir::Attrs attrs;
+  attrs.index = index;
+  ir::NodeId id = add_node(Op::SharedRead, {}, attrs, s.type, loc);
+  fn_.nodes[size_t(id)].name = s.name;
+  shared_reads_.emplace(index, id);
+  return Value::of_node(id, s.type);
+}
+
+Value FunctionAnalyzer::name(const ast::Expr& e) {
+  if (auto it = scope_.find(e.text); it != scope_.end()) {
+    Binding& b = it->second;
+    if (b.kind == Binding::Kind::Param) return param_read(b, e.text);
+    return b.value;
+  }
+  if (auto it = ctx_.globals.find(e.text); it != ctx_.globals.end()) {
+    if (it->second.kind == Global::Kind::Shared) return shared_read(it->second.index, e.loc);
+    error(e.loc, fmt::format("'{}' is a function and cannot be used as a value", e.text));
+    return Value::error();
+  }
+  if (e.text == "inf") return float_literal(std::numeric_limits<double>::infinity());
+  if (e.text == "nan") return float_literal(std::numeric_limits<double>::quiet_NaN());
+  if (is_builtin_op(e.text)) {
+    error(e.loc, fmt::format("'{}' is an operation; call it, as in {}(x)", e.text, e.text));
+    return Value::error();
+  }
+  if (ir::dtype_from_name(e.text)) {
+    error(e.loc, fmt::format("'{}' is a dtype and only allowed where a dtype is expected, as in cast(x, {})",
+                             e.text, e.text));
+    return Value::error();
+  }
+  std::vector<std::string> candidates;
+  for (const auto& [n, b] : scope_) candidates.push_back(n);
+  for (const auto& [n, g] : ctx_.globals)
+    if (g.kind == Global::Kind::Shared) candidates.push_back(n);
+  error(e.loc, fmt::format("unknown name '{}'{}", e.text, suggestion(e.text, candidates)));
+  return Value::error();
+}
+
+Value FunctionAnalyzer::unary(const ast::Expr& e) {
+  Value v = expr(*e.args.at(0));
+  if (v.failed()) return v;
+  if (e.text == "-") {
+    if (v.is_literal() && v.literal == LiteralKind::Float) return float_literal(-v.fvalue);
+    if (v.is_literal() && v.literal == LiteralKind::Int && v.ivalue != INT64_MIN) return int_literal(-v.ivalue);
+    if (v.type.dtype == DType::Bool) {
+      error(e.loc, fmt::format("'-' needs a numeric operand but '{}' is bool; use '!' for logical not",
+                               expr_text(*e.args[0])));
+      return Value::error();
+    }
+    return apply(Op::Neg, {v}, ir::Attrs{}, e.loc);
+  }
+  if (v.type.dtype != DType::Bool) {
+    error(e.loc, fmt::format("'!' needs a bool operand but '{}' is {}", expr_text(*e.args[0]),
+                             ir::type_str(v.type)));
+    return Value::error();
+  }
+  if (v.is_literal()) return bool_literal(v.ivalue == 0);
+  return apply(Op::Not, {v}, ir::Attrs{}, e.loc);
+}
+
+Value FunctionAnalyzer::binary(const ast::Expr& e) {
+  Op op = binary_op(e.text);
+  Value a = expr(*e.args.at(0));
+  Value b = expr(*e.args.at(1));
+  if (a.failed() || b.failed()) return Value::error();
+  if (op == Op::And || op == Op::Or) {
+    for (size_t i = 0; i < 2; ++i) {
+      const Value& v = i == 0 ? a : b;
+      if (v.type.dtype != DType::Bool) {
+        error(e.loc, fmt::format("'{}' needs bool operands but '{}' is {}", e.text, expr_text(*e.args[i]),
+                                 ir::type_str(v.type)));
+        return Value::error();
+      }
+    }
+  }
+  if (op == Op::Div) {
+    auto dtype = common_dtype({a, b});
+    if (dtype && !ir::is_float(*dtype)) {
+      error(e.loc, fmt::format("'/' needs floating operands but '{}' is {} and '{}' is {}; use cast({}, f32)",
+                               expr_text(*e.args[0]), ir::type_str(a.type), expr_text(*e.args[1]),
+                               ir::type_str(b.type), expr_text(*e.args[0])));
+      return Value::error();
+    }
+  }
+  return pointwise(op, {a, b}, e.loc);
+}
+
+Value FunctionAnalyzer::call(const ast::Expr& e) {
+  static const std::map<std::string, Op> unary_ops = {
+      {"exp", Op::Exp}, {"log", Op::Log}, {"sqrt", Op::Sqrt}, {"tanh", Op::Tanh},
+      {"sigmoid", Op::Sigmoid}, {"relu", Op::Relu}, {"abs", Op::Abs}, {"neg", Op::Neg}};
+  static const std::map<std::string, Op> binary_ops = {
+      {"pow", Op::Pow}, {"maximum", Op::Maximum}, {"minimum", Op::Minimum}, {"matmul", Op::MatMul}};
+  static const std::map<std::string, Op> reductions = {
+      {"sum", Op::ReduceSum}, {"mean", Op::ReduceMean}, {"max", Op::ReduceMax},
+      {"min", Op::ReduceMin}, {"prod", Op::ReduceProd}, {"argmax", Op::ArgMax}};
+  const std::string& f = e.text;
+  if (auto it = unary_ops.find(f); it != unary_ops.end()) return call_unary(e, it->second);
+  if (auto it = binary_ops.find(f); it != binary_ops.end()) return call_binary(e, it->second);
+  if (auto it = reductions.find(f); it != reductions.end()) return call_reduction(e, it->second);
+  if (f == "where") return call_where(e);
+  if (f == "transpose") return call_transpose(e);
+  if (f == "reshape") return call_reshape(e, false);
+  if (f == "flatten") return call_reshape(e, true);
+  if (f == "broadcast_to") return call_broadcast_to(e);
+  if (f == "cast") return call_cast(e);
+  if (f == "softmax") return call_softmax(e, Op::Softmax);
+  if (f == "log_softmax") return call_softmax(e, Op::LogSoftmax);
+  if (f == "cross_entropy") return call_cross_entropy(e);
+  if (f == "one_hot") return call_one_hot(e);
+  if (f == "take") return call_take(e);
+  if (f == "concat") return call_concat(e);
+  if (f == "slice") return call_slice(e);
+  if (f == "grad") return call_grad(e);
+  if (auto it = ctx_.globals.find(f); it != ctx_.globals.end()) {
+    error(e.loc, fmt::format("'{}' is a {}, not an operation; functions cannot call each other", f,
+                             it->second.kind == Global::Kind::Function ? "function" : "shared variable"));
+    return Value::error();
+  }
+  if (std::find(std::begin(kInitializers), std::end(kInitializers), f) != std::end(kInitializers)) {
+    error(e.loc, fmt::format("'{}' initializes shared variables and cannot be used in an expression", f));
+    return Value::error();
+  }
+  std::vector<std::string> candidates(std::begin(kBuiltinOps), std::end(kBuiltinOps));
+  error(e.loc, fmt::format("unknown operation '{}'{}", f, suggestion(f, candidates)));
+  return Value::error();
+}
+
+}  // namespace synk::dsl::sema
