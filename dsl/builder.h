@@ -1,0 +1,274 @@
+// The C++ expression builder: the second front door to the Graph IR. It builds exactly the
+// ir::Module that the .synk front end (parse + sema) builds for the same program, with the same
+// checks and the same messages, through a small API:
+//
+//   synk::dsl::ModuleBuilder mb;
+//   auto w = mb.shared("w", ir::DType::F32, {784, 10}, init::normal(/*seed=*/1, 0.0, 0.05));
+//   auto f = mb.function("loss");
+//   auto x = f.scatter("x", ir::DType::F32, {"n", 784});
+//   auto y = f.scatter("y", ir::DType::I32, {"n"});
+//   auto logits = f.let("logits", x.matmul(w));
+//   f.out("loss", mean(cross_entropy(logits, y)));
+//   f.update(w, w - 0.1 * grad(mean(cross_entropy(logits, y)), w));
+//   ir::Module m = mb.build();
+//
+// An Expr is a typed expression tree: its type is inferred (dsl/type_infer.h) as soon as it is
+// made, so a mistake throws a UserError at the line that made it. Nodes are written into a
+// function only when a statement (let / out / update) uses the Expr, depth first and left to
+// right, exactly as sema walks the same expression; an Expr used twice is written once. To get
+// the node order of a .synk `let`, write the same `let` with FunctionBuilder::let. Numbers are
+// weak literals as in the language (`x * 2` keeps x's dtype). See docs/builder.md.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "dsl/diagnostics.h"
+#include "dsl/ir.h"
+
+namespace synk::dsl {
+
+namespace builder_detail {
+struct ExprNode;
+struct FunctionState;
+struct ModuleState;
+}  // namespace builder_detail
+
+// Initializers of shared variables, as in the language: zeros, ones, a constant, random
+// (reproducible from the seed), or a .npy file.
+namespace init {
+ir::Initializer zeros();
+ir::Initializer ones();
+ir::Initializer constant(double value);
+ir::Initializer normal(uint64_t seed, double mean = 0.0, double stddev = 1.0);
+ir::Initializer uniform(uint64_t seed, double low = 0.0, double high = 1.0);
+ir::Initializer load(std::string path);
+}  // namespace init
+
+// One dimension of a declared type or a reshape target: a size (`784`, or -1 in reshape) or a
+// symbol (`"n"`).
+struct DimArg {
+  ir::Dim dim;
+  DimArg(int value) : dim(ir::Dim::fixed(value)) {}
+  DimArg(int64_t value) : dim(ir::Dim::fixed(value)) {}
+  DimArg(const char* symbol) : dim(ir::Dim::sym(symbol)) {}
+  DimArg(std::string symbol) : dim(ir::Dim::sym(std::move(symbol))) {}
+};
+using ShapeArg = std::vector<DimArg>;
+
+// The axes of a reduction: omitted (all axes), one axis (`1`, `-1`) or a list (`{0, 2}`).
+class Axes {
+ public:
+  Axes() = default;                                     // all axes
+  Axes(int axis) : list_(std::vector<int64_t>{axis}) {}
+  Axes(int64_t axis) : list_(std::vector<int64_t>{axis}) {}
+  Axes(std::initializer_list<int64_t> axes) : list_(std::vector<int64_t>(axes)) {}
+  static Axes list(std::vector<int64_t> axes) { Axes a; a.list_ = std::move(axes); return a; }
+  const std::optional<std::vector<int64_t>>& get() const { return list_; }
+
+ private:
+  std::optional<std::vector<int64_t>> list_;
+};
+
+template <class T>
+concept Number = std::is_arithmetic_v<std::remove_cvref_t<T>>;
+
+// A typed expression. Made by parameters (FunctionBuilder::scatter ...), shared variables
+// (ModuleBuilder::shared), numbers (implicitly: a weak literal) and the operations below.
+// Copying an Expr copies a handle to the same tree.
+class Expr {
+ public:
+  Expr() = default;   // empty: using it is a UserError
+  Expr(bool value);
+  Expr(double value);
+  Expr(float value) : Expr(double(value)) {}
+  template <Number T>
+    requires(!std::same_as<std::remove_cvref_t<T>, bool> && !std::floating_point<std::remove_cvref_t<T>>)
+  Expr(T value) : Expr(integer_literal(value)) {}
+
+  bool valid() const { return node_ != nullptr; }
+  // The type the value has; for a number, its default type (i32 or i64, f32, bool).
+  const ir::TensorType& type() const;
+  ir::DType dtype() const { return type().dtype; }
+  const ir::Shape& shape() const { return type().shape; }
+  size_t rank() const { return type().rank(); }
+  bool is_literal() const;           // a plain number (weak: takes the dtype of what it meets)
+  bool is_shared() const;            // a shared variable, as made by ModuleBuilder::shared
+  std::string str() const;           // "f32[n, 10]", or the number
+
+  // Method forms of the most used operations (the free functions below take the same arguments).
+  Expr matmul(const Expr& other) const;
+  Expr transpose() const;
+  Expr transpose(std::vector<int64_t> perm) const;
+  Expr reshape(ShapeArg shape) const;
+  Expr flatten() const;
+  Expr cast(ir::DType dtype) const;
+  Expr sum(Axes axes = {}, bool keepdims = false) const;
+  Expr mean(Axes axes = {}, bool keepdims = false) const;
+  Expr max(Axes axes = {}, bool keepdims = false) const;
+  Expr min(Axes axes = {}, bool keepdims = false) const;
+  Expr prod(Axes axes = {}, bool keepdims = false) const;
+  Expr argmax(int64_t axis = -1, bool keepdims = false) const;
+
+  const std::shared_ptr<const builder_detail::ExprNode>& node() const { return node_; }
+  explicit Expr(std::shared_ptr<const builder_detail::ExprNode> node) : node_(std::move(node)) {}
+
+ private:
+  template <class T>
+  static Expr integer_literal(T value) {
+    if constexpr (std::is_unsigned_v<T> && sizeof(T) >= sizeof(int64_t)) {
+      if (value > uint64_t(INT64_MAX)) throw UserError("integer literal does not fit in i64");
+    }
+    return make_int(int64_t(value));
+  }
+  static Expr make_int(int64_t value);
+
+  std::shared_ptr<const builder_detail::ExprNode> node_;
+};
+
+// ---- Operations (every op of the language; numbers are weak literals) ---------------------
+
+Expr neg(const Expr& x);          // the call neg(x); `-x` folds a literal (`-2` stays a literal)
+Expr unary_minus(const Expr& x);  // `-x`
+Expr abs(const Expr& x);
+Expr exp(const Expr& x);
+Expr log(const Expr& x);
+Expr sqrt(const Expr& x);
+Expr tanh(const Expr& x);
+Expr sigmoid(const Expr& x);
+Expr relu(const Expr& x);
+Expr logical_not(const Expr& x);
+
+Expr add(const Expr& a, const Expr& b);
+Expr sub(const Expr& a, const Expr& b);
+Expr mul(const Expr& a, const Expr& b);
+Expr div(const Expr& a, const Expr& b);
+Expr pow(const Expr& a, const Expr& b);
+Expr maximum(const Expr& a, const Expr& b);
+Expr minimum(const Expr& a, const Expr& b);
+Expr equal(const Expr& a, const Expr& b);
+Expr not_equal(const Expr& a, const Expr& b);
+Expr less(const Expr& a, const Expr& b);
+Expr less_equal(const Expr& a, const Expr& b);
+Expr greater(const Expr& a, const Expr& b);
+Expr greater_equal(const Expr& a, const Expr& b);
+Expr logical_and(const Expr& a, const Expr& b);
+Expr logical_or(const Expr& a, const Expr& b);
+Expr where(const Expr& condition, const Expr& a, const Expr& b);
+
+Expr sum(const Expr& x, Axes axes = {}, bool keepdims = false);
+Expr mean(const Expr& x, Axes axes = {}, bool keepdims = false);
+Expr max(const Expr& x, Axes axes = {}, bool keepdims = false);
+Expr min(const Expr& x, Axes axes = {}, bool keepdims = false);
+Expr prod(const Expr& x, Axes axes = {}, bool keepdims = false);
+Expr argmax(const Expr& x, int64_t axis = -1, bool keepdims = false);
+
+Expr matmul(const Expr& a, const Expr& b);
+Expr transpose(const Expr& x);                              // reverses the axes
+Expr transpose(const Expr& x, std::vector<int64_t> perm);
+Expr reshape(const Expr& x, ShapeArg shape);                // one -1 allowed; symbols allowed
+Expr flatten(const Expr& x);                                // reshape(x, {-1})
+Expr broadcast_to(const Expr& x, ShapeArg shape);
+Expr cast(const Expr& x, ir::DType dtype);
+Expr softmax(const Expr& x, int64_t axis = -1);
+Expr log_softmax(const Expr& x, int64_t axis = -1);
+Expr cross_entropy(const Expr& logits, const Expr& labels);
+Expr one_hot(const Expr& labels, int64_t num_classes, ir::DType dtype = ir::DType::F32);
+Expr take(const Expr& x, const Expr& indices);
+Expr concat(std::vector<Expr> parts, int64_t axis = 0);
+Expr slice(const Expr& x, int64_t start, int64_t stop, int64_t axis = 0);
+// Gradient of a float scalar loss with respect to shared variables (Exprs from
+// ModuleBuilder::shared): one variable gives its shape, several give one flat vector.
+Expr grad(const Expr& loss, std::vector<Expr> variables);
+inline Expr grad(const Expr& loss, const Expr& variable) { return grad(loss, std::vector<Expr>{variable}); }
+
+// Operators; at least one side is an Expr (so `2 * 3` stays C++ arithmetic).
+template <class T>
+concept ExprOrNumber = std::same_as<std::remove_cvref_t<T>, Expr> || Number<T>;
+template <class A, class B>
+concept ExprOperands = ExprOrNumber<A> && ExprOrNumber<B> &&
+                       (std::same_as<std::remove_cvref_t<A>, Expr> || std::same_as<std::remove_cvref_t<B>, Expr>);
+
+template <class A, class B> requires ExprOperands<A, B>
+Expr operator+(const A& a, const B& b) { return add(Expr(a), Expr(b)); }
+template <class A, class B> requires ExprOperands<A, B>
+Expr operator-(const A& a, const B& b) { return sub(Expr(a), Expr(b)); }
+template <class A, class B> requires ExprOperands<A, B>
+Expr operator*(const A& a, const B& b) { return mul(Expr(a), Expr(b)); }
+template <class A, class B> requires ExprOperands<A, B>
+Expr operator/(const A& a, const B& b) { return div(Expr(a), Expr(b)); }
+template <class A, class B> requires ExprOperands<A, B>
+Expr operator==(const A& a, const B& b) { return equal(Expr(a), Expr(b)); }
+template <class A, class B> requires ExprOperands<A, B>
+Expr operator!=(const A& a, const B& b) { return not_equal(Expr(a), Expr(b)); }
+template <class A, class B> requires ExprOperands<A, B>
+Expr operator<(const A& a, const B& b) { return less(Expr(a), Expr(b)); }
+template <class A, class B> requires ExprOperands<A, B>
+Expr operator<=(const A& a, const B& b) { return less_equal(Expr(a), Expr(b)); }
+template <class A, class B> requires ExprOperands<A, B>
+Expr operator>(const A& a, const B& b) { return greater(Expr(a), Expr(b)); }
+template <class A, class B> requires ExprOperands<A, B>
+Expr operator>=(const A& a, const B& b) { return greater_equal(Expr(a), Expr(b)); }
+template <class A, class B> requires ExprOperands<A, B>
+Expr operator&&(const A& a, const B& b) { return logical_and(Expr(a), Expr(b)); }
+template <class A, class B> requires ExprOperands<A, B>
+Expr operator||(const A& a, const B& b) { return logical_or(Expr(a), Expr(b)); }
+inline Expr operator-(const Expr& x) { return unary_minus(x); }
+inline Expr operator!(const Expr& x) { return logical_not(x); }
+
+// ---- Functions and modules ----------------------------------------------------------------
+
+// Builds one function of a module. Copies are handles to the same function.
+class FunctionBuilder {
+ public:
+  const std::string& name() const;
+
+  // Parameters, in order. Dimensions are sizes or symbols ("n"); scatter and minibatch
+  // parameters need a symbolic row dimension (axis 0).
+  Expr scatter(const std::string& name, ir::DType dtype, ShapeArg shape);
+  Expr bcast(const std::string& name, ir::DType dtype, ShapeArg shape);
+  Expr minibatch(const std::string& name, ir::DType dtype, ShapeArg shape);
+  Expr param(ir::Role role, const std::string& name, ir::DType dtype, ShapeArg shape);
+
+  // `let name = value;`: writes the value's nodes into the function now and names its node.
+  // Returns the same value (a number stays a weak literal, as in the language).
+  Expr let(const std::string& name, const Expr& value);
+  // `out name: mode = value;`
+  void out(const std::string& name, const Expr& value, ir::ReduceMode mode = ir::ReduceMode::Avg);
+  // `update shared: mode = value;` The value must have the shared variable's type exactly.
+  void update(const Expr& shared, const Expr& value, ir::ReduceMode mode = ir::ReduceMode::Avg);
+
+  explicit FunctionBuilder(std::shared_ptr<builder_detail::FunctionState> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<builder_detail::FunctionState> state_;
+};
+
+class ModuleBuilder {
+ public:
+  ModuleBuilder();
+
+  // `shared name: dtype[shape] = init [sliceable];` Returns the variable as an Expr, usable in
+  // every function of this module (and as the target of FunctionBuilder::update and grad).
+  Expr shared(const std::string& name, ir::DType dtype, ShapeArg shape, ir::Initializer init = init::zeros(),
+              bool sliceable = false);
+  // Starts a function. Functions and shared variables share one namespace.
+  FunctionBuilder function(const std::string& name);
+
+  // The module: shared variables and functions in declaration order. Checks what only the
+  // whole function shows (at least one out or update; scattered row dimensions used whole)
+  // and then runs ir::verify. Throws UserError on a mistake. May be called again after more
+  // statements are added.
+  ir::Module build() const;
+
+ private:
+  std::shared_ptr<builder_detail::ModuleState> state_;
+};
+
+}  // namespace synk::dsl
