@@ -90,6 +90,9 @@ void Lexer::skip_whitespace_and_comments() {
       size_t close = text_.find("*/", pos_ + 2);
       if (close == std::string_view::npos) {
         diags_.error(file_.loc_at(pos_), "unterminated comment: '/*' has no matching '*/'");
+        // The comment swallowed the rest of the file (a `}` perhaps): an Error token tells the
+        // parser so, and it adds no message of its own.
+        unterminated_comment_at_ = pos_;
         pos_ = text_.size();
       } else {
         pos_ = close + 2;
@@ -103,6 +106,12 @@ void Lexer::skip_whitespace_and_comments() {
 Token Lexer::next() {
   skip_whitespace_and_comments();
   size_t begin = pos_;
+  if (unterminated_comment_at_) {
+    Token token = make(TokenKind::Error, *unterminated_comment_at_);
+    token.spelling = text_.substr(*unterminated_comment_at_, 2);
+    unterminated_comment_at_.reset();
+    return token;
+  }
   if (pos_ >= text_.size()) {
     // End of file sits just after the last visible character, where a missing `}` or `;` would go.
     size_t end = text_.find_last_not_of(" \t\r\n\f\v");

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,7 @@ class Lexer {
   DiagnosticEngine& diags_;
   std::string_view text_;
   size_t pos_ = 0;
+  std::optional<size_t> unterminated_comment_at_;
 };
 
 // Every token of `file`, ending with one EndOfFile token (convenient for tests).

@@ -233,7 +233,8 @@ TEST(Lexer, UnterminatedBlockComment) {
   ASSERT_EQ(lexed.diagnostics.size(), 1u);
   EXPECT_EQ(lexed.diagnostics[0].message, "unterminated comment: '/*' has no matching '*/'");
   EXPECT_EQ(lexed.diagnostics[0].loc, (SourceLoc{2, 3}));
-  EXPECT_EQ(kinds(lexed), (std::vector<K>{K::Identifier, K::EndOfFile}));
+  EXPECT_EQ(kinds(lexed), (std::vector<K>{K::Identifier, K::Error, K::EndOfFile}));
+  EXPECT_EQ(lexed.tokens[1].loc, (SourceLoc{2, 3}));
 }
 
 TEST(Lexer, DescribeToken) {

@@ -60,6 +60,7 @@ class Parser {
   Token advance() {
     Token consumed = std::move(current_);
     previous_line_ = consumed.loc.line;
+    previous_kind_ = consumed.kind;
     if (next_) {
       current_ = std::move(*next_);
       next_.reset();
@@ -79,11 +80,14 @@ class Parser {
 
   // ---- errors
   // Reports a syntax error at `token` and enters panic mode; silent while already panicking and
-  // for Error tokens (the lexer has reported those).
+  // for Error tokens (the lexer has reported those). An end of file that directly follows a
+  // lexical error is its consequence (an unterminated comment swallowed the closing `}`).
   void syntax_error(const Token& token, std::string message) {
     if (panic_) return;
     panic_ = true;
-    if (token.kind != TokenKind::Error) diags_.error(token.loc, std::move(message));
+    if (token.kind == TokenKind::Error) return;
+    if (token.kind == TokenKind::EndOfFile && previous_kind_ == TokenKind::Error) return;
+    diags_.error(token.loc, std::move(message));
   }
   // `expected WHAT but found X` at the current token.
   void expected(std::string_view what) {
@@ -173,6 +177,7 @@ class Parser {
   Token current_;
   std::optional<Token> next_;
   uint32_t previous_line_ = 0;
+  TokenKind previous_kind_ = TokenKind::EndOfFile;
   bool panic_ = false;
   int nesting_ = 0;
 };
