@@ -135,10 +135,12 @@ class InitializerAnalyzer {
       ok = false;
     }
     std::optional<uint64_t> seed;
+    bool seed_given = false;
     double a = 0, b = 1;
     SourceLoc b_loc = e.loc;
     for (const ast::KwArg& kw : e.kwargs) {
       if (kw.name == "seed") {
+        seed_given = true;
         const ast::Expr& v = *kw.value;
         if (v.kind != ast::ExprKind::IntLiteral || v.int_value < 0) {
           error(v.loc, fmt::format("seed must be a non-negative integer, found '{}'", expr_text(v)));
@@ -162,18 +164,23 @@ class InitializerAnalyzer {
         ok = false;
       }
     }
-    if (!ok) return std::nullopt;
-    if (!seed)
-      return error(e.loc, fmt::format("{} needs seed=S (an integer) so that every run draws the same "
-                                      "values", e.text));
-    if (type_ && !ir::is_float(type_->dtype))
+    if (!seed_given) {
+      error(e.loc, fmt::format("{} needs seed=S (an integer) so that every run draws the same values", e.text));
+      ok = false;
+    }
+    if (normal && b < 0) {
+      error(b_loc, fmt::format("std must be 0 or more, found {}", b));
+      ok = false;
+    }
+    if (!normal && !(a < b)) {
+      error(e.loc, fmt::format("uniform needs low < high, found low={} and high={}", a, b));
+      ok = false;
+    }
+    if (ok && type_ && !ir::is_float(type_->dtype))
       return error(e.loc, fmt::format("{} initializes floating variables, but '{}' is {}", e.text,
                                       decl_.name, ir::dtype_name(type_->dtype)));
-    if (normal) {
-      if (b < 0) return error(b_loc, fmt::format("std must be 0 or more, found {}", b));
-      return ir::InitNormal{*seed, a, b};
-    }
-    if (!(a < b)) return error(e.loc, fmt::format("uniform needs low < high, found low={} and high={}", a, b));
+    if (!ok) return std::nullopt;
+    if (normal) return ir::InitNormal{*seed, a, b};
     return ir::InitUniform{*seed, a, b};
   }
 

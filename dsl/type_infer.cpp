@@ -230,6 +230,8 @@ InferResult infer_concat(std::span<const TensorType> xs, const ir::Attrs& attrs)
       if (i != axis && !(x.shape[i] == first.shape[i]))
         return fail(fmt::format("concat's operands differ outside axis {}: {} and {}", axis,
                                 ir::shape_str(first.shape), ir::shape_str(x.shape)));
+  }
+  for (const TensorType& x : xs) {
     if (x.shape[axis].is_symbolic())
       return fail(fmt::format("concat along axis {} needs static sizes, found {}", axis,
                               ir::shape_str(x.shape)));
