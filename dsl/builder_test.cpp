@@ -279,5 +279,406 @@ TEST(BuilderEverything, EveryOperationMatchesTheFrontEnd) {
   expect_same_module(build_everything(), parsed);
 }
 
+// ---- misuse: the builder and the front end reject the same programs ----------------------------
+
+struct Rejected {
+  const char* what;
+  const char* synk;                              // the same program as .synk text
+  std::function<void()> build;                   // builds it with the builder (must throw)
+  std::vector<std::string> fragments;            // in the builder's message
+};
+
+std::vector<Rejected> rejected_programs() {
+  using F = DType;
+  return {
+      {"broadcast mismatch", "fn f(scatter x: f32[n, 10], bcast z: f32[3]) { out o: gather = x + z; }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         auto x = f.scatter("x", F::F32, {"n", 10});
+         auto z = f.bcast("z", F::F32, {3});
+         f.out("o", x + z, ReduceMode::Gather);
+       },
+       {"add(f32[n, 10], f32[3])", "cannot broadcast shapes [n, 10] and [3]", "function 'f'"}},
+      {"integer division", "fn f(bcast i: i32[3]) { out o: sum = i / 2; }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         auto i = f.bcast("i", F::I32, {3});
+         f.out("o", i / 2, ReduceMode::Sum);
+       },
+       {"'/' needs floating operands", "i32[3]", "the literal 2"}},
+      {"literal too large for u8", "fn f(bcast u: u8[3]) { out o: sum = u + 300; }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.out("o", f.bcast("u", F::U8, {3}) + 300, ReduceMode::Sum);
+       },
+       {"integer 300 does not fit in u8"}},
+      {"logical and of floats", "fn f(bcast a: f32[3], bcast b: bool[3]) { out o: sum = cast(a && b, i32); }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         auto a = f.bcast("a", F::F32, {3});
+         auto b = f.bcast("b", F::Bool, {3});
+         f.out("o", cast(a && b, F::I32), ReduceMode::Sum);
+       },
+       {"'&&' needs bool operands", "left operand is f32[3]"}},
+      {"mean of integers", "fn f(bcast i: i32[3]) { out o = mean(i); }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.out("o", mean(f.bcast("i", F::I32, {3})));
+       },
+       {"mean needs a floating operand", "i32[3]"}},
+      {"avg of an integer output", "fn f(bcast i: i32[3]) { out o = sum(i); }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.out("o", sum(f.bcast("i", F::I32, {3})));
+       },
+       {"output 'o' has dtype i32", "cannot be averaged"}},
+      {"scattered rows in an avg output", "fn f(scatter x: f32[n, 3]) { out o = x; }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.out("o", f.scatter("x", F::F32, {"n", 3}));
+         mb.build();
+       },
+       {"output 'o'", "scattered row dimension 'n'", "gather or none"}},
+      {"gather of a scalar", "fn f(scatter x: f32[n]) { out o: gather = sum(x); }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.out("o", sum(f.scatter("x", F::F32, {"n"})), ReduceMode::Gather);
+       },
+       {"output 'o' is a scalar", "gather"}},
+      {"update with the wrong type", "shared s: f32[2]; fn f(bcast x: f32[3]) { update s = x; }",
+       [] {
+         ModuleBuilder mb;
+         auto s = mb.shared("s", F::F32, {2});
+         auto f = mb.function("f");
+         f.update(s, f.bcast("x", F::F32, {3}));
+       },
+       {"update of 's' needs a value of type f32[2]", "f32[3]"}},
+      {"update of a parameter", "fn f(bcast x: f32[3]) { update x = x; }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         auto x = f.bcast("x", F::F32, {3});
+         f.update(x, x);
+       },
+       {"only shared variables can be updated", "parameter 'x'"}},
+      {"update twice", "shared s: f32[2]; fn f() { update s = s; update s = s; }",
+       [] {
+         ModuleBuilder mb;
+         auto s = mb.shared("s", F::F32, {2});
+         auto f = mb.function("f");
+         f.update(s, s);
+         f.update(s, s);
+       },
+       {"'s' is already updated", "at most once"}},
+      {"update with mode gather", "shared s: f32[2]; fn f() { update s: gather = s; }",
+       [] {
+         ModuleBuilder mb;
+         auto s = mb.shared("s", F::F32, {2});
+         mb.function("f").update(s, s, ReduceMode::Gather);
+       },
+       {"mode 'gather' is for outputs only"}},
+      {"function without results", "fn f(bcast x: f32[3]) { let y = x; }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.let("y", f.bcast("x", F::F32, {3}));
+         mb.build();
+       },
+       {"function 'f' has no 'out' or 'update'"}},
+      {"parameter shadows a shared variable", "shared w: f32[2]; fn f(bcast w: f32[2]) { out o = w; }",
+       [] {
+         ModuleBuilder mb;
+         mb.shared("w", F::F32, {2});
+         mb.function("f").bcast("w", F::F32, {2});
+       },
+       {"parameter 'w' would shadow the shared variable"}},
+      {"shared declared after the function it is shadowed in", "fn f(bcast w: f32[2]) { out o = w; } shared w: f32[2];",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.out("o", f.bcast("w", F::F32, {2}));
+         mb.shared("w", F::F32, {2});
+         mb.build();
+       },
+       {"parameter 'w' of function 'f' would shadow the shared variable"}},
+      {"duplicate parameter", "fn f(bcast x: f32[2], bcast x: f32[2]) { out o = x; }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.bcast("x", F::F32, {2});
+         f.bcast("x", F::F32, {2});
+       },
+       {"'x' is already declared"}},
+      {"scatter without a symbolic row", "fn f(scatter x: f32[4]) { out o: gather = x; }",
+       [] { ModuleBuilder mb; mb.function("f").scatter("x", F::F32, {4}); },
+       {"scatter parameter 'x' is split by rows", "found f32[4]"}},
+      {"row symbol reused for a whole dimension", "fn f(scatter x: f32[n], bcast y: f32[n]) { out o = sum(y); }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.scatter("x", F::F32, {"n"});
+         f.out("o", sum(f.bcast("y", F::F32, {"n"})));
+         mb.build();
+       },
+       {"'n' is a scattered row dimension", "parameter 'y'"}},
+      {"unknown dimension in broadcast_to", "fn f(bcast x: f32[2]) { out o = sum(broadcast_to(x, [m, 2])); }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.out("o", sum(broadcast_to(f.bcast("x", F::F32, {2}), {"m", 2})));
+         mb.build();
+       },
+       {"unknown dimension 'm' in broadcast_to"}},
+      {"reshape that cannot hold the elements", "fn f(bcast x: f32[6]) { out o = sum(reshape(x, [4, -1])); }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.out("o", sum(reshape(f.bcast("x", F::F32, {6}), {4, -1})));
+       },
+       {"reshape(f32[6])", "does not divide"}},
+      {"grad with respect to a parameter", "shared w: f32[2]; fn f(bcast x: f32[2]) { out o = grad(sum(x * w), x); }",
+       [] {
+         ModuleBuilder mb;
+         auto w = mb.shared("w", F::F32, {2});
+         auto f = mb.function("f");
+         auto x = f.bcast("x", F::F32, {2});
+         f.out("o", grad(sum(x * w), x));
+       },
+       {"grad differentiates with respect to shared variables", "'x' is a parameter"}},
+      {"grad of a vector", "shared w: f32[2]; fn f() { out o = grad(w * 2, w); }",
+       [] {
+         ModuleBuilder mb;
+         auto w = mb.shared("w", F::F32, {2});
+         mb.function("f").out("o", grad(w * 2, w));
+       },
+       {"grad needs a scalar loss", "[2]"}},
+      {"grad twice in one variable", "shared w: f32[2]; fn f() { out o = grad(sum(w), w, w); }",
+       [] {
+         ModuleBuilder mb;
+         auto w = mb.shared("w", F::F32, {2});
+         mb.function("f").out("o", grad(sum(w), {w, w}));
+       },
+       {"'w' appears twice in grad"}},
+      {"slice out of range", "fn f(bcast x: f32[4]) { out o = sum(slice(x, 2, 9)); }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.out("o", sum(slice(f.bcast("x", F::F32, {4}), 2, 9)));
+       },
+       {"slice [2, 9) is out of range", "size 4"}},
+      {"slice of a symbolic axis", "fn f(scatter x: f32[n]) { out o = sum(slice(x, 0, 1)); }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.out("o", sum(slice(f.scatter("x", F::F32, {"n"}), 0, 1)));
+       },
+       {"slice needs a static size along axis 0"}},
+      {"one_hot without classes", "fn f(bcast y: i32[3]) { out o = sum(one_hot(y, 0)); }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.out("o", sum(one_hot(f.bcast("y", F::I32, {3}), 0)));
+       },
+       {"one_hot needs at least one class, found 0"}},
+      {"axis out of range", "fn f(bcast x: f32[3]) { out o = sum(x, axis=1); }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.out("o", sum(f.bcast("x", F::F32, {3}), 1));
+       },
+       {"axis 1 is out of range for rank 1", "sum"}},
+      {"exp of an integer", "fn f(bcast i: i32[3]) { out o: sum = exp(i); }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.out("o", exp(f.bcast("i", F::I32, {3})), ReduceMode::Sum);
+       },
+       {"exp needs a floating operand", "i32[3]"}},
+      {"negating a bool", "fn f(bcast b: bool[3]) { out o: sum = cast(-b, i32); }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         f.out("o", cast(-f.bcast("b", F::Bool, {3}), F::I32), ReduceMode::Sum);
+       },
+       {"'-' needs a numeric operand", "'!'"}},
+      {"integer literal as a bool", "shared b: bool[]; fn f() { update b: max = 1; }",
+       [] {
+         ModuleBuilder mb;
+         auto b = mb.shared("b", F::Bool, {});
+         mb.function("f").update(b, 1, ReduceMode::Max);
+       },
+       {"integer 1 cannot be used as a bool"}},
+      {"shared and function with one name", "shared f: f32[2]; fn f() { out o = f; }",
+       [] {
+         ModuleBuilder mb;
+         mb.shared("f", F::F32, {2});
+         mb.function("f");
+       },
+       {"'f' is already declared as a shared variable"}},
+      {"normal initializer of an integer", "shared w: i32[2] = normal(seed=1);",
+       [] { ModuleBuilder mb; mb.shared("w", F::I32, {2}, init::normal(1)); },
+       {"normal initializes floating variables", "i32"}},
+      {"constant initializer that does not fit", "shared w: u8[2] = 300;",
+       [] { ModuleBuilder mb; mb.shared("w", F::U8, {2}, init::constant(300)); },
+       {"initial value 300 does not fit", "u8"}},
+      {"sliceable with a static row", "shared w: f32[4, 2] = zeros sliceable;",
+       [] { ModuleBuilder mb; mb.shared("w", F::F32, {4, 2}, init::zeros(), true); },
+       {"sliceable shared variable 'w'", "symbolic row dimension"}},
+      {"reserved dtype", "fn f(bcast x: f16[2]) { out o = x; }",
+       [] { ModuleBuilder mb; mb.function("f").bcast("x", F::F16, {2}); },
+       {"dtype 'f16' is reserved"}},
+  };
+}
+
+TEST(BuilderErrors, TheBuilderAndTheFrontEndRejectTheSamePrograms) {
+  for (const Rejected& r : rejected_programs()) {
+    SCOPED_TRACE(r.what);
+    EXPECT_THROW(compile_source("rejected.synk", r.synk), UserError);
+    expect_user_error(r.build, r.fragments);
+  }
+}
+
+TEST(BuilderErrors, ExpressionsOfTwoFunctionsDoNotMix) {
+  ModuleBuilder mb;
+  auto f = mb.function("f");
+  auto g = mb.function("g");
+  auto x = f.bcast("x", DType::F32, {3});
+  auto y = g.bcast("y", DType::F32, {3});
+  expect_user_error([&] { (void)(x + y); }, {"add", "different functions ('f' and 'g')"});
+  expect_user_error([&] { g.out("o", exp(x)); }, {"output 'o' of function 'g'", "function 'f'"});
+  expect_user_error([&] { g.let("t", x * 2); }, {"let 't' of function 'g'", "function 'f'"});
+  ModuleBuilder other;
+  auto w = other.shared("w", DType::F32, {3});
+  expect_user_error([&] { (void)(x + w); }, {"different ModuleBuilders"});
+  expect_user_error([&] { g.out("o", w * 2); }, {"shared variable of another ModuleBuilder"});
+}
+
+TEST(BuilderErrors, BadNamesAndEmptyExprs) {
+  ModuleBuilder mb;
+  expect_user_error([&] { mb.function("2fast"); }, {"'2fast' is not a valid function name"});
+  expect_user_error([&] { mb.shared("let", DType::F32, {2}); }, {"'let' is not a valid shared variable name"});
+  expect_user_error([&] { mb.shared("nan", DType::F32, {2}); }, {"'nan' is a built-in constant"});
+  auto f = mb.function("f");
+  expect_user_error([&] { f.bcast("x", DType::F32, {"bad dim"}); }, {"'bad dim' is not a valid dimension name"});
+  expect_user_error([&] { f.bcast("x", DType::F32, {-2}); }, {"dimension size must be 0 or more, found -2"});
+  auto x = f.bcast("x", DType::F32, {3});
+  f.out("o", x);
+  expect_user_error([&] { f.out("o", x * 2); }, {"output 'o' is already declared"});
+  expect_user_error([&] { f.let("x", x); }, {"'x' is already declared"});
+  Expr empty;
+  expect_user_error([&] { (void)(x + empty); }, {"empty Expr"});
+  expect_user_error([&] { f.out("p", empty); }, {"empty Expr"});
+  EXPECT_EQ(empty.str(), "<empty Expr>");
+  // A UserError leaves the module usable.
+  EXPECT_NO_THROW(mb.build());
+}
+
+// ---- literals, types and the API's conveniences ----------------------------------------------
+
+TEST(BuilderLiterals, WeakLiteralsFollowTheLanguageRules) {
+  ModuleBuilder mb;
+  auto f = mb.function("f");
+  auto i = f.bcast("i", DType::I32, {2});
+  auto u = f.bcast("u", DType::U8, {2});
+  auto d = f.bcast("d", DType::F64, {2});
+  auto b = f.bcast("b", DType::Bool, {2});
+  EXPECT_EQ((i * 2).dtype(), DType::I32);        // an int literal keeps the tensor's dtype
+  EXPECT_EQ((u + 1).dtype(), DType::U8);
+  EXPECT_EQ((i * 0.5).dtype(), DType::F32);      // a float literal with an integer tensor: f32
+  EXPECT_EQ((d * 0.5f).dtype(), DType::F64);     // a float literal keeps a float tensor's dtype
+  EXPECT_EQ((b == true).dtype(), DType::Bool);
+  EXPECT_EQ((i + d).dtype(), DType::F64);        // strong operands promote
+  EXPECT_EQ(Expr(3).dtype(), DType::I32);        // defaults: i32 (i64 when it does not fit), f32, bool
+  EXPECT_EQ(Expr(int64_t(1) << 40).dtype(), DType::I64);
+  EXPECT_EQ(Expr(2.5).dtype(), DType::F32);
+  EXPECT_TRUE((-Expr(2)).is_literal());          // `-2` folds
+  EXPECT_EQ((-Expr(2)).str(), "-2");
+  EXPECT_TRUE((!Expr(false)).is_literal());
+  EXPECT_FALSE(neg(Expr(2)).is_literal());        // the call neg(2) is an op, as in the language
+  EXPECT_EQ(cast(2, DType::F64).dtype(), DType::F64);
+  EXPECT_EQ(exp(1).dtype(), DType::F32);          // a float-only op takes an int literal as f32
+  EXPECT_EQ((i == 3).dtype(), DType::Bool);
+  EXPECT_EQ(sum(i).type(), (ir::TensorType{DType::I32, {}}));
+  EXPECT_EQ(i.str(), "i32[2]");
+}
+
+// ---- how trees become nodes --------------------------------------------------------------------
+
+TEST(BuilderEmission, AnExprUsedTwiceIsWrittenOnceAndLetFixesTheOrder) {
+  ModuleBuilder mb;
+  auto f = mb.function("f");
+  auto x = f.bcast("x", DType::F32, {3});
+  auto y = f.bcast("y", DType::F32, {3});
+  auto e = exp(x);
+  f.out("a", e + e);
+  const ir::Module m = mb.build();
+  const ir::Function& fn = m.functions[0];
+  ASSERT_EQ(fn.nodes.size(), 3u);   // input x, exp, add
+  EXPECT_EQ(fn.nodes[2].operands, (std::vector<ir::NodeId>{1, 1}));
+
+  // Without let, `y + h` writes y first; with let, h's nodes come where the let is.
+  auto order_of = [](bool use_let) {
+    ModuleBuilder m2;
+    auto g = m2.function("g");
+    auto gx = g.bcast("x", DType::F32, {3});
+    auto gy = g.bcast("y", DType::F32, {3});
+    auto h = use_let ? g.let("h", exp(gx)) : exp(gx);
+    g.out("o", gy + h);
+    std::vector<ir::Op> ops;
+    const ir::Module built = m2.build();
+    for (const ir::Node& n : built.functions[0].nodes) ops.push_back(n.op);
+    return ops;
+  };
+  EXPECT_EQ(order_of(false), (std::vector<ir::Op>{ir::Op::Input, ir::Op::Input, ir::Op::Exp, ir::Op::Add}));
+  EXPECT_EQ(order_of(true), (std::vector<ir::Op>{ir::Op::Input, ir::Op::Exp, ir::Op::Input, ir::Op::Add}));
+  (void)y;
+}
+
+TEST(BuilderEmission, LetNamesTheNodeItMakes) {
+  ModuleBuilder mb;
+  auto f = mb.function("f");
+  auto x = f.bcast("x", DType::F32, {3});
+  auto h = f.let("h", exp(x));
+  f.let("same", h);   // already written: keeps its name
+  f.out("o", h);
+  const ir::Module m = mb.build();
+  const ir::Function& fn = m.functions[0];
+  EXPECT_EQ(fn.nodes[0].name, "x");
+  EXPECT_EQ(fn.nodes[1].name, "h");
+}
+
+TEST(BuilderEmission, ASharedOnlyExpressionIsWrittenIntoEachFunctionThatUsesIt) {
+  ModuleBuilder mb;
+  auto w = mb.shared("w", DType::F32, {3});
+  auto norm = sum(w * w);
+  mb.function("f").out("a", norm);
+  mb.function("g").out("b", norm * 2);
+  const ir::Module m = mb.build();
+  ASSERT_EQ(m.functions.size(), 2u);
+  EXPECT_EQ(m.functions[0].nodes.size(), 3u);   // shared_read, mul, sum
+  EXPECT_EQ(m.functions[1].nodes.size(), 5u);   // shared_read, mul, sum, constant, mul
+  EXPECT_EQ(m.functions[1].nodes[0].op, ir::Op::SharedRead);
+}
+
+TEST(BuilderEmission, VeryDeepChainsNeitherOverflowNorLeak) {
+  ModuleBuilder mb;
+  auto f = mb.function("f");
+  Expr acc = f.bcast("x", DType::F32, {2});
+  const int depth = 200000;
+  for (int i = 0; i < depth; ++i) acc = acc + 1.0;
+  f.out("o", acc);
+  const ir::Module m = mb.build();
+  EXPECT_EQ(m.functions[0].nodes.size(), size_t(1 + 2 * depth));
+  acc = Expr();   // releases the chain iteratively
+}
+
 }  // namespace
 }  // namespace synk::dsl
