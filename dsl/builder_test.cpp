@@ -680,5 +680,45 @@ TEST(BuilderEmission, VeryDeepChainsNeitherOverflowNorLeak) {
   acc = Expr();   // releases the chain iteratively
 }
 
+// ---- the example of docs/builder.md, verbatim ----------------------------------------------------
+
+ir::Module docs_make_mlp() {
+  ModuleBuilder mb;
+  // shared w1: f32[784, 256] = normal(seed=1, mean=0, std=0.05);  ... and so on
+  auto w1 = mb.shared("w1", DType::F32, {784, 256}, init::normal(/*seed=*/1, 0.0, 0.05));
+  auto b1 = mb.shared("b1", DType::F32, {256});                      // zeros by default
+  auto w2 = mb.shared("w2", DType::F32, {256, 256}, init::normal(2, 0.0, 0.05));
+  auto b2 = mb.shared("b2", DType::F32, {256});
+  auto w3 = mb.shared("w3", DType::F32, {256, 10}, init::normal(3, 0.0, 0.05));
+  auto b3 = mb.shared("b3", DType::F32, {10});
+
+  // fn loss(scatter images: f32[n, 784], scatter labels: i64[n]) { ... }
+  auto f = mb.function("loss");
+  auto images = f.scatter("images", DType::F32, {"n", 784});   // dims: sizes or symbols
+  auto labels = f.scatter("labels", DType::I64, {"n"});
+  auto h1 = f.let("h1", relu(images.matmul(w1) + b1));
+  auto h2 = f.let("h2", relu(h1.matmul(w2) + b2));
+  auto logits = f.let("logits", matmul(h2, w3) + b3);
+  f.out("loss", mean(cross_entropy(logits, labels)));           // mode avg by default
+  f.out("accuracy", mean(cast(argmax(logits, 1) == labels, DType::F32)));
+
+  // fn gradient(...) { ...; out grads: avg = grad(loss, w1, b1, w2, b2, w3, b3); }
+  auto g = mb.function("gradient");
+  auto gi = g.scatter("images", DType::F32, {"n", 784});
+  auto gl = g.scatter("labels", DType::I64, {"n"});
+  auto gh1 = g.let("h1", relu(gi.matmul(w1) + b1));
+  auto gh2 = g.let("h2", relu(gh1.matmul(w2) + b2));
+  auto glogits = g.let("logits", gh2.matmul(w3) + b3);
+  auto loss = g.let("loss", mean(cross_entropy(glogits, gl)));
+  g.out("grads", grad(loss, {w1, b1, w2, b2, w3, b3}));
+
+  return mb.build();   // checks the whole module, runs ir::verify
+}
+
+TEST(BuilderDocs, TheDocumentedExampleIsTheMlpExample) {
+  const std::filesystem::path p = examples_dir() / "mlp.synk";
+  expect_same_module(docs_make_mlp(), compile_source(p.string(), read_file(p)));
+}
+
 }  // namespace
 }  // namespace synk::dsl
