@@ -113,7 +113,7 @@ NodeId NodeWriter::concat(std::span<const NodeId> xs, int64_t axis) {
 }
 
 NodeId NodeWriter::slice(NodeId x, int64_t axis, int64_t start, int64_t stop) {
-  const ir::Dim& d = type(x).shape.at(size_t(axis));
+  const ir::Dim d = type(x).shape.at(size_t(axis));
   if (start == 0 && !d.is_symbolic() && d.size == stop) return x;
   ir::Attrs a;
   a.axis = axis;

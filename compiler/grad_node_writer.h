@@ -20,8 +20,10 @@ class NodeWriter {
   // New nodes get `loc` (the source of the construct they implement).
   NodeWriter(ir::Function& fn, ir::SourceLoc loc) : fn_(fn), loc_(loc) {}
 
-  const ir::TensorType& type(ir::NodeId id) const { return fn_.node(id).type; }
-  const ir::Node& node(ir::NodeId id) const { return fn_.node(id); }
+  // Copies, not references: appending a node may move the function's node storage, and
+  // expressions such as `w.f(w.mul(a, b), w.type(c))` evaluate their arguments in any order.
+  ir::TensorType type(ir::NodeId id) const { return fn_.node(id).type; }
+  ir::Node node(ir::NodeId id) const { return fn_.node(id); }
 
   // Appends `op` with these operands; `requested` as in dsl::infer_type.
   ir::NodeId add(ir::Op op, std::vector<ir::NodeId> operands, ir::Attrs attrs = {},

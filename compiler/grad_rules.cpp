@@ -60,7 +60,7 @@ void Backprop::give(const ir::Node& n, size_t operand, NodeId value) {
 }
 
 NodeId Backprop::unbroadcast(NodeId g, const ir::TensorType& target) {
-  const Shape& from = w_.type(g).shape;
+  const Shape from = w_.type(g).shape;
   const size_t lead = from.size() - target.rank();
   std::vector<int64_t> axes;
   bool keeps_size_one_axes = false;
@@ -78,7 +78,7 @@ NodeId Backprop::unbroadcast(NodeId g, const ir::TensorType& target) {
 }
 
 void Backprop::propagate(NodeId id, NodeId g) {
-  const ir::Node n = w_.node(id);   // a copy: appending nodes may move the function's storage
+  const ir::Node n = w_.node(id);
   const ir::DType dt = n.type.dtype;
   auto in = [&](size_t k) { return n.operands[k]; };
   auto zero = [&] { return w_.constant(0, dt); };
@@ -133,7 +133,7 @@ void Backprop::propagate(NodeId id, NodeId g) {
       const NodeId a = in(0), b = in(1);
       if (wants(n, 0)) {
         // b * a^(b-1); for a constant exponent, b-1 is folded here.
-        const ir::Node& bn = w_.node(b);
+        const ir::Node bn = w_.node(b);
         const NodeId b_minus_one = bn.op == Op::Constant ? w_.constant(bn.attrs.value - 1, dt)
                                                          : w_.binary_scalar(Op::Sub, b, 1);
         const NodeId local = w_.mul(b, w_.binary(Op::Pow, a, b_minus_one));
