@@ -119,6 +119,7 @@ void Segment::reset() {
   addr_ = nullptr;
   size_ = 0;
   remove_name();
+  name_.clear();
 }
 
 namespace {
