@@ -129,8 +129,14 @@ void janitor_clean() {
   }
 }
 
-void on_parent_death_signal(int) {
-  if (getppid() != g_janitor_master) janitor_clean();   // a SIGTERM from someone else: just die
+void on_parent_death_signal(int sig) {
+  if (getppid() == g_janitor_master) {
+    // A SIGTERM from someone else while the master lives: die of it, as without the handler.
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  janitor_clean();
   _exit(0);
 }
 

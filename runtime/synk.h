@@ -81,6 +81,11 @@ class Module {
   // One rank's copy (rank 0 is the master's).
   Array get_value(int rank, std::string_view name) const;
   void set_value(int rank, std::string_view name, const ArrayRef& value, bool force_cast = false);
+  template <class T>
+  void set_value(int rank, std::string_view name, const std::vector<T>& values,
+                 std::vector<int64_t> shape, bool force_cast = false) {
+    set_value(rank, name, ArrayRef{values.data(), rt::dtype_v<T>, std::move(shape)}, force_cast);
+  }
 
  private:
   friend Module module(rt::ModuleSpec spec);
