@@ -313,7 +313,7 @@ TEST(Faults, MasterDeathTakesWorkersAndSegmentsWithIt) {
     ::close(fds[0]);
     synk::fork(3);
     Data d = synk::data<float>({1, 2, 3}, {3});
-    std::string report = rt::shm::session_prefix() + " " + std::to_string(synk::worker_pid(1)) + " " +
+    std::string report = rt::shm::process_prefix() + " " + synk::current_group()->segment_prefix() + " " + std::to_string(synk::worker_pid(1)) + " " +
                          std::to_string(synk::worker_pid(2)) + "\n";
     if (write(fds[1], report.data(), report.size()) < 0) _exit(2);
     raise(SIGKILL);
@@ -326,16 +326,18 @@ TEST(Faults, MasterDeathTakesWorkersAndSegmentsWithIt) {
   int status;
   waitpid(master, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status));
-  char prefix[128];
+  char own[128], group[128];
   int w1, w2;
-  ASSERT_EQ(std::sscanf(buf, "%127s %d %d", prefix, &w1, &w2), 3);
+  ASSERT_EQ(std::sscanf(buf, "%127s %127s %d %d", own, group, &w1, &w2), 4);
+  auto left = [&] { return rt::shm::list(own).size() + rt::shm::list(group).size(); };
   bool clean = false;
   for (int i = 0; i < 500 && !clean; ++i) {
-    clean = process_gone(w1) && process_gone(w2) && rt::shm::list(prefix).empty();
+    clean = process_gone(w1) && process_gone(w2) && left() == 0;
     if (!clean) usleep(10'000);
   }
   EXPECT_TRUE(process_gone(w1));
   EXPECT_TRUE(process_gone(w2));
-  EXPECT_TRUE(rt::shm::list(prefix).empty()) << "rank 1 removes the dead master's segments";
-  rt::shm::remove_all(prefix);
+  EXPECT_EQ(left(), 0u) << "rank 1 removes the dead master's segments (its Data and the group's)";
+  rt::shm::remove_all(own);
+  rt::shm::remove_all(group);
 }

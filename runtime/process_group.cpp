@@ -329,10 +329,9 @@ struct WorkerLoop {
 [[noreturn]] static void worker_main(ControlBlock* ctl, Store* store, const std::string& prefix,
                                      int rank, int size, pid_t master, int cpu,
                                      const WaitPolicy& policy) {
-  prctl(PR_SET_PDEATHSIG, rank == 1 ? SIGTERM : SIGKILL);
-  if (getppid() != master) _exit(0);
   shm::set_retire_listener(nullptr);
   if (rank == 1) {
+    // Rank 1 removes the master's segments if the master dies (before prctl: it may die already).
     g_janitor_master = master;
     g_janitor_dir_fd = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     std::snprintf(g_janitor_prefixes[0], sizeof g_janitor_prefixes[0], "%s", prefix.c_str());
@@ -342,8 +341,9 @@ struct WorkerLoop {
     sa.sa_handler = on_parent_death_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, nullptr);
-    if (getppid() != master) worker_exit_master_gone(rank);
   }
+  prctl(PR_SET_PDEATHSIG, rank == 1 ? SIGTERM : SIGKILL);
+  if (getppid() != master) worker_exit_master_gone(rank);
   if (cpu >= 0) pin_to(cpu);
   ctl->slot(rank).pid.store(getpid());
   try {
