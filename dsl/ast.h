@@ -111,3 +111,11 @@ struct Program {
 };
 
 }  // namespace synk::ast
+
+// Conventions of the parser (dsl/parser.cpp) that every consumer of the AST may rely on:
+// - Binary nodes are located at their operator (`x @ y` points at the `@`); every other node at
+//   its first token (a Call at its callee's name, a List at its `[`).
+// - A minus sign applied directly to a number literal is folded into it: `-1` is an IntLiteral
+//   with int_value -1 located at the `-`; `-x` and `-2 ** 2` (that is -(2**2)) stay Unary.
+// - Expression trees are at most 256 levels deep (kMaxExpressionDepth in dsl/parser.h); deeper
+//   input is a syntax error, so recursive walks over a parsed AST need no depth guard of their own.
