@@ -58,7 +58,7 @@ std::vector<bool> depends_on_targets(const ir::Function& fn, NodeId loss,
 
 // Builds the gradient graph for one Grad node whose operands are already remapped into `fn`,
 // appending it to `fn`; returns the node holding the result.
-NodeId expand_one(ir::Function& fn, const ir::Node& grad) {
+NodeId expand_one(const ir::Module& module, ir::Function& fn, const ir::Node& grad) {
   NodeWriter w(fn, grad.loc);
   const NodeId first_new = NodeId(fn.nodes.size());
   const NodeId loss = grad.operands.at(0);
@@ -94,6 +94,16 @@ NodeId expand_one(ir::Function& fn, const ir::Node& grad) {
       if (auto adj = backprop.adjoint(t)) terms.push_back(*adj);
     grads.push_back(terms.empty() ? w.zeros(var_type) : w.sum_all(terms));
   }
+  // Readable --emit=ir-grad: each variable's gradient is `d_<variable>`, the result takes the
+  // name of the user's `let` (the printer makes names unique).
+  auto name = [&](NodeId id, const std::string& hint) {
+    if (id >= first_new && fn.nodes[size_t(id)].name.empty()) fn.nodes[size_t(id)].name = hint;
+  };
+  name(grads.size() == 1 ? grads[0] : -1, grad.name);
+  for (size_t k = 0; k < var_count; ++k) {
+    const ir::Node& v = fn.node(grad.operands[k + 1]);
+    if (v.op == Op::SharedRead) name(grads[k], "d_" + module.shareds.at(size_t(v.attrs.index)).name);
+  }
 
   NodeId result;
   if (var_count == 1) {
@@ -114,12 +124,11 @@ NodeId expand_one(ir::Function& fn, const ir::Node& grad) {
   if (!(w.type(result) == grad.type))
     dsl::internal_error(fmt::format("function '{}': the expanded gradient has type {} but grad(...) has {}",
                                     fn.name, ir::type_str(w.type(result)), ir::type_str(grad.type)));
-  // Name the result after the user's `let`, unless it is a node that existed before.
-  if (result >= first_new && fn.nodes[size_t(result)].name.empty()) fn.nodes[size_t(result)].name = grad.name;
+  name(result, grad.name);
   return result;
 }
 
-ir::Function expand_function(const ir::Function& in) {
+ir::Function expand_function(const ir::Module& module, const ir::Function& in) {
   ir::Function out;
   out.name = in.name;
   out.params = in.params;
@@ -133,7 +142,7 @@ ir::Function expand_function(const ir::Function& in) {
     }
     if (n.op == Op::Grad) {
       SYNK_DSL_CHECK(n.operands.size() >= 2, "grad without variables");
-      remap[i] = expand_one(out, n);
+      remap[i] = expand_one(module, out, n);
     } else {
       remap[i] = out.add(std::move(n));
     }
@@ -162,7 +171,7 @@ bool has_gradients(const ir::Module& module) {
 ir::Module expand_gradients(const ir::Module& module) {
   ir::Module out = module;
   for (ir::Function& fn : out.functions)
-    if (function_has_gradients(fn)) fn = expand_function(fn);
+    if (function_has_gradients(fn)) fn = expand_function(module, fn);
   return out;
 }
 

@@ -2,6 +2,8 @@
 // in the pass that asked for the node, reported as an internal error naming the op and operands.
 #include "compiler/grad_node_writer.h"
 
+#include <bit>
+
 #include <fmt/format.h>
 
 #include "dsl/type_infer.h"
@@ -46,11 +48,13 @@ NodeId NodeWriter::shared_read(int64_t shared_index, const ir::TensorType& type)
 }
 
 NodeId NodeWriter::constant(double value, ir::DType dtype) {
+  const auto key = std::make_pair(dtype, std::bit_cast<uint64_t>(value));
+  if (auto it = constants_.find(key); it != constants_.end()) return it->second;
   ir::Attrs a;
   if (ir::is_float(dtype)) a.value = value;
   else a.ivalue = int64_t(value);
   const ir::TensorType t{dtype, {}};
-  return add(Op::Constant, {}, a, &t);
+  return constants_[key] = add(Op::Constant, {}, a, &t);
 }
 
 NodeId NodeWriter::zeros(const ir::TensorType& type) {

@@ -7,6 +7,7 @@
 // itself so that generated graphs stay readable in `--emit=ir-grad`.
 #pragma once
 
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,7 +32,7 @@ class NodeWriter {
 
   ir::NodeId input(int64_t param_index);
   ir::NodeId shared_read(int64_t shared_index, const ir::TensorType& type);
-  ir::NodeId constant(double value, ir::DType dtype);      // a float or integer scalar
+  ir::NodeId constant(double value, ir::DType dtype);      // a float or integer scalar, made once
   ir::NodeId zeros(const ir::TensorType& type);            // broadcast of a scalar 0
 
   ir::NodeId unary(ir::Op op, ir::NodeId x);
@@ -63,6 +64,8 @@ class NodeWriter {
  private:
   ir::Function& fn_;
   ir::SourceLoc loc_;
+  // Constants this writer made, by dtype and bit pattern (so 0.0 and -0.0 stay apart).
+  std::map<std::pair<ir::DType, uint64_t>, ir::NodeId> constants_;
 };
 
 // True when `d` is the static size 1.
