@@ -341,3 +341,21 @@ TEST(Faults, MasterDeathTakesWorkersAndSegmentsWithIt) {
   rt::shm::remove_all(own);
   rt::shm::remove_all(group);
 }
+
+TEST(Faults, WorkerDeathWhileOthersWaitInABarrier) {
+  synk::register_rank_handler("die_then_barrier", [](rt::RankContext& ctx, std::string_view) {
+    if (ctx.rank() == 2) raise(SIGKILL);
+    ctx.barrier();   // everyone else waits for rank 2, which never comes
+  });
+  ASSERT_EQ(synk::fork(3), 3);
+  try {
+    synk::run_on_all_ranks("die_then_barrier", "");
+    ADD_FAILURE();
+  } catch (const RankError& e) {
+    EXPECT_HAS(e.what(), "rank 2 (pid");
+    EXPECT_HAS(e.what(), "SIGKILL");
+    EXPECT_TRUE(e.group_lost());
+  }
+  EXPECT_FALSE(synk::forked());
+  EXPECT_TRUE(leftover_segments().empty());
+}

@@ -499,6 +499,9 @@ std::vector<std::string> ProcessGroup::run(CommandKind kind, std::string_view pa
   std::vector<std::string> errors(static_cast<size_t>(size_));
   try {
     if (master_part) master_part();
+  } catch (const RankError& e) {
+    if (e.group_lost()) throw;   // a worker died while rank 0 waited on it (e.g. in a barrier)
+    errors[0] = e.what();
   } catch (const std::exception& e) {
     errors[0] = e.what();
     if (errors[0].empty()) errors[0] = "unknown error";
@@ -572,6 +575,7 @@ void ProcessGroup::snapshot_module_shapes(int32_t module) {
 void ProcessGroup::teardown(bool orderly) {
   if (!alive_) return;
   alive_ = false;
+  if (getpid() != pids_[0]) return;   // a copy in a process the user forked: not ours to end
   if (g_listening_group == this) g_listening_group = nullptr;
   bool any_left = false;
   for (int r = 1; r < size_; ++r) any_left |= !reaped_[size_t(r)];

@@ -1,0 +1,226 @@
+// Runtime benchmarks, each with a baseline measured in the same run:
+//  1. round trip of an (almost) empty call on 2 ranks, against a raw busy-wait ping-pong and a
+//     futex ping-pong between two processes;
+//  2. per-rank row gather (batch = a random index list) in GB/s, against memcpy and a
+//     single-process gather of the same rows;
+//  3. a compute-bound function (matrix products, OpenBLAS single-threaded per rank) on 1 rank
+//     and on N ranks.
+// Usage: runtime_bench [--calls N] [--rows N] [--ranks N]   (defaults suit a 2-core machine)
+#include <cblas.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/futex.h"
+#include "runtime/shm.h"
+#include "runtime/synk.h"
+#include "runtime/testing.h"
+
+using namespace synk;
+using Clock = std::chrono::steady_clock;
+using synk::testing::fixed;
+using synk::testing::input;
+using synk::testing::LambdaFunction;
+using synk::testing::output;
+using synk::testing::sym;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
+}
+
+// Median round trip (µs) of a ping-pong between this process and a forked child through two
+// words in shared memory; spin_ns = 0 makes every wait sleep on the futex.
+double ping_pong_us(int rounds, int64_t spin_ns) {
+  rt::shm::Segment seg = rt::shm::Segment::create(rt::shm::unique_name(rt::shm::process_prefix(), "pp"), 4096);
+  struct Words { rt::WaitWord ping, pong; };
+  auto* w = new (seg.data()) Words();
+  rt::WaitPolicy policy{spin_ns, 100'000'000};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    for (int i = 1; i <= rounds; ++i) {
+      rt::wait_until(w->ping, [i](uint32_t v) { return v == uint32_t(i); }, policy, [] {});
+      w->pong.store(uint32_t(i));
+    }
+    _exit(0);
+  }
+  std::vector<double> times;
+  for (int i = 1; i <= rounds; ++i) {
+    auto t = Clock::now();
+    w->ping.store(uint32_t(i));
+    rt::wait_until(w->pong, [i](uint32_t v) { return v == uint32_t(i); }, policy, [] {});
+    times.push_back(seconds_since(t) * 1e6);
+  }
+  waitpid(pid, nullptr, 0);
+  return percentile(times, 0.5);
+}
+
+Function tiny_function(const Module& m) {
+  rt::FunctionSignature sig;
+  sig.name = "tiny";
+  sig.outputs = {output("one", ReduceMode::Sum, DType::I64, {})};
+  return synk::function(std::make_shared<LambdaFunction>(sig, [](auto, auto, auto out, auto) {
+    out[0].resize(DType::I64, {});
+    *out[0].template data<int64_t>() = 1;
+  }), m);
+}
+
+Function count_rows_function(const Module& m, int64_t cols) {
+  rt::FunctionSignature sig;
+  sig.name = "touch";
+  sig.symbols = {"n"};
+  sig.inputs = {input("x", rt::Role::Scatter, DType::F32, {sym(0), fixed(cols)})};
+  sig.outputs = {output("rows", ReduceMode::Sum, DType::I64, {})};
+  return synk::function(std::make_shared<LambdaFunction>(sig, [](auto in, auto, auto out, auto) {
+    out[0].resize(DType::I64, {});
+    *out[0].template data<int64_t>() = in[0].shape[0];
+  }), m);
+}
+
+// relu(x @ W) summed: x f32[n, k] scattered, W f32[k, k] broadcast; one sgemm per slice.
+Function matmul_function(const Module& m, int64_t k) {
+  rt::FunctionSignature sig;
+  sig.name = "matmul";
+  sig.symbols = {"n"};
+  sig.inputs = {input("x", rt::Role::Scatter, DType::F32, {sym(0), fixed(k)}),
+                input("W", rt::Role::Broadcast, DType::F32, {fixed(k), fixed(k)})};
+  sig.outputs = {output("act", ReduceMode::Sum, DType::F64, {})};
+  return synk::function(std::make_shared<LambdaFunction>(sig, [k](auto in, auto, auto out, auto) {
+    int64_t n = in[0].shape[0];
+    static thread_local std::vector<float> y;
+    y.resize(size_t(n * k));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(k), int(k), 1.0f,
+                static_cast<const float*>(in[0].data), int(k), static_cast<const float*>(in[1].data), int(k),
+                0.0f, y.data(), int(k));
+    double s = 0;
+    for (float v : y) s += v > 0 ? v : 0;
+    out[0].resize(DType::F64, {});
+    *out[0].template data<double>() = s;
+  }), m);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int calls = 20000;
+  int64_t rows = 65536;
+  int ranks = 2;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--calls") calls = std::stoi(argv[i + 1]);
+    else if (a == "--rows") rows = std::stoll(argv[i + 1]);
+    else if (a == "--ranks") ranks = std::stoi(argv[i + 1]);
+  }
+  Module none = synk::module({});
+  Function tiny = tiny_function(none);
+  const int64_t cols = 256;   // 1 KiB rows
+  Function touch = count_rows_function(none, cols);
+  const int64_t k = 512;
+  Function mm = matmul_function(none, k);
+
+  std::printf("synk runtime benchmarks (%ld online CPUs)\n\n", sysconf(_SC_NPROCESSORS_ONLN));
+
+  // 1. Round trips.
+  double spin_pp = ping_pong_us(calls, 1'000'000'000);
+  double futex_pp = ping_pong_us(std::min(calls, 5000), 0);
+  synk::fork(2);
+  for (int i = 0; i < 1000; ++i) tiny({});
+  std::vector<double> t_calls;
+  for (int i = 0; i < calls; ++i) {
+    auto t = Clock::now();
+    tiny({});
+    t_calls.push_back(seconds_since(t) * 1e6);
+  }
+  synk::close();
+  std::printf("%-46s %10s %10s\n", "round trip, 2 processes", "median us", "x spin");
+  std::printf("%-46s %10.2f %10.2f\n", "baseline: busy-wait ping-pong", spin_pp, 1.0);
+  std::printf("%-46s %10.2f %10.2f\n", "baseline: futex ping-pong (no spin)", futex_pp, futex_pp / spin_pp);
+  std::printf("%-46s %10.2f %10.2f\n", "synk empty call, 2 ranks (median)", percentile(t_calls, 0.5),
+              percentile(t_calls, 0.5) / spin_pp);
+  std::printf("%-46s %10.2f %10.2f\n", "synk empty call, 2 ranks (p90)", percentile(t_calls, 0.9),
+              percentile(t_calls, 0.9) / spin_pp);
+  std::printf("%-46s %10.2f %10.2f\n\n", "synk empty call, 2 ranks (p99)", percentile(t_calls, 0.99),
+              percentile(t_calls, 0.99) / spin_pp);
+
+  // 2. Row gather bandwidth.
+  std::vector<float> host(size_t(rows * cols));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = float(i % 977);
+  Data x = synk::data<float>(host, {rows, cols}, {.name = "x"});
+  std::vector<int64_t> perm(static_cast<size_t>(rows));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(1));
+  const double bytes = double(rows * cols * 4);
+  auto best_of = [](int reps, auto f) {
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      auto t = Clock::now();
+      f();
+      best = std::min(best, seconds_since(t));
+    }
+    return best;
+  };
+  std::vector<float> dst(host.size());
+  double t_memcpy = best_of(5, [&] { std::memcpy(dst.data(), x.raw(), size_t(bytes)); });
+  double t_gather1 = best_of(5, [&] {
+    const char* src = static_cast<const char*>(x.raw());
+    char* out = reinterpret_cast<char*>(dst.data());
+    for (int64_t p = 0; p < rows; ++p) std::memcpy(out + p * cols * 4, src + perm[size_t(p)] * cols * 4, cols * 4);
+  });
+  std::printf("%-46s %10s %10s %10s\n", ("row gather (" + std::to_string(rows) + " rows of 1 KiB)").c_str(), "ms", "GB/s",
+              "x memcpy");
+  std::printf("%-46s %10.2f %10.2f %10.2f\n", "baseline: memcpy, 1 process", t_memcpy * 1e3, bytes / t_memcpy / 1e9, 1.0);
+  std::printf("%-46s %10.2f %10.2f %10.2f\n", "baseline: gather by index list, 1 process", t_gather1 * 1e3,
+              bytes / t_gather1 / 1e9, t_memcpy / t_gather1);
+  for (int n : {1, ranks}) {
+    synk::fork(n);
+    touch({x}, {.batch = perm});
+    double t_list = best_of(5, [&] { touch({x}, {.batch = perm}); });
+    double t_range = best_of(5, [&] { touch({x}); });
+    synk::close();
+    // Each rank gathers bytes / n; the call lasts as long as the slowest rank.
+    std::printf("%-46s %10.2f %10.2f %10.2f\n", ("synk call, batch = index list, " + std::to_string(n) + " rank(s), per rank").c_str(),
+                t_list * 1e3, bytes / n / t_list / 1e9, (bytes / n / t_list) / (bytes / t_memcpy));
+    std::printf("%-46s %10.2f %10.2f %10.2f\n", ("synk call, aggregate over " + std::to_string(n) + " rank(s)").c_str(),
+                t_list * 1e3, bytes / t_list / 1e9, (bytes / t_list) / (bytes / t_memcpy));
+    std::printf("%-46s %10.3f %10s %10s\n", ("synk call, no batch (rows in place), " + std::to_string(n) + " rank(s)").c_str(),
+                t_range * 1e3, "-", "-");
+  }
+  x = Data();
+  std::printf("\n");
+
+  // 3. Compute-bound scaling.
+  const int64_t n_rows = 8192;
+  std::vector<float> xv(size_t(n_rows * k)), wv(size_t(k * k));
+  std::mt19937 gen(2);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (float& v : xv) v = dist(gen);
+  for (float& v : wv) v = dist(gen) * 0.05f;
+  Data xm = synk::data<float>(xv, {n_rows, k}), wm = synk::data<float>(wv, {k, k});
+  std::string title = "matmul " + std::to_string(n_rows) + "x" + std::to_string(k) + " @ " + std::to_string(k) + "x" +
+                      std::to_string(k);
+  std::printf("%-46s %10s %10s %10s\n", title.c_str(), "ms", "GFLOP/s", "speedup");
+  double t1 = 0;
+  for (int n = 1; n <= ranks; ++n) {
+    synk::fork(n);
+    mm({xm, wm});
+    double t = best_of(5, [&] { mm({xm, wm}); });
+    synk::close();
+    if (n == 1) t1 = t;
+    std::printf("%-46s %10.2f %10.1f %10.2f\n", (std::to_string(n) + " rank(s)").c_str(), t * 1e3,
+                2.0 * double(n_rows) * k * k / t / 1e9, t1 / t);
+  }
+  return 0;
+}
