@@ -350,6 +350,11 @@ TEST(Examples, OutputSubsetAndDataFlaggedMinibatch) {
   Data w = synk::data<double>(wv, {3});
   Data m = synk::data<int64_t>({0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {10});
   synk::fork(3);
+  std::vector<Data> built = reg.multi_fn.build_inputs({x.ref(), w.ref(), m.ref()});
+  EXPECT_EQ(built[0].name(), "x");
+  EXPECT_TRUE(built[2].minibatch());
+  EXPECT_EQ(f64(reg.multi_fn(built).get("count")), 10);
+  EXPECT_HAS(usage_error([&] { reg.multi_fn.build_inputs({x.ref()}); }), "build_inputs: multi has 3 inputs, received 1 values");
   Outputs out = reg.multi_fn({x, w, m}, {.output_subset = {"count", "proj"}});
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out.names(), (std::vector<std::string>{"count", "proj"}));

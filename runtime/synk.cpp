@@ -274,6 +274,21 @@ std::vector<ReduceMode> Function::update_modes() const {
   return modes;
 }
 
+std::vector<Data> Function::build_inputs(const std::vector<ArrayRef>& values, DataOptions options) const {
+  const rt::FunctionSignature& sig = signature();
+  if (values.size() != sig.inputs.size())
+    throw UsageError(fmt::format("build_inputs: {} has {} inputs, received {} values", sig.name,
+                                 sig.inputs.size(), values.size()));
+  std::vector<Data> out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    DataOptions o = options;
+    if (o.name.empty()) o.name = sig.inputs[i].name;
+    o.minibatch = options.minibatch || sig.inputs[i].role == rt::Role::Minibatch;
+    out.push_back(synk::data(values[i], sig.inputs[i].dtype, o));
+  }
+  return out;
+}
+
 Outputs Function::operator()(const std::vector<Data>& inputs, const CallOptions& options) const {
   signature();
   return call(&group_or_throw(signature().name.c_str()), inputs, options);

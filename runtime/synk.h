@@ -184,6 +184,11 @@ class Function {
   // Runs on the master alone, as one device (updates change the master's copies only).
   Outputs run_local(const std::vector<Data>& inputs, const CallOptions& options = {}) const;
 
+  // One Data per input, from host arrays, with each input's declared dtype (safe casts only,
+  // unless options.force_cast) and, for minibatch inputs, the minibatch flag (seeds:
+  // Function.build_inputs).
+  std::vector<Data> build_inputs(const std::vector<ArrayRef>& values, DataOptions options = {}) const;
+
   int32_t id() const { return id_; }
   const rt::FunctionSignature& signature() const;
   const std::string& name() const { return signature().name; }
