@@ -560,3 +560,57 @@ TEST(Errors, EveryCallArgumentAndTheNextCallWorks) {
   x = Data(), y = Data(), x64 = Data(), x1 = Data(), x9 = Data(), float_index = Data(), bad_index = Data();
   EXPECT_TRUE(leftover_segments().empty());
 }
+
+TEST(Examples, NothingScatteredEveryRankWeighsTheSame) {
+  rt::ModuleSpec spec;
+  spec.shareds = {shared("v", DType::F64, {})};
+  Module mod = synk::module(spec);
+  rt::FunctionSignature sig;
+  sig.name = "read_v";
+  sig.shareds_read = {0};
+  sig.outputs = {output("mean", ReduceMode::Avg, DType::F64, {}), output("all", ReduceMode::Gather, DType::F64, {}),
+                 output("runs", ReduceMode::Sum, DType::I64, {})};
+  Function read_v = synk::function(std::make_shared<LambdaFunction>(sig, [](auto, auto sh, auto out, auto) {
+    out[0].resize(DType::F64, {});
+    out[1].resize(DType::F64, {});
+    out[2].resize(DType::I64, {});
+    *out[0].template data<double>() = *out[1].template data<double>() = *ptr<double>(sh[0]);
+    *out[2].template data<int64_t>() = 1;
+  }), mod);
+  for (int n = 1; n <= 4; ++n) {
+    synk::fork(n);
+    for (int r = 0; r < n; ++r) mod.set_value(r, "v", std::vector<double>{double(r * r)}, {});
+    Outputs out = read_v({}, {.num_slices = 3});   // slicing has nothing to split: one run per rank
+    double mean = 0;
+    for (int r = 0; r < n; ++r) mean += double(r * r) / n;
+    EXPECT_DOUBLE_EQ(f64(out.get("mean")), mean);
+    EXPECT_EQ(out.get("all").shape, std::vector<int64_t>{n});
+    for (int r = 0; r < n; ++r) EXPECT_EQ(f64(out.get("all"), r), double(r * r));
+    EXPECT_EQ(f64(out.get("runs")), double(n));
+    synk::close();
+  }
+}
+
+TEST(Examples, EmptySelectionRunsOnceOnZeroRowsLikeOneDevice) {
+  Registered& reg = functions();
+  Data x = synk::data<float>(random_values<float>(50), {5, 10});
+  Data y = synk::data<float>(random_values<float>(10), {10});
+  std::vector<double> xv = random_values<double>(15), wv = random_values<double>(3);
+  Data xm = synk::data<double>(xv, {5, 3}), w = synk::data<double>(wv, {3});
+  Data m = synk::data<int64_t>({1, 2, 3, 4, 5}, {5});
+  for (int n : {1, 3}) {
+    synk::fork(n);
+    // mean over zero rows is 0/0, exactly what the function gives on one device.
+    EXPECT_TRUE(std::isnan(f64(reg.intro({x, y}, {.batch = 0})[0])));
+    EXPECT_TRUE(std::isnan(f64(reg.intro({x, y}, {.batch = std::vector<int64_t>{}})[0])));
+    Outputs out = reg.multi_fn({xm, w, m}, {.batch = Range{2, 2}, .output_subset = {"count", "proj", "colsum"}});
+    EXPECT_EQ(f64(out.get("count")), 0);
+    EXPECT_EQ(out.get("proj").shape, std::vector<int64_t>{0});
+    EXPECT_EQ(f64(out.get("colsum"), 2), 0);
+    // Fewer rows than ranks: some ranks have nothing to do, the result is still exact.
+    Outputs two = reg.multi_fn({xm, w, m}, {.batch = Range{1, 3}, .output_subset = {"mean", "count"}});
+    EXPECT_NEAR(f64(two.get("mean")), (dot3(&xv[3], wv.data()) + dot3(&xv[6], wv.data())) / 2, 1e-12);
+    EXPECT_EQ(f64(two.get("count")), 2);
+    synk::close();
+  }
+}
