@@ -1,16 +1,36 @@
-// Placeholder until the pass pipeline lands: no stage after `ir` exists yet, and saying so is
-// the honest answer. Replaced by the compiler's real emit() (owner: the code-generation work).
+// The compiler's stages as text (see emit.h). Each stage runs the same lower() pipeline the JIT
+// uses, so what synkc prints is exactly what gets compiled.
 #include "compiler/emit.h"
+
+#include <algorithm>
+
+#include "compiler/codegen_cpu.h"
+#include "compiler/lower.h"
 
 namespace synk::compiler {
 
 const std::vector<std::string>& emit_stages() {
-  static const std::vector<std::string> stages;
+  static const std::vector<std::string> stages = {"ir-fused", "cpp"};
   return stages;
 }
 
-void emit(const ir::Module&, const std::string& stage, std::ostream&, const EmitOptions&) {
-  throw dsl::UserError("--emit=" + stage + " is not implemented yet");
+void emit(const ir::Module& module, const std::string& stage, std::ostream& out, const EmitOptions& options) {
+  const auto& stages = emit_stages();
+  if (std::find(stages.begin(), stages.end(), stage) == stages.end()) {
+    std::string known;
+    for (const std::string& s : stages) known += (known.empty() ? "" : ", ") + s;
+    throw dsl::UserError("--emit=" + stage + " is not a compiler stage (known after ir: " + known + ")");
+  }
+  LowerOptions lower_options;
+  if (options.print_after_all) lower_options.print_after_all = options.pass_dump;
+  bool first = true;
+  for (const ir::Function& fn : module.functions) {
+    KernelPlan plan = lower(module, fn, lower_options);
+    if (!first) out << "\n";
+    first = false;
+    if (stage == "ir-fused") print_plan(module, plan, out);
+    else out << generate_cpu_source(module, plan);
+  }
 }
 
 }  // namespace synk::compiler

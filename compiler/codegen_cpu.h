@@ -1,0 +1,42 @@
+// CPU code generation (`synkc --emit=cpp`): one translation unit of plain C++ per function, with
+// no std headers (only clang's freestanding <stddef.h>/<stdint.h> and builtins), so the
+// in-process Clang compiles it in milliseconds. Every kernel of the plan except float matrix
+// products (which call BLAS from the host side, cpu_function.cpp) becomes an `extern "C"` entry
+//   int64_t synk_<fn>_<kernel>(void* const* bufs, const int64_t* syms, int64_t* err)
+// where bufs holds the kernel's output buffers then its input buffers (KernelPlan order), syms
+// the values of the plan's symbols, and err receives details when the result is nonzero
+// (KernelError). Symbolic sizes are runtime arguments; everything else is a compile-time
+// constant, so loops over static shapes are fully known to LLVM.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/kernel_plan.h"
+
+namespace synk::compiler {
+
+// Nonzero results of a kernel entry; err[1..3] hold (position, value, limit).
+enum class KernelError : int64_t {
+  Ok = 0,
+  IndexOutOfRange = 1,   // take: index err[2] at position err[1] outside [0, err[3])
+  LabelOutOfRange = 2,   // cross_entropy / one_hot: label err[2] of row err[1] outside [0, err[3])
+  EmptyReduction = 3,    // max / min / argmax over an empty axis (no identity)
+  CastOutOfRange = 4,    // a float-to-integer cast of NaN, an infinity or a value out of range
+};
+
+// Kernels that run as BLAS calls from the host and therefore have no generated code.
+bool kernel_uses_blas(const KernelPlan& plan, const Kernel& kernel);
+
+// The buffers a generated kernel receives in `bufs`, in order: its outputs, then its inputs,
+// each once.
+std::vector<int> kernel_buffer_params(const Kernel& kernel);
+
+// "synk_<function>_<kernel>".
+std::string cpu_kernel_symbol(const KernelPlan& plan, const Kernel& kernel);
+
+// The whole translation unit for the plan's function.
+std::string generate_cpu_source(const ir::Module& module, const KernelPlan& plan);
+
+}  // namespace synk::compiler

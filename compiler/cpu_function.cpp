@@ -1,0 +1,345 @@
+// The host side of a CPU-compiled function (see cpu_function.h): argument checks that name the
+// argument, symbol binding, buffer management, kernel and BLAS dispatch, output/update copies.
+#include "compiler/cpu_function.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "compiler/codegen_cpu.h"
+#include "compiler/lower.h"
+
+namespace synk::compiler {
+
+rt::DType to_rt(ir::DType t) {
+  switch (t) {
+    case ir::DType::F32: return rt::DType::F32;
+    case ir::DType::F64: return rt::DType::F64;
+    case ir::DType::I32: return rt::DType::I32;
+    case ir::DType::I64: return rt::DType::I64;
+    case ir::DType::U8: return rt::DType::U8;
+    case ir::DType::Bool: return rt::DType::Bool;
+    default: throw dsl::UserError(std::string("dtype ") + ir::dtype_name(t) + " is not supported yet");
+  }
+}
+
+namespace {
+
+std::vector<rt::DimSpec> dims_of(const ir::Shape& shape, const std::vector<std::string>& symbols) {
+  std::vector<rt::DimSpec> dims;
+  for (const ir::Dim& d : shape) {
+    rt::DimSpec spec{d.size, -1};
+    if (d.is_symbolic()) {
+      auto it = std::find(symbols.begin(), symbols.end(), d.symbol);
+      spec.symbol = int32_t(it - symbols.begin());
+    }
+    dims.push_back(spec);
+  }
+  return dims;
+}
+
+rt::Role to_rt(ir::Role r) {
+  switch (r) {
+    case ir::Role::Scatter: return rt::Role::Scatter;
+    case ir::Role::Broadcast: return rt::Role::Broadcast;
+    case ir::Role::Minibatch: return rt::Role::Minibatch;
+  }
+  return rt::Role::Scatter;
+}
+
+rt::ReduceMode to_rt(ir::ReduceMode m) { return rt::ReduceMode(uint8_t(m)); }
+
+std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+std::string where(const ir::Node& n) {
+  return n.loc.valid() ? fmt::format(" (line {}, column {})", n.loc.line, n.loc.col) : "";
+}
+
+}  // namespace
+
+rt::FunctionSignature make_signature(const ir::Module& module, const ir::Function& fn, const KernelPlan& plan) {
+  rt::FunctionSignature sig;
+  sig.name = fn.name;
+  sig.symbols = plan.symbols;
+  for (const ir::Param& p : fn.params) {
+    rt::InputSpec in;
+    in.name = p.name;
+    in.dtype = to_rt(p.type.dtype);
+    in.dims = dims_of(p.type.shape, sig.symbols);
+    in.role = to_rt(p.role);
+    sig.inputs.push_back(std::move(in));
+  }
+  sig.shareds_read = plan.shareds_read;
+  for (const ir::Output& o : fn.outputs) {
+    rt::OutputSpec out;
+    out.name = o.name;
+    const ir::TensorType& t = plan.function.node(plan.function.outputs.at(sig.outputs.size()).node).type;
+    out.dtype = to_rt(t.dtype);
+    out.dims = dims_of(t.shape, sig.symbols);
+    out.mode = to_rt(o.mode);
+    sig.outputs.push_back(std::move(out));
+  }
+  for (const ir::Update& u : fn.updates) sig.updates.push_back(rt::UpdateSpec{int32_t(u.shared), to_rt(u.mode)});
+  (void)module;
+  return sig;
+}
+
+rt::ModuleSpec make_module_spec(const ir::Module& module) {
+  rt::ModuleSpec spec;
+  for (const ir::SharedVar& s : module.shareds)
+    for (const ir::Dim& d : s.type.shape)
+      if (d.is_symbolic() && std::find(spec.symbols.begin(), spec.symbols.end(), d.symbol) == spec.symbols.end())
+        spec.symbols.push_back(d.symbol);
+  for (const ir::SharedVar& s : module.shareds) {
+    rt::SharedSpec sh;
+    sh.name = s.name;
+    sh.dtype = to_rt(s.type.dtype);
+    sh.dims = dims_of(s.type.shape, spec.symbols);
+    sh.sliceable = s.sliceable;
+    std::visit([&](const auto& init) {
+      using T = std::decay_t<decltype(init)>;
+      if constexpr (std::is_same_v<T, ir::InitZeros>) sh.init.kind = rt::InitSpec::Kind::Zeros;
+      if constexpr (std::is_same_v<T, ir::InitOnes>) sh.init.kind = rt::InitSpec::Kind::Ones;
+      if constexpr (std::is_same_v<T, ir::InitConstant>) { sh.init.kind = rt::InitSpec::Kind::Constant; sh.init.a = init.value; }
+      if constexpr (std::is_same_v<T, ir::InitNormal>) {
+        sh.init.kind = rt::InitSpec::Kind::Normal; sh.init.seed = init.seed; sh.init.a = init.mean; sh.init.b = init.stddev;
+      }
+      if constexpr (std::is_same_v<T, ir::InitUniform>) {
+        sh.init.kind = rt::InitSpec::Kind::Uniform; sh.init.seed = init.seed; sh.init.a = init.low; sh.init.b = init.high;
+      }
+      if constexpr (std::is_same_v<T, ir::InitLoad>) { sh.init.kind = rt::InitSpec::Kind::Load; sh.init.path = init.path; }
+    }, s.init);
+    spec.shareds.push_back(std::move(sh));
+  }
+  return spec;
+}
+
+CpuFunction::CpuFunction(const ir::Module& module, KernelPlan plan, std::string source, const CpuCompileOptions& options)
+    : plan_(std::move(plan)), source_(std::move(source)) {
+  const ir::Function* fn = module.find_function(plan_.function.name);
+  signature_ = make_signature(module, fn ? *fn : plan_.function, plan_);
+  for (int32_t s : plan_.shareds_read) {
+    shared_names_.push_back(module.shareds.at(size_t(s)).name);
+    shared_types_.push_back(module.shareds.at(size_t(s)).type);
+  }
+  bool any_code = false;
+  for (const Kernel& k : plan_.kernels) any_code |= !kernel_uses_blas(plan_, k);
+  if (any_code) {
+    CachedCompile compiled = compile_cached(source_, "synk_" + plan_.function.name, options.use_disk_cache);
+    object_ = compiled.object;
+    outcome_ = compiled.outcome;
+  }
+  for (const Kernel& k : plan_.kernels) {
+    Step step;
+    step.kernel = &k;
+    if (!kernel_uses_blas(plan_, k)) {
+      step.entry = reinterpret_cast<KernelEntry>(object_->lookup(cpu_kernel_symbol(plan_, k)));
+      step.params = kernel_buffer_params(k);
+    }
+    steps_.push_back(std::move(step));
+  }
+  pointers_.assign(plan_.buffers.size(), nullptr);
+  shapes_.assign(plan_.buffers.size(), {});
+  temps_.assign(plan_.buffers.size(), {});
+  syms_.assign(plan_.symbols.size(), 0);
+}
+
+std::vector<int64_t> CpuFunction::shape_of(const ir::Shape& shape) const {
+  std::vector<int64_t> out;
+  for (const ir::Dim& d : shape) out.push_back(d.is_symbolic() ? syms_.at(size_t(plan_.symbol_index(d.symbol))) : d.size);
+  return out;
+}
+
+void CpuFunction::bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds) {
+  const std::string& fname = plan_.function.name;
+  std::vector<std::string> bound_by(plan_.symbols.size());
+  auto check = [&](const std::string& what, const rt::ArrayRef& arg, const ir::TensorType& want) {
+    if (arg.dtype != to_rt(want.dtype))
+      throw dsl::UserError(fmt::format("{} of function '{}': expected dtype {}, got {}", what, fname,
+                                       ir::dtype_name(want.dtype), rt::dtype_name(arg.dtype)));
+    if (arg.shape.size() != want.rank())
+      throw dsl::UserError(fmt::format("{} of function '{}': expected rank {} ({}), got shape {}", what, fname,
+                                       want.rank(), ir::type_str(want), shape_text(arg.shape)));
+    for (size_t d = 0; d < want.rank(); ++d) {
+      const ir::Dim& dim = want.shape[d];
+      int64_t got = arg.shape[d];
+      if (got < 0) throw dsl::UserError(fmt::format("{} of function '{}': negative dimension {}", what, fname, got));
+      if (!dim.is_symbolic()) {
+        if (got != dim.size)
+          throw dsl::UserError(fmt::format("{} of function '{}': dimension {} must be {} ({}), got shape {}", what,
+                                           fname, d, dim.size, ir::type_str(want), shape_text(arg.shape)));
+        continue;
+      }
+      size_t s = size_t(plan_.symbol_index(dim.symbol));
+      if (bound_by[s].empty()) {
+        syms_[s] = got;
+        bound_by[s] = fmt::format("dimension {} of {}", d, what);
+      } else if (syms_[s] != got) {
+        throw dsl::UserError(fmt::format("{} of function '{}': dimension {} is {}, but symbol '{}' is {} (from {})",
+                                         what, fname, d, got, dim.symbol, syms_[s], bound_by[s]));
+      }
+    }
+  };
+  const ir::Function& fn = plan_.function;
+  if (inputs.size() != fn.params.size())
+    throw dsl::UserError(fmt::format("function '{}' takes {} inputs, got {}", fname, fn.params.size(), inputs.size()));
+  if (shareds.size() != plan_.shareds_read.size())
+    dsl::internal_error(fmt::format("function '{}' reads {} shared variables, the engine passed {}", fname,
+                                    plan_.shareds_read.size(), shareds.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    check(fmt::format("argument '{}'", fn.params[i].name), inputs[i], fn.params[i].type);
+  for (size_t i = 0; i < shareds.size(); ++i)
+    check(fmt::format("shared variable '{}'", shared_names_[i]), shareds[i], shared_types_[i]);
+  for (size_t s = 0; s < plan_.symbols.size(); ++s)
+    if (bound_by[s].empty())
+      throw dsl::UserError(fmt::format("function '{}': the size '{}' is not determined by any argument", fname,
+                                       plan_.symbols[s]));
+}
+
+void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
+                      std::span<rt::Array> outputs, std::span<rt::Array> updates) {
+  const ir::Function& fn = plan_.function;
+  if (outputs.size() != fn.outputs.size() || updates.size() != fn.updates.size())
+    dsl::internal_error(fmt::format("function '{}': the engine passed {} outputs and {} updates, expected {} and {}",
+                                    fn.name, outputs.size(), updates.size(), fn.outputs.size(), fn.updates.size()));
+  bind_symbols(inputs, shareds);
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    const Buffer& buffer = plan_.buffers[b];
+    shapes_[b] = shape_of(buffer.type.shape);
+    rt::DType dt = to_rt(buffer.type.dtype);
+    switch (buffer.kind) {
+      case Buffer::Kind::Input: pointers_[b] = const_cast<void*>(inputs[size_t(buffer.index)].data); break;
+      case Buffer::Kind::Shared: pointers_[b] = const_cast<void*>(shareds[size_t(buffer.index)].data); break;
+      case Buffer::Kind::Output:
+        outputs[size_t(buffer.index)].resize(dt, shapes_[b]);
+        pointers_[b] = outputs[size_t(buffer.index)].bytes.data();
+        break;
+      case Buffer::Kind::Update:
+        updates[size_t(buffer.index)].resize(dt, shapes_[b]);
+        pointers_[b] = updates[size_t(buffer.index)].bytes.data();
+        break;
+      case Buffer::Kind::Temp: {
+        int64_t n = 1;
+        for (int64_t d : shapes_[b]) n *= d;
+        temps_[b].resize(size_t(n) * rt::dtype_size(dt));
+        pointers_[b] = temps_[b].data();
+        break;
+      }
+      case Buffer::Kind::Alias: pointers_[b] = pointers_.at(size_t(buffer.index)); break;
+    }
+  }
+  std::vector<void*> args;
+  for (const Step& step : steps_) {
+    if (!step.entry) {
+      run_blas(step);
+      continue;
+    }
+    args.clear();
+    for (int b : step.params) args.push_back(pointers_[size_t(b)]);
+    int64_t err[4] = {0, 0, 0, 0};
+    int64_t rc = step.entry(args.data(), syms_.data(), err);
+    if (rc != 0) kernel_failed(step, rc, err);
+  }
+  auto copy_out = [&](rt::Array& dst, ir::NodeId node) {
+    int b = plan_.node_buffer.at(size_t(node));
+    const ir::TensorType& t = fn.node(node).type;
+    dst.resize(to_rt(t.dtype), shape_of(t.shape));
+    if (!dst.bytes.empty()) std::memcpy(dst.bytes.data(), pointers_.at(size_t(b)), dst.bytes.size());
+  };
+  for (size_t o = 0; o < fn.outputs.size(); ++o) {
+    const Buffer& b = plan_.buffers.at(size_t(plan_.node_buffer.at(size_t(fn.outputs[o].node))));
+    if (!(b.kind == Buffer::Kind::Output && b.index == int64_t(o))) copy_out(outputs[o], fn.outputs[o].node);
+  }
+  for (size_t u = 0; u < fn.updates.size(); ++u) {
+    const Buffer& b = plan_.buffers.at(size_t(plan_.node_buffer.at(size_t(fn.updates[u].node))));
+    if (!(b.kind == Buffer::Kind::Update && b.index == int64_t(u))) copy_out(updates[u], fn.updates[u].node);
+  }
+}
+
+void CpuFunction::run_blas(const Step& step) {
+  const Kernel& k = *step.kernel;
+  const ir::Node& mm = plan_.function.node(k.roots[0]);
+  const bool f32 = mm.type.dtype == ir::DType::F32;
+  const std::vector<int64_t>& as = shapes_.at(size_t(k.matmul_a));
+  const std::vector<int64_t>& bs = shapes_.at(size_t(k.matmul_b));
+  void* a = pointers_.at(size_t(k.matmul_a));
+  void* b = pointers_.at(size_t(k.matmul_b));
+  int c_buffer = k.outputs.at(0);
+  void* c = pointers_.at(size_t(c_buffer));
+  int64_t c_size = 1;
+  for (int64_t d : shapes_.at(size_t(c_buffer))) c_size *= d;
+  if (c_size == 0) return;
+  const size_t elem = f32 ? 4 : 8;
+  int64_t K = as.size() == 1 ? as[0] : (k.trans_a ? as[0] : as[1]);
+  if (K == 0) {   // an empty sum: BLAS may leave C untouched
+    std::memset(c, 0, size_t(c_size) * elem);
+    return;
+  }
+  auto blas_int = [](int64_t v) { return blasint(v); };
+  if (as.size() == 2 && bs.size() == 2) {
+    int64_t M = k.trans_a ? as[1] : as[0];
+    int64_t N = k.trans_b ? bs[0] : bs[1];
+    CBLAS_TRANSPOSE ta = k.trans_a ? CblasTrans : CblasNoTrans, tb = k.trans_b ? CblasTrans : CblasNoTrans;
+    if (f32)
+      cblas_sgemm(CblasRowMajor, ta, tb, blas_int(M), blas_int(N), blas_int(K), 1.0f, static_cast<const float*>(a),
+                  blas_int(as[1]), static_cast<const float*>(b), blas_int(bs[1]), 0.0f, static_cast<float*>(c), blas_int(N));
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, blas_int(M), blas_int(N), blas_int(K), 1.0, static_cast<const double*>(a),
+                  blas_int(as[1]), static_cast<const double*>(b), blas_int(bs[1]), 0.0, static_cast<double*>(c), blas_int(N));
+  } else if (as.size() == 2 || bs.size() == 2) {
+    // y = op(M) x with M the stored matrix: A @ v reads A as stored (transposed if folded);
+    // v @ B is B^T v, so the flag flips.
+    bool matrix_is_a = as.size() == 2;
+    const std::vector<int64_t>& ms = matrix_is_a ? as : bs;
+    bool trans = matrix_is_a ? k.trans_a : !k.trans_b;
+    const void* m = matrix_is_a ? a : b;
+    const void* x = matrix_is_a ? b : a;
+    CBLAS_TRANSPOSE t = trans ? CblasTrans : CblasNoTrans;
+    if (f32)
+      cblas_sgemv(CblasRowMajor, t, blas_int(ms[0]), blas_int(ms[1]), 1.0f, static_cast<const float*>(m),
+                  blas_int(ms[1]), static_cast<const float*>(x), 1, 0.0f, static_cast<float*>(c), 1);
+    else
+      cblas_dgemv(CblasRowMajor, t, blas_int(ms[0]), blas_int(ms[1]), 1.0, static_cast<const double*>(m),
+                  blas_int(ms[1]), static_cast<const double*>(x), 1, 0.0, static_cast<double*>(c), 1);
+  } else {
+    if (f32)
+      *static_cast<float*>(c) = cblas_sdot(blas_int(K), static_cast<const float*>(a), 1, static_cast<const float*>(b), 1);
+    else
+      *static_cast<double*>(c) = cblas_ddot(blas_int(K), static_cast<const double*>(a), 1, static_cast<const double*>(b), 1);
+  }
+}
+
+void CpuFunction::kernel_failed(const Step& step, int64_t code, const int64_t* err) const {
+  const ir::Node& root = plan_.function.node(step.kernel->roots[0]);
+  std::string op = ir::op_name(root.op);
+  std::string prefix = fmt::format("function '{}': {}{}", plan_.function.name, op, where(root));
+  switch (KernelError(code)) {
+    case KernelError::IndexOutOfRange:
+      throw dsl::UserError(fmt::format("{}: index {} at position {} is out of range for an axis of size {}", prefix,
+                                       err[2], err[1], err[3]));
+    case KernelError::LabelOutOfRange:
+      throw dsl::UserError(fmt::format("{}: label {} in row {} is out of range [0, {})", prefix, err[2], err[1], err[3]));
+    case KernelError::EmptyReduction:
+      throw dsl::UserError(fmt::format("{}: cannot reduce over an empty axis; {} has no identity", prefix, op));
+    case KernelError::CastOutOfRange:
+      throw dsl::UserError(fmt::format("{}: a value (NaN, infinite or out of range) cannot be converted to an integer",
+                                       prefix));
+    default:
+      dsl::internal_error(fmt::format("{}: kernel {} returned unknown code {}", prefix, step.kernel->name, code));
+  }
+}
+
+std::unique_ptr<CpuFunction> compile_cpu_function(const ir::Module& module, const std::string& name,
+                                                  const CpuCompileOptions& options) {
+  const ir::Function* fn = module.find_function(name);
+  if (!fn) throw dsl::UserError(fmt::format("no function named '{}'", name));
+  KernelPlan plan = lower(module, *fn);
+  std::string source = generate_cpu_source(module, plan);
+  return std::make_unique<CpuFunction>(module, std::move(plan), std::move(source), options);
+}
+
+}  // namespace synk::compiler

@@ -1,0 +1,74 @@
+// A function compiled for the CPU, as the runtime sees it (rt::CompiledFunction): the kernel
+// plan, the JIT-compiled kernels, and the host code that binds symbolic dims from the argument
+// shapes, keeps intermediate buffers across calls, runs kernels and BLAS calls in plan order,
+// and fills outputs and updates. Also builds the descriptor types (signature, module spec) from
+// the IR, since they are defined by the runtime and must not depend on the IR themselves.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/jit.h"
+#include "compiler/kernel_plan.h"
+#include "dsl/ir.h"
+#include "runtime/descriptor.h"
+
+namespace synk::compiler {
+
+struct CpuCompileOptions {
+  bool use_disk_cache = true;   // false: always compile (benchmarks of the cold path)
+};
+
+rt::DType to_rt(ir::DType t);   // throws dsl::UserError for f16/bf16
+rt::FunctionSignature make_signature(const ir::Module& module, const ir::Function& fn, const KernelPlan& plan);
+rt::ModuleSpec make_module_spec(const ir::Module& module);
+
+class CpuFunction : public rt::CompiledFunction {
+ public:
+  // Entry point of one generated kernel (codegen_cpu.h).
+  using KernelEntry = int64_t (*)(void* const* bufs, const int64_t* syms, int64_t* err);
+
+  CpuFunction(const ir::Module& module, KernelPlan plan, std::string source, const CpuCompileOptions& options);
+
+  const rt::FunctionSignature& signature() const override { return signature_; }
+  void run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
+           std::span<rt::Array> outputs, std::span<rt::Array> updates) override;
+
+  const KernelPlan& plan() const { return plan_; }
+  const std::string& source() const { return source_; }
+  CacheOutcome cache_outcome() const { return outcome_; }
+
+ private:
+  struct Step {
+    const Kernel* kernel = nullptr;
+    KernelEntry entry = nullptr;      // null for BLAS steps
+    std::vector<int> params;          // buffers passed to the entry
+  };
+  void bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds);
+  std::vector<int64_t> shape_of(const ir::Shape& shape) const;
+  void run_blas(const Step& step);
+  [[noreturn]] void kernel_failed(const Step& step, int64_t code, const int64_t* err) const;
+
+  std::vector<std::string> shared_names_;   // per plan.shareds_read, for messages
+  std::vector<ir::TensorType> shared_types_;
+  KernelPlan plan_;
+  std::string source_;
+  rt::FunctionSignature signature_;
+  CacheOutcome outcome_ = CacheOutcome::Compiled;
+  std::shared_ptr<LoadedObject> object_;
+  std::vector<Step> steps_;
+  // Per call.
+  std::vector<int64_t> syms_;
+  std::vector<void*> pointers_;             // per buffer
+  std::vector<std::vector<int64_t>> shapes_; // per buffer
+  std::vector<std::vector<std::byte>> temps_;   // per buffer (Temp only), reused across calls
+};
+
+// Lowers, generates, compiles (or finds in the cache) and loads function `name` of `module`.
+// Throws dsl::UserError when there is no such function or it uses something the CPU backend
+// cannot run.
+std::unique_ptr<CpuFunction> compile_cpu_function(const ir::Module& module, const std::string& name,
+                                                  const CpuCompileOptions& options = {});
+
+}  // namespace synk::compiler

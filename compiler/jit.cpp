@@ -1,0 +1,298 @@
+// The in-process native compiler and the process-wide ORC LLJIT (see jit.h). The Clang half
+// follows toolchain.md section 7, approach A: cc1 arguments straight into a CompilerInvocation
+// (no driver), the source remapped from memory, EmitLLVMOnlyAction (which runs the -O3
+// pipeline), then our own TargetMachine writes the object file that the cache stores and
+// LLJIT links.
+#include "compiler/jit.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include <clang/Basic/Diagnostic.h>
+#include <clang/Basic/DiagnosticOptions.h>
+#include <clang/CodeGen/CodeGenAction.h>
+#include <clang/Frontend/CompilerInstance.h>
+#include <clang/Frontend/CompilerInvocation.h>
+#include <clang/Frontend/TextDiagnosticPrinter.h>
+#include <clang/Lex/PreprocessorOptions.h>
+#include <llvm/ADT/StringMap.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/DynamicLibrary.h>
+#include <llvm/Support/Host.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+
+#include <fmt/format.h>
+
+#include "compiler/kernel_cache.h"
+#include "dsl/diagnostics.h"
+
+#ifndef SYNK_CLANG_RESOURCE_DIR
+#error "SYNK_CLANG_RESOURCE_DIR must be defined by the build (compiler/CMakeLists.txt)"
+#endif
+
+namespace synk::compiler {
+namespace {
+
+// Bump when the code generator changes in a way the source text does not show (it always
+// does today, but the cache key should not depend on that).
+constexpr const char* kCodegenVersion = "synk-cpu-codegen-1";
+
+void init_llvm_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+// Saves source that Clang or LLVM rejected so the internal error can name it.
+std::string save_failed_source(const std::string& source, const std::string& name_hint) {
+  static std::atomic<int> counter{0};
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string safe;
+  for (char c : name_hint) safe += (std::isalnum((unsigned char)c) || c == '_') ? c : '_';
+  std::string path = fmt::format("{}/synk-failed-{}-{}-{}.cpp", (tmpdir && *tmpdir) ? tmpdir : "/tmp",
+                                 safe, ::getpid(), counter++);
+  std::ofstream out(path);
+  out << source;
+  return out ? path : std::string("<could not save the source to ") + path + ">";
+}
+
+[[noreturn]] void fail(const std::string& what, const std::string& details, const std::string& source,
+                       const std::string& name_hint) {
+  std::string path = save_failed_source(source, name_hint);
+  dsl::internal_error(fmt::format("{} for '{}' (generated source saved to {}){}{}", what, name_hint,
+                                  path, details.empty() ? "" : ":\n", details));
+}
+
+std::string error_text(llvm::Error err) { return llvm::toString(std::move(err)); }
+
+std::vector<std::string> cc1_options() {
+  std::string rd = SYNK_CLANG_RESOURCE_DIR;
+  // -vectorize-loops / -vectorize-slp are what the driver adds at -O2 and above; cc1 does not
+  // imply them. math-errno is off in cc1 unless asked for, so sqrt etc. become instructions.
+  return {"-O3", "-vectorize-loops", "-vectorize-slp", "-std=c++17", "-fno-rtti",
+          "-mrelocation-model", "pic", "-pic-level", "2", "-ffp-contract=on",
+          "-resource-dir", rd, "-internal-isystem", rd + "/include", "-x", "c++"};
+}
+
+class Compiler {
+ public:
+  Compiler() {
+    init_llvm_once();
+    target_.triple = llvm::sys::getProcessTriple();
+    target_.cpu = llvm::sys::getHostCPUName().str();
+    llvm::StringMap<bool> features;
+    if (llvm::sys::getHostCPUFeatures(features)) {
+      std::vector<std::string> names;
+      for (auto& f : features) if (f.getValue()) names.push_back("+" + f.getKey().str());
+      std::sort(names.begin(), names.end());
+      target_.features = std::move(names);
+    }
+    target_.compiler_version = std::string("LLVM ") + LLVM_VERSION_STRING + " " + kCodegenVersion;
+    for (const std::string& o : cc1_options()) options_ += o + " ";
+  }
+
+  const JitTarget& target() const { return target_; }
+  const std::string& options() const { return options_; }
+
+  // Source -> optimised LLVM module (in ctx). Throws an internal error on failure.
+  std::unique_ptr<llvm::Module> frontend(const std::string& source, const std::string& name_hint,
+                                         llvm::LLVMContext& ctx) {
+    std::vector<std::string> args = {"-triple", target_.triple, "-target-cpu", target_.cpu};
+    for (const std::string& f : target_.features) { args.push_back("-target-feature"); args.push_back(f); }
+    for (const std::string& o : cc1_options()) args.push_back(o);
+    args.push_back("synk_kernels.cpp");
+    std::vector<const char*> argv;
+    for (const std::string& a : args) argv.push_back(a.c_str());
+
+    std::string diag_text;
+    llvm::raw_string_ostream diag_os(diag_text);
+    auto ci = std::make_unique<clang::CompilerInstance>();
+    llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> diag_opts = new clang::DiagnosticOptions();
+    ci->createDiagnostics(new clang::TextDiagnosticPrinter(diag_os, diag_opts.get()), true);
+    if (!clang::CompilerInvocation::CreateFromArgs(ci->getInvocation(), argv, ci->getDiagnostics())) {
+      diag_os.flush();
+      fail("clang rejected its options", diag_text, source, name_hint);
+    }
+    ci->getPreprocessorOpts().addRemappedFile(
+        "synk_kernels.cpp", llvm::MemoryBuffer::getMemBufferCopy(source, "synk_kernels.cpp").release());
+    clang::EmitLLVMOnlyAction action(&ctx);
+    bool ok = ci->ExecuteAction(action);
+    diag_os.flush();
+    if (!ok || ci->getDiagnostics().hasErrorOccurred()) fail("clang failed to compile generated code", diag_text, source, name_hint);
+    std::unique_ptr<llvm::Module> mod = action.takeModule();
+    if (!mod) fail("clang produced no module", diag_text, source, name_hint);
+    return mod;
+  }
+
+  std::vector<char> emit(llvm::Module& mod, llvm::CodeGenFileType kind, const std::string& source,
+                         const std::string& name_hint) {
+    std::lock_guard<std::mutex> lock(tm_mutex_);
+    if (!tm_) {
+      std::string err;
+      const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target_.triple, err);
+      if (!t) fail("no LLVM target for " + target_.triple, err, source, name_hint);
+      std::string features;
+      for (const std::string& f : target_.features) features += (features.empty() ? "" : ",") + f;
+      tm_.reset(t->createTargetMachine(target_.triple, target_.cpu, features, llvm::TargetOptions(),
+                                       llvm::Reloc::PIC_, llvm::None, llvm::CodeGenOpt::Aggressive));
+      if (!tm_) fail("could not create an LLVM target machine", "", source, name_hint);
+    }
+    mod.setDataLayout(tm_->createDataLayout());
+    llvm::SmallVector<char, 0> out;
+    llvm::raw_svector_ostream os(out);
+    llvm::legacy::PassManager pm;
+    if (tm_->addPassesToEmitFile(pm, os, nullptr, kind))
+      fail("the LLVM target cannot emit this file type", "", source, name_hint);
+    pm.run(mod);
+    return std::vector<char>(out.begin(), out.end());
+  }
+
+ private:
+  JitTarget target_;
+  std::string options_;
+  std::mutex tm_mutex_;
+  std::unique_ptr<llvm::TargetMachine> tm_;
+};
+
+Compiler& compiler() {
+  static Compiler* c = new Compiler();   // never destroyed: kernels may run during exit
+  return *c;
+}
+
+// The process-wide JIT, created on first use.
+class Jit {
+ public:
+  Jit() {
+    init_llvm_once();
+    // Generated code calls libm (expf, logf, ...) and LLVM may emit memset/memcpy calls.
+    llvm::sys::DynamicLibrary::LoadLibraryPermanently(nullptr);
+    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!jtmb) dsl::internal_error("LLJIT: cannot describe the host: " + error_text(jtmb.takeError()));
+    jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+    if (!jit) dsl::internal_error("LLJIT: cannot create the JIT: " + error_text(jit.takeError()));
+    jit_ = std::move(*jit);
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        jit_->getDataLayout().getGlobalPrefix());
+    if (!gen) dsl::internal_error("LLJIT: no process symbol generator: " + error_text(gen.takeError()));
+    jit_->getMainJITDylib().addGenerator(std::move(*gen));
+  }
+
+  std::string add(const std::vector<char>& object, const std::string& name_hint) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string name = fmt::format("{}#{}", name_hint, next_id_++);
+    auto jd = jit_->createJITDylib(name);
+    if (!jd) dsl::internal_error("LLJIT: cannot create JITDylib " + name + ": " + error_text(jd.takeError()));
+    jd->addToLinkOrder(jit_->getMainJITDylib());
+    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), name);
+    if (llvm::Error err = jit_->addObjectFile(*jd, std::move(buffer)))
+      dsl::internal_error("LLJIT: cannot load the object for " + name + ": " + error_text(std::move(err)));
+    return name;
+  }
+
+  void* lookup(const std::string& dylib, const std::string& symbol) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    llvm::orc::JITDylib* jd = jit_->getExecutionSession().getJITDylibByName(dylib);
+    if (!jd) dsl::internal_error("LLJIT: no JITDylib named " + dylib);
+    auto sym = jit_->lookup(*jd, symbol);
+    if (!sym) dsl::internal_error("LLJIT: symbol " + symbol + " not found in " + dylib + ": " + error_text(sym.takeError()));
+    return reinterpret_cast<void*>(sym->getAddress());
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  uint64_t next_id_ = 0;
+};
+
+Jit& jit() {
+  static Jit* j = new Jit();   // never destroyed, like the code it owns
+  return *j;
+}
+
+std::mutex memory_cache_mutex;
+std::map<std::string, std::shared_ptr<LoadedObject>>& memory_cache() {
+  static auto* m = new std::map<std::string, std::shared_ptr<LoadedObject>>();
+  return *m;
+}
+
+}  // namespace
+
+const JitTarget& host_target() { return compiler().target(); }
+const std::string& jit_options_string() { return compiler().options(); }
+
+std::vector<char> compile_to_object(const std::string& source, const std::string& name_hint) {
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> mod = compiler().frontend(source, name_hint, ctx);
+  return compiler().emit(*mod, llvm::CGFT_ObjectFile, source, name_hint);
+}
+
+std::string compile_to_assembly(const std::string& source, const std::string& name_hint) {
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> mod = compiler().frontend(source, name_hint, ctx);
+  std::vector<char> text = compiler().emit(*mod, llvm::CGFT_AssemblyFile, source, name_hint);
+  return std::string(text.begin(), text.end());
+}
+
+void* LoadedObject::lookup(const std::string& symbol) const { return jit().lookup(dylib_name_, symbol); }
+
+std::shared_ptr<LoadedObject> load_object(const std::vector<char>& object, const std::string& name_hint) {
+  auto loaded = std::make_shared<LoadedObject>();
+  loaded->dylib_name_ = jit().add(object, name_hint);
+  return loaded;
+}
+
+CachedCompile compile_cached(const std::string& source, const std::string& name_hint, bool use_disk_cache) {
+  const JitTarget& t = host_target();
+  std::string features;
+  for (const std::string& f : t.features) features += f + ",";
+  CachedCompile result;
+  result.key = cache_key({source, jit_options_string(), t.triple, t.cpu, features, t.compiler_version});
+  {
+    std::lock_guard<std::mutex> lock(memory_cache_mutex);
+    auto it = memory_cache().find(result.key);
+    if (it != memory_cache().end()) {
+      result.object = it->second;
+      result.outcome = CacheOutcome::MemoryHit;
+      return result;
+    }
+  }
+  std::optional<std::vector<char>> object;
+  KernelCache cache;
+  if (use_disk_cache) object = cache.get(result.key);
+  result.outcome = object ? CacheOutcome::DiskHit : CacheOutcome::Compiled;
+  if (!object) {
+    object = compile_to_object(source, name_hint);
+    if (use_disk_cache) cache.put(result.key, *object);
+  }
+  result.object = load_object(*object, name_hint);
+  std::lock_guard<std::mutex> lock(memory_cache_mutex);
+  memory_cache().emplace(result.key, result.object);
+  return result;
+}
+
+void clear_memory_cache_for_tests() {
+  std::lock_guard<std::mutex> lock(memory_cache_mutex);
+  memory_cache().clear();
+}
+
+}  // namespace synk::compiler

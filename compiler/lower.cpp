@@ -1,0 +1,66 @@
+// The pass pipeline, top to bottom. Every pass is a function from IR to IR (passes.h), run
+// through run_pass(), which verifies the result and dumps it for --print-after-all. Fusion then
+// turns the cleaned-up IR into a kernel plan that the code generators consume.
+#include "compiler/lower.h"
+
+#include <fmt/format.h>
+
+#include "compiler/grad.h"
+#include "compiler/passes.h"
+#include "dsl/frontend.h"
+
+namespace synk::compiler {
+namespace {
+
+// The function inside a copy of its module, so the standard printer and verifier apply.
+ir::Module with_function(const ir::Module& module, const ir::Function& fn) {
+  ir::Module m;
+  m.shareds = module.shareds;
+  m.functions = {fn};
+  return m;
+}
+
+void check_and_dump(const char* pass, const ir::Module& module, const ir::Function& fn,
+                    const LowerOptions& options) {
+  ir::Module m = with_function(module, fn);
+  std::vector<std::string> problems = ir::verify(m);
+  if (!problems.empty())
+    dsl::internal_error(fmt::format("after pass '{}' on function '{}': {}", pass, fn.name, fmt::join(problems, "; ")));
+  if (options.print_after_all)
+    *options.print_after_all << fmt::format("// *** IR after {} (fn {}) ***\n", pass, fn.name) << dsl::print_module(m);
+}
+
+ir::Function run_pass(const char* name, ir::Function (*pass)(const ir::Function&), const ir::Function& fn,
+                      const ir::Module& module, const LowerOptions& options) {
+  ir::Function out = pass(fn);
+  check_and_dump(name, module, out, options);
+  return out;
+}
+
+// A pass defined over whole modules (the gradient pass), applied to this function alone.
+ir::Function run_module_pass(const char* name, ir::Module (*pass)(const ir::Module&), const ir::Function& fn,
+                             const ir::Module& module, const LowerOptions& options) {
+  ir::Module out = pass(with_function(module, fn));
+  check_and_dump(name, module, out.functions.at(0), options);
+  return out.functions.at(0);
+}
+
+}  // namespace
+
+KernelPlan lower(const ir::Module& module, const ir::Function& input, const LowerOptions& options) {
+  ir::Function fn = input;
+  fn = run_module_pass("grad", expand_gradients, fn, module, options);
+  fn = run_pass("simplify", simplify, fn, module, options);
+  fn = run_pass("constant-fold", fold_constants, fn, module, options);
+  fn = run_pass("simplify", simplify, fn, module, options);     // folding exposes x*1, x+0 again
+  fn = run_pass("cse", eliminate_common_subexpressions, fn, module, options);
+  fn = run_pass("dce", eliminate_dead_nodes, fn, module, options);
+  KernelPlan plan = fuse_kernels(module, fn);
+  if (options.print_after_all) {
+    *options.print_after_all << fmt::format("// *** kernel plan after fusion (fn {}) ***\n", fn.name);
+    print_plan(module, plan, *options.print_after_all);
+  }
+  return plan;
+}
+
+}  // namespace synk::compiler

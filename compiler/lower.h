@@ -1,0 +1,22 @@
+// The compiler's pipeline from a typed IR function to a kernel plan, in one place (lower.cpp):
+// read lower() and you know every pass and its order.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "compiler/kernel_plan.h"
+#include "dsl/ir.h"
+
+namespace synk::compiler {
+
+struct LowerOptions {
+  std::ostream* print_after_all = nullptr;   // when set, the IR after every pass goes here
+};
+
+// Runs the passes over `fn` (a function of `module`) and fuses the result into kernels.
+// Throws dsl::UserError for programs the code generators cannot handle, dsl::InternalError when
+// a pass breaks an IR invariant (checked with ir::verify after every pass).
+KernelPlan lower(const ir::Module& module, const ir::Function& fn, const LowerOptions& options = {});
+
+}  // namespace synk::compiler
