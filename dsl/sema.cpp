@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "dsl/frontend.h"
+#include "dsl/npy_header.h"
 #include "dsl/sema.h"
 #include "dsl/type_infer.h"
 
@@ -197,7 +198,41 @@ class InitializerAnalyzer {
     if (!std::filesystem::is_regular_file(full, ec))
       return error(e.args[0]->loc, fmt::format("cannot find \"{}\" to initialize shared variable '{}' "
                                                "(looked for {})", path, decl_.name, full.string()));
+    if (type_ && !check_npy(full.string(), path, e.args[0]->loc)) return std::nullopt;
     return ir::InitLoad{path};
+  }
+
+  // The file's dtype must convert safely to the declared one and its shape must match the
+  // declared shape (a symbolic dimension takes the file's size, the same size at every use).
+  bool check_npy(const std::string& full, const std::string& path, SourceLoc loc) {
+    std::string why;
+    auto header = read_npy_header(full, &why);
+    if (!header) return error(loc, fmt::format("\"{}\" {}", path, why)), false;
+    if (!header->dtype)
+      return error(loc, fmt::format("\"{}\" holds dtype '{}', which synk cannot load (it reads f32, f64, "
+                                    "i32, i64, u8 and bool, little-endian)", path, header->descr)), false;
+    if (!converts_safely(*header->dtype, type_->dtype))
+      return error(loc, fmt::format("\"{}\" holds {} values, which do not convert safely to {}; declare "
+                                    "'{}' as {} or save the file as {}", path, ir::dtype_name(*header->dtype),
+                                    ir::dtype_name(type_->dtype), decl_.name, ir::dtype_name(*header->dtype),
+                                    ir::dtype_name(type_->dtype))), false;
+    if (header->fortran_order)
+      return error(loc, fmt::format("\"{}\" is stored in Fortran order; save it in C order "
+                                    "(numpy.ascontiguousarray)", path)), false;
+    bool match = header->shape.size() == type_->rank();
+    std::map<std::string, int64_t> bound;
+    for (size_t i = 0; match && i < header->shape.size(); ++i) {
+      const ir::Dim& d = type_->shape[i];
+      if (!d.is_symbolic()) match = d.size == header->shape[i];
+      else match = bound.emplace(d.symbol, header->shape[i]).first->second == header->shape[i];
+    }
+    if (!match) {
+      std::string dims;
+      for (int64_t n : header->shape) dims += (dims.empty() ? "" : ", ") + std::to_string(n);
+      return error(loc, fmt::format("\"{}\" has shape ({}) but shared variable '{}' is declared {}", path,
+                                    dims, decl_.name, ir::type_str(*type_))), false;
+    }
+    return true;
   }
 
   ModuleContext& ctx_;

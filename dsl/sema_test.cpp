@@ -7,6 +7,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sstream>
+#include <unistd.h>
 
 #include "dsl/frontend.h"
 #include "dsl/ir.h"
@@ -271,13 +272,53 @@ TEST(SemaErrors, Initializers) {
   EXPECT_EQ(a.errors[4].substr(0, 31), "5:25: cannot find \"missing.npy\"");
 }
 
-TEST(SemaErrors, LoadFindsFilesRelativeToTheSource) {
-  auto dir = std::filesystem::temp_directory_path() / "synk_sema_test_load";
+// A version 1.0 .npy file with this header and zeroed data.
+void write_npy(const std::filesystem::path& path, const std::string& descr, const std::string& shape,
+               bool fortran = false, size_t data_bytes = 64) {
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
+                       ", 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  out.write("\x93NUMPY\x01\x00", 8);
+  out.put(char(header.size() & 0xff));
+  out.put(char(header.size() >> 8));
+  out << header << std::string(data_bytes, '\0');
+}
+
+TEST(SemaErrors, LoadChecksTheFileAgainstTheDeclaration) {
+  auto dir = std::filesystem::temp_directory_path() / ("synk_sema_test_load_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "w.npy") << "x";
-  Analyzed a = analyze_text("shared w: f32[n] = load(\"w.npy\");\nfn f(bcast x: f32[2]) { out o: none = x; }\n",
-                            dir.string());
-  EXPECT_TRUE(a.module) << ::testing::PrintToString(a.errors);
+  write_npy(dir / "w.npy", "<f4", "(3, 4)");
+  write_npy(dir / "v.npy", "<i4", "(5,)");
+  write_npy(dir / "d.npy", "<f8", "(3, 4)");
+  write_npy(dir / "c.npy", "<c8", "(3,)");
+  write_npy(dir / "f.npy", "<f4", "(3, 4)", true);
+  std::ofstream(dir / "junk.npy") << "not numpy";
+  auto check = [&](const std::string& decl) {
+    Analyzed a = analyze_text(decl + "\nfn f(bcast x: f32[2]) { out o: none = x; }\n", dir.string());
+    return a.errors.empty() ? std::string("ok") : a.errors[0];
+  };
+  EXPECT_EQ(check("shared w: f32[3, 4] = load(\"w.npy\");"), "ok");
+  EXPECT_EQ(check("shared w: f64[rows, cols] = load(\"w.npy\");"), "ok");
+  EXPECT_EQ(check("shared v: f64[n] = load(\"v.npy\");"), "ok");
+  EXPECT_EQ(check("shared v: i64[rows] = load(\"v.npy\") sliceable;"), "ok");
+  EXPECT_EQ(check("shared w: f32[n, n] = load(\"w.npy\");"),
+            "1:28: \"w.npy\" has shape (3, 4) but shared variable 'w' is declared f32[n, n]");
+  EXPECT_EQ(check("shared w: f32[3, 5] = load(\"w.npy\");"),
+            "1:28: \"w.npy\" has shape (3, 4) but shared variable 'w' is declared f32[3, 5]");
+  EXPECT_EQ(check("shared w: f32[12] = load(\"w.npy\");"),
+            "1:26: \"w.npy\" has shape (3, 4) but shared variable 'w' is declared f32[12]");
+  EXPECT_EQ(check("shared v: f32[5] = load(\"v.npy\");"),
+            "1:25: \"v.npy\" holds i32 values, which do not convert safely to f32; declare 'v' as i32 or save "
+            "the file as f32");
+  EXPECT_TRUE(check("shared d: f32[3, 4] = load(\"d.npy\");").starts_with("1:28: \"d.npy\" holds f64 values, which do ")) << check("shared d: f32[3, 4] = load(\"d.npy\");");
+  EXPECT_TRUE(check("shared c: f32[3] = load(\"c.npy\");").starts_with("1:25: \"c.npy\" holds dtype '<c8', which syn")) << check("shared c: f32[3] = load(\"c.npy\");");
+  EXPECT_TRUE(check("shared f: f32[3, 4] = load(\"f.npy\");").starts_with("1:28: \"f.npy\" is stored in Fortran order; save ")) << check("shared f: f32[3, 4] = load(\"f.npy\");");
+  EXPECT_EQ(check("shared j: f32[3] = load(\"junk.npy\");"), "1:25: \"junk.npy\" is not a .npy file");
+  // An absolute path is used as is: the file is found and checked.
+  std::string absolute = check("shared j: f32[3] = load(\"" + (dir / "w.npy").string() + "\");");
+  EXPECT_NE(absolute.find("has shape (3, 4)"), std::string::npos) << absolute;
   std::filesystem::remove_all(dir);
 }
 

@@ -235,7 +235,8 @@ InferResult infer_concat(std::span<const TensorType> xs, const ir::Attrs& attrs)
     if (x.shape[axis].is_symbolic())
       return fail(fmt::format("concat along axis {} needs static sizes, found {}", axis,
                               ir::shape_str(x.shape)));
-    total += x.shape[axis].size;
+    if (__builtin_add_overflow(total, x.shape[axis].size, &total))
+      return fail("concat's result has too many elements");
   }
   Shape shape = first.shape;
   shape[axis] = Dim::fixed(total);
@@ -321,7 +322,8 @@ InferResult infer_grad(std::span<const TensorType> operands) {
     if (!c.symbols.empty())
       return fail(fmt::format("grad with several variables returns one flat vector and needs static "
                               "shapes, found {}", ir::shape_str(v.shape)));
-    total += c.fixed;
+    if (c.overflow || __builtin_add_overflow(total, c.fixed, &total))
+      return fail("grad's flat result has too many elements");
   }
   return ok(TensorType{loss.dtype, {Dim::fixed(total)}});
 }
@@ -386,7 +388,7 @@ ElementCount element_count(const Shape& shape) {
   ElementCount c;
   for (const Dim& d : shape) {
     if (d.is_symbolic()) c.symbols.push_back(d.symbol);
-    else c.fixed *= d.size;
+    else if (__builtin_mul_overflow(c.fixed, d.size, &c.fixed)) c.overflow = true;
   }
   std::sort(c.symbols.begin(), c.symbols.end());
   return c;
@@ -402,6 +404,10 @@ std::string element_count_str(const ElementCount& c) {
 std::optional<Shape> resolve_reshape(const Shape& from, const Shape& to, std::string* error) {
   auto set_error = [&](std::string m) { if (error) *error = std::move(m); };
   ElementCount have = element_count(from);
+  if (have.overflow) {
+    set_error(fmt::format("cannot reshape {}: it has too many elements", ir::shape_str(from)));
+    return std::nullopt;
+  }
   Shape known;
   int infer_at = -1;
   for (size_t i = 0; i < to.size(); ++i) {
@@ -416,6 +422,10 @@ std::optional<Shape> resolve_reshape(const Shape& from, const Shape& to, std::st
     }
   }
   ElementCount want = element_count(known);
+  if (want.overflow) {
+    set_error(fmt::format("cannot reshape to {}: it has too many elements", ir::shape_str(to)));
+    return std::nullopt;
+  }
   if (infer_at < 0) {
     if (have == want || (have.fixed == 0 && want.fixed == 0)) return to;
     set_error(fmt::format("cannot reshape {} ({} elements) to {} ({} elements)", ir::shape_str(from),

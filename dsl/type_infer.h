@@ -63,6 +63,7 @@ std::vector<int64_t> all_axes(size_t rank);
 struct ElementCount {
   int64_t fixed = 1;
   std::vector<std::string> symbols;  // sorted
+  bool overflow = false;             // the static product does not fit in int64
   friend bool operator==(const ElementCount&, const ElementCount&) = default;
 };
 ElementCount element_count(const ir::Shape& shape);

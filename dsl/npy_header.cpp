@@ -1,0 +1,104 @@
+// .npy header reader for compile-time checks of load() initializers (see npy_header.h). The
+// header is a Python dict literal; we read the subset NumPy writes:
+// {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }.
+#include "dsl/npy_header.h"
+
+#include <cctype>
+#include <cstring>
+#include <fstream>
+
+namespace synk::dsl {
+
+namespace {
+
+std::optional<ir::DType> dtype_of_descr(const std::string& d) {
+  if (d.size() != 3 || (d[0] != '<' && d[0] != '|' && d[0] != '=')) return std::nullopt;
+  std::string kind = d.substr(1);
+  if (kind == "f4") return ir::DType::F32;
+  if (kind == "f8") return ir::DType::F64;
+  if (kind == "i4") return ir::DType::I32;
+  if (kind == "i8") return ir::DType::I64;
+  if (kind == "u1") return ir::DType::U8;
+  if (kind == "b1") return ir::DType::Bool;
+  return std::nullopt;
+}
+
+// The value text after `'key':` in the header dict, up to the next top-level comma.
+std::optional<std::string> dict_value(const std::string& header, const std::string& key) {
+  size_t at = header.find("'" + key + "'");
+  if (at == std::string::npos) at = header.find("\"" + key + "\"");
+  if (at == std::string::npos) return std::nullopt;
+  size_t colon = header.find(':', at);
+  if (colon == std::string::npos) return std::nullopt;
+  size_t start = colon + 1;
+  int depth = 0;
+  size_t end = start;
+  for (; end < header.size(); ++end) {
+    char c = header[end];
+    if (c == '(') ++depth;
+    else if (c == ')') --depth;
+    else if ((c == ',' || c == '}') && depth == 0) break;
+  }
+  std::string v = header.substr(start, end - start);
+  size_t b = v.find_first_not_of(" \t");
+  size_t e = v.find_last_not_of(" \t");
+  return b == std::string::npos ? std::string() : v.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+std::optional<NpyHeader> read_npy_header(const std::string& path, std::string* error) {
+  auto fail = [&](const std::string& why) -> std::optional<NpyHeader> {
+    if (error) *error = why;
+    return std::nullopt;
+  };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail("cannot be opened");
+  char magic[8];
+  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) return fail("is not a .npy file");
+  uint32_t header_len = 0;
+  unsigned char len_bytes[4] = {0, 0, 0, 0};
+  int major = static_cast<unsigned char>(magic[6]);
+  int len_size = major == 1 ? 2 : 4;
+  if (major < 1 || major > 3) return fail("has an unknown .npy format version");
+  if (!in.read(reinterpret_cast<char*>(len_bytes), len_size)) return fail("has a truncated header");
+  for (int i = len_size - 1; i >= 0; --i) header_len = header_len * 256 + len_bytes[i];
+  if (header_len > (1u << 20)) return fail("has an implausibly large header");
+  std::string header(header_len, '\0');
+  if (!in.read(header.data(), header_len)) return fail("has a truncated header");
+
+  NpyHeader out;
+  auto descr = dict_value(header, "descr");
+  auto order = dict_value(header, "fortran_order");
+  auto shape = dict_value(header, "shape");
+  if (!descr || !order || !shape || descr->size() < 2 || shape->empty() || (*shape)[0] != '(')
+    return fail("has a malformed header");
+  out.descr = descr->substr(1, descr->size() - 2);
+  out.dtype = dtype_of_descr(out.descr);
+  out.fortran_order = *order == "True";
+  std::string dims = shape->substr(1, shape->size() >= 2 ? shape->size() - 2 : 0);
+  size_t pos = 0;
+  while (pos < dims.size()) {
+    while (pos < dims.size() && (std::isspace(static_cast<unsigned char>(dims[pos])) || dims[pos] == ',')) ++pos;
+    if (pos >= dims.size()) break;
+    size_t start = pos;
+    while (pos < dims.size() && std::isdigit(static_cast<unsigned char>(dims[pos]))) ++pos;
+    if (start == pos || pos - start > 18) return fail("has a malformed shape");
+    out.shape.push_back(std::stoll(dims.substr(start, pos - start)));
+  }
+  return out;
+}
+
+bool converts_safely(ir::DType from, ir::DType to) {
+  using ir::DType;
+  if (from == to || from == DType::Bool) return true;
+  switch (from) {
+    case DType::U8: return to == DType::I32 || to == DType::I64 || to == DType::F32 || to == DType::F64;
+    case DType::I32: return to == DType::I64 || to == DType::F64;
+    case DType::I64: return to == DType::F64;
+    case DType::F32: return to == DType::F64;
+    default: return false;
+  }
+}
+
+}  // namespace synk::dsl

@@ -1,0 +1,30 @@
+// Reads just the header of a NumPy .npy file (dtype and shape), so that semantic analysis can
+// check a `load("w.npy")` initializer against the declared type when the program is compiled,
+// with the error at the initializer. The runtime reads the data itself (runtime/npy.h); this
+// copy keeps dsl/ free of runtime dependencies.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dsl/ir.h"
+
+namespace synk::dsl {
+
+struct NpyHeader {
+  std::string descr;              // as written, e.g. "<f4"
+  std::optional<ir::DType> dtype; // null when synk has no such dtype
+  bool fortran_order = false;
+  std::vector<int64_t> shape;
+};
+
+// nullopt with a reason ("not a .npy file", "malformed header") when the header is unreadable.
+std::optional<NpyHeader> read_npy_header(const std::string& path, std::string* error);
+
+// Whether every value of dtype `from` is exactly representable in `to` (numpy's safe casting):
+// bool to anything, u8 to i32 i64 f32 f64, i32 to i64 f64, i64 to f64, f32 to f64.
+bool converts_safely(ir::DType from, ir::DType to);
+
+}  // namespace synk::dsl
