@@ -41,8 +41,9 @@ std::string random_hex(size_t bytes) {
 }
 
 const std::string& session_prefix() {
-  static const std::string prefix = "synk-" + random_hex(16) + "-";
-  return prefix;
+  // Never destroyed: exit handlers that clean up run after static destructors may have.
+  static const std::string* prefix = new std::string("synk-" + random_hex(16) + "-");
+  return *prefix;
 }
 
 std::string process_prefix() { return fmt::format("{}p{}-", session_prefix(), getpid()); }
