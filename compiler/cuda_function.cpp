@@ -1,0 +1,523 @@
+// The host side of a GPU-compiled function (see cuda_function.h): compile through NVRTC at
+// construction, load into the device on the first run, then per call: argument checks, device
+// buffers, staging, launches, copies back and the failure records.
+#include "compiler/cuda_function.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "compiler/codegen_cpu.h"
+#include "compiler/cpu_function.h"
+#include "compiler/lower.h"
+#include "runtime/cublas_loader.h"
+#include "runtime/cuda_driver.h"
+
+namespace synk::compiler {
+
+namespace cu = rt::cuda;
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+int threads_for(int64_t per_team) {
+  int t = 32;
+  while (t < kCudaMaxThreads && t < per_team) t *= 2;
+  return t;
+}
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+// The process's stream and cuBLAS handle, shared by every CudaFunction (one GPU per process).
+struct GpuContext {
+  cu::CudaDevice* device = nullptr;
+  cu::CUstream stream = nullptr;
+  std::unique_ptr<cu::CublasHandle> cublas;
+
+  static GpuContext& get() {
+    static std::mutex mutex;
+    static GpuContext* context = nullptr;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!context) {
+      auto* c = new GpuContext;   // lives as long as the process, like the CUDA context
+      c->device = &cu::CudaDevice::get();
+      cu::cuda_check(cu::cuda_driver().cuStreamCreate(&c->stream, cu::kStreamNonBlocking), "creating the synk stream");
+      context = c;
+    }
+    context->device->make_current();
+    return *context;
+  }
+  cu::CublasHandle& blas() {
+    if (!cublas) cublas = std::make_unique<cu::CublasHandle>(stream);
+    return *cublas;
+  }
+};
+
+std::string where(const ir::Node& n) {
+  return n.loc.valid() ? fmt::format(" (line {}, column {})", n.loc.line, n.loc.col) : "";
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+// The target for this process's GPU without initialising CUDA here (the probe runs in a child).
+CudaTarget default_target() {
+  std::string reason;
+  if (!cu::cuda_available(&reason))
+    throw dsl::UserError("cannot compile for the GPU: no CUDA GPU (" + reason + "); give an explicit target");
+  const cu::CudaStatus& status = cu::cuda_status();
+  int ordinal = 0;
+  if (const char* env = std::getenv("SYNK_CUDA_DEVICE"); env && *env) ordinal = std::atoi(env);
+  if (ordinal < 0 || size_t(ordinal) >= status.device_sm.size()) ordinal = 0;
+  int sm = status.device_sm.at(size_t(ordinal));
+  return choose_cuda_target(sm / 10, sm % 10);
+}
+
+// Device memory for `what`; running out is the user's problem (too much data), said with sizes.
+void reserve_device(cu::DeviceBuffer& buffer, size_t bytes, const std::string& function, const std::string& what) {
+  try {
+    buffer.reserve(bytes, what);
+  } catch (const cu::CudaError& e) {
+    if (e.out_of_memory()) throw dsl::UserError(fmt::format("function '{}': {}", function, e.what()));
+    throw;
+  }
+}
+
+}  // namespace
+
+CudaLaunchConfig cuda_launch_config(const CudaKernelLaunch& launch, int64_t work, int64_t reduced, int sm_count) {
+  CudaLaunchConfig c;
+  sm_count = std::max(sm_count, 1);
+  const int64_t max_blocks = int64_t(sm_count) * 32;
+  const int64_t width = std::max(launch.vector_width, 1);
+  if (launch.kind == CudaLaunchKind::Blas || work <= 0) {
+    c.skip = true;
+    return c;
+  }
+  switch (launch.kind) {
+    case CudaLaunchKind::Blas: return c;
+    case CudaLaunchKind::Flat:
+      c.threads = kCudaMaxThreads;
+      c.grid_x = std::clamp<int64_t>(ceil_div(work, c.threads * width), 1, max_blocks);
+      return c;
+    case CudaLaunchKind::RowTeams: {
+      c.threads = threads_for(ceil_div(reduced, width));
+      if (launch.splittable && work < 4 * sm_count) {
+        // Few outputs, long rows: split each row over blocks until the GPU is full, but keep
+        // at least 16 vector steps per thread in each part.
+        const int64_t min_part = int64_t(c.threads) * width * 16;
+        c.splits = std::clamp<int64_t>(std::min(ceil_div(4 * sm_count, work), reduced / min_part), 1, 65535);
+      }
+      c.grid_x = std::clamp<int64_t>(work * c.splits, 1, max_blocks);
+      if (c.splits > 1) c.counters = work;
+      break;
+    }
+    case CudaLaunchKind::Columns: {
+      c.threads = kCudaMaxThreads;
+      c.grid_x = std::max<int64_t>(ceil_div(work, c.threads), 1);
+      if (launch.splittable && c.grid_x < 4 * sm_count)
+        c.splits = std::clamp<int64_t>(std::min(ceil_div(4 * sm_count, c.grid_x), reduced / 64), 1, 65535);
+      c.grid_y = c.splits;
+      if (c.splits > 1) c.counters = c.grid_x;
+      break;
+    }
+  }
+  if (c.splits > 1) c.scratch_bytes = round_up(c.counters * 4, 16) + work * c.splits * launch.partial_bytes;
+  return c;
+}
+
+struct CudaFunction::State {
+  cu::CUmodule module = nullptr;
+  std::vector<cu::CUfunction> functions;      // per launch (null for cuBLAS)
+  std::vector<cu::DeviceBuffer> buffers;      // per plan buffer (Alias buffers stay empty)
+  std::vector<cu::CUdeviceptr> pointers;      // per plan buffer, this call
+  std::vector<cu::DeviceBuffer> scratch;      // per launch
+  cu::DeviceBuffer failures;                  // 4 words per launch
+  std::vector<unsigned long long> failures_host;
+  std::vector<int64_t> syms_arg;
+};
+
+CudaFunction::CudaFunction(const ir::Module& module, KernelPlan plan, CudaProgram program,
+                           const CudaCompileOptions& options)
+    : plan_(std::move(plan)), program_(std::move(program)), options_(options) {
+  if (env_flag("SYNK_CUDA_SYNC")) options_.sync_after_each_launch = true;
+  const ir::Function* fn = module.find_function(plan_.function.name);
+  signature_ = make_signature(module, fn ? *fn : plan_.function, plan_);
+  for (int32_t s : plan_.shareds_read) {
+    shared_names_.push_back(module.shareds.at(size_t(s)).name);
+    shared_types_.push_back(module.shareds.at(size_t(s)).type);
+  }
+  target_ = options_.target ? *options_.target : default_target();
+  bool any_kernel = std::any_of(program_.launches.begin(), program_.launches.end(),
+                                [](const CudaKernelLaunch& l) { return l.kind != CudaLaunchKind::Blas; });
+  if (any_kernel) {
+    CachedCudaBinary bin = nvrtc_compile_cached(program_.source, "synk_" + plan_.function.name, target_, options_.nvrtc,
+                                                options_.use_disk_cache);
+    image_ = std::move(bin.binary.image);
+    from_disk_cache_ = bin.from_disk_cache;
+  }
+  syms_.assign(plan_.symbols.size(), 0);
+  shapes_.assign(plan_.buffers.size(), {});
+}
+
+CudaFunction::~CudaFunction() {
+  if (state_ && state_->module) {
+    try {
+      cu::cuda_driver().cuModuleUnload(state_->module);
+    } catch (...) {
+    }
+  }
+}
+
+void CudaFunction::load_module() {
+  auto state = std::make_unique<State>();
+  const cu::DriverApi& api = cu::cuda_driver();
+  if (!image_.empty()) {
+    std::vector<char> log(8192, '\0');
+    int options[] = {cu::kJitErrorLogBuffer, cu::kJitErrorLogBufferSize};
+    void* values[] = {log.data(), reinterpret_cast<void*>(uintptr_t(log.size() - 1))};
+    cu::CUresult r = api.cuModuleLoadDataEx(&state->module, image_.data(), 2, options, values);
+    if (r != cu::kCudaSuccess)
+      dsl::internal_error(fmt::format("loading the {} of function '{}' into GPU {} ({}) failed: {}{}{}", target_.str(),
+                                      plan_.function.name, GpuContext::get().device->info().ordinal,
+                                      GpuContext::get().device->info().arch(), cu::cuda_error_text(r),
+                                      log[0] ? ": " : "", log.data()));
+  }
+  for (const CudaKernelLaunch& l : program_.launches) {
+    cu::CUfunction f = nullptr;
+    if (l.kind != CudaLaunchKind::Blas)
+      cu::cuda_check(api.cuModuleGetFunction(&f, state->module, l.symbol.c_str()),
+                     fmt::format("finding kernel {} in the loaded module", l.symbol));
+    state->functions.push_back(f);
+  }
+  state->buffers.resize(plan_.buffers.size());
+  state->pointers.assign(plan_.buffers.size(), 0);
+  state->scratch.resize(program_.launches.size());
+  state->syms_arg.assign(std::max<size_t>(1, plan_.symbols.size()), 0);
+  state_ = std::move(state);
+}
+
+std::vector<int64_t> CudaFunction::shape_of(const ir::Shape& shape) const {
+  std::vector<int64_t> out;
+  for (const ir::Dim& d : shape) out.push_back(d.is_symbolic() ? syms_.at(size_t(plan_.symbol_index(d.symbol))) : d.size);
+  return out;
+}
+
+int64_t CudaFunction::count_of(const ir::Shape& shape) const {
+  int64_t n = 1;
+  for (int64_t d : shape_of(shape)) n *= d;
+  return n;
+}
+
+// Same checks and messages as the CPU backend (cpu_function.cpp), which keeps its version private.
+void CudaFunction::bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds) {
+  const std::string& fname = plan_.function.name;
+  std::vector<std::string> bound_by(plan_.symbols.size());
+  auto check = [&](const std::string& what, const rt::ArrayRef& arg, const ir::TensorType& want) {
+    if (arg.dtype != to_rt(want.dtype))
+      throw dsl::UserError(fmt::format("{} of function '{}': expected dtype {}, got {}", what, fname,
+                                       ir::dtype_name(want.dtype), rt::dtype_name(arg.dtype)));
+    if (arg.shape.size() != want.rank())
+      throw dsl::UserError(fmt::format("{} of function '{}': expected rank {} ({}), got shape {}", what, fname,
+                                       want.rank(), ir::type_str(want), shape_text(arg.shape)));
+    for (size_t d = 0; d < want.rank(); ++d) {
+      const ir::Dim& dim = want.shape[d];
+      int64_t got = arg.shape[d];
+      if (got < 0) throw dsl::UserError(fmt::format("{} of function '{}': negative dimension {}", what, fname, got));
+      if (!dim.is_symbolic()) {
+        if (got != dim.size)
+          throw dsl::UserError(fmt::format("{} of function '{}': dimension {} must be {} ({}), got shape {}", what,
+                                           fname, d, dim.size, ir::type_str(want), shape_text(arg.shape)));
+        continue;
+      }
+      size_t s = size_t(plan_.symbol_index(dim.symbol));
+      if (bound_by[s].empty()) {
+        syms_[s] = got;
+        bound_by[s] = fmt::format("dimension {} of {}", d, what);
+      } else if (syms_[s] != got) {
+        throw dsl::UserError(fmt::format("{} of function '{}': dimension {} is {}, but symbol '{}' is {} (from {})",
+                                         what, fname, d, got, dim.symbol, syms_[s], bound_by[s]));
+      }
+    }
+  };
+  const ir::Function& fn = plan_.function;
+  if (inputs.size() != fn.params.size())
+    throw dsl::UserError(fmt::format("function '{}' takes {} inputs, got {}", fname, fn.params.size(), inputs.size()));
+  if (shareds.size() != plan_.shareds_read.size())
+    dsl::internal_error(fmt::format("function '{}' reads {} shared variables, the engine passed {}", fname,
+                                    plan_.shareds_read.size(), shareds.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    check(fmt::format("argument '{}'", fn.params[i].name), inputs[i], fn.params[i].type);
+  for (size_t i = 0; i < shareds.size(); ++i)
+    check(fmt::format("shared variable '{}'", shared_names_[i]), shareds[i], shared_types_[i]);
+  for (size_t s = 0; s < plan_.symbols.size(); ++s)
+    if (bound_by[s].empty())
+      throw dsl::UserError(fmt::format("function '{}': the size '{}' is not determined by any argument", fname,
+                                       plan_.symbols[s]));
+}
+
+void CudaFunction::prepare(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds, bool resident) {
+  const ir::Function& fn = plan_.function;
+  bind_symbols(inputs, shareds);
+  GpuContext& gpu = GpuContext::get();
+  if (!state_) load_module();
+  const cu::DriverApi& api = cu::cuda_driver();
+  State& st = *state_;
+  // Buffers: allocate (growing only), stage inputs and shared values.
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    const Buffer& buffer = plan_.buffers[b];
+    shapes_[b] = shape_of(buffer.type.shape);
+    if (buffer.kind == Buffer::Kind::Alias) continue;
+    const rt::ArrayRef* given = buffer.kind == Buffer::Kind::Input    ? &inputs[size_t(buffer.index)]
+                                : buffer.kind == Buffer::Kind::Shared ? &shareds[size_t(buffer.index)]
+                                                                      : nullptr;
+    if (given && resident) {
+      st.pointers[b] = cu::CUdeviceptr(reinterpret_cast<uintptr_t>(given->data));
+      continue;
+    }
+    int64_t n = 1;
+    for (int64_t d : shapes_[b]) n *= d;
+    const size_t bytes = size_t(n) * rt::dtype_size(to_rt(buffer.type.dtype));
+    reserve_device(st.buffers[b], bytes, fn.name,
+                   fmt::format("{} buffer b{} ({} {})", buffer_kind_name(buffer.kind), b, ir::dtype_name(buffer.type.dtype),
+                               shape_text(shapes_[b])));
+    st.pointers[b] = st.buffers[b].ptr();
+    if (given && bytes > 0)
+      cu::cuda_check(api.cuMemcpyHtoDAsync(st.pointers[b], given->data, bytes, gpu.stream),
+                     fmt::format("copying {} of function '{}' to the GPU", buffer_kind_name(buffer.kind), fn.name));
+  }
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    size_t target = b;
+    while (plan_.buffers[target].kind == Buffer::Kind::Alias) target = size_t(plan_.buffers[target].index);
+    st.pointers[b] = st.pointers[target];
+  }
+  for (size_t s = 0; s < syms_.size(); ++s) st.syms_arg[s] = syms_[s];
+  st.failures_host.assign(4 * program_.launches.size(), 0);
+  const size_t failure_bytes = st.failures_host.size() * sizeof(unsigned long long);
+  reserve_device(st.failures, failure_bytes, fn.name, "kernel failure records");
+  if (failure_bytes > 0)
+    cu::cuda_check(api.cuMemsetD8Async(st.failures.ptr(), 0, failure_bytes, gpu.stream),
+                   "clearing the kernel failure records");
+}
+
+// Queues `copies` (results back to the host, if any) and the failure records, then one
+// synchronisation for the whole call, then the failure check.
+void CudaFunction::finish_call(const std::function<void()>& copies) {
+  const cu::DriverApi& api = cu::cuda_driver();
+  GpuContext& gpu = GpuContext::get();
+  State& st = *state_;
+  copies();
+  const size_t failure_bytes = st.failures_host.size() * sizeof(unsigned long long);
+  if (failure_bytes > 0)
+    cu::cuda_check(api.cuMemcpyDtoHAsync(st.failures_host.data(), st.failures.ptr(), failure_bytes, gpu.stream),
+                   "reading the kernel failure records");
+  if (cu::CUresult r = api.cuStreamSynchronize(gpu.stream); r != cu::kCudaSuccess) {
+    std::vector<std::string> names;
+    for (const CudaKernelLaunch& l : program_.launches) names.push_back(l.symbol.empty() ? "cuBLAS" : l.symbol);
+    throw cu::CudaError(fmt::format("function '{}' failed on the GPU: {} (kernels in this call: {}; set "
+                                    "SYNK_CUDA_SYNC=1 to find which one)",
+                                    plan_.function.name, cu::cuda_error_text(r), fmt::join(names, ", ")), r);
+  }
+  check_failures();
+}
+
+void CudaFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
+                       std::span<rt::Array> outputs, std::span<rt::Array> updates) {
+  const ir::Function& fn = plan_.function;
+  if (outputs.size() != fn.outputs.size() || updates.size() != fn.updates.size())
+    dsl::internal_error(fmt::format("function '{}': the engine passed {} outputs and {} updates, expected {} and {}",
+                                    fn.name, outputs.size(), updates.size(), fn.outputs.size(), fn.updates.size()));
+  prepare(inputs, shareds, false);
+  launch_all();
+  finish_call([&] {
+    const cu::DriverApi& api = cu::cuda_driver();
+    GpuContext& gpu = GpuContext::get();
+    auto copy_out = [&](rt::Array& dst, ir::NodeId node, const std::string& what) {
+      const int b = plan_.node_buffer.at(size_t(node));
+      const ir::TensorType& t = fn.node(node).type;
+      dst.resize(to_rt(t.dtype), shape_of(t.shape));
+      if (!dst.bytes.empty())
+        cu::cuda_check(api.cuMemcpyDtoHAsync(dst.bytes.data(), state_->pointers.at(size_t(b)), dst.bytes.size(), gpu.stream),
+                       fmt::format("copying {} of function '{}' from the GPU", what, fn.name));
+    };
+    for (size_t o = 0; o < fn.outputs.size(); ++o)
+      copy_out(outputs[o], fn.outputs[o].node, "output '" + fn.outputs[o].name + "'");
+    for (size_t u = 0; u < fn.updates.size(); ++u) copy_out(updates[u], fn.updates[u].node, fmt::format("update {}", u));
+  });
+}
+
+void CudaFunction::run_resident(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds) {
+  prepare(inputs, shareds, true);
+  launch_all();
+  finish_call([] {});
+}
+
+rt::ArrayRef CudaFunction::device_result(size_t index) const {
+  const ir::Function& fn = plan_.function;
+  if (!state_ || index >= fn.outputs.size() + fn.updates.size())
+    dsl::internal_error(fmt::format("function '{}': no device result {}", fn.name, index));
+  const ir::NodeId node = index < fn.outputs.size() ? fn.outputs[index].node : fn.updates[index - fn.outputs.size()].node;
+  const ir::TensorType& t = fn.node(node).type;
+  const cu::CUdeviceptr p = state_->pointers.at(size_t(plan_.node_buffer.at(size_t(node))));
+  return rt::ArrayRef{reinterpret_cast<const void*>(uintptr_t(p)), to_rt(t.dtype), shape_of(t.shape)};
+}
+
+void CudaFunction::launch_all() {
+  const cu::DriverApi& api = cu::cuda_driver();
+  GpuContext& gpu = GpuContext::get();
+  State& st = *state_;
+  const int sms = gpu.device->info().sm_count;
+  for (size_t li = 0; li < program_.launches.size(); ++li) {
+    const CudaKernelLaunch& l = program_.launches[li];
+    const Kernel& k = plan_.kernels.at(size_t(l.kernel));
+    const ir::Node& root = plan_.function.node(k.roots.at(0));
+    if (l.kind == CudaLaunchKind::Blas) {
+      run_blas(l);
+      continue;
+    }
+    const int64_t work = count_of(l.work), reduced = count_of(l.reduced);
+    if (l.empty_reduction_error && reduced == 0) {
+      api.cuStreamSynchronize(gpu.stream);
+      throw dsl::UserError(fmt::format("function '{}': {}{}: cannot reduce over an empty axis; {} has no identity",
+                                       plan_.function.name, ir::op_name(root.op), where(root), ir::op_name(root.op)));
+    }
+    CudaLaunchConfig c = cuda_launch_config(l, work, reduced, sms);
+    if (c.skip) continue;
+    cu::CUdeviceptr scratch = 0;
+    if (c.splits > 1) {
+      reserve_device(st.scratch[li], size_t(c.scratch_bytes), plan_.function.name,
+                     fmt::format("the partial results of kernel {}", l.symbol));
+      scratch = st.scratch[li].ptr();
+      cu::cuda_check(api.cuMemsetD8Async(scratch, 0, size_t(c.counters) * 4, gpu.stream), "clearing arrival counters");
+    }
+    std::vector<void*> args;
+    for (int b : l.params) args.push_back(&st.pointers.at(size_t(b)));
+    cu::CUdeviceptr err = st.failures.ptr() + 4 * sizeof(unsigned long long) * li;
+    long long splits = c.splits;
+    args.push_back(st.syms_arg.data());
+    args.push_back(&err);
+    args.push_back(&scratch);
+    args.push_back(&splits);
+    cu::CUresult r = api.cuLaunchKernel(st.functions[li], unsigned(c.grid_x), unsigned(c.grid_y), 1, unsigned(c.threads),
+                                        1, 1, 0, gpu.stream, args.data(), nullptr);
+    cu::cuda_check(r, fmt::format("launching kernel {} of function '{}' ({}, grid {}x{}, {} threads)", l.symbol,
+                                  plan_.function.name, cuda_launch_kind_name(l.kind), c.grid_x, c.grid_y, c.threads));
+    if (options_.sync_after_each_launch)
+      cu::cuda_check(api.cuStreamSynchronize(gpu.stream),
+                     fmt::format("kernel {} of function '{}' ({}: {})", l.symbol, plan_.function.name,
+                                 kernel_kind_name(k.kind), node_str(nullptr, plan_.function, k.roots[0])));
+  }
+}
+
+void CudaFunction::run_blas(const CudaKernelLaunch& l) {
+  const Kernel& k = plan_.kernels.at(size_t(l.kernel));
+  const ir::Node& mm = plan_.function.node(k.roots[0]);
+  const bool f64 = mm.type.dtype == ir::DType::F64;
+  const std::vector<int64_t>& as = shapes_.at(size_t(k.matmul_a));
+  const std::vector<int64_t>& bs = shapes_.at(size_t(k.matmul_b));
+  const int c_buffer = k.outputs.at(0);
+  int64_t c_size = 1;
+  for (int64_t d : shapes_.at(size_t(c_buffer))) c_size *= d;
+  if (c_size == 0) return;
+  State& st = *state_;
+  GpuContext& gpu = GpuContext::get();
+  const cu::CUdeviceptr a = st.pointers.at(size_t(k.matmul_a)), b = st.pointers.at(size_t(k.matmul_b));
+  const cu::CUdeviceptr c = st.pointers.at(size_t(c_buffer));
+  const int64_t K = as.size() == 1 ? as[0] : (k.trans_a ? as[0] : as[1]);
+  if (K == 0) {   // an empty sum: cuBLAS with k = 0 is not guaranteed to write C
+    cu::cuda_check(cu::cuda_driver().cuMemsetD8Async(c, 0, size_t(c_size) * (f64 ? 8 : 4), gpu.stream), "zeroing an empty product");
+    return;
+  }
+  // Vectors are 1 x K (left) or K x 1 (right) matrices.
+  const int64_t M = as.size() == 1 ? 1 : (k.trans_a ? as[1] : as[0]);
+  const int64_t N = bs.size() == 1 ? 1 : (k.trans_b ? bs[0] : bs[1]);
+  const int64_t lda = as.size() == 1 ? as[0] : as[1];
+  const int64_t ldb = bs.size() == 1 ? 1 : bs[1];
+  cu::gemm_row_major(gpu.blas(), f64, as.size() == 2 && k.trans_a, bs.size() == 2 && k.trans_b, M, N, K, a, lda, b, ldb,
+                     c, fmt::format("matmul {} of function '{}'{}", k.name, plan_.function.name, where(mm)));
+}
+
+void CudaFunction::check_failures() {
+  State& st = *state_;
+  for (size_t li = 0; li < program_.launches.size(); ++li) {
+    const unsigned long long code = st.failures_host[4 * li];
+    if (code == 0) continue;
+    const int64_t position = int64_t(~st.failures_host[4 * li + 1]);
+    const int64_t limit = int64_t(st.failures_host[4 * li + 2]);
+    const Kernel& k = plan_.kernels.at(size_t(program_.launches[li].kernel));
+    const ir::Node& root = plan_.function.node(k.roots[0]);
+    const std::string op = ir::op_name(root.op);
+    const std::string prefix = fmt::format("function '{}': {}{}", plan_.function.name, op, where(root));
+    // The offending index or label, read back from its device buffer.
+    auto value_at = [&](ir::NodeId node) -> int64_t {
+      const int b = plan_.node_buffer.at(size_t(node));
+      const ir::DType t = plan_.function.node(node).type.dtype;
+      const size_t size = ir::dtype_size(t);
+      unsigned char bytes[8] = {0};
+      cu::cuda_check(cu::cuda_driver().cuMemcpyDtoH(bytes, st.pointers.at(size_t(b)) + size * size_t(position), size),
+                     "reading a failing index back");
+      if (t == ir::DType::I32) { int32_t v; std::memcpy(&v, bytes, 4); return v; }
+      if (t == ir::DType::I64) { int64_t v; std::memcpy(&v, bytes, 8); return v; }
+      return bytes[0];
+    };
+    switch (KernelError(code)) {
+      case KernelError::IndexOutOfRange:
+        throw dsl::UserError(fmt::format("{}: index {} at position {} is out of range for an axis of size {}", prefix,
+                                         value_at(root.operands.at(1)), position, limit));
+      case KernelError::LabelOutOfRange: {
+        ir::NodeId labels = root.op == ir::Op::OneHot ? root.operands.at(0) : root.operands.at(1);
+        throw dsl::UserError(fmt::format("{}: label {} in row {} is out of range [0, {})", prefix, value_at(labels),
+                                         position, limit));
+      }
+      case KernelError::CastOutOfRange:
+        throw dsl::UserError(fmt::format("{}: a value (NaN, infinite or out of range) cannot be converted to an integer",
+                                         prefix));
+      default:
+        dsl::internal_error(fmt::format("{}: kernel {} reported unknown failure code {}", prefix,
+                                        program_.launches[li].symbol, code));
+    }
+  }
+}
+
+std::unique_ptr<CudaFunction> compile_cuda_function(const ir::Module& module, const std::string& name,
+                                                    const CudaCompileOptions& options) {
+  const ir::Function* fn = module.find_function(name);
+  if (!fn) throw dsl::UserError(fmt::format("no function named '{}'", name));
+  KernelPlan plan = lower(module, *fn);
+  CudaProgram program = generate_cuda_program(module, plan);
+  return std::make_unique<CudaFunction>(module, std::move(plan), std::move(program), options);
+}
+
+BackendChoice choose_backend(std::string_view requested) {
+  BackendChoice choice;
+  if (requested == "cpu") return choice;
+  if (requested != "auto" && requested != "cuda" && requested != "gpu")
+    throw dsl::UserError(fmt::format("backend '{}' is not one of auto, cpu, cuda", requested));
+  std::string reason;
+  if (cu::cuda_available(&reason)) {
+    choice.backend = Backend::Cuda;
+    return choice;
+  }
+  if (requested != "auto") throw dsl::UserError("backend 'cuda' was requested but there is no CUDA GPU: " + reason);
+  choice.reason = reason;
+  static std::once_flag printed;
+  std::call_once(printed, [&] { std::cerr << "synk: running on the CPU: no CUDA GPU (" << reason << ")\n"; });
+  return choice;
+}
+
+std::unique_ptr<rt::CompiledFunction> compile_function_for_backend(const ir::Module& module, const std::string& name,
+                                                                   std::string_view requested) {
+  if (choose_backend(requested).backend == Backend::Cuda) return compile_cuda_function(module, name);
+  return compile_cpu_function(module, name);
+}
+
+}  // namespace synk::compiler

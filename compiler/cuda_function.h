@@ -1,0 +1,125 @@
+// A function compiled for the GPU, as the runtime sees it (rt::CompiledFunction): the kernel plan,
+// the CUDA program (codegen_cuda.h) compiled by NVRTC (nvrtc.h), and the host code that runs it
+// on this process's GPU: it binds symbolic dims from the argument shapes, stages the inputs and
+// shared values (rows already selected by the call engine) into device buffers kept across calls,
+// launches every kernel on one stream (cuBLAS for float matrix products) with a launch check
+// that names the kernel, copies outputs and updates back, and turns the kernels' failure records
+// into the same user errors as the CPU backend.
+//
+// Compiling needs no GPU (NVRTC only; the architecture comes from the fork-safe probe or is
+// given explicitly); the module is loaded into the device on the first run() in each process, so
+// a function built before the fork runs in every rank. Set SYNK_CUDA_SYNC=1 to synchronise after
+// every launch, so that a fault inside a kernel is reported with that kernel's name.
+//
+// Backend choice: choose_backend("auto") gives the GPU when cuda_available(), else the CPU, and
+// prints the reason for the CPU once per process.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/codegen_cuda.h"
+#include "compiler/kernel_plan.h"
+#include "compiler/nvrtc.h"
+#include "dsl/ir.h"
+#include "runtime/descriptor.h"
+
+namespace synk::compiler {
+
+struct CudaCompileOptions {
+  bool use_disk_cache = true;
+  std::optional<CudaTarget> target;     // default: from the GPU this process will use
+  NvrtcOptions nvrtc = nvrtc_options_from_env();
+  bool sync_after_each_launch = false;  // also set by SYNK_CUDA_SYNC=1
+};
+
+class CudaFunction : public rt::CompiledFunction {
+ public:
+  CudaFunction(const ir::Module& module, KernelPlan plan, CudaProgram program, const CudaCompileOptions& options);
+  ~CudaFunction() override;
+  CudaFunction(const CudaFunction&) = delete;
+  CudaFunction& operator=(const CudaFunction&) = delete;
+
+  const rt::FunctionSignature& signature() const override { return signature_; }
+  // Throws dsl::UserError for bad arguments, data errors (an index out of range...) and device
+  // out-of-memory (naming the size); rt::cuda::CudaError for driver failures (naming the kernel).
+  void run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
+           std::span<rt::Array> outputs, std::span<rt::Array> updates) override;
+
+  // The same computation on arrays already on this process's GPU (no staging, no copy back):
+  // each ArrayRef's `data` is a device pointer (CUdeviceptr). Outputs and updates stay on the
+  // device, readable through device_result() until the next call. For benchmarks, and for
+  // device-resident data once the runtime keeps shared variables on the GPU.
+  void run_resident(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds);
+  // Device address and shape of output `index` (updates follow the outputs) of the last call.
+  rt::ArrayRef device_result(size_t index) const;
+
+  const KernelPlan& plan() const { return plan_; }
+  const CudaProgram& program() const { return program_; }
+  const CudaTarget& target() const { return target_; }
+  bool from_disk_cache() const { return from_disk_cache_; }
+
+ private:
+  struct State;   // device-side state (module, buffers), created on the first run()
+  void bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds);
+  std::vector<int64_t> shape_of(const ir::Shape& shape) const;
+  int64_t count_of(const ir::Shape& shape) const;
+  void load_module();
+  // Binds symbols, allocates buffers, and stages inputs and shared values (or, when resident,
+  // takes their device addresses).
+  void prepare(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds, bool resident);
+  void finish_call(const std::function<void()>& copies);
+  void launch_all();
+  void run_blas(const CudaKernelLaunch& launch);
+  void check_failures();
+
+  KernelPlan plan_;
+  CudaProgram program_;
+  CudaCompileOptions options_;
+  CudaTarget target_;
+  std::vector<char> image_;                 // CUBIN or PTX
+  bool from_disk_cache_ = false;
+  rt::FunctionSignature signature_;
+  std::vector<std::string> shared_names_;
+  std::vector<ir::TensorType> shared_types_;
+  std::unique_ptr<State> state_;
+  // Per call.
+  std::vector<int64_t> syms_;
+  std::vector<std::vector<int64_t>> shapes_;   // per buffer
+};
+
+// How one kernel is launched for given sizes (pure arithmetic, so it is tested without a GPU):
+// `work` and `reduced` are the products of CudaKernelLaunch::work / reduced for the call.
+struct CudaLaunchConfig {
+  int64_t grid_x = 1, grid_y = 1;
+  int threads = kCudaMaxThreads;
+  int64_t splits = 1;
+  int64_t counters = 0;        // arrival counters at the start of scratch (splits > 1)
+  int64_t scratch_bytes = 0;   // counters (rounded up to 16 bytes) then the partials
+  bool skip = false;           // nothing to compute (no outputs)
+};
+CudaLaunchConfig cuda_launch_config(const CudaKernelLaunch& launch, int64_t work, int64_t reduced, int sm_count);
+
+// Lowers, generates, compiles (or finds in the cache) function `name` of `module` for the GPU.
+std::unique_ptr<CudaFunction> compile_cuda_function(const ir::Module& module, const std::string& name,
+                                                    const CudaCompileOptions& options = {});
+
+// backend=auto|cpu|cuda.
+enum class Backend { Cpu, Cuda };
+struct BackendChoice {
+  Backend backend = Backend::Cpu;
+  std::string reason;   // why the CPU was chosen under "auto" (empty otherwise)
+};
+// "auto": the GPU when cuda_available(), else the CPU (the reason printed to stderr once per
+// process). "cuda": the GPU, or dsl::UserError with the reason. "cpu": the CPU. Anything else:
+// dsl::UserError naming the accepted values.
+BackendChoice choose_backend(std::string_view requested);
+// compile_cpu_function or compile_cuda_function, by choose_backend(requested).
+std::unique_ptr<rt::CompiledFunction> compile_function_for_backend(const ir::Module& module, const std::string& name,
+                                                                   std::string_view requested = "auto");
+
+}  // namespace synk::compiler
