@@ -18,10 +18,11 @@ corpus=$build/fuzz-corpus
 artifacts=$build/fuzz-artifacts/$(date +%Y%m%d-%H%M%S)  # this run's findings only
 log=$build/fuzz.log
 
+mkdir -p "$build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DSYNK_FUZZ=ON \
-  -DSYNK_BUILD_TESTS=OFF -DSYNK_BUILD_BENCH=OFF -DSYNK_ENABLE_CUDA=OFF >"$build.configure.log" 2>&1 ||
-  { cat "$build.configure.log" >&2; exit 2; }
+  -DSYNK_BUILD_TESTS=OFF -DSYNK_BUILD_BENCH=OFF -DSYNK_ENABLE_CUDA=OFF >"$build/configure.log" 2>&1 ||
+  { cat "$build/configure.log" >&2; exit 2; }
 cmake --build "$build" --target dsl_parser_fuzz -j"${FUZZ_BUILD_JOBS:-2}"
 
 # Seeds: every example and every .synk test (valid and malformed alike), named by content hash so
