@@ -55,8 +55,9 @@ ir::Initializer load(std::string path);
 // symbol (`"n"`).
 struct DimArg {
   ir::Dim dim;
-  DimArg(int value) : dim(ir::Dim::fixed(value)) {}
-  DimArg(int64_t value) : dim(ir::Dim::fixed(value)) {}
+  template <std::integral T>
+    requires(!std::same_as<T, bool>)
+  DimArg(T value) : dim(ir::Dim::fixed(int64_t(value))) {}
   DimArg(const char* symbol) : dim(ir::Dim::sym(symbol)) {}
   DimArg(std::string symbol) : dim(ir::Dim::sym(std::move(symbol))) {}
 };
@@ -66,8 +67,9 @@ using ShapeArg = std::vector<DimArg>;
 class Axes {
  public:
   Axes() = default;                                     // all axes
-  Axes(int axis) : list_(std::vector<int64_t>{axis}) {}
-  Axes(int64_t axis) : list_(std::vector<int64_t>{axis}) {}
+  template <std::integral T>
+    requires(!std::same_as<T, bool>)
+  Axes(T axis) : list_(std::vector<int64_t>{int64_t(axis)}) {}
   Axes(std::initializer_list<int64_t> axes) : list_(std::vector<int64_t>(axes)) {}
   static Axes list(std::vector<int64_t> axes) { Axes a; a.list_ = std::move(axes); return a; }
   const std::optional<std::vector<int64_t>>& get() const { return list_; }
