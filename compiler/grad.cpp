@@ -168,6 +168,10 @@ bool has_gradients(const ir::Module& module) {
   return false;
 }
 
+ir::Function expand_gradients(const ir::Module& module, const ir::Function& fn) {
+  return function_has_gradients(fn) ? expand_function(module, fn) : fn;
+}
+
 ir::Module expand_gradients(const ir::Module& module) {
   ir::Module out = module;
   for (ir::Function& fn : out.functions)

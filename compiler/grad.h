@@ -27,6 +27,10 @@ namespace synk::compiler {
 // number of classes), naming the construct and its source line.
 ir::Module expand_gradients(const ir::Module& module);
 
+// The same for one function of `module` (what lower() runs first); `fn` itself when it has no
+// grad.
+ir::Function expand_gradients(const ir::Module& module, const ir::Function& fn);
+
 // True when some function of `module` still contains an Op::Grad node.
 bool has_gradients(const ir::Module& module);
 

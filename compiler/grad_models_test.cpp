@@ -4,10 +4,14 @@
 // with a symbolic batch; every element of the flat gradient is compared with float64 central
 // differences through the reference evaluator. The expanded IR must also print as `.synk` that
 // the front end reads back to the same graph (what `synkc --emit=ir-grad` relies on).
+#include <fstream>
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 #include "compiler/grad.h"
 #include "compiler/grad_test_util.h"
+#include "compiler/update_rules.h"
 #include "dsl/frontend.h"
 
 namespace synk::compiler {
@@ -147,6 +151,80 @@ TEST_P(ModelGradient, ExpandedIrPrintsAsSynkThatReadsBack) {
   }
   std::string difference;
   EXPECT_TRUE(ir::structurally_equal(expanded, reread, &difference)) << difference << "\n--- printed:\n" << text;
+}
+
+// docs/training.md's example: its hand-written update function must do exactly what
+// add_update_function() generates for the same rule, and its gradient must be right.
+std::string docs_example() {
+  std::ifstream file(std::string(SYNK_SOURCE_DIR) + "/docs/training.md");
+  std::stringstream text;
+  text << file.rdbuf();
+  const std::string doc = text.str();
+  const size_t section = doc.find("## Example");
+  const size_t begin = doc.find("```synk\n", section);
+  const size_t end = doc.find("```", begin + 8);
+  if (section == std::string::npos || begin == std::string::npos || end == std::string::npos) return {};
+  return doc.substr(begin + 8, end - begin - 8);
+}
+
+TEST(DocsExample, HandWrittenUpdateMatchesGeneratedUpdate) {
+  Rng rng("HandWrittenUpdateMatchesGeneratedUpdate");
+  const std::string source = docs_example();
+  ASSERT_FALSE(source.empty()) << "no ```synk block under '## Example' in docs/training.md";
+  const ir::Module doc = expand_gradients(dsl::compile_source("training.md.synk", source));
+  ASSERT_TRUE(ir::verify(doc).empty());
+
+  // The generated form: the same parameters (declared first), without the doc's state and update.
+  ir::Module generated = doc;
+  generated.shareds.resize(4);
+  generated.functions = {*doc.find_function("gradient")};
+  add_update_function(generated, "train_step", std::vector<std::string>{"w1", "b1", "w2", "b2"},
+                      UpdateRule::with_momentum(0.05));
+  ASSERT_TRUE(ir::verify(generated).empty());
+  ASSERT_EQ(generated.shareds.size(), doc.shareds.size());
+  for (size_t s = 0; s < doc.shareds.size(); ++s) {
+    EXPECT_EQ(generated.shareds[s].name, doc.shareds[s].name);
+    EXPECT_EQ(generated.shareds[s].type, doc.shareds[s].type);
+  }
+
+  std::vector<HostTensor> values;
+  for (const ir::SharedVar& s : doc.shareds)
+    values.push_back(testing::uniform_tensor(rng, s.type.dtype, testing::static_sizes(s.type), -0.1, 0.1));
+  std::vector<HostTensor> doc_values = values, generated_values = values;
+  const HostTensor x = testing::uniform_tensor(rng, DType::F32, {3, 784}, 0, 1);
+  const HostTensor y = labels(rng, 3, 10);
+  for (int step = 0; step < 2; ++step) {
+    const HostTensor grad = dsl::evaluate(doc, "gradient", std::vector{x, y}, doc_values).outputs[1];
+    ASSERT_EQ(grad.shape, std::vector<int64_t>{203530});
+    auto apply = [&](const ir::Module& m, std::vector<HostTensor>& state) {
+      const ir::Function& fn = *m.find_function("train_step");
+      const dsl::EvalResult r = dsl::evaluate(m, fn, std::vector{grad}, state);
+      for (size_t u = 0; u < fn.updates.size(); ++u) state[size_t(fn.updates[u].shared)] = r.updates[u];
+    };
+    apply(doc, doc_values);
+    apply(generated, generated_values);
+    for (size_t s = 0; s < values.size(); ++s)
+      for (size_t i = 0; i < values[s].data.size(); ++i)
+        ASSERT_NEAR(doc_values[s].data[i], generated_values[s].data[i], 1e-12)
+            << doc.shareds[s].name << "[" << i << "] after step " << step + 1;
+  }
+  // The gradient of the example itself, on a few coordinates of each parameter block.
+  const HostTensor analytic = dsl::evaluate(doc, "gradient", std::vector{x, y}, values).outputs[1];
+  const int64_t offsets[] = {0, 200704, 200960, 203520};
+  for (int block = 0; block < 4; ++block)
+    for (int k = 0; k < 3; ++k) {
+      const int64_t j = rng.integer(0, values[size_t(block)].size() - 1);
+      std::vector<HostTensor> plus = values, minus = values;
+      // f32 parameters: the step is what survives rounding to float.
+      const double v = values[size_t(block)].data[size_t(j)];
+      const double up = double(float(v + 1e-3)), down = double(float(v - 1e-3));
+      plus[size_t(block)].data[size_t(j)] = up;
+      minus[size_t(block)].data[size_t(j)] = down;
+      const double numeric = (dsl::evaluate(doc, "gradient", std::vector{x, y}, plus).outputs[0].data[0] -
+                              dsl::evaluate(doc, "gradient", std::vector{x, y}, minus).outputs[0].data[0]) / (up - down);
+      EXPECT_NEAR(analytic.data[size_t(offsets[block] + j)], numeric, 1e-4 * (1 + std::fabs(numeric)))
+          << doc.shareds[size_t(block)].name << "[" << j << "]";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ModelGradient, ::testing::ValuesIn(models()),

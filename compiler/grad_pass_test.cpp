@@ -246,6 +246,10 @@ TEST(GradIr, FunctionsWithoutGradAreUntouched) {
   after.functions = {expanded.functions[1]};
   std::string difference;
   EXPECT_TRUE(ir::structurally_equal(before, after, &difference)) << difference;
+  // The per-function form (what lower() runs) agrees with the whole-module form.
+  ir::Module one = expanded;
+  one.functions = {expand_gradients(m, m.functions[0]), expand_gradients(m, m.functions[1])};
+  EXPECT_TRUE(ir::structurally_equal(one, expanded, &difference)) << difference;
   EXPECT_TRUE(has_gradients(m));
   EXPECT_FALSE(has_gradients(expanded));
   EXPECT_TRUE(ir::structurally_equal(expand_gradients(before), before)) << "no grad: nothing changes";

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "compiler/grad_node_writer.h"
+#include "dsl/lexer.h"
 #include "dsl/type_infer.h"
 
 namespace synk::compiler {
@@ -122,6 +123,16 @@ NodeId step_size(NodeWriter& w, const UpdateRule& r, NodeId t) {
   NodeId numerator = w.constant(r.learning_rate, w.type(t).dtype);
   if (r.kind == UpdateRuleKind::Adam) numerator = w.mul(numerator, w.unary(Op::Sqrt, one_minus_power(r.beta2)));
   return w.div(numerator, one_minus_power(r.beta1));
+}
+
+// True when `name` lexes as one .synk identifier (so not a keyword such as `update`): the
+// module must still print as .synk that reads back.
+bool is_identifier(const std::string& name) {
+  dsl::SourceFile file("<name>", name);
+  dsl::DiagnosticEngine diags(file);
+  const std::vector<dsl::Token> tokens = dsl::lex_all(file, diags);
+  return !diags.has_errors() && tokens.size() == 2 && tokens[0].kind == dsl::TokenKind::Identifier &&
+         tokens[1].kind == dsl::TokenKind::EndOfFile;
 }
 
 }  // namespace
@@ -260,7 +271,9 @@ UpdateFunctionInfo add_update_function(ir::Module& module, const std::string& fu
   check_update_rule(rule);
   const RuleInfo& ri = info(rule.kind);
   const std::string what = fmt::format("update function '{}' ({})", function_name, ri.name);
-  if (function_name.empty()) throw dsl::UserError("an update function needs a name");
+  if (!is_identifier(function_name))
+    throw dsl::UserError(fmt::format("'{}' cannot name an update function: use an identifier that is not "
+                                     "a .synk keyword (such as 'train_step')", function_name));
   if (module.find_function(function_name) != nullptr)
     throw dsl::UserError(fmt::format("{}: the module already has a function '{}'", what, function_name));
   if (parameters.empty()) throw dsl::UserError(fmt::format("{}: no parameters to update", what));

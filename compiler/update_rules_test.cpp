@@ -12,6 +12,7 @@
 #include "compiler/grad_node_writer.h"
 #include "compiler/grad_test_util.h"
 #include "compiler/update_rules.h"
+#include "dsl/frontend.h"
 
 namespace synk::compiler {
 namespace {
@@ -172,7 +173,9 @@ void check_rule(const RuleCase& c, const std::vector<ir::TensorType>& types, con
     }
   const bool counted = c.rule.kind == UpdateRuleKind::Adam || c.rule.kind == UpdateRuleKind::Adamax;
   EXPECT_EQ(info.step_counter >= 0, counted);
-  if (counted) EXPECT_EQ(m.shareds[size_t(info.step_counter)].name, "step_t");
+  if (counted) {
+    EXPECT_EQ(m.shareds[size_t(info.step_counter)].name, "step_t");
+  }
   EXPECT_EQ(fn->updates.size(), order.size() * (1 + slots.size()) + (counted ? 1 : 0));
 
   // Zeros for the state, as the initializers say.
@@ -203,7 +206,9 @@ void check_rule(const RuleCase& c, const std::vector<ir::TensorType>& types, con
       for (const std::string& slot : slots)
         compare(ref[i].slot[slot], values[size_t(m.find_shared(name + "_" + slot))], name + "_" + slot);
     }
-    if (counted) EXPECT_EQ(values[size_t(info.step_counter)].data[0], step + 1);
+    if (counted) {
+      EXPECT_EQ(values[size_t(info.step_counter)].data[0], step + 1);
+    }
   }
 }
 
@@ -333,6 +338,25 @@ TEST(UpdateRules, BadParametersAreUserErrorsThatChangeNothing) {
   add_update_function(m, "step", std::vector<std::string>{"w"}, sgd);
   EXPECT_NE(add_error(m, {"w"}, sgd, "step").find("already has a function 'step'"), std::string::npos);
   EXPECT_NE(add_error(m, {"w"}, UpdateRule::adamax(), "w").find("clash"), std::string::npos);
+  EXPECT_NE(add_error(m, {"w"}, sgd, "update").find("'update' cannot name an update function"), std::string::npos);
+  EXPECT_NE(add_error(m, {"w"}, sgd, "").find("cannot name"), std::string::npos);
+  EXPECT_NE(add_error(m, {"w"}, sgd, "train step").find("cannot name"), std::string::npos);
+}
+
+TEST(UpdateRules, GeneratedFunctionPrintsAsSynkThatReadsBack) {
+  for (const RuleCase& c : rule_cases()) {
+    ir::Module m = module_with({shared("w", T(DType::F32, {3, 2})), shared("b", T(DType::F32, {2}))});
+    add_update_function(m, "train_step", std::vector<std::string>{"w", "b"}, c.rule);
+    const std::string text = dsl::print_module(m);
+    ir::Module reread;
+    try {
+      reread = dsl::compile_source(c.name + ".synk", text);
+    } catch (const dsl::UserError& e) {
+      FAIL() << c.name << ": " << e.what() << "\n" << text;
+    }
+    std::string difference;
+    EXPECT_TRUE(ir::structurally_equal(m, reread, &difference)) << c.name << ": " << difference << "\n" << text;
+  }
 }
 
 TEST(UpdateRules, GradientDtypeIsThePromotedParameterDtype) {
@@ -362,7 +386,7 @@ TEST(UpdateRules, LinearRegressionTrainsWithGradientThenUpdate) {
   grad_fn.outputs = {ir::Output{"loss", loss, ir::ReduceMode::Avg, {}},
                      ir::Output{"grad", w.add(ir::Op::Grad, {loss, wr, br}), ir::ReduceMode::Avg, {}}};
   m.functions.push_back(grad_fn);
-  add_update_function(m, "update", std::vector<std::string>{"w", "b"}, UpdateRule::with_momentum(0.1));
+  add_update_function(m, "train_step", std::vector<std::string>{"w", "b"}, UpdateRule::with_momentum(0.1));
   const ir::Module compiled = expand_gradients(m);
   ASSERT_TRUE(ir::verify(compiled).empty());
 
@@ -378,7 +402,7 @@ TEST(UpdateRules, LinearRegressionTrainsWithGradientThenUpdate) {
   // Reference: the same steps with the gradient written out by hand (2/n X^T r, 2/n sum r).
   std::vector<RefParam> ref = {{{0, 0, 0}, {{"velocity", {0, 0, 0}}}}, {{0}, {{"velocity", {0}}}}};
   double t = 0, first_loss = 0, last_loss = 0;
-  const ir::Function* update = compiled.find_function("update");
+  const ir::Function* update = compiled.find_function("train_step");
   for (int step = 0; step < 60; ++step) {
     const dsl::EvalResult g = dsl::evaluate(compiled, "gradient", std::vector{xs, ys}, values);
     std::vector<double> hand(4, 0);
@@ -390,7 +414,7 @@ TEST(UpdateRules, LinearRegressionTrainsWithGradientThenUpdate) {
     }
     for (size_t j = 0; j < 4; ++j) EXPECT_NEAR(g.outputs[1].data[j], hand[j], 1e-12) << "step " << step;
     (step == 0 ? first_loss : last_loss) = g.outputs[0].data[0];
-    const dsl::EvalResult u = dsl::evaluate(compiled, "update", std::vector{g.outputs[1]}, values);
+    const dsl::EvalResult u = dsl::evaluate(compiled, "train_step", std::vector{g.outputs[1]}, values);
     for (size_t k = 0; k < update->updates.size(); ++k) values[size_t(update->updates[k].shared)] = u.updates[k];
     reference_step(UpdateRule::with_momentum(0.1), ref, t, hand);
   }
