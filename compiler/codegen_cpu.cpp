@@ -222,7 +222,10 @@ void emit_argmax(Writer& w, const KernelPlan& plan, const Kernel& k) {
   w.open(fmt::format("for (int64_t i = 1; i < n{}; ++i)", axis_dim));
   w.line(fmt::format("const {} x = elem(i);", T));
   // The first maximum wins; the first NaN beats everything (numpy's argmax).
-  w.line("if (x > best || (x != x && best == best)) { best = x; best_index = i; }");
+  if (ir::is_float(eb.values.at(size_t(v)).dtype))
+    w.line("if (x > best || (x != x && best == best)) { best = x; best_index = i; }");
+  else
+    w.line("if (x > best) { best = x; best_index = i; }");
   w.close();
   w.line(fmt::format("{}[{}] = best_index;", buf(out_buffer), cpu::address(nest, out, -1, "i")));
   for (int i = 0; i < opened; ++i) w.close();
@@ -262,8 +265,9 @@ void emit_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool log) 
   w.line("s += e;");
   w.close();
   if (log) {
-    w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
-    w.line(fmt::format("for (int64_t t = 0; t < nl; ++t) {} = {} - lse;", at("yr"), at("xr")));
+    // (x - m) - log(s), in this order: m + log(s) would absorb log(s) when |m| is huge.
+    w.line(fmt::format("const {} ls = synk_log_{}(s);", T, sfx));
+    w.line(fmt::format("for (int64_t t = 0; t < nl; ++t) {} = ({} - m) - ls;", at("yr"), at("xr")));
   } else {
     w.line(fmt::format("const {} inv = ({})1 / s;", T, T));
     w.line(fmt::format("for (int64_t t = 0; t < nl; ++t) {} *= inv;", at("yr")));
@@ -292,18 +296,18 @@ void emit_cross_entropy(Writer& w, const KernelPlan& plan, const Kernel& k) {
   w.line(fmt::format("{} s = 0;", T));
   w.line("#pragma clang loop vectorize(enable)");
   w.line(fmt::format("for (int64_t j = 0; j < nk; ++j) s += synk_exp_{}(xr[j] - m);", sfx));
-  w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
+  w.line(fmt::format("const {} ls = synk_log_{}(s);", T, sfx));
   if (ir::is_float(labels.type.dtype)) {
     w.line(fmt::format("const {} *__restrict__ pr = {} + i * nk;", cpu::c_type(labels.type.dtype), lab));
     w.line(fmt::format("{} loss = 0;", T));
     w.line("#pragma clang loop vectorize(enable)");
-    w.line(fmt::format("for (int64_t j = 0; j < nk; ++j) loss += ({})pr[j] * (lse - xr[j]);", T));
+    w.line(fmt::format("for (int64_t j = 0; j < nk; ++j) loss -= ({})pr[j] * ((xr[j] - m) - ls);", T));
     w.line(fmt::format("{}[i] = loss;", y));
   } else {
     w.line(fmt::format("const int64_t label = (int64_t){}[i];", lab));
     w.line(fmt::format("if (label < 0 || label >= nk) {{ err[1] = i; err[2] = label; err[3] = nk; return {}; }}",
                        int64_t(KernelError::LabelOutOfRange)));
-    w.line(fmt::format("{}[i] = lse - xr[label];", y));
+    w.line(fmt::format("{}[i] = -((xr[label] - m) - ls);", y));
   }
   w.close();
   w.close();

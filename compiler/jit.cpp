@@ -88,7 +88,8 @@ std::vector<std::string> cc1_options() {
   std::string rd = SYNK_CLANG_RESOURCE_DIR;
   // -vectorize-loops / -vectorize-slp are what the driver adds at -O2 and above; cc1 does not
   // imply them. math-errno is off in cc1 unless asked for, so sqrt etc. become instructions.
-  return {"-O3", "-vectorize-loops", "-vectorize-slp", "-std=c++17", "-fno-rtti",
+  // -w: generated code is ours; warnings would only print "N warnings generated." to stderr.
+  return {"-O3", "-w", "-vectorize-loops", "-vectorize-slp", "-std=c++17", "-fno-rtti",
           "-mrelocation-model", "pic", "-pic-level", "2", "-ffp-contract=on",
           "-resource-dir", rd, "-internal-isystem", rd + "/include", "-x", "c++"};
 }
@@ -132,11 +133,17 @@ class Compiler {
       diag_os.flush();
       fail("clang rejected its options", diag_text, source, name_hint);
     }
+    // Recreate the diagnostics with the invocation's options so that -w takes effect.
+    ci->createDiagnostics(new clang::TextDiagnosticPrinter(diag_os, &ci->getDiagnosticOpts()), true);
     ci->getPreprocessorOpts().addRemappedFile(
         "synk_kernels.cpp", llvm::MemoryBuffer::getMemBufferCopy(source, "synk_kernels.cpp").release());
+    // ExecuteAction reports "N warnings generated." on this stream; the text goes with errors.
+    ci->setVerboseOutputStream(diag_os);
     clang::EmitLLVMOnlyAction action(&ctx);
     bool ok = ci->ExecuteAction(action);
     diag_os.flush();
+    if (std::getenv("SYNK_JIT_DIAGNOSTICS") && !diag_text.empty())
+      llvm::errs() << "synk JIT diagnostics for " << name_hint << ":\n" << diag_text;
     if (!ok || ci->getDiagnostics().hasErrorOccurred()) fail("clang failed to compile generated code", diag_text, source, name_hint);
     std::unique_ptr<llvm::Module> mod = action.takeModule();
     if (!mod) fail("clang produced no module", diag_text, source, name_hint);
