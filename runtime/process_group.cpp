@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "runtime/call_engine.h"
+#include "runtime/coll_exec.h"
 #include "runtime/errors.h"
 #include "runtime/shared_vars.h"
 #include "runtime/wire.h"
@@ -36,6 +38,7 @@ struct alignas(64) RankSlot {
   std::atomic<int32_t> pid{0};
   std::atomic<uint32_t> done_seq{0};
   std::atomic<uint32_t> error_seq{0};
+  std::atomic<uint32_t> waiting{0};       // > 0 while the rank waits for its peers (RankContext::Waiting)
   uint32_t error_len = 0;
   std::atomic<uint64_t> results_gen{0};
   uint64_t results_size = 0;
@@ -197,6 +200,12 @@ const std::byte* RankContext::map(const std::string& name) {
   return it->second.bytes();
 }
 
+std::span<std::byte> RankContext::map_writable(const std::string& name) {
+  auto it = mapped_.find(name);
+  if (it == mapped_.end()) it = mapped_.emplace(name, shm::Segment::open(name)).first;
+  return {it->second.bytes(), it->second.size()};
+}
+
 std::byte* RankContext::results(size_t bytes) {
   RankSlot& slot = ctl_->slot(rank_);
   slot.results_size = bytes;
@@ -215,7 +224,19 @@ std::byte* RankContext::results(size_t bytes) {
   return results_segment_.bytes();
 }
 
-void RankContext::barrier() { ctl_->barrier.arrive_and_wait(policy_, poll_); }
+void RankContext::barrier() {
+  Waiting waiting(*this);
+  ctl_->barrier.arrive_and_wait(policy_, poll_);
+}
+
+RankContext::Waiting::Waiting(RankContext& ctx) : ctx_(ctx) {
+  ctx_.ctl_->slot(ctx_.rank_).waiting.fetch_add(1, std::memory_order_relaxed);
+}
+
+RankContext::Waiting::~Waiting() {
+  // The master's context loses its control block when a dead worker made it tear the group down.
+  if (ctx_.ctl_) ctx_.ctl_->slot(ctx_.rank_).waiting.fetch_sub(1, std::memory_order_relaxed);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Worker side
@@ -261,30 +282,6 @@ struct WorkerLoop {
         for (int32_t f = 0; f < functions; ++f) ctx.function(f);
         break;
       }
-      case CommandKind::GetShared: {
-        int32_t rank = r.pod<int32_t>(), module = r.pod<int32_t>(), var = r.pod<int32_t>();
-        if (rank != ctx.rank()) break;
-        const Array& v = ctx.module(module).values.at(size_t(var));
-        wire::Writer w;
-        w.pod(v.dtype);
-        w.vec(v.shape);
-        std::byte* out = ctx.results(w.bytes().size() + v.bytes.size());
-        std::memcpy(out, w.bytes().data(), w.bytes().size());
-        if (!v.bytes.empty()) std::memcpy(out + w.bytes().size(), v.bytes.data(), v.bytes.size());
-        break;
-      }
-      case CommandKind::SetShared: {
-        int32_t rank = r.pod<int32_t>(), module = r.pod<int32_t>(), var = r.pod<int32_t>();
-        DType dtype = r.pod<DType>();
-        std::vector<int64_t> shape = r.vec<int64_t>();
-        std::string segment = r.str();
-        uint64_t offset = r.pod<uint64_t>();
-        if (rank != ctx.rank()) break;
-        Array& v = ctx.module(module).values.at(size_t(var));
-        v.resize(dtype, shape);
-        if (!v.bytes.empty()) std::memcpy(v.bytes.data(), ctx.map(segment) + offset, v.bytes.size());
-        break;
-      }
       case CommandKind::Handler: {
         std::string name = r.str();
         std::string body = r.str();
@@ -295,6 +292,7 @@ struct WorkerLoop {
         it->second(ctx, body);
         break;
       }
+      case CommandKind::Collective: run_collective_rank(ctx, payload); break;
       case CommandKind::Shutdown:
       case CommandKind::Ping: break;
     }
@@ -372,6 +370,12 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
   if (n > 1024) throw UsageError(fmt::format("fork: n must be at most 1024, received {}", n));
   if (options.poll_ns <= 0 || options.poll_ns > 1'000'000'000)
     throw UsageError(fmt::format("fork: poll_ns must be in (0, 1e9], received {}", options.poll_ns));
+  if (options.call_timeout_s < 0)
+    throw UsageError(fmt::format("fork: call_timeout_s must be >= 0 (0: no limit), received {}",
+                                 options.call_timeout_s));
+  if (options.collective_staging_bytes < (size_t(64) << 10))
+    throw UsageError(fmt::format("fork: collective_staging_bytes must be at least 65536, received {}",
+                                 options.collective_staging_bytes));
 
   std::unique_ptr<ProcessGroup> g(new ProcessGroup());
   g->size_ = n;
@@ -432,7 +436,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
   ctx.policy_ = g->policy_;
   ctx.group_prefix_ = g->prefix_;
   ProcessGroup* self = g.get();
-  ctx.poll_ = [self] { self->check_workers(); };
+  ctx.poll_ = [self] { self->poll_master(self->command_deadline_ns_); };
   g->alive_ = true;
   g_listening_group = self;
   shm::set_retire_listener(&forward_retired);
@@ -464,14 +468,47 @@ void ProcessGroup::check_workers() {
 
 void ProcessGroup::poll_master(int64_t deadline_ns) {
   check_workers();
-  if (deadline_ns > 0 && now_ns() > deadline_ns) {
-    std::vector<int> late;
-    for (int r = 1; r < size_; ++r)
-      if (ctl_->slot(r).done_seq.load() != seq_) late.push_back(r);
-    fatal(fmt::format("rank{} {} did not finish the command within {} s (GroupOptions::call_timeout_s)",
-                      late.size() > 1 ? "s" : "", fmt::join(late, ", "), options_.call_timeout_s),
-          late);
+  if (deadline_ns > 0 && now_ns() > deadline_ns) timed_out();
+}
+
+namespace {
+// The state letter of /proc/<pid>/stat ('R', 'S', 'T' for stopped, ...), or 0.
+char process_state(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[512];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* paren = std::strrchr(buf, ')');
+  return paren && paren[1] == ' ' ? paren[2] : 0;
+}
+}  // namespace
+
+void ProcessGroup::timed_out() {
+  // Which ranks kept the others waiting: stopped processes first (SIGSTOP, a debugger), else
+  // ranks that had not finished and were not themselves waiting for peers.
+  std::vector<int> late, stopped, busy;
+  for (int r = 1; r < size_; ++r) {
+    if (ctl_->slot(r).done_seq.load() == seq_) continue;
+    late.push_back(r);
+    char state = process_state(pids_[size_t(r)]);
+    if (state == 'T' || state == 't') stopped.push_back(r);
+    else if (ctl_->slot(r).waiting.load() == 0) busy.push_back(r);
   }
+  std::vector<int> culprits = !stopped.empty() ? stopped : !busy.empty() ? busy : late;
+  std::vector<std::string> parts;
+  for (int r : culprits) {
+    bool is_stopped = std::find(stopped.begin(), stopped.end(), r) != stopped.end();
+    parts.push_back(fmt::format("rank {} (pid {}){}", r, pids_[size_t(r)],
+                                is_stopped ? " is stopped (a SIGSTOP or a debugger)" : ""));
+  }
+  fatal(fmt::format("{} did not finish the command within {} s (GroupOptions::call_timeout_s)",
+                    fmt::join(parts, ", "), options_.call_timeout_s),
+        culprits);
 }
 
 void ProcessGroup::fatal(const std::string& message, std::vector<int> ranks) {
@@ -494,6 +531,8 @@ std::vector<std::string> ProcessGroup::run(CommandKind kind, std::string_view pa
   const uint32_t base = ctl_->done.value.load(std::memory_order_acquire);
   ++seq_;
   if (seq_ == 0) ++seq_;   // 0 means "no command yet" to the workers
+  const int64_t deadline = options_.call_timeout_s > 0 ? now_ns() + int64_t(options_.call_timeout_s * 1e9) : 0;
+  command_deadline_ns_ = deadline;
   ctl_->command.store(seq_);
 
   std::vector<std::string> errors(static_cast<size_t>(size_));
@@ -508,7 +547,6 @@ std::vector<std::string> ProcessGroup::run(CommandKind kind, std::string_view pa
   }
   const uint32_t workers = uint32_t(size_ - 1);
   if (workers > 0) {
-    int64_t deadline = options_.call_timeout_s > 0 ? now_ns() + int64_t(options_.call_timeout_s * 1e9) : 0;
     wait_until(ctl_->done, [base, workers](uint32_t v) { return v - base >= workers; }, policy_,
                [this, deadline] { poll_master(deadline); });
   }
@@ -531,6 +569,11 @@ std::span<const std::byte> ProcessGroup::worker_results(int rank) {
     worker_results_gen_[size_t(rank)] = gen;
   }
   return {worker_results_[size_t(rank)].bytes(), size_t(slot.results_size)};
+}
+
+shm::Segment& ProcessGroup::collective_staging() {
+  if (!staging_.valid()) staging_ = shm::Segment::create(prefix_ + "coll", options_.collective_staging_bytes);
+  return staging_;
 }
 
 std::byte* ProcessGroup::scratch(size_t bytes) {
@@ -611,9 +654,11 @@ void ProcessGroup::teardown(bool orderly) {
     reaped_[size_t(r)] = true;
   }
   master_ctx_.mapped_.clear();
+  master_ctx_.ctl_ = nullptr;
   worker_results_.clear();
   worker_results_gen_.clear();
   scratch_.reset();
+  staging_.reset();
   store_ = Store();
   ctl_ = nullptr;
   control_.reset();

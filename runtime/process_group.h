@@ -36,9 +36,12 @@ struct GroupOptions {
   int64_t poll_ns = 20'000'000;      // sleep slice between liveness checks (death seen within it)
   double call_timeout_s = 0;         // > 0: a command still running after this is fatal
   bool pin = true;                   // pin rank r to the r-th allowed core (round-robin)
+  // Size of the collectives' staging segment (created on the first collective): every
+  // collective moves data through it in chunks, so it never grows with the data.
+  size_t collective_staging_bytes = size_t(8) << 20;
 };
 
-enum class CommandKind : uint32_t { Call = 1, Distribute, GetShared, SetShared, Handler, Shutdown, Ping };
+enum class CommandKind : uint32_t { Call = 1, Distribute, Handler, Shutdown, Ping, Collective };
 
 struct ControlBlock;   // layout in process_group.cpp
 class ProcessGroup;
@@ -55,9 +58,32 @@ class RankContext {
   FunctionEntry& function(int32_t id);
   // The mapping of segment `name` (kept until the master retires the name).
   const std::byte* map(const std::string& name);
+  // The same, writable, with its size.
+  std::span<std::byte> map_writable(const std::string& name);
+  // The group's store and segment-name prefix (collectives bootstrap NCCL through the store).
+  Store& store() const { return *store_; }
+  const std::string& group_prefix() const { return group_prefix_; }
   // This rank's results area for the current command, at least `bytes` long.
   std::byte* results(size_t bytes);
   void barrier();
+
+  // For code that waits on its own words (collectives): the group's wait policy, and the
+  // liveness check to call between sleep slices (throws RankError on the master when a worker
+  // died or the command timed out; exits a worker whose master is gone).
+  const WaitPolicy& policy() const { return policy_; }
+  void poll() { poll_(); }
+  // Marks this rank as waiting for its peers (not computing) while a scope lives, so that a
+  // timeout names the ranks that kept the others waiting.
+  class Waiting {
+   public:
+    explicit Waiting(RankContext& ctx);
+    ~Waiting();
+    Waiting(const Waiting&) = delete;
+    Waiting& operator=(const Waiting&) = delete;
+
+   private:
+    RankContext& ctx_;
+  };
 
  private:
   friend class ProcessGroup;
@@ -123,10 +149,15 @@ class ProcessGroup {
   // Checks every worker now; throws like run() if one died.
   void check_workers();
 
+  // The collectives' staging segment (GroupOptions::collective_staging_bytes), created on first
+  // use under the group's prefix, so teardown removes it with everything else.
+  shm::Segment& collective_staging();
+
  private:
   ProcessGroup() = default;
   [[noreturn]] void fatal(const std::string& message, std::vector<int> ranks);
   void poll_master(int64_t deadline_ns);
+  [[noreturn]] void timed_out();
   void teardown(bool orderly);
 
   bool alive_ = false;
@@ -139,6 +170,8 @@ class ProcessGroup {
   Store store_;
   shm::Segment scratch_;
   uint64_t scratch_gen_ = 0;
+  shm::Segment staging_;
+  int64_t command_deadline_ns_ = 0;     // of the command in progress (0: none)
   std::vector<pid_t> pids_;
   std::vector<bool> reaped_;
   std::vector<shm::Segment> worker_results_;

@@ -183,45 +183,79 @@ void Module::set_value(std::string_view name, const ArrayRef& value, bool force_
 Array Module::get_value(int rank, std::string_view name) const {
   check_rank(rank, "get_value");
   if (rank == 0) return get_value(name);
-  rt::ProcessGroup& g = group_or_throw("get_value");
-  int32_t v = index_of(name);
-  rt::wire::Writer w;
-  w.pod<int32_t>(rank);
-  w.pod<int32_t>(id_);
-  w.pod<int32_t>(v);
-  throw_rank_errors(fmt::format("get_value('{}')", name), g.run(rt::CommandKind::GetShared, w.bytes(), nullptr));
-  std::span<const std::byte> bytes = g.worker_results(rank);
-  rt::wire::Reader r(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-  Array out;
-  DType dtype = r.pod<DType>();
-  std::vector<int64_t> shape = r.vec<int64_t>();
-  out.resize(dtype, shape);
-  size_t head = sizeof(DType) + 8 + 8 * shape.size();
-  if (head + out.bytes.size() > bytes.size()) throw InternalError("get_value: truncated results");
-  if (!out.bytes.empty()) std::memcpy(out.bytes.data(), bytes.data() + head, out.bytes.size());
-  return out;
+  group_or_throw("get_value");
+  std::string what = fmt::format("get_value('{}')", name);
+  return std::move(detail::get_values(rank, {var(name)}, what.c_str())[0]);
 }
 
 void Module::set_value(int rank, std::string_view name, const ArrayRef& value, bool force_cast) {
   check_rank(rank, "set_value");
   if (rank == 0) return set_value(name, value, force_cast);
-  rt::ProcessGroup& g = group_or_throw("set_value");
+  group_or_throw("set_value");
   rt::ModuleEntry& m = module_entry(id_);
   int32_t v = index_of(name);
-  Array conformed = rt::conform_shared_value(m.spec.shareds[size_t(v)], m.spec.symbols, value,
-                                             force_cast, fmt::format("set_value('{}')", name));
-  std::byte* scratch = g.scratch(std::max<size_t>(conformed.bytes.size(), 1));
-  if (!conformed.bytes.empty()) std::memcpy(scratch, conformed.bytes.data(), conformed.bytes.size());
-  rt::wire::Writer w;
-  w.pod<int32_t>(rank);
-  w.pod<int32_t>(id_);
-  w.pod<int32_t>(v);
-  w.pod(conformed.dtype);
-  w.vec(conformed.shape);
-  w.str(g.scratch_name());
-  w.pod<uint64_t>(0);
-  throw_rank_errors(fmt::format("set_value('{}')", name), g.run(rt::CommandKind::SetShared, w.bytes(), nullptr));
-  g.note_shared_shape(rank, id_, v, conformed.shape);
+  std::string what = fmt::format("set_value('{}')", name);
+  std::vector<Array> conformed;
+  conformed.push_back(rt::conform_shared_value(m.spec.shareds[size_t(v)], m.spec.symbols, value,
+                                               force_cast, what));
+  detail::set_conformed(rank, {var(name)}, std::move(conformed), what.c_str());
+}
+
+Var Module::var(std::string_view name) const { return Var(id_, index_of(name)); }
+
+std::vector<Var> Module::vars() const {
+  std::vector<Var> out;
+  for (size_t v = 0; v < spec().shareds.size(); ++v) out.push_back(Var(id_, int32_t(v)));
+  return out;
+}
+
+const std::string& Var::name() const {
+  rt::Registry& reg = rt::Registry::instance();
+  if (!valid() || size_t(module_) >= reg.modules.size() || !reg.modules[size_t(module_)] ||
+      size_t(index_) >= reg.modules[size_t(module_)]->spec.shareds.size())
+    throw UsageError("use of an empty synk::Var handle (get one with module.var(name))");
+  return reg.modules[size_t(module_)]->spec.shareds[size_t(index_)].name;
+}
+
+SelectedRows BatchAccess::select(const Batch& batch, int64_t length, const std::string& what) {
+  SelectedRows out;
+  const rt::RowSelection& sel = batch.sel_;
+  switch (sel.kind) {
+    case rt::RowSelection::Kind::All: out.count = length; break;
+    case rt::RowSelection::Kind::Count:
+      if (sel.stop < 0 || sel.stop > length)
+        throw UsageError(fmt::format("{}: a count of {} rows is outside [0, {}] (the value has {} rows)", what,
+                                     sel.stop, length, length));
+      out.count = sel.stop;
+      break;
+    case rt::RowSelection::Kind::Range:
+      if (sel.start < 0 || sel.start > sel.stop || sel.stop > length)
+        throw UsageError(fmt::format("{}: range [{}, {}) is not within [0, {}] with start <= stop", what,
+                                     sel.start, sel.stop, length));
+      out.first = sel.start;
+      out.count = sel.stop - sel.start;
+      break;
+    case rt::RowSelection::Kind::List: {
+      out.contiguous = false;
+      if (batch.data_.valid()) {
+        const Data& d = batch.data_;
+        if (d.ndim() != 1 || rt::dtype_is_float(d.dtype()) || d.dtype() == DType::Bool)
+          throw UsageError(fmt::format("{}: an index Data must be a 1-D integer array, received {} of shape {}",
+                                       what, rt::dtype_name(d.dtype()), rt::shape_string(d.shape())));
+        rt::IndexSource src{d.raw(), d.dtype(), d.size()};
+        for (int64_t i = 0; i < d.size(); ++i) out.list.push_back(src.at(i));
+      } else {
+        out.list = batch.list_;
+      }
+      for (size_t i = 0; i < out.list.size(); ++i)
+        if (out.list[i] < 0 || out.list[i] >= length)
+          throw UsageError(fmt::format("{}: index {} at position {} is out of range for {} rows", what,
+                                       out.list[i], i, length));
+      out.count = int64_t(out.list.size());
+      break;
+    }
+  }
+  return out;
 }
 
 // --- Function -----------------------------------------------------------------------------------

@@ -63,12 +63,17 @@ rt::ProcessGroup* current_group();    // null when not forked (for runtime exten
 
 // --- Shared variables -------------------------------------------------------------------------
 
+class Var;
+
 class Module {
  public:
   Module() = default;
   int32_t id() const { return id_; }
   const rt::ModuleSpec& spec() const;
   int32_t index_of(std::string_view shared_name) const;   // UsageError for an unknown name
+  // A handle on one shared variable (what collectives take), or on all of them in order.
+  Var var(std::string_view shared_name) const;
+  std::vector<Var> vars() const;
 
   // The master's own copy.
   Array get_value(std::string_view name) const;
@@ -97,6 +102,24 @@ class Module {
 // every worker (forked now or later) as its own private copy.
 Module module(rt::ModuleSpec spec);
 
+// One shared variable of a module: module.var("w"). A small value; compare with ==.
+class Var {
+ public:
+  Var() = default;
+  Var(const Module& module, std::string_view name) : Var(module.var(name)) {}
+  int32_t module() const { return module_; }
+  int32_t index() const { return index_; }
+  bool valid() const { return module_ >= 0 && index_ >= 0; }
+  const std::string& name() const;            // UsageError on an empty handle
+  bool operator==(const Var&) const = default;
+
+ private:
+  friend class Module;
+  Var(int32_t module, int32_t index) : module_(module), index_(index) {}
+  int32_t module_ = -1;
+  int32_t index_ = -1;
+};
+
 // --- Functions ----------------------------------------------------------------------------------
 
 struct Range {
@@ -118,9 +141,24 @@ class Batch {
 
  private:
   friend class Function;
+  friend struct BatchAccess;
   rt::RowSelection sel_;
   std::vector<int64_t> list_;
   Data data_;
+};
+
+// The rows a Batch selects from an array of `length` rows (for the collectives' scatter):
+// rows [first, first + count) when contiguous, else list[0..count).
+struct SelectedRows {
+  bool contiguous = true;
+  int64_t first = 0;
+  int64_t count = 0;
+  std::vector<int64_t> list;
+  int64_t row(int64_t i) const { return contiguous ? first + i : list[size_t(i)]; }
+};
+struct BatchAccess {
+  // Throws UsageError (starting with `what`) for an index outside [0, length) or a bad range.
+  static SelectedRows select(const Batch& batch, int64_t length, const std::string& what);
 };
 
 // One selection of rows of the sliceable shared variables on a rank.
@@ -218,3 +256,5 @@ std::vector<T> to_vector(const Array& a) {
 }
 
 }  // namespace synk
+
+#include "runtime/collectives.h"

@@ -1,0 +1,93 @@
+// How a collective runs on each rank: the descriptor the master sends (which collective, which
+// variables, the shapes the master recorded for them, the algorithm and its parameters), and the
+// code every rank runs for it, the master included. The master has validated everything before
+// this runs (collectives.cpp); a rank still checks that its own shapes match the master's record.
+//
+// Data moves through the staging area (coll_staging.h): reductions through an algorithm
+// (coll_rsag, coll_hierarchical, coll_nccl) over packs of variables, everything else through
+// exchange(). A rank that fails marks the collective failed, so no peer waits for it forever; the
+// master then reports that rank's error and the group stays usable.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/coll_ops.h"
+#include "runtime/coll_staging.h"
+#include "runtime/descriptor.h"
+
+namespace synk::rt {
+
+class RankContext;
+
+enum class CollKind : uint8_t { Broadcast, Scatter, Gather, AllGather, Reduce, AllReduce, SetValue, GetValue };
+const char* coll_kind_name(CollKind kind);
+// Whether the collective may change the shapes of the variables on some rank.
+bool coll_changes_shapes(CollKind kind);
+
+// Auto resolves on the master (to Rsag on CPU processes); ranks never see it.
+enum class CollAlgorithm : uint8_t { Auto, Rsag, Hierarchical, Nccl };
+const char* coll_algorithm_name(CollAlgorithm algorithm);
+
+struct CollVar {
+  int32_t module = -1;
+  int32_t var = -1;
+};
+
+struct CollDescriptor {
+  CollKind kind = CollKind::AllReduce;
+  CollOp op = CollOp::Sum;
+  CollAlgorithm algorithm = CollAlgorithm::Rsag;
+  int32_t target = 0;              // set_value / get_value: the rank
+  int64_t num_packs = 1;
+  uint64_t chunk_bytes = 0;        // 0: kDefaultChunkBytes
+  uint64_t small_bytes = 0;        // 0: kDefaultSmallBytes
+  int32_t group_size = 0;          // hierarchical
+  uint8_t in_place = 1;            // reduce
+  uint8_t nd_up = 1;               // gather
+  uint64_t stamp = 0;              // echoed in shape reports, so stale ones are never read
+  std::string staging;             // the staging segment's name
+  std::vector<CollVar> vars;
+  // The shapes the master recorded: one per variable, or, when per_rank_shapes, N per variable
+  // at [v * N + r]. Scatter: the shape of one row (the dimensions after axis 0).
+  uint8_t per_rank_shapes = 0;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<int64_t> scatter_rows;   // scatter: [v * N + r] rows rank r receives
+
+  const std::vector<int64_t>& shape(size_t v, int rank, int nranks) const {
+    return shapes.at(per_rank_shapes ? v * size_t(nranks) + size_t(rank) : v);
+  }
+};
+
+std::string encode_collective(const CollDescriptor& d);
+CollDescriptor decode_collective(std::string_view bytes);
+
+// What only the master holds for a collective: the values it sends and where results go.
+struct MasterIO {
+  std::vector<Array> values;                          // set_value: the conformed new values
+  Pieces scatter_stream;                              // scatter: rows of ranks 1..N-1, rank-major
+  std::vector<std::vector<std::byte>> scatter_buffers;   // rows that had to be gathered or converted
+  std::vector<Array> scatter_own;                     // scatter: the master's own new values
+  std::vector<Array> outputs;                         // gather, get_value, reduce(in_place=false)
+};
+
+// Runs the collective on this rank (`io` on the master only).
+void execute_collective(RankContext& ctx, const CollDescriptor& d, MasterIO* io);
+
+// A worker's side of a Collective command: decodes the payload (inline, or in a segment when it
+// was too large), runs the collective, and for shape-changing collectives reports this rank's
+// shapes of the variables in its results area (even when it failed), stamped with d.stamp.
+void run_collective_rank(RankContext& ctx, std::string_view payload);
+// The master reads a worker's report: false when there is none for `stamp`.
+bool read_shape_report(std::span<const std::byte> results, uint64_t stamp,
+                       std::vector<std::vector<int64_t>>* shapes);
+
+// Payload framing: descriptors above this size travel in a shared-memory segment.
+inline constexpr size_t kInlineDescriptorBytes = size_t(512) << 10;
+std::string frame_inline(const std::string& descriptor);
+std::string frame_segment(const std::string& segment, size_t bytes);
+
+}  // namespace synk::rt
