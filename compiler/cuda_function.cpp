@@ -38,29 +38,83 @@ bool env_flag(const char* name) {
   return v && *v && std::strcmp(v, "0") != 0;
 }
 
-// The process's stream and cuBLAS handle, shared by every CudaFunction (one GPU per process).
-struct GpuContext {
-  cu::CudaDevice* device = nullptr;
-  cu::CUstream stream = nullptr;
-  std::unique_ptr<cu::CublasHandle> cublas;
-
-  static GpuContext& get() {
-    static std::mutex mutex;
-    static GpuContext* context = nullptr;
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!context) {
-      auto* c = new GpuContext;   // lives as long as the process, like the CUDA context
-      c->device = &cu::CudaDevice::get();
-      cu::cuda_check(cu::cuda_driver().cuStreamCreate(&c->stream, cu::kStreamNonBlocking), "creating the synk stream");
-      context = c;
+// The real device: this process's GPU through the driver, one non-blocking stream shared by every
+// CudaFunction of the process, and one cuBLAS handle on that stream.
+class GpuExecutor : public CudaExecutor {
+ public:
+  GpuExecutor() : device_(cu::CudaDevice::get()), api_(cu::cuda_driver()) {
+    cu::cuda_check(api_.cuStreamCreate(&stream_, cu::kStreamNonBlocking), "creating the synk stream");
+  }
+  std::string describe() override {
+    const cu::DeviceInfo& i = device_.info();
+    return fmt::format("GPU {} ({}, {})", i.ordinal, i.name, i.arch());
+  }
+  int sm_count() override { return device_.info().sm_count; }
+  DevicePtr allocate(size_t bytes, const std::string& what) override {
+    current();
+    DevicePtr p = 0;
+    const size_t want = std::max<size_t>(bytes, 256);   // cuMemAlloc(0) is an error
+    cu::CUresult r = api_.cuMemAlloc(&p, want);
+    if (r == cu::kCudaErrorOutOfMemory) {
+      size_t free_bytes = 0, total_bytes = 0;
+      api_.cuMemGetInfo(&free_bytes, &total_bytes);
+      throw cu::CudaError(fmt::format("out of GPU memory on {}: cannot allocate {} for {} ({} free of {})", describe(),
+                                      cu::format_bytes(want), what, cu::format_bytes(free_bytes),
+                                      cu::format_bytes(total_bytes)), r);
     }
-    context->device->make_current();
-    return *context;
+    cu::cuda_check(r, fmt::format("cuMemAlloc of {} for {}", cu::format_bytes(want), what));
+    return p;
   }
-  cu::CublasHandle& blas() {
-    if (!cublas) cublas = std::make_unique<cu::CublasHandle>(stream);
-    return *cublas;
+  void release(DevicePtr p) noexcept override {
+    if (p) api_.cuMemFree(p);
   }
+  void copy_to_device(DevicePtr dst, const void* src, size_t bytes) override {
+    cu::cuda_check(api_.cuMemcpyHtoDAsync(dst, src, bytes, stream_), "cuMemcpyHtoDAsync");
+  }
+  void copy_to_host(void* dst, DevicePtr src, size_t bytes) override {
+    cu::cuda_check(api_.cuMemcpyDtoHAsync(dst, src, bytes, stream_), "cuMemcpyDtoHAsync");
+  }
+  void fill(DevicePtr dst, unsigned char value, size_t bytes) override {
+    cu::cuda_check(api_.cuMemsetD8Async(dst, value, bytes, stream_), "cuMemsetD8Async");
+  }
+  void* load(const std::string& source, const std::vector<char>& image, const std::vector<std::string>& symbols,
+             std::vector<void*>* functions) override {
+    (void)source;
+    current();
+    cu::CUmodule module = nullptr;
+    std::vector<char> log(8192, '\0');
+    int options[] = {cu::kJitErrorLogBuffer, cu::kJitErrorLogBufferSize};
+    void* values[] = {log.data(), reinterpret_cast<void*>(uintptr_t(log.size() - 1))};
+    cu::CUresult r = api_.cuModuleLoadDataEx(&module, image.data(), 2, options, values);
+    if (r != cu::kCudaSuccess)
+      dsl::internal_error(fmt::format("loading a module into {} failed: {}{}{}", describe(), cu::cuda_error_text(r),
+                                      log[0] ? ": " : "", log.data()));
+    for (const std::string& s : symbols) {
+      cu::CUfunction f = nullptr;
+      cu::cuda_check(api_.cuModuleGetFunction(&f, module, s.c_str()), "finding kernel " + s + " in the loaded module");
+      functions->push_back(f);
+    }
+    return module;
+  }
+  void unload(void* module) noexcept override {
+    if (module) api_.cuModuleUnload(static_cast<cu::CUmodule>(module));
+  }
+  cu::CUresult launch(void* function, int64_t grid_x, int64_t grid_y, int threads, void** args) override {
+    return api_.cuLaunchKernel(static_cast<cu::CUfunction>(function), unsigned(grid_x), unsigned(grid_y), 1,
+                               unsigned(threads), 1, 1, 0, stream_, args, nullptr);
+  }
+  void gemm(const cu::ColumnMajorGemm& g, const std::string& what) override {
+    if (!cublas_) cublas_ = std::make_unique<cu::CublasHandle>(stream_);
+    cu::gemm(*cublas_, g, what);
+  }
+  cu::CUresult synchronize() override { return api_.cuStreamSynchronize(stream_); }
+  void current() { device_.make_current(); }
+
+ private:
+  cu::CudaDevice& device_;
+  const cu::DriverApi& api_;
+  cu::CUstream stream_ = nullptr;
+  std::unique_ptr<cu::CublasHandle> cublas_;
 };
 
 std::string where(const ir::Node& n) {
@@ -82,17 +136,49 @@ CudaTarget default_target() {
   return choose_cuda_target(sm / 10, sm % 10);
 }
 
-// Device memory for `what`; running out is the user's problem (too much data), said with sizes.
-void reserve_device(cu::DeviceBuffer& buffer, size_t bytes, const std::string& function, const std::string& what) {
-  try {
-    buffer.reserve(bytes, what);
-  } catch (const cu::CudaError& e) {
-    if (e.out_of_memory()) throw dsl::UserError(fmt::format("function '{}': {}", function, e.what()));
-    throw;
+// Device memory that grows on demand and is reused across calls. Running out is the user's
+// problem (too much data): a dsl::UserError naming the function, the size and the use.
+class ExecBuffer {
+ public:
+  ExecBuffer() = default;
+  ExecBuffer(const ExecBuffer&) = delete;
+  ExecBuffer& operator=(const ExecBuffer&) = delete;
+  ~ExecBuffer() { reset(); }
+  void reserve(CudaExecutor& exec, size_t bytes, const std::string& function, const std::string& what) {
+    if (ptr_ && bytes <= capacity_) return;
+    reset();
+    exec_ = &exec;
+    try {
+      ptr_ = exec.allocate(bytes, what);
+    } catch (const cu::CudaError& e) {
+      if (e.out_of_memory()) throw dsl::UserError(fmt::format("function '{}': {}", function, e.what()));
+      throw;
+    }
+    capacity_ = bytes;
   }
-}
+  CudaExecutor::DevicePtr ptr() const { return ptr_; }
+  void reset() noexcept {
+    if (ptr_ && exec_) exec_->release(ptr_);
+    ptr_ = 0;
+    capacity_ = 0;
+  }
+
+ private:
+  CudaExecutor* exec_ = nullptr;
+  CudaExecutor::DevicePtr ptr_ = 0;
+  size_t capacity_ = 0;
+};
 
 }  // namespace
+
+CudaExecutor& gpu_executor() {
+  static std::mutex mutex;
+  static GpuExecutor* executor = nullptr;   // lives as long as the process, like the CUDA context
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!executor) executor = new GpuExecutor;
+  executor->current();
+  return *executor;
+}
 
 CudaLaunchConfig cuda_launch_config(const CudaKernelLaunch& launch, int64_t work, int64_t reduced, int sm_count) {
   CudaLaunchConfig c;
@@ -136,14 +222,18 @@ CudaLaunchConfig cuda_launch_config(const CudaKernelLaunch& launch, int64_t work
 }
 
 struct CudaFunction::State {
-  cu::CUmodule module = nullptr;
-  std::vector<cu::CUfunction> functions;      // per launch (null for cuBLAS)
-  std::vector<cu::DeviceBuffer> buffers;      // per plan buffer (Alias buffers stay empty)
-  std::vector<cu::CUdeviceptr> pointers;      // per plan buffer, this call
-  std::vector<cu::DeviceBuffer> scratch;      // per launch
-  cu::DeviceBuffer failures;                  // 4 words per launch
+  CudaExecutor* exec = nullptr;
+  void* module = nullptr;
+  std::vector<void*> functions;           // per launch (null for cuBLAS)
+  std::vector<ExecBuffer> buffers;        // per plan buffer (Alias buffers stay empty)
+  std::vector<CudaExecutor::DevicePtr> pointers;   // per plan buffer, this call
+  std::vector<ExecBuffer> scratch;        // per launch
+  ExecBuffer failures;                    // 4 words per launch
   std::vector<unsigned long long> failures_host;
   std::vector<int64_t> syms_arg;
+  ~State() {
+    if (module && exec) exec->unload(module);
+  }
 };
 
 CudaFunction::CudaFunction(const ir::Module& module, KernelPlan plan, CudaProgram program,
@@ -169,39 +259,24 @@ CudaFunction::CudaFunction(const ir::Module& module, KernelPlan plan, CudaProgra
   shapes_.assign(plan_.buffers.size(), {});
 }
 
-CudaFunction::~CudaFunction() {
-  if (state_ && state_->module) {
-    try {
-      cu::cuda_driver().cuModuleUnload(state_->module);
-    } catch (...) {
-    }
-  }
-}
+CudaFunction::~CudaFunction() = default;
+
+CudaExecutor& CudaFunction::executor() const { return options_.executor ? *options_.executor : gpu_executor(); }
 
 void CudaFunction::load_module() {
   auto state = std::make_unique<State>();
-  const cu::DriverApi& api = cu::cuda_driver();
-  if (!image_.empty()) {
-    std::vector<char> log(8192, '\0');
-    int options[] = {cu::kJitErrorLogBuffer, cu::kJitErrorLogBufferSize};
-    void* values[] = {log.data(), reinterpret_cast<void*>(uintptr_t(log.size() - 1))};
-    cu::CUresult r = api.cuModuleLoadDataEx(&state->module, image_.data(), 2, options, values);
-    if (r != cu::kCudaSuccess)
-      dsl::internal_error(fmt::format("loading the {} of function '{}' into GPU {} ({}) failed: {}{}{}", target_.str(),
-                                      plan_.function.name, GpuContext::get().device->info().ordinal,
-                                      GpuContext::get().device->info().arch(), cu::cuda_error_text(r),
-                                      log[0] ? ": " : "", log.data()));
-  }
-  for (const CudaKernelLaunch& l : program_.launches) {
-    cu::CUfunction f = nullptr;
-    if (l.kind != CudaLaunchKind::Blas)
-      cu::cuda_check(api.cuModuleGetFunction(&f, state->module, l.symbol.c_str()),
-                     fmt::format("finding kernel {} in the loaded module", l.symbol));
-    state->functions.push_back(f);
-  }
-  state->buffers.resize(plan_.buffers.size());
+  state->exec = &executor();
+  std::vector<std::string> symbols;
+  for (const CudaKernelLaunch& l : program_.launches)
+    if (l.kind != CudaLaunchKind::Blas) symbols.push_back(l.symbol);
+  std::vector<void*> loaded;
+  if (!symbols.empty()) state->module = state->exec->load(program_.source, image_, symbols, &loaded);
+  size_t next = 0;
+  for (const CudaKernelLaunch& l : program_.launches)
+    state->functions.push_back(l.kind == CudaLaunchKind::Blas ? nullptr : loaded.at(next++));
+  state->buffers = std::vector<ExecBuffer>(plan_.buffers.size());
   state->pointers.assign(plan_.buffers.size(), 0);
-  state->scratch.resize(program_.launches.size());
+  state->scratch = std::vector<ExecBuffer>(program_.launches.size());
   state->syms_arg.assign(std::max<size_t>(1, plan_.symbols.size()), 0);
   state_ = std::move(state);
 }
@@ -268,11 +343,9 @@ void CudaFunction::bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<
 void CudaFunction::prepare(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds, bool resident) {
   const ir::Function& fn = plan_.function;
   bind_symbols(inputs, shareds);
-  GpuContext& gpu = GpuContext::get();
   if (!state_) load_module();
-  const cu::DriverApi& api = cu::cuda_driver();
   State& st = *state_;
-  // Buffers: allocate (growing only), stage inputs and shared values.
+  CudaExecutor& exec = *st.exec;
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     const Buffer& buffer = plan_.buffers[b];
     shapes_[b] = shape_of(buffer.type.shape);
@@ -281,19 +354,17 @@ void CudaFunction::prepare(std::span<const rt::ArrayRef> inputs, std::span<const
                                 : buffer.kind == Buffer::Kind::Shared ? &shareds[size_t(buffer.index)]
                                                                       : nullptr;
     if (given && resident) {
-      st.pointers[b] = cu::CUdeviceptr(reinterpret_cast<uintptr_t>(given->data));
+      st.pointers[b] = CudaExecutor::DevicePtr(reinterpret_cast<uintptr_t>(given->data));
       continue;
     }
     int64_t n = 1;
     for (int64_t d : shapes_[b]) n *= d;
     const size_t bytes = size_t(n) * rt::dtype_size(to_rt(buffer.type.dtype));
-    reserve_device(st.buffers[b], bytes, fn.name,
-                   fmt::format("{} buffer b{} ({} {})", buffer_kind_name(buffer.kind), b, ir::dtype_name(buffer.type.dtype),
-                               shape_text(shapes_[b])));
+    st.buffers[b].reserve(exec, bytes, fn.name,
+                          fmt::format("{} buffer b{} ({} {})", buffer_kind_name(buffer.kind), b,
+                                      ir::dtype_name(buffer.type.dtype), shape_text(shapes_[b])));
     st.pointers[b] = st.buffers[b].ptr();
-    if (given && bytes > 0)
-      cu::cuda_check(api.cuMemcpyHtoDAsync(st.pointers[b], given->data, bytes, gpu.stream),
-                     fmt::format("copying {} of function '{}' to the GPU", buffer_kind_name(buffer.kind), fn.name));
+    if (given && bytes > 0) exec.copy_to_device(st.pointers[b], given->data, bytes);
   }
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     size_t target = b;
@@ -303,29 +374,22 @@ void CudaFunction::prepare(std::span<const rt::ArrayRef> inputs, std::span<const
   for (size_t s = 0; s < syms_.size(); ++s) st.syms_arg[s] = syms_[s];
   st.failures_host.assign(4 * program_.launches.size(), 0);
   const size_t failure_bytes = st.failures_host.size() * sizeof(unsigned long long);
-  reserve_device(st.failures, failure_bytes, fn.name, "kernel failure records");
-  if (failure_bytes > 0)
-    cu::cuda_check(api.cuMemsetD8Async(st.failures.ptr(), 0, failure_bytes, gpu.stream),
-                   "clearing the kernel failure records");
+  st.failures.reserve(exec, failure_bytes, fn.name, "kernel failure records");
+  if (failure_bytes > 0) exec.fill(st.failures.ptr(), 0, failure_bytes);
 }
 
-// Queues `copies` (results back to the host, if any) and the failure records, then one
-// synchronisation for the whole call, then the failure check.
 void CudaFunction::finish_call(const std::function<void()>& copies) {
-  const cu::DriverApi& api = cu::cuda_driver();
-  GpuContext& gpu = GpuContext::get();
   State& st = *state_;
   copies();
   const size_t failure_bytes = st.failures_host.size() * sizeof(unsigned long long);
-  if (failure_bytes > 0)
-    cu::cuda_check(api.cuMemcpyDtoHAsync(st.failures_host.data(), st.failures.ptr(), failure_bytes, gpu.stream),
-                   "reading the kernel failure records");
-  if (cu::CUresult r = api.cuStreamSynchronize(gpu.stream); r != cu::kCudaSuccess) {
+  if (failure_bytes > 0) st.exec->copy_to_host(st.failures_host.data(), st.failures.ptr(), failure_bytes);
+  if (cu::CUresult r = st.exec->synchronize(); r != cu::kCudaSuccess) {
     std::vector<std::string> names;
     for (const CudaKernelLaunch& l : program_.launches) names.push_back(l.symbol.empty() ? "cuBLAS" : l.symbol);
-    throw cu::CudaError(fmt::format("function '{}' failed on the GPU: {} (kernels in this call: {}; set "
-                                    "SYNK_CUDA_SYNC=1 to find which one)",
-                                    plan_.function.name, cu::cuda_error_text(r), fmt::join(names, ", ")), r);
+    throw cu::CudaError(fmt::format("function '{}' failed on {}: {} (kernels in this call: {}; set SYNK_CUDA_SYNC=1 "
+                                    "to find which one)",
+                                    plan_.function.name, st.exec->describe(), cu::cuda_error_text(r),
+                                    fmt::join(names, ", ")), r);
   }
   check_failures();
 }
@@ -339,19 +403,14 @@ void CudaFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt:
   prepare(inputs, shareds, false);
   launch_all();
   finish_call([&] {
-    const cu::DriverApi& api = cu::cuda_driver();
-    GpuContext& gpu = GpuContext::get();
-    auto copy_out = [&](rt::Array& dst, ir::NodeId node, const std::string& what) {
+    auto copy_out = [&](rt::Array& dst, ir::NodeId node) {
       const int b = plan_.node_buffer.at(size_t(node));
       const ir::TensorType& t = fn.node(node).type;
       dst.resize(to_rt(t.dtype), shape_of(t.shape));
-      if (!dst.bytes.empty())
-        cu::cuda_check(api.cuMemcpyDtoHAsync(dst.bytes.data(), state_->pointers.at(size_t(b)), dst.bytes.size(), gpu.stream),
-                       fmt::format("copying {} of function '{}' from the GPU", what, fn.name));
+      if (!dst.bytes.empty()) state_->exec->copy_to_host(dst.bytes.data(), state_->pointers.at(size_t(b)), dst.bytes.size());
     };
-    for (size_t o = 0; o < fn.outputs.size(); ++o)
-      copy_out(outputs[o], fn.outputs[o].node, "output '" + fn.outputs[o].name + "'");
-    for (size_t u = 0; u < fn.updates.size(); ++u) copy_out(updates[u], fn.updates[u].node, fmt::format("update {}", u));
+    for (size_t o = 0; o < fn.outputs.size(); ++o) copy_out(outputs[o], fn.outputs[o].node);
+    for (size_t u = 0; u < fn.updates.size(); ++u) copy_out(updates[u], fn.updates[u].node);
   });
 }
 
@@ -367,15 +426,14 @@ rt::ArrayRef CudaFunction::device_result(size_t index) const {
     dsl::internal_error(fmt::format("function '{}': no device result {}", fn.name, index));
   const ir::NodeId node = index < fn.outputs.size() ? fn.outputs[index].node : fn.updates[index - fn.outputs.size()].node;
   const ir::TensorType& t = fn.node(node).type;
-  const cu::CUdeviceptr p = state_->pointers.at(size_t(plan_.node_buffer.at(size_t(node))));
+  const CudaExecutor::DevicePtr p = state_->pointers.at(size_t(plan_.node_buffer.at(size_t(node))));
   return rt::ArrayRef{reinterpret_cast<const void*>(uintptr_t(p)), to_rt(t.dtype), shape_of(t.shape)};
 }
 
 void CudaFunction::launch_all() {
-  const cu::DriverApi& api = cu::cuda_driver();
-  GpuContext& gpu = GpuContext::get();
   State& st = *state_;
-  const int sms = gpu.device->info().sm_count;
+  CudaExecutor& exec = *st.exec;
+  const int sms = exec.sm_count();
   for (size_t li = 0; li < program_.launches.size(); ++li) {
     const CudaKernelLaunch& l = program_.launches[li];
     const Kernel& k = plan_.kernels.at(size_t(l.kernel));
@@ -386,35 +444,33 @@ void CudaFunction::launch_all() {
     }
     const int64_t work = count_of(l.work), reduced = count_of(l.reduced);
     if (l.empty_reduction_error && reduced == 0) {
-      api.cuStreamSynchronize(gpu.stream);
+      exec.synchronize();
       throw dsl::UserError(fmt::format("function '{}': {}{}: cannot reduce over an empty axis; {} has no identity",
                                        plan_.function.name, ir::op_name(root.op), where(root), ir::op_name(root.op)));
     }
     CudaLaunchConfig c = cuda_launch_config(l, work, reduced, sms);
     if (c.skip) continue;
-    cu::CUdeviceptr scratch = 0;
+    CudaExecutor::DevicePtr scratch = 0;
     if (c.splits > 1) {
-      reserve_device(st.scratch[li], size_t(c.scratch_bytes), plan_.function.name,
-                     fmt::format("the partial results of kernel {}", l.symbol));
+      st.scratch[li].reserve(exec, size_t(c.scratch_bytes), plan_.function.name,
+                             fmt::format("the partial results of kernel {}", l.symbol));
       scratch = st.scratch[li].ptr();
-      cu::cuda_check(api.cuMemsetD8Async(scratch, 0, size_t(c.counters) * 4, gpu.stream), "clearing arrival counters");
+      exec.fill(scratch, 0, size_t(c.counters) * 4);
     }
     std::vector<void*> args;
     for (int b : l.params) args.push_back(&st.pointers.at(size_t(b)));
-    cu::CUdeviceptr err = st.failures.ptr() + 4 * sizeof(unsigned long long) * li;
+    CudaExecutor::DevicePtr err = st.failures.ptr() + 4 * sizeof(unsigned long long) * li;
     long long splits = c.splits;
     args.push_back(st.syms_arg.data());
     args.push_back(&err);
     args.push_back(&scratch);
     args.push_back(&splits);
-    cu::CUresult r = api.cuLaunchKernel(st.functions[li], unsigned(c.grid_x), unsigned(c.grid_y), 1, unsigned(c.threads),
-                                        1, 1, 0, gpu.stream, args.data(), nullptr);
-    cu::cuda_check(r, fmt::format("launching kernel {} of function '{}' ({}, grid {}x{}, {} threads)", l.symbol,
-                                  plan_.function.name, cuda_launch_kind_name(l.kind), c.grid_x, c.grid_y, c.threads));
+    cu::cuda_check(exec.launch(st.functions[li], c.grid_x, c.grid_y, c.threads, args.data()),
+                   fmt::format("launching kernel {} of function '{}' ({}, grid {}x{}, {} threads)", l.symbol,
+                               plan_.function.name, cuda_launch_kind_name(l.kind), c.grid_x, c.grid_y, c.threads));
     if (options_.sync_after_each_launch)
-      cu::cuda_check(api.cuStreamSynchronize(gpu.stream),
-                     fmt::format("kernel {} of function '{}' ({}: {})", l.symbol, plan_.function.name,
-                                 kernel_kind_name(k.kind), node_str(nullptr, plan_.function, k.roots[0])));
+      cu::cuda_check(exec.synchronize(), fmt::format("kernel {} of function '{}' ({}: {})", l.symbol, plan_.function.name,
+                                                     kernel_kind_name(k.kind), node_str(nullptr, plan_.function, k.roots[0])));
   }
 }
 
@@ -429,12 +485,11 @@ void CudaFunction::run_blas(const CudaKernelLaunch& l) {
   for (int64_t d : shapes_.at(size_t(c_buffer))) c_size *= d;
   if (c_size == 0) return;
   State& st = *state_;
-  GpuContext& gpu = GpuContext::get();
-  const cu::CUdeviceptr a = st.pointers.at(size_t(k.matmul_a)), b = st.pointers.at(size_t(k.matmul_b));
-  const cu::CUdeviceptr c = st.pointers.at(size_t(c_buffer));
+  const CudaExecutor::DevicePtr a = st.pointers.at(size_t(k.matmul_a)), b = st.pointers.at(size_t(k.matmul_b));
+  const CudaExecutor::DevicePtr c = st.pointers.at(size_t(c_buffer));
   const int64_t K = as.size() == 1 ? as[0] : (k.trans_a ? as[0] : as[1]);
   if (K == 0) {   // an empty sum: cuBLAS with k = 0 is not guaranteed to write C
-    cu::cuda_check(cu::cuda_driver().cuMemsetD8Async(c, 0, size_t(c_size) * (f64 ? 8 : 4), gpu.stream), "zeroing an empty product");
+    st.exec->fill(c, 0, size_t(c_size) * (f64 ? 8 : 4));
     return;
   }
   // Vectors are 1 x K (left) or K x 1 (right) matrices.
@@ -442,8 +497,10 @@ void CudaFunction::run_blas(const CudaKernelLaunch& l) {
   const int64_t N = bs.size() == 1 ? 1 : (k.trans_b ? bs[0] : bs[1]);
   const int64_t lda = as.size() == 1 ? as[0] : as[1];
   const int64_t ldb = bs.size() == 1 ? 1 : bs[1];
-  cu::gemm_row_major(gpu.blas(), f64, as.size() == 2 && k.trans_a, bs.size() == 2 && k.trans_b, M, N, K, a, lda, b, ldb,
-                     c, fmt::format("matmul {} of function '{}'{}", k.name, plan_.function.name, where(mm)));
+  st.exec->gemm(cu::row_major_gemm(f64, as.size() == 2 && k.trans_a, bs.size() == 2 && k.trans_b, M, N, K, a, lda, b, ldb, c),
+                fmt::format("matmul {} of function '{}'{}", k.name, plan_.function.name, where(mm)));
+  if (options_.sync_after_each_launch)
+    cu::cuda_check(st.exec->synchronize(), fmt::format("cuBLAS matmul {} of function '{}'", k.name, plan_.function.name));
 }
 
 void CudaFunction::check_failures() {
@@ -463,8 +520,8 @@ void CudaFunction::check_failures() {
       const ir::DType t = plan_.function.node(node).type.dtype;
       const size_t size = ir::dtype_size(t);
       unsigned char bytes[8] = {0};
-      cu::cuda_check(cu::cuda_driver().cuMemcpyDtoH(bytes, st.pointers.at(size_t(b)) + size * size_t(position), size),
-                     "reading a failing index back");
+      st.exec->copy_to_host(bytes, st.pointers.at(size_t(b)) + size * size_t(position), size);
+      cu::cuda_check(st.exec->synchronize(), "reading a failing index back");
       if (t == ir::DType::I32) { int32_t v; std::memcpy(&v, bytes, 4); return v; }
       if (t == ir::DType::I64) { int64_t v; std::memcpy(&v, bytes, 8); return v; }
       return bytes[0];

@@ -26,15 +26,47 @@
 #include "compiler/kernel_plan.h"
 #include "compiler/nvrtc.h"
 #include "dsl/ir.h"
+#include "runtime/cublas_loader.h"
 #include "runtime/descriptor.h"
 
 namespace synk::compiler {
+
+// What a CudaFunction needs from a device, in the order it calls them on one stream: the real GPU
+// (gpu_executor(): the CUDA driver and cuBLAS) or, in tests, an emulator that runs the generated
+// kernels on the CPU (cuda_emulator_test.cpp), so the whole host path is tested without a GPU.
+class CudaExecutor {
+ public:
+  using DevicePtr = rt::cuda::CUdeviceptr;
+  virtual ~CudaExecutor() = default;
+  virtual std::string describe() = 0;                  // "GPU 0 (NVIDIA H100 80GB HBM3, sm_90)"
+  virtual int sm_count() = 0;
+  // Throws rt::cuda::CudaError; out_of_memory() when the device is full (the message names
+  // `bytes` and `what`).
+  virtual DevicePtr allocate(size_t bytes, const std::string& what) = 0;
+  virtual void release(DevicePtr p) noexcept = 0;
+  virtual void copy_to_device(DevicePtr dst, const void* src, size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, DevicePtr src, size_t bytes) = 0;   // done after synchronize()
+  virtual void fill(DevicePtr dst, unsigned char value, size_t bytes) = 0;
+  // Loads a compiled program; `functions` receives one handle per symbol.
+  virtual void* load(const std::string& source, const std::vector<char>& image, const std::vector<std::string>& symbols,
+                     std::vector<void*>* functions) = 0;
+  virtual void unload(void* module) noexcept = 0;
+  // Queues a kernel; returns the CUresult of the launch itself.
+  virtual rt::cuda::CUresult launch(void* function, int64_t grid_x, int64_t grid_y, int threads, void** args) = 0;
+  virtual void gemm(const rt::cuda::ColumnMajorGemm& g, const std::string& what) = 0;
+  // Waits for everything queued; returns the first asynchronous failure.
+  virtual rt::cuda::CUresult synchronize() = 0;
+};
+
+// The process's GPU (bound on first use); throws rt::cuda::CudaError when there is none.
+CudaExecutor& gpu_executor();
 
 struct CudaCompileOptions {
   bool use_disk_cache = true;
   std::optional<CudaTarget> target;     // default: from the GPU this process will use
   NvrtcOptions nvrtc = nvrtc_options_from_env();
   bool sync_after_each_launch = false;  // also set by SYNK_CUDA_SYNC=1
+  CudaExecutor* executor = nullptr;     // default: gpu_executor()
 };
 
 class CudaFunction : public rt::CompiledFunction {
@@ -65,6 +97,7 @@ class CudaFunction : public rt::CompiledFunction {
 
  private:
   struct State;   // device-side state (module, buffers), created on the first run()
+  CudaExecutor& executor() const;
   void bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds);
   std::vector<int64_t> shape_of(const ir::Shape& shape) const;
   int64_t count_of(const ir::Shape& shape) const;

@@ -82,26 +82,48 @@ CublasHandle::~CublasHandle() {
   if (handle_) cublas_api().cublasDestroy(handle_);
 }
 
-void gemm_row_major(const CublasHandle& handle, bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                    CUdeviceptr a, int64_t lda, CUdeviceptr b, int64_t ldb, CUdeviceptr c, const std::string& what) {
-  for (int64_t v : {m, n, k, lda, ldb})
+ColumnMajorGemm row_major_gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, CUdeviceptr a,
+                               int64_t lda, CUdeviceptr b, int64_t ldb, CUdeviceptr c) {
+  ColumnMajorGemm g;
+  g.f64 = f64;
+  g.trans_a = trans_b;
+  g.trans_b = trans_a;
+  g.m = n;
+  g.n = m;
+  g.k = k;
+  g.a = b;
+  g.lda = ldb;
+  g.b = a;
+  g.ldb = lda;
+  g.c = c;
+  g.ldc = n;
+  return g;
+}
+
+void gemm(const CublasHandle& handle, const ColumnMajorGemm& g, const std::string& what) {
+  for (int64_t v : {g.m, g.n, g.k, g.lda, g.ldb, g.ldc})
     if (v > INT_MAX)
       throw CudaError(fmt::format("{}: a dimension of {} exceeds cuBLAS's 32-bit limit", what, v), -1);
   const CublasApi& api = cublas_api();
-  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands, keep the flags.
-  const int ta = trans_a ? 1 : 0, tb = trans_b ? 1 : 0;
-  const int M = int(n), N = int(m), K = int(k);
-  if (f64) {
+  const int ta = g.trans_a ? 1 : 0, tb = g.trans_b ? 1 : 0;
+  if (g.f64) {
     const double one = 1, zero = 0;
-    check(api.cublasDgemm(handle.get(), tb, ta, M, N, K, &one, reinterpret_cast<const double*>(b), int(ldb),
-                          reinterpret_cast<const double*>(a), int(lda), &zero, reinterpret_cast<double*>(c), M),
+    check(api.cublasDgemm(handle.get(), ta, tb, int(g.m), int(g.n), int(g.k), &one, reinterpret_cast<const double*>(g.a),
+                          int(g.lda), reinterpret_cast<const double*>(g.b), int(g.ldb), &zero,
+                          reinterpret_cast<double*>(g.c), int(g.ldc)),
           what + " (cublasDgemm)");
   } else {
     const float one = 1, zero = 0;
-    check(api.cublasSgemm(handle.get(), tb, ta, M, N, K, &one, reinterpret_cast<const float*>(b), int(ldb),
-                          reinterpret_cast<const float*>(a), int(lda), &zero, reinterpret_cast<float*>(c), M),
+    check(api.cublasSgemm(handle.get(), ta, tb, int(g.m), int(g.n), int(g.k), &one, reinterpret_cast<const float*>(g.a),
+                          int(g.lda), reinterpret_cast<const float*>(g.b), int(g.ldb), &zero,
+                          reinterpret_cast<float*>(g.c), int(g.ldc)),
           what + " (cublasSgemm)");
   }
+}
+
+void gemm_row_major(const CublasHandle& handle, bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                    CUdeviceptr a, int64_t lda, CUdeviceptr b, int64_t ldb, CUdeviceptr c, const std::string& what) {
+  gemm(handle, row_major_gemm(f64, trans_a, trans_b, m, n, k, a, lda, b, ldb, c), what);
 }
 
 }  // namespace synk::rt::cuda

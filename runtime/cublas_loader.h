@@ -55,9 +55,26 @@ class CublasHandle {
   cublasHandle_t handle_ = nullptr;
 };
 
-// Row-major C[M x N] = op(A) op(B) with op(A) M x K and op(B) K x N; lda/ldb are the row strides
-// of A and B as stored (their number of columns). Element size 4 (float) or 8 (double).
-// `what` names the product in error messages.
+// One cuBLAS gemm call in cuBLAS's own (column-major) terms: C = op(A) op(B), op(A) m x k.
+struct ColumnMajorGemm {
+  bool f64 = false;
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  CUdeviceptr a = 0, b = 0, c = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+};
+
+// The call computing row-major C[M x N] = op(A) op(B), with op(A) M x K and op(B) K x N, lda and
+// ldb the row strides of A and B as stored (their number of columns): the column-major product
+// C^T = op(B)^T op(A)^T over the same memory (operands swapped, flags kept).
+ColumnMajorGemm row_major_gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, CUdeviceptr a,
+                               int64_t lda, CUdeviceptr b, int64_t ldb, CUdeviceptr c);
+
+// Runs `g` on the handle's stream. `what` names the product in error messages (a dimension
+// beyond cuBLAS's 32-bit limit, a failed call).
+void gemm(const CublasHandle& handle, const ColumnMajorGemm& g, const std::string& what);
+
+// gemm(handle, row_major_gemm(...), what).
 void gemm_row_major(const CublasHandle& handle, bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     CUdeviceptr a, int64_t lda, CUdeviceptr b, int64_t ldb, CUdeviceptr c, const std::string& what);
 

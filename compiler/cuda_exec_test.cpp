@@ -1,0 +1,593 @@
+// Execution tests of the CUDA backend, run on two executors with the same test code:
+// - "emulator": the generated CUDA compiled by the host C++ compiler against a small emulation
+//   of CUDA's execution model (blocks one after another, the threads of a block as cooperative
+//   fibers that switch at __syncthreads and at warp shuffles, which exchange values through a
+//   per-warp buffer), driven through CudaFunction's real host path (buffers, staging, launch
+//   configurations, split reductions, failure records, the row-major cuBLAS call as column-major
+//   gemm). It runs everywhere, so the kernels' logic is tested without a GPU; it cannot show
+//   races, memory-model or performance problems. A thread that skips a barrier others wait at
+//   is reported as divergence.
+// - "gpu": the real device; skipped with the reason where there is none.
+// Each function of test/codegen-cuda/ and examples/ runs on fresh random inputs (several sizes,
+// so vector paths, tails and split reductions all run) against the float64 reference evaluator;
+// where the reference reports a data error, the backend must report a UserError too. Plus the
+// error paths (the CPU backend's messages), out-of-memory, and a long split reduction.
+// Replay a run with SYNK_TEST_SEED=<seed printed by the test>.
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "compiler/cpu_function.h"
+#include "compiler/cuda_function.h"
+#include "compiler/grad.h"
+#include "dsl/evaluator.h"
+#include "dsl/frontend.h"
+#include "runtime/cuda_driver.h"
+
+namespace synk::compiler {
+namespace {
+
+namespace fs = std::filesystem;
+namespace cu = rt::cuda;
+using dsl::HostTensor;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// ---- the emulator --------------------------------------------------------------------------------
+
+// Prepended to the generated source (whose own fixed-width typedefs are removed: <cstdint> has them).
+const char* kEmulationHeader = R"EMU(#include <math.h>
+#include <stdint.h>
+#include <string.h>
+struct synk_emu_dim3 { unsigned x, y, z; };
+extern "C" {
+synk_emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
+void (*synk_emu_barrier)(int warp_only);
+unsigned long long synk_emu_slots[1024];
+}
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __shared__ static
+#define __align__(n) alignas(n)
+#pragma GCC diagnostic ignored "-Wunknown-pragmas"
+inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
+inline void __syncthreads() { synk_emu_barrier(0); }
+inline void __threadfence() {}
+template <class T> T synk_emu_exchange(T v, int from, bool absolute) {
+  unsigned long long raw = 0, got;
+  memcpy(&raw, &v, sizeof(T));
+  const unsigned me = threadIdx.x, base = me & ~31u, lane = me & 31u;
+  synk_emu_slots[me] = raw;
+  synk_emu_barrier(1);
+  const unsigned src = absolute ? unsigned(from) : lane + unsigned(from);
+  got = src < 32 && base + src < blockDim.x ? synk_emu_slots[base + src] : raw;
+  synk_emu_barrier(1);
+  T out;
+  memcpy(&out, &got, sizeof(T));
+  return out;
+}
+template <class T> T __shfl_down_sync(unsigned, T v, int offset) { return synk_emu_exchange(v, offset, false); }
+template <class T> T __shfl_sync(unsigned, T v, int lane) { return synk_emu_exchange(v, lane, true); }
+inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long cmp, unsigned long long v) {
+  unsigned long long old = *p; if (old == cmp) *p = v; return old; }
+inline unsigned long long atomicMax(unsigned long long* p, unsigned long long v) {
+  unsigned long long old = *p; if (v > old) *p = v; return old; }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned old = *p; *p = old + v; return old; }
+)EMU";
+
+struct Dim3 { unsigned x, y, z; };
+
+// Cooperative fibers for the threads of one block.
+struct Scheduler {
+  enum State { Runnable, AtBlockBarrier, AtWarpBarrier, Done };
+  struct Fiber {
+    ucontext_t context;
+    std::vector<char> stack;
+    State state = Runnable;
+  };
+  std::vector<Fiber> fibers;
+  ucontext_t home;
+  int current = -1;
+  Dim3* thread_idx = nullptr;
+  void (*entry)(void**) = nullptr;
+  void** args = nullptr;
+  std::string divergence;
+};
+Scheduler scheduler;
+
+void fiber_main() {
+  scheduler.entry(scheduler.args);
+  scheduler.fibers[size_t(scheduler.current)].state = Scheduler::Done;
+}
+
+void emu_barrier(int warp_only) {
+  Scheduler::Fiber& f = scheduler.fibers[size_t(scheduler.current)];
+  f.state = warp_only ? Scheduler::AtWarpBarrier : Scheduler::AtBlockBarrier;
+  swapcontext(&f.context, &scheduler.home);
+}
+
+// Runs every thread of one block to completion; returns false (with scheduler.divergence) when
+// threads wait at a barrier that the others never reach.
+bool run_block(unsigned threads) {
+  scheduler.fibers.resize(threads);
+  for (unsigned i = 0; i < threads; ++i) {
+    Scheduler::Fiber& f = scheduler.fibers[i];
+    if (f.stack.empty()) f.stack.resize(256 * 1024);
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = f.stack.data();
+    f.context.uc_stack.ss_size = f.stack.size();
+    f.context.uc_link = &scheduler.home;
+    makecontext(&f.context, fiber_main, 0);
+    f.state = Scheduler::Runnable;
+  }
+  for (;;) {
+    for (unsigned i = 0; i < threads; ++i) {
+      if (scheduler.fibers[i].state != Scheduler::Runnable) continue;
+      scheduler.current = int(i);
+      *scheduler.thread_idx = Dim3{i, 0, 0};
+      swapcontext(&scheduler.home, &scheduler.fibers[i].context);
+    }
+    size_t done = 0, at_block = 0;
+    bool released = false;
+    for (const Scheduler::Fiber& f : scheduler.fibers) {
+      done += f.state == Scheduler::Done;
+      at_block += f.state == Scheduler::AtBlockBarrier;
+    }
+    if (done == threads) return true;
+    if (at_block == threads) {
+      for (Scheduler::Fiber& f : scheduler.fibers) f.state = Scheduler::Runnable;
+      released = true;
+    }
+    for (unsigned w = 0; w * 32 < threads; ++w) {
+      bool all = true;
+      for (unsigned i = w * 32; i < std::min(threads, w * 32 + 32); ++i)
+        all &= scheduler.fibers[i].state == Scheduler::AtWarpBarrier;
+      if (!all) continue;
+      for (unsigned i = w * 32; i < std::min(threads, w * 32 + 32); ++i) scheduler.fibers[i].state = Scheduler::Runnable;
+      released = true;
+    }
+    if (!released) {
+      scheduler.divergence = fmt::format("barrier divergence: {} of {} threads finished, {} wait at __syncthreads, the "
+                                         "rest at a warp shuffle", done, threads, at_block);
+      return false;
+    }
+  }
+}
+
+struct EmuModule {
+  void* handle = nullptr;
+  fs::path dir;
+};
+
+class EmulatorExecutor : public CudaExecutor {
+ public:
+  size_t memory_limit = size_t(1) << 34;   // allocations past this fail like a full GPU
+  std::string describe() override { return "the CUDA emulator"; }
+  int sm_count() override { return 2; }
+  DevicePtr allocate(size_t bytes, const std::string& what) override {
+    if (bytes > memory_limit)
+      throw cu::CudaError(fmt::format("out of GPU memory on {}: cannot allocate {} for {}", describe(),
+                                      cu::format_bytes(bytes), what), cu::kCudaErrorOutOfMemory);
+    void* p = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
+    std::memset(p, 0xA5, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);   // garbage, like fresh device memory
+    return DevicePtr(reinterpret_cast<uintptr_t>(p));
+  }
+  void release(DevicePtr p) noexcept override { std::free(reinterpret_cast<void*>(uintptr_t(p))); }
+  void copy_to_device(DevicePtr dst, const void* src, size_t bytes) override { std::memcpy(ptr(dst), src, bytes); }
+  void copy_to_host(void* dst, DevicePtr src, size_t bytes) override { std::memcpy(dst, ptr(src), bytes); }
+  void fill(DevicePtr dst, unsigned char value, size_t bytes) override { std::memset(ptr(dst), value, bytes); }
+
+  void* load(const std::string& source, const std::vector<char>&, const std::vector<std::string>& symbols,
+             std::vector<void*>* functions) override {
+    auto* m = new EmuModule;
+    static int counter = 0;
+    m->dir = fs::temp_directory_path() / fmt::format("synk-emu-{}-{}", ::getpid(), counter++);
+    fs::create_directories(m->dir);
+    std::string text = std::regex_replace(source, std::regex("\\ntypedef [a-z ]+ u?int(8|32|64)_t;"), "\n");
+    text = kEmulationHeader + text + wrappers(source);
+    std::ofstream(m->dir / "k.cpp") << text;
+    const std::string cmd = fmt::format("c++ -std=c++17 -O1 -w -fno-strict-aliasing -shared -fPIC '{}' -o '{}' > '{}' 2>&1",
+                                        (m->dir / "k.cpp").string(), (m->dir / "k.so").string(),
+                                        (m->dir / "log.txt").string());
+    if (std::system(cmd.c_str()) != 0)
+      throw std::runtime_error("the emulator could not compile the generated CUDA: " + read_file(m->dir / "log.txt"));
+    m->handle = dlopen((m->dir / "k.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!m->handle) throw std::runtime_error(std::string("dlopen: ") + dlerror());
+    for (const std::string& s : symbols) functions->push_back(dlsym(m->handle, (s + "__emu").c_str()));
+    return m;
+  }
+  void unload(void* module) noexcept override {
+    auto* m = static_cast<EmuModule*>(module);
+    dlclose(m->handle);
+    fs::remove_all(m->dir);
+    delete m;
+  }
+  cu::CUresult launch(void* function, int64_t grid_x, int64_t grid_y, int threads, void** args) override {
+    // The module that holds `function` holds the emulated built-ins too.
+    Dl_info info;
+    if (!function || !dladdr(function, &info)) return 400;   // CUDA_ERROR_INVALID_HANDLE
+    void* so = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    auto* block_idx = static_cast<Dim3*>(dlsym(so, "blockIdx"));
+    auto* block_dim = static_cast<Dim3*>(dlsym(so, "blockDim"));
+    auto* grid_dim = static_cast<Dim3*>(dlsym(so, "gridDim"));
+    scheduler.thread_idx = static_cast<Dim3*>(dlsym(so, "threadIdx"));
+    *static_cast<void (**)(int)>(dlsym(so, "synk_emu_barrier")) = emu_barrier;
+    dlclose(so);
+    if (threads % 32 != 0 || threads > kCudaMaxThreads || grid_x < 1 || grid_y < 1) return 1;   // INVALID_VALUE
+    scheduler.entry = reinterpret_cast<void (*)(void**)>(function);
+    scheduler.args = args;
+    *grid_dim = Dim3{unsigned(grid_x), unsigned(grid_y), 1};
+    *block_dim = Dim3{unsigned(threads), 1, 1};
+    for (int64_t y = 0; y < grid_y; ++y)
+      for (int64_t x = 0; x < grid_x; ++x) {
+        *block_idx = Dim3{unsigned(x), unsigned(y), 0};
+        if (!run_block(unsigned(threads))) {
+          failure_ = scheduler.divergence;
+          return 719;   // CUDA_ERROR_LAUNCH_FAILED, reported at the next synchronisation
+        }
+      }
+    return 0;
+  }
+  void gemm(const cu::ColumnMajorGemm& g, const std::string&) override {
+    auto at = [&](DevicePtr base, int64_t i) {
+      return g.f64 ? static_cast<double*>(ptr(base))[i] : double(static_cast<float*>(ptr(base))[i]);
+    };
+    for (int64_t j = 0; j < g.n; ++j)
+      for (int64_t i = 0; i < g.m; ++i) {
+        double sum = 0;
+        for (int64_t p = 0; p < g.k; ++p)
+          sum += at(g.a, g.trans_a ? p + i * g.lda : i + p * g.lda) * at(g.b, g.trans_b ? j + p * g.ldb : p + j * g.ldb);
+        if (g.f64) static_cast<double*>(ptr(g.c))[i + j * g.ldc] = sum;
+        else static_cast<float*>(ptr(g.c))[i + j * g.ldc] = float(sum);
+      }
+  }
+  cu::CUresult synchronize() override {
+    if (failure_.empty()) return 0;
+    std::cout << "[ EMULATOR ] " << failure_ << "\n";
+    failure_.clear();
+    return 719;
+  }
+
+ private:
+  static void* ptr(DevicePtr p) { return reinterpret_cast<void*>(uintptr_t(p)); }
+  // extern "C" void <kernel>__emu(void** a): unpacks the launch arguments like cuLaunchKernel.
+  static std::string wrappers(const std::string& source) {
+    std::string out;
+    std::regex kernel(R"(extern "C" __global__ void __launch_bounds__\(\d+\) (\w+)\(([^)]*)\) \{)");
+    for (std::sregex_iterator it(source.begin(), source.end(), kernel), end; it != end; ++it) {
+      std::vector<std::string> casts;
+      std::stringstream params((*it)[2].str());
+      std::string param;
+      while (std::getline(params, param, ',')) {
+        param = std::regex_replace(param, std::regex("__restrict__"), "");
+        const size_t space = param.find_last_of(' ');
+        casts.push_back(fmt::format("*({}*)a[{}]", param.substr(0, space), casts.size()));
+      }
+      out += fmt::format("extern \"C\" void {0}__emu(void** a) {{ {0}({1}); }}\n", (*it)[1].str(), fmt::join(casts, ", "));
+    }
+    return out;
+  }
+  std::string failure_;
+};
+
+// ---- the differential harness ---------------------------------------------------------------------
+
+class Rng {
+ public:
+  explicit Rng(const std::string& test) {
+    const char* env = std::getenv("SYNK_TEST_SEED");
+    seed_ = env ? std::strtoull(env, nullptr, 10) : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+    std::cout << "[ seed     ] " << test << ": SYNK_TEST_SEED=" << seed_ << "\n";
+    engine_.seed(seed_);
+  }
+  double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(engine_); }
+  int64_t integer(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(engine_); }
+
+ private:
+  uint64_t seed_;
+  std::mt19937_64 engine_;
+};
+
+rt::Array to_array(const HostTensor& h) {
+  rt::Array a;
+  a.resize(to_rt(h.dtype), h.shape);
+  for (size_t i = 0; i < h.data.size(); ++i) {
+    const double v = h.data[i];
+    switch (h.dtype) {
+      case ir::DType::F32: a.data<float>()[i] = float(v); break;
+      case ir::DType::F64: a.data<double>()[i] = v; break;
+      case ir::DType::I32: a.data<int32_t>()[i] = int32_t(v); break;
+      case ir::DType::I64: a.data<int64_t>()[i] = int64_t(v); break;
+      default: a.data<uint8_t>()[i] = uint8_t(v); break;
+    }
+  }
+  return a;
+}
+
+double element(const rt::Array& a, size_t i) {
+  switch (a.dtype) {
+    case rt::DType::F32: return a.data<float>()[i];
+    case rt::DType::F64: return a.data<double>()[i];
+    case rt::DType::I32: return a.data<int32_t>()[i];
+    case rt::DType::I64: return double(a.data<int64_t>()[i]);
+    default: return a.data<uint8_t>()[i];
+  }
+}
+
+// Random values; integers in [0, 3) so that they are mostly valid indices and labels.
+HostTensor random_tensor(const ir::TensorType& type, const std::map<std::string, int64_t>& sizes, Rng& rng, double lo,
+                         double hi) {
+  std::vector<int64_t> shape;
+  for (const ir::Dim& d : type.shape) shape.push_back(d.is_symbolic() ? sizes.at(d.symbol) : d.size);
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<double> data(static_cast<size_t>(n));
+  for (double& v : data) {
+    if (type.dtype == ir::DType::F32) v = double(float(rng.uniform(lo, hi)));
+    else if (type.dtype == ir::DType::F64) v = rng.uniform(lo, hi);
+    else if (type.dtype == ir::DType::Bool) v = double(rng.integer(0, 1));
+    else v = double(rng.integer(0, 2));
+  }
+  return HostTensor::make(type.dtype, shape, std::move(data));
+}
+
+void expect_close(const rt::Array& got, const HostTensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape, want.shape) << what;
+  const bool flt = ir::is_float(want.dtype);
+  const double rtol = want.dtype == ir::DType::F64 ? 1e-9 : 2e-4;
+  int reported = 0;
+  for (size_t i = 0; i < want.data.size(); ++i) {
+    const double g = element(got, i), w = want.data[i];
+    const bool ok = !flt ? g == w : std::isnan(w) ? std::isnan(g) : std::isinf(w) ? g == w : std::abs(g - w) <= rtol * (1 + std::abs(w));
+    if (!ok && reported++ < 5) ADD_FAILURE() << what << "[" << i << "]: got " << g << ", reference " << w;
+  }
+}
+
+// Random inputs and shared values, the reference, the backend, compared.
+void run_trial(const ir::Module& module, const ir::Function& fn, CudaFunction& f, Rng& rng, int64_t size_lo,
+               int64_t size_hi, double lo, double hi) {
+  std::map<std::string, int64_t> sizes;
+  auto bind = [&](const ir::Shape& shape) {
+    for (const ir::Dim& d : shape)
+      if (d.is_symbolic() && !sizes.count(d.symbol)) sizes[d.symbol] = rng.integer(size_lo, size_hi);
+  };
+  for (const ir::Param& p : fn.params) bind(p.type.shape);
+  for (const ir::SharedVar& s : module.shareds) bind(s.type.shape);
+  std::vector<HostTensor> inputs, shared_values;
+  for (const ir::Param& p : fn.params) inputs.push_back(random_tensor(p.type, sizes, rng, lo, hi));
+  for (const ir::SharedVar& s : module.shareds) shared_values.push_back(random_tensor(s.type, sizes, rng, lo, hi));
+  std::vector<rt::Array> input_arrays, shared_arrays;
+  std::vector<rt::ArrayRef> input_refs, shared_refs;
+  for (const HostTensor& h : inputs) input_arrays.push_back(to_array(h));
+  for (int32_t s : f.signature().shareds_read) shared_arrays.push_back(to_array(shared_values.at(size_t(s))));
+  for (const rt::Array& a : input_arrays) input_refs.push_back(a.ref());
+  for (const rt::Array& a : shared_arrays) shared_refs.push_back(a.ref());
+  std::vector<rt::Array> outputs(fn.outputs.size()), updates(fn.updates.size());
+  dsl::EvalResult want;
+  try {
+    // The reference evaluates expanded gradients (the gradient pass is tested on its own).
+    const ir::Module reference = has_gradients(module) ? expand_gradients(module) : module;
+    want = dsl::evaluate(reference, fn.name, inputs, shared_values);
+  } catch (const dsl::UserError& e) {
+    EXPECT_THROW(f.run(input_refs, shared_refs, outputs, updates), dsl::UserError)
+        << "the reference failed (" << e.what() << ") but the backend did not";
+    return;
+  }
+  ASSERT_NO_THROW(f.run(input_refs, shared_refs, outputs, updates));
+  for (size_t o = 0; o < fn.outputs.size(); ++o) expect_close(outputs[o], want.outputs[o], "output " + fn.outputs[o].name);
+  for (size_t u = 0; u < fn.updates.size(); ++u)
+    expect_close(updates[u], want.updates[u], "update of " + module.shareds.at(size_t(fn.updates[u].shared)).name);
+}
+
+// ---- the tests, once per executor ---------------------------------------------------------------
+
+class CudaExec : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "gpu") {
+      std::string reason;
+      if (!cu::cuda_available(&reason)) GTEST_SKIP() << "no CUDA GPU: " << reason;
+      return;
+    }
+    std::string reason;
+    if (!nvrtc_available(&reason)) GTEST_SKIP() << "NVRTC cannot be loaded (the emulator still compiles with it): " << reason;
+    if (std::system("c++ --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "no host C++ compiler (c++) for the emulator";
+    emulator_ = std::make_unique<EmulatorExecutor>();
+  }
+  CudaCompileOptions options() const {
+    CudaCompileOptions o;
+    if (emulator_) {
+      o.executor = emulator_.get();
+      o.target = CudaTarget{90, true};   // NVRTC still compiles it: the CUBIN is checked, then unused
+    }
+    return o;
+  }
+  std::unique_ptr<CudaFunction> compile(const ir::Module& m, const std::string& name) {
+    return compile_cuda_function(m, name, options());
+  }
+  std::unique_ptr<EmulatorExecutor> emulator_;
+};
+
+std::vector<fs::path> program_files() {
+  std::vector<fs::path> files;
+  const fs::path root = SYNK_SOURCE_DIR;
+  for (const char* dir : {"test/codegen-cuda", "examples"})
+    for (const auto& e : fs::directory_iterator(root / dir))
+      if (e.path().extension() == ".synk") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST_P(CudaExec, EveryProgramMatchesTheReference) {
+  Rng rng("CudaExec.EveryProgramMatchesTheReference/" + GetParam());
+  int functions = 0;
+  for (const fs::path& file : program_files()) {
+    ir::Module module = dsl::compile_source(file.string(), read_file(file));
+    for (const ir::Function& fn : module.functions) {
+      SCOPED_TRACE(file.filename().string() + ": " + fn.name);
+      std::unique_ptr<CudaFunction> f;
+      try {
+        f = compile(module, fn.name);
+      } catch (const dsl::UserError& e) {
+        std::cout << "[ NOTE     ] " << file.filename().string() << ": " << fn.name << " not compiled: " << e.what() << "\n";
+        continue;
+      }
+      ++functions;
+      run_trial(module, fn, *f, rng, 3, 40, -2, 2);
+      run_trial(module, fn, *f, rng, 3, 40, 0.1, 2);
+      run_trial(module, fn, *f, rng, 1, 3, -2, 2);
+      run_trial(module, fn, *f, rng, GetParam() == "gpu" ? 300 : 60, GetParam() == "gpu" ? 1500 : 130, -2, 2);
+    }
+  }
+  EXPECT_GE(functions, 19);
+}
+
+ir::Module module_of(const std::string& text) { return dsl::compile_source("inline.synk", text); }
+
+TEST_P(CudaExec, LongReductionsAreSplitAndDeterministic) {
+  Rng rng("CudaExec.LongReductionsAreSplitAndDeterministic/" + GetParam());
+  ir::Module m = module_of(
+      "fn f(scatter x: f32[n], scatter y: f32[n]) { out s: sum = sum(x * y); out m: max = max(x - y); }\n"
+      "fn g(scatter x: f32[n, 2]) { out s: sum = sum(x, axis=0); }\n");
+  std::unique_ptr<CudaFunction> f = compile(m, "f"), g = compile(m, "g");
+  // Past threads * width * 16 elements per part, so the row is split (and not a multiple of 4).
+  const int64_t n = (GetParam() == "gpu" ? (int64_t(1) << 22) : 300000) + rng.integer(1, 3);
+  rt::Array x, y, x2;
+  x.resize(rt::DType::F32, {n});
+  y.resize(rt::DType::F32, {n});
+  x2.resize(rt::DType::F32, {n, 2});
+  double dot = 0, mx = -INFINITY, col[2] = {0, 0};
+  for (int64_t i = 0; i < n; ++i) {
+    x.data<float>()[i] = float(rng.uniform(0, 1));
+    y.data<float>()[i] = float(rng.uniform(0, 1));
+    dot += double(x.data<float>()[i]) * double(y.data<float>()[i]);
+    mx = std::max(mx, double(x.data<float>()[i]) - double(y.data<float>()[i]));
+    for (int j = 0; j < 2; ++j) col[j] += x2.data<float>()[2 * i + j] = float(rng.uniform(0, 1));
+  }
+  EXPECT_GT(cuda_launch_config(f->program().launches[0], 1, n, 2).splits, 1);
+  std::vector<rt::ArrayRef> in = {x.ref(), y.ref()};
+  std::vector<rt::Array> out(2), again(2), upd;
+  f->run(in, {}, out, upd);
+  EXPECT_NEAR(out[0].data<float>()[0], dot, 1e-5 * dot);
+  EXPECT_NEAR(out[1].data<float>()[0], mx, 1e-6);
+  f->run(in, {}, again, upd);   // same answer: the partials are combined in a fixed order
+  EXPECT_EQ(out[0].data<float>()[0], again[0].data<float>()[0]);
+  std::vector<rt::ArrayRef> in2 = {x2.ref()};
+  std::vector<rt::Array> out2(1);
+  g->run(in2, {}, out2, upd);
+  for (int j = 0; j < 2; ++j) EXPECT_NEAR(out2[0].data<float>()[j], col[j], 1e-5 * col[j]);
+}
+
+TEST_P(CudaExec, DataErrorsMatchTheCpuBackend) {
+  ir::Module m = module_of(
+      "fn t(bcast table: f32[m, 2], scatter idx: i64[n]) { out r: gather = take(table, idx); }\n"
+      "fn c(scatter x: f32[n, 3], scatter y: i32[n]) { out l: gather = cross_entropy(x, y); }\n"
+      "fn h(scatter y: i32[n]) { out o: gather = one_hot(y, 4); }\n"
+      "fn k(scatter x: f32[n]) { out o: gather = cast(x, i32); }\n"
+      "fn e(scatter x: f32[n, k]) { out o: gather = max(x, axis=1); }\n");
+  auto array = [](rt::DType t, std::vector<int64_t> shape, std::vector<double> values) {
+    rt::Array a;
+    a.resize(t, std::move(shape));
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (t == rt::DType::F32) a.data<float>()[i] = float(values[i]);
+      if (t == rt::DType::I32) a.data<int32_t>()[i] = int32_t(values[i]);
+      if (t == rt::DType::I64) a.data<int64_t>()[i] = int64_t(values[i]);
+    }
+    return a;
+  };
+  auto same_error = [&](const std::string& name, const std::vector<rt::Array>& inputs) {
+    std::vector<rt::ArrayRef> refs;
+    for (const rt::Array& a : inputs) refs.push_back(a.ref());
+    std::string cpu_msg, cuda_msg;
+    std::vector<rt::Array> out(1), upd;
+    try { compile_cpu_function(m, name)->run(refs, {}, out, upd); } catch (const dsl::UserError& e) { cpu_msg = e.what(); }
+    try { compile(m, name)->run(refs, {}, out, upd); } catch (const dsl::UserError& e) { cuda_msg = e.what(); }
+    EXPECT_FALSE(cuda_msg.empty()) << name << ": no error reported";
+    EXPECT_EQ(cuda_msg, cpu_msg) << name;
+  };
+  same_error("t", {array(rt::DType::F32, {3, 2}, {1, 2, 3, 4, 5, 6}), array(rt::DType::I64, {5}, {0, 2, 7, 3, 9})});
+  same_error("c", {array(rt::DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6}), array(rt::DType::I32, {2}, {1, -1})});
+  same_error("h", {array(rt::DType::I32, {3}, {0, 4, 1})});
+  same_error("k", {array(rt::DType::F32, {2}, {1, NAN})});
+  same_error("e", {array(rt::DType::F32, {2, 0}, {})});
+}
+
+TEST_P(CudaExec, OutOfMemoryIsAUserErrorNamingTheSize) {
+  // 400000 x 400000 floats (640 GB) for the product: more than any GPU (or the emulator) has.
+  ir::Module m = module_of("fn f(scatter x: f32[n], bcast y: f32[k]) { out z: none = reshape(x, [n, 1]) * y; }");
+  std::unique_ptr<CudaFunction> f = compile(m, "f");
+  rt::Array x, y;
+  x.resize(rt::DType::F32, {400000});
+  y.resize(rt::DType::F32, {400000});
+  std::vector<rt::ArrayRef> in = {x.ref(), y.ref()};
+  std::vector<rt::Array> out(1), upd;
+  try {
+    f->run(in, {}, out, upd);
+    ADD_FAILURE() << "no error";
+  } catch (const dsl::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("out of GPU memory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("640000000000 bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("function 'f'"), std::string::npos) << e.what();
+  }
+  // The function stays usable after the failure.
+  x.resize(rt::DType::F32, {3});
+  y.resize(rt::DType::F32, {2});
+  for (int i = 0; i < 3; ++i) x.data<float>()[i] = float(i);
+  for (int i = 0; i < 2; ++i) y.data<float>()[i] = float(i + 1);
+  in = {x.ref(), y.ref()};
+  ASSERT_NO_THROW(f->run(in, {}, out, upd));
+  ASSERT_EQ(out[0].shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(out[0].data<float>()[5], 4.0f);   // x[2] * y[1]
+}
+
+TEST_P(CudaExec, ResidentRunLeavesResultsOnTheDevice) {
+  if (GetParam() != "emulator") GTEST_SKIP() << "checked on the emulator, whose device memory the test can read";
+  ir::Module m = module_of("fn f(scatter x: f32[n]) { out z: gather = x * 2.0; }");
+  std::unique_ptr<CudaFunction> f = compile(m, "f");
+  std::vector<float> host = {1, 2, 3, 4, 5};
+  const CudaExecutor::DevicePtr dev = emulator_->allocate(host.size() * 4, "x");
+  emulator_->copy_to_device(dev, host.data(), host.size() * 4);
+  std::vector<rt::ArrayRef> in = {rt::ArrayRef{reinterpret_cast<const void*>(uintptr_t(dev)), rt::DType::F32, {5}}};
+  f->run_resident(in, {});
+  rt::ArrayRef z = f->device_result(0);
+  ASSERT_EQ(z.shape, (std::vector<int64_t>{5}));
+  std::vector<float> back(5);
+  emulator_->copy_to_host(back.data(), CudaExecutor::DevicePtr(reinterpret_cast<uintptr_t>(z.data)), 20);
+  EXPECT_EQ(back, (std::vector<float>{2, 4, 6, 8, 10}));
+  emulator_->release(dev);
+}
+
+TEST_P(CudaExec, BackendAutoPicksTheGpuWhenThereIsOne) {
+  if (GetParam() != "gpu") GTEST_SKIP() << "about the real device";
+  EXPECT_EQ(choose_backend("auto").backend, Backend::Cuda);
+  EXPECT_EQ(choose_backend("cuda").backend, Backend::Cuda);
+  EXPECT_EQ(choose_backend("cpu").backend, Backend::Cpu);
+}
+
+INSTANTIATE_TEST_SUITE_P(Executors, CudaExec, ::testing::Values("emulator", "gpu"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace synk::compiler
