@@ -401,6 +401,13 @@ std::string element_count_str(const ElementCount& c) {
   return out;
 }
 
+namespace {
+std::string count_phrase(const ElementCount& c) {
+  bool one = c.fixed == 1 && c.symbols.empty();
+  return element_count_str(c) + (one ? " element" : " elements");
+}
+}  // namespace
+
 std::optional<Shape> resolve_reshape(const Shape& from, const Shape& to, std::string* error) {
   auto set_error = [&](std::string m) { if (error) *error = std::move(m); };
   ElementCount have = element_count(from);
@@ -428,8 +435,8 @@ std::optional<Shape> resolve_reshape(const Shape& from, const Shape& to, std::st
   }
   if (infer_at < 0) {
     if (have == want || (have.fixed == 0 && want.fixed == 0)) return to;
-    set_error(fmt::format("cannot reshape {} ({} elements) to {} ({} elements)", ir::shape_str(from),
-                          element_count_str(have), ir::shape_str(to), element_count_str(want)));
+    set_error(fmt::format("cannot reshape {} ({}) to {} ({})", ir::shape_str(from), count_phrase(have),
+                          ir::shape_str(to), count_phrase(want)));
     return std::nullopt;
   }
   // Divide `have` by `want`: the quotient must be one static size or exactly one symbol.
@@ -449,8 +456,8 @@ std::optional<Shape> resolve_reshape(const Shape& from, const Shape& to, std::st
     return std::nullopt;
   }
   if (have.fixed % want.fixed != 0) {
-    set_error(fmt::format("cannot reshape {} ({} elements) to {}: {} does not divide the element count",
-                          ir::shape_str(from), element_count_str(have), ir::shape_str(to), want.fixed));
+    set_error(fmt::format("cannot reshape {} ({}) to {}: {} does not divide the element count",
+                          ir::shape_str(from), count_phrase(have), ir::shape_str(to), want.fixed));
     return std::nullopt;
   }
   int64_t quotient = have.fixed / want.fixed;

@@ -155,6 +155,11 @@ TEST(Infer, ReshapeWithSymbols) {
   EXPECT_FALSE(resolve_reshape({S("n")}, {S("m")}, &err));
   EXPECT_FALSE(resolve_reshape({F(4), F(6)}, {F(-1), F(-1)}, &err));
   EXPECT_FALSE(resolve_reshape({F(4), F(6)}, {F(-1), F(5)}, &err));
+  // Element counts that overflow int64 are errors, not wrapped numbers.
+  EXPECT_FALSE(resolve_reshape({F(int64_t(1) << 40), F(int64_t(1) << 40)}, {F(-1)}, &err));
+  EXPECT_NE(err.find("too many elements"), std::string::npos) << err;
+  EXPECT_FALSE(infer(Op::Grad, {T(DType::F32, {}), T(DType::F32, {F(int64_t(1) << 62)}),
+                                T(DType::F32, {F(int64_t(1) << 62), F(4)})}).ok());
   TensorType req = T(DType::F32, {F(-1)});
   auto r = infer(Op::Reshape, {T(DType::I32, {F(2), F(3)})}, {}, &req);
   ASSERT_TRUE(r.ok());
