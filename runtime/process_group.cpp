@@ -503,8 +503,8 @@ void ProcessGroup::timed_out() {
   std::vector<std::string> parts;
   for (int r : culprits) {
     bool is_stopped = std::find(stopped.begin(), stopped.end(), r) != stopped.end();
-    parts.push_back(fmt::format("rank {} (pid {}){}", r, pids_[size_t(r)],
-                                is_stopped ? " is stopped (a SIGSTOP or a debugger)" : ""));
+    parts.push_back(fmt::format("rank {} (pid {}{})", r, pids_[size_t(r)],
+                                is_stopped ? ", stopped: SIGSTOP or a debugger" : ""));
   }
   fatal(fmt::format("{} did not finish the command within {} s (GroupOptions::call_timeout_s)",
                     fmt::join(parts, ", "), options_.call_timeout_s),

@@ -1,13 +1,22 @@
 // Helpers for the runtime's tests: CompiledFunctions written as plain C++ lambdas, spec
-// builders, and a check that this process left nothing in /dev/shm. Header-only, test use only.
+// builders, a fault-injecting test function, and checks that this process left nothing in
+// /dev/shm and no process behind. Header-only, test use only.
 #pragma once
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <memory>
+#include <stdexcept>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "runtime/data.h"
 #include "runtime/descriptor.h"
 #include "runtime/dtype.h"
 #include "runtime/shm.h"
@@ -94,6 +103,56 @@ std::vector<T> random_values(size_t n, double lo = -1, double hi = 1) {
   std::vector<T> v(n);
   for (T& x : v) x = T(dist(rng()));
   return v;
+}
+
+// f(x: f32[n, 1]) -> count: i64 sum = rows * scale, and the shared counter s: f64[] (module
+// counter_module) becomes s + rows. Faults on request, by the value of a row: 666 throws, 777 kills
+// the rank with SIGKILL, 888 sleeps for 3 s, 555 calls exit(3).
+inline std::shared_ptr<rt::CompiledFunction> counting_function(int64_t scale, std::string name = "count_rows") {
+  rt::FunctionSignature sig;
+  sig.name = std::move(name);
+  sig.symbols = {"n"};
+  sig.inputs = {input("x", rt::Role::Scatter, rt::DType::F32, {sym(0), fixed(1)})};
+  sig.outputs = {output("count", rt::ReduceMode::Sum, rt::DType::I64, {})};
+  sig.shareds_read = {0};
+  sig.updates = {rt::UpdateSpec{0, rt::ReduceMode::Sum}};
+  return std::make_shared<LambdaFunction>(sig, [scale](auto in, auto sh, auto out, auto upd) {
+    const float* x = ptr<float>(in[0]);
+    for (int64_t i = 0; i < in[0].shape[0]; ++i) {
+      if (x[i] == 666) throw std::runtime_error("row 666 is poison");
+      if (x[i] == 777) raise(SIGKILL);
+      if (x[i] == 888) usleep(3'000'000);
+      if (x[i] == 555) std::exit(3);
+    }
+    out[0].resize(rt::DType::I64, {});
+    *out[0].template data<int64_t>() = in[0].shape[0] * scale;
+    upd[0].resize(rt::DType::F64, {});
+    *upd[0].template data<double>() = *ptr<double>(sh[0]) + double(in[0].shape[0]);
+  });
+}
+
+inline rt::ModuleSpec counter_module() {
+  rt::ModuleSpec spec;
+  spec.shareds = {shared("s", rt::DType::F64, {})};
+  return spec;
+}
+
+inline Data rows_data(const std::vector<float>& values) {
+  return synk::data<float>(values, {int64_t(values.size()), 1}, {.name = "x"});
+}
+
+inline double scalar(const rt::Array& a) {
+  return a.dtype == rt::DType::F64 ? *a.data<double>() : double(*a.data<int64_t>());
+}
+
+// True once `pid` no longer exists or is a zombie.
+inline bool process_gone(pid_t pid) {
+  if (kill(pid, 0) != 0) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  size_t close_paren = line.rfind(')');
+  return close_paren != std::string::npos && line.substr(close_paren + 2, 1) == "Z";
 }
 
 }  // namespace synk::testing
