@@ -115,6 +115,11 @@ TEST(CudaCodegen, EveryProgramCompilesWithNvrtcAndPtxas) {
       }
       CudaProgram program = generate_cuda_program(p.module, plan);
       ++functions;
+      if (const char* dump = std::getenv("SYNK_DUMP_CUDA"); dump && *dump) {   // for reading the output
+        std::string file = p.name + "." + fn.name + ".cu";
+        std::replace(file.begin(), file.end(), '/', '_');
+        std::ofstream(fs::path(dump) / file) << program.source;
+      }
       EXPECT_EQ(program.source.find("#include"), std::string::npos);
       EXPECT_EQ(program.launches.size(), plan.kernels.size());
       std::vector<std::string> symbols;
