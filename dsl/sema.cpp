@@ -330,6 +330,22 @@ bool FunctionAnalyzer::check_local_name(const std::string& name, SourceLoc loc, 
   return true;
 }
 
+// After a duplicate or shadowing declaration nobody can tell which one a later use means, so
+// later uses of the name stay silent instead of producing follow-on errors.
+void FunctionAnalyzer::poison_name(const std::string& name, SourceLoc loc) {
+  auto it = scope_.find(name);
+  if (it == scope_.end()) {
+    Binding b;
+    b.kind = Binding::Kind::Let;
+    b.loc = loc;
+    scope_.emplace(name, std::move(b));
+  } else if (it->second.kind == Binding::Kind::Let) {
+    it->second.value = Value::error();
+  } else {
+    it->second.param_index = -1;
+  }
+}
+
 void FunctionAnalyzer::declare_params() {
   for (const ast::ParamDecl& p : decl_.params) {
     ir::Param param;
@@ -353,6 +369,7 @@ void FunctionAnalyzer::declare_params() {
     }
     if (!type) b.param_index = -1;   // uses of it stay silent
     if (check_local_name(p.name, p.name_loc, "parameter")) scope_.emplace(p.name, std::move(b));
+    else poison_name(p.name, p.name_loc);
     fn_.params.push_back(std::move(param));
   }
 }
@@ -459,7 +476,7 @@ void FunctionAnalyzer::let_statement(const ast::Stmt& s) {
   if (v.kind == Value::Kind::Node && v.node >= first_new && fn_.nodes[size_t(v.node)].name.empty())
     fn_.nodes[size_t(v.node)].name = s.name;
   if (v.is_literal()) v.let_name = s.name;
-  if (!name_ok) return;
+  if (!name_ok) return poison_name(s.name, s.name_loc);
   Binding b;
   b.kind = Binding::Kind::Let;
   b.value = std::move(v);

@@ -100,6 +100,7 @@ class FunctionAnalyzer {
   void out_statement(const ast::Stmt& s);
   void update_statement(const ast::Stmt& s);
   bool check_local_name(const std::string& name, SourceLoc loc, const char* what);
+  void poison_name(const std::string& name, SourceLoc loc);
   std::optional<ir::TensorType> resolve_type(const ast::TypeExpr& t);
   std::optional<ir::ReduceMode> resolve_mode(const ast::Stmt& s, bool for_update);
   void error(SourceLoc loc, std::string message);
