@@ -32,7 +32,7 @@ namespace {
 using synk::dsl::DiagnosticEngine;
 using synk::dsl::SourceFile;
 
-constexpr const char* kVersion = "synkc (synk) 0.1.0";
+constexpr const char* kVersion = "synkc (synk) " SYNK_VERSION;
 
 enum ExitCode : int { kOk = 0, kUserError = 1, kUsageError = 2, kInternalError = 3 };
 

@@ -68,6 +68,10 @@ class DiagnosticEngine {
 // Formats one diagnostic exactly as DiagnosticEngine::print does.
 std::string format_diagnostic(const SourceFile& file, const Diagnostic& d);
 
+// Every diagnostic of `diags` formatted as format_diagnostic does, ordered by location (each
+// error keeps the notes that follow it; diagnostics without a location go last).
+std::string format_diagnostics_in_source_order(const DiagnosticEngine& diags);
+
 // The user's program or call is wrong. The message is complete and user-facing.
 class UserError : public std::runtime_error {
  public:

@@ -18,8 +18,4 @@ namespace synk::dsl {
 
 inline constexpr int kMaxExpressionDepth = 256;
 
-// Every diagnostic of `diags` formatted as format_diagnostic does, ordered by location (each
-// error keeps the notes that follow it; diagnostics without a location go last).
-std::string format_diagnostics_in_source_order(const DiagnosticEngine& diags);
-
 }  // namespace synk::dsl
