@@ -69,6 +69,13 @@ std::string literal_str(const Value& v) {
   return "?";
 }
 
+// "'x' is i32[n, 10]", or "'2' is an integer literal".
+std::string what_is(const Value& v, const ast::Expr& e) {
+  if (!v.is_literal()) return fmt::format("'{}' is {}", expr_text(e), ir::type_str(v.type));
+  const char* kind = v.literal == LiteralKind::Int ? "an integer" : v.literal == LiteralKind::Float ? "a float" : "a bool";
+  return fmt::format("'{}' is {} literal", expr_text(e), kind);
+}
+
 }  // namespace
 
 // ---- Small shared pieces -----------------------------------------------------------------
@@ -364,8 +371,7 @@ Value FunctionAnalyzer::unary(const ast::Expr& e) {
     return apply(Op::Neg, {v}, ir::Attrs{}, e.loc);
   }
   if (v.type.dtype != DType::Bool) {
-    error(e.loc, fmt::format("'!' needs a bool operand but '{}' is {}", expr_text(*e.args[0]),
-                             ir::type_str(v.type)));
+    error(e.loc, fmt::format("'!' needs a bool operand but {}", what_is(v, *e.args[0])));
     return Value::error();
   }
   if (v.is_literal()) return bool_literal(v.ivalue == 0);
@@ -381,8 +387,7 @@ Value FunctionAnalyzer::binary(const ast::Expr& e) {
     for (size_t i = 0; i < 2; ++i) {
       const Value& v = i == 0 ? a : b;
       if (v.type.dtype != DType::Bool) {
-        error(e.loc, fmt::format("'{}' needs bool operands but '{}' is {}", e.text, expr_text(*e.args[i]),
-                                 ir::type_str(v.type)));
+        error(e.loc, fmt::format("'{}' needs bool operands but {}", e.text, what_is(v, *e.args[i])));
         return Value::error();
       }
     }
@@ -390,9 +395,11 @@ Value FunctionAnalyzer::binary(const ast::Expr& e) {
   if (op == Op::Div) {
     auto dtype = common_dtype({a, b});
     if (dtype && !ir::is_float(*dtype)) {
-      error(e.loc, fmt::format("'/' needs floating operands but '{}' is {} and '{}' is {}; use cast({}, f32)",
-                               expr_text(*e.args[0]), ir::type_str(a.type), expr_text(*e.args[1]),
-                               ir::type_str(b.type), expr_text(*e.args[0])));
+      std::string hint = a.is_literal() && b.is_literal()
+                             ? fmt::format("write a float literal such as {}.0", expr_text(*e.args[0]))
+                             : fmt::format("use cast({}, f32)", expr_text(a.is_literal() ? *e.args[1] : *e.args[0]));
+      error(e.loc, fmt::format("'/' needs floating operands but {} and {}; {}", what_is(a, *e.args[0]),
+                               what_is(b, *e.args[1]), hint));
       return Value::error();
     }
   }
