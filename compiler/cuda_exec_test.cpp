@@ -411,6 +411,9 @@ class CudaExec : public ::testing::TestWithParam<std::string> {
       if (!cu::cuda_available(&reason)) GTEST_SKIP() << "no CUDA GPU: " << reason;
       return;
     }
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "the emulator's fibers (swapcontext) are not supported under AddressSanitizer";
+#endif
     std::string reason;
     if (!nvrtc_available(&reason)) GTEST_SKIP() << "NVRTC cannot be loaded (the emulator still compiles with it): " << reason;
     if (std::system("c++ --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "no host C++ compiler (c++) for the emulator";
