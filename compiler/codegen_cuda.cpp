@@ -272,7 +272,7 @@ void emit_matmul_loops(Writer& w, const KernelPlan& plan, const Kernel& k, CudaK
   if (bt.rank() == 1) w.line("const int64_t N = 1, sbk = 1, sbn = 0;");
   else if (!k.trans_b) w.line(fmt::format("const int64_t N = {}, sbk = N, sbn = 1;", dim(bt, 1)));
   else w.line(fmt::format("const int64_t N = {}, sbk = 1, sbn = K;", dim(bt, 0)));
-  const std::string a = buf(k.matmul_a), b = buf(k.matmul_b), c = buf(buffer_of(plan, k.roots[0]));
+  const std::string a = buf(k.matmul_a), b = buf(k.matmul_b);
   w.open("for (int64_t e = synk_thread(); e < M * N; e += synk_threads())");
   w.line("const int64_t i = e / N, j = e - i * N;");
   w.line(fmt::format("{} acc = 0;", T));
@@ -281,7 +281,6 @@ void emit_matmul_loops(Writer& w, const KernelPlan& plan, const Kernel& k, CudaK
   w.line(store(buffer_of(plan, k.roots[0]), "e", t, "acc"));
   w.close();
   w.close();
-  (void)c;
   launch.kind = CudaLaunchKind::Flat;
   launch.work = mm.type.shape;
 }
