@@ -2,9 +2,13 @@
 //   synkc check FILE                  run the whole front end; silent on success
 //   synkc FILE --emit=STAGE [-o OUT]  print one stage: ast, ir, or any stage of compiler/emit.h
 //   synkc FILE --emit=STAGE --print-after-all   also dump the IR after every pass to stderr
+//   synkc run FILE --fn NAME --ranks N --arg x=X.npy ...   run one function on N ranks, print
+//                                     (or with --out DIR save) its outputs and updated variables
 // Exit status: 0 success; 1 the user's program is wrong (every diagnostic on stderr, in source
 // order, with the source line and a caret); 2 the command line is wrong (unknown option or stage,
-// missing or unreadable input); 3 synk itself failed (an internal error; never a crash).
+// missing or unreadable input; for `run` also an argument the call rejects: a wrong dtype or
+// shape, an index out of range); 3 synk itself failed (an internal error; never a crash). A
+// `run` that fails inside the ranks (a kernel error) exits with 1.
 // New subcommands (`run`) go in the table of subcommands(), new kinds of output in
 // write_output(); everything else (reading, diagnostics, exit codes) is shared.
 #include <algorithm>
@@ -23,9 +27,13 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "compiler/bridge.h"
 #include "compiler/emit.h"
+#include "compiler/synk_jit.h"
 #include "dsl/frontend.h"
 #include "dsl/parser.h"
+#include "runtime/npy.h"
+#include "runtime/synk.h"
 
 namespace {
 
@@ -41,12 +49,25 @@ struct UsageError {
   std::string message;
 };
 
+// What `synkc run` takes besides FILE.
+struct RunOptions {
+  std::string function;
+  int ranks = 1;
+  std::vector<std::string> args;         // NAME=FILE.npy, one per function input
+  std::vector<std::string> sets;         // NAME=FILE.npy, shared variables set before the call
+  std::string batch, batch_s;            // empty: not given
+  int64_t num_slices = 1;
+  std::string out_dir;                   // empty: print
+  bool all_ranks = false;                // print/save updated variables of every rank
+};
+
 // Everything the command line can say; each subcommand reads what it needs.
 struct DriverOptions {
   std::string input;
   std::string emit;              // empty: no output, just check
   std::string output;            // empty: stdout
   bool print_after_all = false;
+  RunOptions run;
 };
 
 // The stages `--emit` accepts: the front end's own, then whatever the compiler provides.
@@ -166,6 +187,203 @@ int run_check(const DriverOptions& options) {
   return kOk;
 }
 
+// --- synkc run: one function on N ranks, through the JIT and the runtime --------------------
+
+// "NAME=FILE" into its two halves.
+std::pair<std::string, std::string> name_and_file(const std::string& spec, const char* option) {
+  size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+    throw UsageError{fmt::format("{} expects NAME=FILE.npy, got '{}'", option, spec)};
+  return {spec.substr(0, eq), spec.substr(eq + 1)};
+}
+
+int64_t parse_index(const std::string& text, const char* option) {
+  size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size())
+    throw UsageError{fmt::format("{}: '{}' is not an integer", option, text)};
+  return value;
+}
+
+std::vector<int64_t> parse_index_list(const std::string& text, const char* option) {
+  std::vector<int64_t> list;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ','))
+    if (!item.empty()) list.push_back(parse_index(item, option));
+  return list;
+}
+
+bool is_npy_path(const std::string& text) { return text.size() > 4 && text.ends_with(".npy"); }
+
+// --batch: K (rows [0, K)), A:B (rows [A, B)), i,j,k (an index list; "5," is the list {5}) or
+// an .npy file of integer indices.
+synk::Batch parse_batch(const std::string& text) {
+  if (is_npy_path(text)) return synk::Batch(synk::load_npy(text, synk::DType::I64, {.name = "--batch"}));
+  if (size_t colon = text.find(':'); colon != std::string::npos)
+    return synk::Batch(synk::Range{parse_index(text.substr(0, colon), "--batch"),
+                                   parse_index(text.substr(colon + 1), "--batch")});
+  if (text.find(',') != std::string::npos) return synk::Batch(parse_index_list(text, "--batch"));
+  return synk::Batch(parse_index(text, "--batch"));
+}
+
+synk::Rows parse_rows(const std::string& text) {
+  if (size_t colon = text.find(':'); colon != std::string::npos)
+    return synk::Rows(synk::Range{parse_index(text.substr(0, colon), "--batch-s"),
+                                  parse_index(text.substr(colon + 1), "--batch-s")});
+  return synk::Rows(parse_index_list(text, "--batch-s"));
+}
+
+// --batch-s: A:B or i,j,k for every rank, or one such selection per rank separated by ';'.
+synk::BatchS parse_batch_s(const std::string& text) {
+  if (text.find(';') == std::string::npos) return synk::BatchS(parse_rows(text));
+  std::vector<synk::Rows> per_rank;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ';')) per_rank.push_back(parse_rows(item));
+  return synk::BatchS::per_rank(std::move(per_rank));
+}
+
+// One element as text: shortest round-trip form for floats, true/false for bool.
+std::string element_text(const synk::Array& a, int64_t i) {
+  switch (a.dtype) {
+    case synk::DType::F32: return fmt::format("{}", a.data<float>()[i]);
+    case synk::DType::F64: return fmt::format("{}", a.data<double>()[i]);
+    case synk::DType::I32: return fmt::format("{}", a.data<int32_t>()[i]);
+    case synk::DType::I64: return fmt::format("{}", a.data<int64_t>()[i]);
+    case synk::DType::U8: return fmt::format("{}", a.data<uint8_t>()[i]);
+    case synk::DType::Bool: return a.data<uint8_t>()[i] ? "true" : "false";
+  }
+  return "?";
+}
+
+// Nested brackets like numpy ("[[1, 2], [3, 4]]"); more than kMaxPrinted elements are
+// summarised by their first and last few (--out saves everything).
+constexpr int64_t kMaxPrinted = 1000;
+
+void append_nested(const synk::Array& a, size_t axis, int64_t offset, std::string& out) {
+  if (axis == a.shape.size()) {
+    out += element_text(a, offset);
+    return;
+  }
+  int64_t stride = 1;
+  for (size_t d = axis + 1; d < a.shape.size(); ++d) stride *= a.shape[d];
+  out += '[';
+  for (int64_t i = 0; i < a.shape[axis]; ++i) {
+    if (i) out += ", ";
+    append_nested(a, axis + 1, offset + i * stride, out);
+  }
+  out += ']';
+}
+
+std::string array_text(const synk::Array& a) {
+  if (a.size() <= kMaxPrinted) {
+    std::string out;
+    append_nested(a, 0, 0, out);
+    return out;
+  }
+  std::vector<std::string> head, tail;
+  for (int64_t i = 0; i < 6; ++i) head.push_back(element_text(a, i));
+  for (int64_t i = a.size() - 6; i < a.size(); ++i) tail.push_back(element_text(a, i));
+  return fmt::format("[{}, ..., {}] ({} elements, row-major; --out DIR saves them all)", fmt::join(head, ", "),
+                     fmt::join(tail, ", "), a.size());
+}
+
+std::string type_text(const synk::Array& a) {
+  return fmt::format("{}[{}]", synk::rt::dtype_name(a.dtype), fmt::join(a.shape, ", "));
+}
+
+// Prints `name: type = values`, or saves DIR/file and prints where it went.
+void emit_value(const RunOptions& options, const std::string& label, const std::string& file, const synk::Array& a) {
+  if (options.out_dir.empty()) {
+    std::cout << label << ": " << type_text(a) << " = " << array_text(a) << "\n";
+    return;
+  }
+  std::string path = (std::filesystem::path(options.out_dir) / file).string();
+  synk::rt::npy::write(path, a.ref());
+  std::cout << label << ": " << type_text(a) << " -> " << path << "\n";
+}
+
+// `synkc run FILE --fn NAME ...`: compiles FILE with the JIT, forks the ranks, calls the function
+// once on the given .npy inputs and prints its outputs, then the new value of every shared
+// variable the function updates.
+int run_function(const DriverOptions& driver) {
+  const RunOptions& options = driver.run;
+  if (options.ranks < 1) throw UsageError{fmt::format("--ranks must be at least 1, got {}", options.ranks)};
+  std::string text = read_input(driver.input);
+  std::string dir = std::filesystem::path(driver.input).parent_path().string();
+  synk::jit::Module module = synk::jit::compile_string(text, {.base_dir = dir.empty() ? "." : dir}, driver.input);
+  const synk::ir::Function* fn = module.ir().find_function(options.function);
+  if (!fn) {
+    throw UsageError{fmt::format("'{}' has no function '{}' (functions: {})", driver.input, options.function,
+                                 fmt::join(module.function_names(), ", "))};
+  }
+
+  // Inputs, by name, each loaded with the parameter's dtype (safe casts only).
+  std::vector<std::optional<synk::Data>> inputs(fn->params.size());
+  for (const std::string& spec : options.args) {
+    auto [name, file] = name_and_file(spec, "--arg");
+    auto it = std::find_if(fn->params.begin(), fn->params.end(), [&](const auto& p) { return p.name == name; });
+    if (it == fn->params.end()) {
+      std::vector<std::string> names;
+      for (const auto& p : fn->params) names.push_back(p.name);
+      throw UsageError{fmt::format("--arg {}: function '{}' has no input '{}' (inputs: {})", spec, fn->name, name,
+                                   names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")))};
+    }
+    size_t index = size_t(it - fn->params.begin());
+    if (inputs[index]) throw UsageError{fmt::format("--arg: input '{}' is given twice", name)};
+    inputs[index] = synk::load_npy(file, synk::compiler::runtime_dtype(it->type.dtype),
+                                   {.name = name, .minibatch = it->role == synk::ir::Role::Minibatch});
+  }
+  std::vector<synk::Data> arguments;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) throw UsageError{fmt::format("missing --arg {}=FILE.npy for input '{}' of function '{}'",
+                                                 fn->params[i].name, fn->params[i].name, fn->name)};
+    arguments.push_back(*inputs[i]);
+  }
+  std::vector<std::pair<std::string, synk::Array>> sets;
+  for (const std::string& spec : options.sets) {
+    auto [name, file] = name_and_file(spec, "--set");
+    module.shared(name);   // a UsageError for an unknown name, before anything runs
+    sets.emplace_back(name, synk::rt::npy::read(file));
+  }
+  synk::CallOptions call;
+  if (!options.batch.empty()) call.batch = parse_batch(options.batch);
+  if (!options.batch_s.empty()) call.batch_s = parse_batch_s(options.batch_s);
+  call.num_slices = options.num_slices;
+  if (!options.out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.out_dir, ec);
+    if (ec) throw UsageError{fmt::format("cannot create '{}': {}", options.out_dir, ec.message())};
+  }
+
+  synk::Function function = module.function(options.function);   // compiled before the fork
+  synk::fork(options.ranks);
+  for (const auto& [name, value] : sets)
+    for (int rank = 0; rank < options.ranks; ++rank) module.shared(name).set_value(rank, value.ref());
+  synk::Outputs outputs = function(arguments, call);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    emit_value(options, outputs.names()[i], outputs.names()[i] + ".npy", outputs[i]);
+  for (const synk::ir::Update& update : fn->updates) {
+    const std::string& name = module.ir().shareds.at(size_t(update.shared)).name;
+    if (!options.all_ranks) {
+      emit_value(options, "shared " + name, "shared." + name + ".npy", module.shared(name).get_value());
+      continue;
+    }
+    for (int rank = 0; rank < options.ranks; ++rank)
+      emit_value(options, fmt::format("shared {} (rank {})", name, rank), fmt::format("shared.{}.rank{}.npy", name, rank),
+                 module.shared(name).get_value(rank));
+  }
+  std::cout << std::flush;
+  synk::close();
+  return kOk;
+}
+
 // Every subcommand of synkc: one entry each.
 struct Subcommand {
   const char* name;
@@ -181,6 +399,28 @@ std::vector<Subcommand> subcommands() {
          app.add_option("FILE", options.input, "The .synk file")->required();
        },
        run_check},
+      {"run", "Compile FILE and run one function on N ranks; print or save its outputs",
+       [](CLI::App& app, DriverOptions& options) {
+         RunOptions& run = options.run;
+         app.add_option("FILE", options.input, "The .synk file")->required();
+         app.add_option("--fn", run.function, "The function to call")->required()->type_name("NAME");
+         app.add_option("--ranks", run.ranks, "Number of ranks (processes), at least 1")->capture_default_str();
+         app.add_option("--arg", run.args, "An input: NAME=FILE.npy (one per input of the function)")
+             ->type_name("NAME=FILE")->allow_extra_args(false);
+         app.add_option("--set", run.sets, "Set a shared variable on every rank first: NAME=FILE.npy")
+             ->type_name("NAME=FILE")->allow_extra_args(false);
+         app.add_option("--batch", run.batch,
+                        "Rows of the scattered inputs: K, START:STOP, i,j,k (\"5,\" is one index) or IDX.npy")
+             ->type_name("ROWS");
+         app.add_option("--batch-s", run.batch_s,
+                        "Rows of the sliceable shared variables: START:STOP or i,j,k; ';' separates one per rank")
+             ->type_name("ROWS");
+         app.add_option("--num-slices", run.num_slices, "Slices per rank")->capture_default_str();
+         app.add_option("--out", run.out_dir, "Save outputs as DIR/NAME.npy (and DIR/shared.NAME.npy) instead of printing")
+             ->type_name("DIR");
+         app.add_flag("--all-ranks", run.all_ranks, "Print every rank's copy of the updated shared variables");
+       },
+       run_function},
   };
 }
 
@@ -233,6 +473,12 @@ int main(int argc, char** argv) {
     std::string message = e.what();
     if (!message.empty() && message.back() != '\n') message += '\n';
     std::cerr << (message.find(": error: ") != std::string::npos ? "" : "synkc: error: ") << message;
+    return kUserError;
+  } catch (const synk::UsageError& e) {
+    std::cerr << "synkc: error: " << e.what() << "\n";
+    return kUsageError;
+  } catch (const synk::RankError& e) {
+    std::cerr << "synkc: error: " << e.what() << "\n";
     return kUserError;
   } catch (const synk::dsl::InternalError& e) {
     std::cerr << "synkc: internal error: " << e.what() << "\n";
