@@ -157,7 +157,18 @@ void emit_reduce(Writer& w, const KernelPlan& plan, const Kernel& k) {
   if (r == 0) {
     cpu::emit_values(w, eb, nest, -1, "i");
     w.line(store(out_buffer, cpu::address(nest, out, -1, "i"), t, fmt::format("v{}", v)));
+  } else if (inner_reduced && (op == ir::Op::ReduceSum || op == ir::Op::ReduceMean || op == ir::Op::ReduceProd)) {
+    // The vectoriser keeps VF x interleave partial results (several accumulators); the pragma
+    // allows it to reassociate the float sum, which it would not do on its own.
+    emit_elem_lambda(w, eb, nest, inner, v);
+    w.line(fmt::format("{} r = {};", T, id));
+    w.line("#pragma clang loop vectorize(enable) interleave_count(4)");
+    w.line(fmt::format("for (int64_t i = 0; i < n{}; ++i) r = {};", inner, combine("r", "elem(i)")));
+    std::string target = fmt::format("{}[{}]", buf(out_buffer), cpu::address(nest, out, -1, "i"));
+    w.line(fmt::format("{} = {};", target, outer_reduced ? combine(target, "r") : "r"));
   } else if (inner_reduced) {
+    // max / min propagate NaN, which is no reduction pattern LLVM knows: explicit lanes make
+    // it an element-wise loop over `acc`, which it vectorises.
     emit_elem_lambda(w, eb, nest, inner, v);
     w.line(fmt::format("{} acc[{}];", T, kLanes));
     w.line(fmt::format("for (int l = 0; l < {}; ++l) acc[l] = {};", kLanes, id));

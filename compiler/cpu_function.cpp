@@ -142,6 +142,15 @@ CpuFunction::CpuFunction(const ir::Module& module, KernelPlan plan, std::string 
     }
     steps_.push_back(std::move(step));
   }
+  auto symbols_of = [&](const ir::TensorType& t) {
+    std::vector<int> out;
+    for (const ir::Dim& d : t.shape) out.push_back(d.is_symbolic() ? plan_.symbol_index(d.symbol) : -1);
+    return out;
+  };
+  for (const ir::Param& p : plan_.function.params) arg_symbols_.push_back(symbols_of(p.type));
+  for (const ir::TensorType& t : shared_types_) arg_symbols_.push_back(symbols_of(t));
+  bound_by_.assign(plan_.symbols.size(), {-1, -1});
+  for (const Buffer& b : plan_.buffers) buffer_symbols_.push_back(symbols_of(b.type));
   pointers_.assign(plan_.buffers.size(), nullptr);
   shapes_.assign(plan_.buffers.size(), {});
   temps_.assign(plan_.buffers.size(), {});
@@ -154,48 +163,54 @@ std::vector<int64_t> CpuFunction::shape_of(const ir::Shape& shape) const {
   return out;
 }
 
+// Checks every argument against its declared type and binds the symbols. Runs on every call:
+// no allocation unless there is an error to report.
 void CpuFunction::bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds) {
   const std::string& fname = plan_.function.name;
-  std::vector<std::string> bound_by(plan_.symbols.size());
-  auto check = [&](const std::string& what, const rt::ArrayRef& arg, const ir::TensorType& want) {
-    if (arg.dtype != to_rt(want.dtype))
-      throw dsl::UserError(fmt::format("{} of function '{}': expected dtype {}, got {}", what, fname,
-                                       ir::dtype_name(want.dtype), rt::dtype_name(arg.dtype)));
-    if (arg.shape.size() != want.rank())
-      throw dsl::UserError(fmt::format("{} of function '{}': expected rank {} ({}), got shape {}", what, fname,
-                                       want.rank(), ir::type_str(want), shape_text(arg.shape)));
-    for (size_t d = 0; d < want.rank(); ++d) {
-      const ir::Dim& dim = want.shape[d];
-      int64_t got = arg.shape[d];
-      if (got < 0) throw dsl::UserError(fmt::format("{} of function '{}': negative dimension {}", what, fname, got));
-      if (!dim.is_symbolic()) {
-        if (got != dim.size)
-          throw dsl::UserError(fmt::format("{} of function '{}': dimension {} must be {} ({}), got shape {}", what,
-                                           fname, d, dim.size, ir::type_str(want), shape_text(arg.shape)));
-        continue;
-      }
-      size_t s = size_t(plan_.symbol_index(dim.symbol));
-      if (bound_by[s].empty()) {
-        syms_[s] = got;
-        bound_by[s] = fmt::format("dimension {} of {}", d, what);
-      } else if (syms_[s] != got) {
-        throw dsl::UserError(fmt::format("{} of function '{}': dimension {} is {}, but symbol '{}' is {} (from {})",
-                                         what, fname, d, got, dim.symbol, syms_[s], bound_by[s]));
-      }
-    }
-  };
   const ir::Function& fn = plan_.function;
   if (inputs.size() != fn.params.size())
     throw dsl::UserError(fmt::format("function '{}' takes {} inputs, got {}", fname, fn.params.size(), inputs.size()));
   if (shareds.size() != plan_.shareds_read.size())
     dsl::internal_error(fmt::format("function '{}' reads {} shared variables, the engine passed {}", fname,
                                     plan_.shareds_read.size(), shareds.size()));
-  for (size_t i = 0; i < inputs.size(); ++i)
-    check(fmt::format("argument '{}'", fn.params[i].name), inputs[i], fn.params[i].type);
-  for (size_t i = 0; i < shareds.size(); ++i)
-    check(fmt::format("shared variable '{}'", shared_names_[i]), shareds[i], shared_types_[i]);
+  // Argument k: inputs first, then shareds. bound_by_[s] = {argument, dim} that bound symbol s.
+  auto who = [&](size_t k) {
+    return k < inputs.size() ? fmt::format("argument '{}'", fn.params[k].name)
+                             : fmt::format("shared variable '{}'", shared_names_[k - inputs.size()]);
+  };
+  std::fill(bound_by_.begin(), bound_by_.end(), std::pair<int, int>{-1, -1});
+  const size_t total = inputs.size() + shareds.size();
+  for (size_t k = 0; k < total; ++k) {
+    const rt::ArrayRef& arg = k < inputs.size() ? inputs[k] : shareds[k - inputs.size()];
+    const ir::TensorType& want = k < inputs.size() ? fn.params[k].type : shared_types_[k - inputs.size()];
+    const std::vector<int>& dim_symbols = arg_symbols_[k];
+    if (arg.dtype != to_rt(want.dtype))
+      throw dsl::UserError(fmt::format("{} of function '{}': expected dtype {}, got {}", who(k), fname,
+                                       ir::dtype_name(want.dtype), rt::dtype_name(arg.dtype)));
+    if (arg.shape.size() != want.rank())
+      throw dsl::UserError(fmt::format("{} of function '{}': expected rank {} ({}), got shape {}", who(k), fname,
+                                       want.rank(), ir::type_str(want), shape_text(arg.shape)));
+    for (size_t d = 0; d < want.rank(); ++d) {
+      const int64_t got = arg.shape[d];
+      if (got < 0) throw dsl::UserError(fmt::format("{} of function '{}': negative dimension {}", who(k), fname, got));
+      const int s = dim_symbols[d];
+      if (s < 0) {
+        if (got != want.shape[d].size)
+          throw dsl::UserError(fmt::format("{} of function '{}': dimension {} must be {} ({}), got shape {}", who(k),
+                                           fname, d, want.shape[d].size, ir::type_str(want), shape_text(arg.shape)));
+      } else if (bound_by_[size_t(s)].first < 0) {
+        syms_[size_t(s)] = got;
+        bound_by_[size_t(s)] = {int(k), int(d)};
+      } else if (syms_[size_t(s)] != got) {
+        auto [bk, bd] = bound_by_[size_t(s)];
+        throw dsl::UserError(fmt::format(
+            "{} of function '{}': dimension {} is {}, but symbol '{}' is {} (from dimension {} of {})", who(k), fname,
+            d, got, plan_.symbols[size_t(s)], syms_[size_t(s)], bd, who(size_t(bk))));
+      }
+    }
+  }
   for (size_t s = 0; s < plan_.symbols.size(); ++s)
-    if (bound_by[s].empty())
+    if (bound_by_[s].first < 0)
       throw dsl::UserError(fmt::format("function '{}': the size '{}' is not determined by any argument", fname,
                                        plan_.symbols[s]));
 }
@@ -209,17 +224,27 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
   bind_symbols(inputs, shareds);
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     const Buffer& buffer = plan_.buffers[b];
-    shapes_[b] = shape_of(buffer.type.shape);
+    std::vector<int64_t>& shape = shapes_[b];
+    shape.resize(buffer.type.rank());
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const ir::Dim& dim = buffer.type.shape[d];
+      shape[d] = dim.is_symbolic() ? syms_[size_t(buffer_symbols_[b][d])] : dim.size;
+    }
     rt::DType dt = to_rt(buffer.type.dtype);
+    auto fit = [&](rt::Array& a) {   // Array::resize takes the shape by value: skip it when unchanged
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      if (a.dtype != dt || a.shape != shape || a.bytes.size() != size_t(n) * rt::dtype_size(dt)) a.resize(dt, shape);
+    };
     switch (buffer.kind) {
       case Buffer::Kind::Input: pointers_[b] = const_cast<void*>(inputs[size_t(buffer.index)].data); break;
       case Buffer::Kind::Shared: pointers_[b] = const_cast<void*>(shareds[size_t(buffer.index)].data); break;
       case Buffer::Kind::Output:
-        outputs[size_t(buffer.index)].resize(dt, shapes_[b]);
+        fit(outputs[size_t(buffer.index)]);
         pointers_[b] = outputs[size_t(buffer.index)].bytes.data();
         break;
       case Buffer::Kind::Update:
-        updates[size_t(buffer.index)].resize(dt, shapes_[b]);
+        fit(updates[size_t(buffer.index)]);
         pointers_[b] = updates[size_t(buffer.index)].bytes.data();
         break;
       case Buffer::Kind::Temp: {
@@ -337,7 +362,9 @@ std::unique_ptr<CpuFunction> compile_cpu_function(const ir::Module& module, cons
                                                   const CpuCompileOptions& options) {
   const ir::Function* fn = module.find_function(name);
   if (!fn) throw dsl::UserError(fmt::format("no function named '{}'", name));
-  KernelPlan plan = lower(module, *fn);
+  LowerOptions lower_options;
+  lower_options.fuse = options.fuse;
+  KernelPlan plan = lower(module, *fn, lower_options);
   std::string source = generate_cpu_source(module, plan);
   return std::make_unique<CpuFunction>(module, std::move(plan), std::move(source), options);
 }

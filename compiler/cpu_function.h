@@ -18,6 +18,7 @@ namespace synk::compiler {
 
 struct CpuCompileOptions {
   bool use_disk_cache = true;   // false: always compile (benchmarks of the cold path)
+  bool fuse = true;             // false: one kernel per op (benchmarks of what fusion saves)
 };
 
 rt::DType to_rt(ir::DType t);   // throws dsl::UserError for f16/bf16
@@ -58,7 +59,10 @@ class CpuFunction : public rt::CompiledFunction {
   CacheOutcome outcome_ = CacheOutcome::Compiled;
   std::shared_ptr<LoadedObject> object_;
   std::vector<Step> steps_;
+  std::vector<std::vector<int>> arg_symbols_;     // per input then shared: symbol index per dim, or -1
+  std::vector<std::vector<int>> buffer_symbols_;  // per buffer: symbol index per dim, or -1
   // Per call.
+  std::vector<std::pair<int, int>> bound_by_;    // per symbol: (argument, dim) that bound it
   std::vector<int64_t> syms_;
   std::vector<void*> pointers_;             // per buffer
   std::vector<std::vector<int64_t>> shapes_; // per buffer

@@ -1,14 +1,15 @@
 // The in-process native compiler and the process-wide ORC LLJIT (see jit.h). The Clang half
 // follows toolchain.md section 7, approach A: cc1 arguments straight into a CompilerInvocation
-// (no driver), the source remapped from memory, EmitLLVMOnlyAction (which runs the -O3
-// pipeline), then our own TargetMachine writes the object file that the cache stores and
-// LLJIT links.
+// (no driver), the source remapped from memory, EmitLLVMOnlyAction, then an LLVM pass pipeline
+// (ours, see kKernelPipeline, or Clang's -O3), then our own TargetMachine writes the object
+// file that the cache stores and LLJIT links.
 #include "compiler/jit.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <ctime>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -29,6 +30,7 @@
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/MemoryBuffer.h>
@@ -48,6 +50,14 @@
 
 namespace synk::compiler {
 namespace {
+
+thread_local CompileTimes tls_times;
+
+double thread_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 // Bump when the code generator changes in a way the source text does not show (it always
 // does today, but the cache key should not depend on that).
@@ -84,14 +94,37 @@ std::string save_failed_source(const std::string& source, const std::string& nam
 
 std::string error_text(llvm::Error err) { return llvm::toString(std::move(err)); }
 
+// Which LLVM optimisation pipeline runs on the generated IR. Clang's -O3 pipeline is made for
+// arbitrary C++ and costs ~25 ms per kernel; our kernels are simple loop nests over restrict
+// pointers, for which a short pipeline (promote to registers, inline the helpers, clean up,
+// hoist, canonicalise loops, vectorise) gives the same inner loops several times faster.
+// SYNK_JIT_PIPELINE=O3 selects Clang's pipeline instead (for comparisons).
+bool use_clang_o3_pipeline() {
+  const char* p = std::getenv("SYNK_JIT_PIPELINE");
+  return p && std::string(p) == "O3";
+}
+
+constexpr const char* kKernelPipeline =
+    "function(sroa,early-cse<memssa>,instcombine,simplifycfg),"
+    "cgscc(inline),"
+    "function(sroa,early-cse<memssa>,instcombine,simplifycfg,"
+    "loop-mssa(licm),loop-rotate,indvars,loop-vectorize,loop-load-elim,instcombine,simplifycfg,"
+    "loop-mssa(licm),instcombine)";
+
 std::vector<std::string> cc1_options() {
   std::string rd = SYNK_CLANG_RESOURCE_DIR;
-  // -vectorize-loops / -vectorize-slp are what the driver adds at -O2 and above; cc1 does not
-  // imply them. math-errno is off in cc1 unless asked for, so sqrt etc. become instructions.
-  // -w: generated code is ours; warnings would only print "N warnings generated." to stderr.
-  return {"-O3", "-w", "-vectorize-loops", "-vectorize-slp", "-std=c++17", "-fno-rtti",
-          "-mrelocation-model", "pic", "-pic-level", "2", "-ffp-contract=on",
-          "-resource-dir", rd, "-internal-isystem", rd + "/include", "-x", "c++"};
+  // -O3 for the IR Clang generates (attributes, TBAA); -disable-llvm-passes when we run our own
+  // pipeline. -vectorize-loops / -vectorize-slp are what the driver adds at -O2 and above (cc1
+  // does not imply them). math-errno is off in cc1 unless asked for, so sqrt etc. become
+  // instructions. -w: the code is ours; warnings would only print "N warnings generated.".
+  std::vector<std::string> o = {"-O3", "-w", "-vectorize-loops", "-vectorize-slp", "-std=c++17", "-fno-rtti",
+                                "-mrelocation-model", "pic", "-pic-level", "2", "-ffp-contract=on",
+                                "-resource-dir", rd, "-internal-isystem", rd + "/include", "-x", "c++"};
+  if (!use_clang_o3_pipeline()) {
+    o.push_back("-disable-llvm-passes");
+    o.push_back(std::string("-synk-pipeline=") + kKernelPipeline);   // cache key only; removed below
+  }
+  return o;
 }
 
 class Compiler {
@@ -117,9 +150,11 @@ class Compiler {
   // Source -> optimised LLVM module (in ctx). Throws an internal error on failure.
   std::unique_ptr<llvm::Module> frontend(const std::string& source, const std::string& name_hint,
                                          llvm::LLVMContext& ctx) {
+    double t0 = thread_cpu_seconds();
     std::vector<std::string> args = {"-triple", target_.triple, "-target-cpu", target_.cpu};
     for (const std::string& f : target_.features) { args.push_back("-target-feature"); args.push_back(f); }
-    for (const std::string& o : cc1_options()) args.push_back(o);
+    for (const std::string& o : cc1_options())
+      if (o.rfind("-synk-", 0) != 0) args.push_back(o);
     args.push_back("synk_kernels.cpp");
     std::vector<const char*> argv;
     for (const std::string& a : args) argv.push_back(a.c_str());
@@ -147,11 +182,49 @@ class Compiler {
     if (!ok || ci->getDiagnostics().hasErrorOccurred()) fail("clang failed to compile generated code", diag_text, source, name_hint);
     std::unique_ptr<llvm::Module> mod = action.takeModule();
     if (!mod) fail("clang produced no module", diag_text, source, name_hint);
+    double t1 = thread_cpu_seconds();
+    tls_times.frontend = t1 - t0;
+    if (!use_clang_o3_pipeline()) optimize(*mod, source, name_hint);
+    tls_times.optimize = thread_cpu_seconds() - t1;
     return mod;
+  }
+
+  void optimize(llvm::Module& mod, const std::string& source, const std::string& name_hint) {
+    llvm::TargetMachine* tm = target_machine(source, name_hint);
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(tm);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::ModulePassManager mpm;
+    if (llvm::Error err = pb.parsePassPipeline(mpm, kKernelPipeline))
+      fail("bad LLVM pass pipeline", error_text(std::move(err)), source, name_hint);
+    mpm.run(mod, mam);
+  }
+
+  llvm::TargetMachine* target_machine(const std::string& source, const std::string& name_hint) {
+    std::lock_guard<std::mutex> lock(tm_mutex_);
+    if (!tm_) {
+      std::string err;
+      const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target_.triple, err);
+      if (!t) fail("no LLVM target for " + target_.triple, err, source, name_hint);
+      std::string features;
+      for (const std::string& f : target_.features) features += (features.empty() ? "" : ",") + f;
+      tm_.reset(t->createTargetMachine(target_.triple, target_.cpu, features, llvm::TargetOptions(),
+                                       llvm::Reloc::PIC_, llvm::None, llvm::CodeGenOpt::Aggressive));
+      if (!tm_) fail("could not create an LLVM target machine", "", source, name_hint);
+    }
+    return tm_.get();
   }
 
   std::vector<char> emit(llvm::Module& mod, llvm::CodeGenFileType kind, const std::string& source,
                          const std::string& name_hint) {
+    target_machine(source, name_hint);
     std::lock_guard<std::mutex> lock(tm_mutex_);
     if (!tm_) {
       std::string err;
@@ -250,7 +323,10 @@ const std::string& jit_options_string() { return compiler().options(); }
 std::vector<char> compile_to_object(const std::string& source, const std::string& name_hint) {
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> mod = compiler().frontend(source, name_hint, ctx);
-  return compiler().emit(*mod, llvm::CGFT_ObjectFile, source, name_hint);
+  double t0 = thread_cpu_seconds();
+  std::vector<char> object = compiler().emit(*mod, llvm::CGFT_ObjectFile, source, name_hint);
+  tls_times.codegen = thread_cpu_seconds() - t0;
+  return object;
 }
 
 std::string compile_to_assembly(const std::string& source, const std::string& name_hint) {
@@ -259,6 +335,8 @@ std::string compile_to_assembly(const std::string& source, const std::string& na
   std::vector<char> text = compiler().emit(*mod, llvm::CGFT_AssemblyFile, source, name_hint);
   return std::string(text.begin(), text.end());
 }
+
+CompileTimes last_compile_times() { return tls_times; }
 
 void* LoadedObject::lookup(const std::string& symbol) const { return jit().lookup(dylib_name_, symbol); }
 

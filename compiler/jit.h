@@ -37,6 +37,13 @@ std::vector<char> compile_to_object(const std::string& source, const std::string
 // debugging: "is this loop vectorised?").
 std::string compile_to_assembly(const std::string& source, const std::string& name_hint);
 
+// Where the time of the last compile_to_object() in this thread went (for benchmarks), as
+// thread CPU seconds: Clang's front end, the LLVM pass pipeline, LLVM code generation.
+struct CompileTimes {
+  double frontend = 0, optimize = 0, codegen = 0;
+};
+CompileTimes last_compile_times();
+
 // A loaded object: its symbols stay valid for the life of the process.
 class LoadedObject {
  public:

@@ -37,25 +37,18 @@ ir::Function run_pass(const char* name, ir::Function (*pass)(const ir::Function&
   return out;
 }
 
-// A pass defined over whole modules (the gradient pass), applied to this function alone.
-ir::Function run_module_pass(const char* name, ir::Module (*pass)(const ir::Module&), const ir::Function& fn,
-                             const ir::Module& module, const LowerOptions& options) {
-  ir::Module out = pass(with_function(module, fn));
-  check_and_dump(name, module, out.functions.at(0), options);
-  return out.functions.at(0);
-}
-
 }  // namespace
 
 KernelPlan lower(const ir::Module& module, const ir::Function& input, const LowerOptions& options) {
   ir::Function fn = input;
-  fn = run_module_pass("grad", expand_gradients, fn, module, options);
+  fn = expand_gradients(module, fn);                      // grad(...) becomes ordinary IR
+  check_and_dump("grad", module, fn, options);
   fn = run_pass("simplify", simplify, fn, module, options);
   fn = run_pass("constant-fold", fold_constants, fn, module, options);
   fn = run_pass("simplify", simplify, fn, module, options);     // folding exposes x*1, x+0 again
   fn = run_pass("cse", eliminate_common_subexpressions, fn, module, options);
   fn = run_pass("dce", eliminate_dead_nodes, fn, module, options);
-  KernelPlan plan = fuse_kernels(module, fn);
+  KernelPlan plan = fuse_kernels(module, fn, FusionOptions{options.fuse});
   if (options.print_after_all) {
     *options.print_after_all << fmt::format("// *** kernel plan after fusion (fn {}) ***\n", fn.name);
     print_plan(module, plan, *options.print_after_all);

@@ -12,6 +12,7 @@ namespace synk::compiler {
 
 struct LowerOptions {
   std::ostream* print_after_all = nullptr;   // when set, the IR after every pass goes here
+  bool fuse = true;                          // false: one kernel per op (benchmarks, debugging)
 };
 
 // Runs the passes over `fn` (a function of `module`) and fuses the result into kernels.

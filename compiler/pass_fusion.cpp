@@ -62,14 +62,15 @@ bool is_transpose_2d(const ir::Node& n) {
 
 class Fusion {
  public:
-  Fusion(const ir::Module& module, const ir::Function& fn) : module_(module), fn_(fn), n_(fn.nodes.size()) {}
+  Fusion(const ir::Module& module, const ir::Function& fn, const FusionOptions& options)
+      : module_(module), fn_(fn), options_(options), n_(fn.nodes.size()) {}
 
   KernelPlan run() {
     plan_.function = fn_;
     find_consumers();
     mark_buffers();
     form_kernels();
-    merge_pointwise_kernels();
+    if (options_.fuse) merge_pointwise_kernels();
     order_kernels();
     assign_buffers();
     collect_symbols();
@@ -99,6 +100,7 @@ class Fusion {
                                          nd.loc.line, nd.loc.col, fn_.name));
       Class c = classify(nd.op);
       if (c == Class::Leaf || c == Class::Opaque || c == Class::Alias || is_sink_[i]) has_buffer_[i] = true;
+      if (!options_.fuse && (c == Class::Pointwise || c == Class::View)) has_buffer_[i] = true;
       switch (nd.op) {
         case Op::MatMul:
           for (NodeId o : nd.operands) {
@@ -365,6 +367,7 @@ class Fusion {
 
   const ir::Module& module_;
   const ir::Function& fn_;
+  FusionOptions options_;
   size_t n_;
   KernelPlan plan_;
   std::vector<std::vector<NodeId>> consumers_;
@@ -374,6 +377,8 @@ class Fusion {
 
 }  // namespace
 
-KernelPlan fuse_kernels(const ir::Module& module, const ir::Function& fn) { return Fusion(module, fn).run(); }
+KernelPlan fuse_kernels(const ir::Module& module, const ir::Function& fn, const FusionOptions& options) {
+  return Fusion(module, fn, options).run();
+}
 
 }  // namespace synk::compiler

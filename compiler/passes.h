@@ -32,7 +32,10 @@ ir::Function eliminate_dead_nodes(const ir::Function& fn);
 // Fusion: groups the nodes into kernels (see kernel_plan.h and docs/compiler.md for the rules)
 // and assigns every value that must exist in memory a buffer. Throws dsl::UserError for ops the
 // CPU code generator does not handle (grad before the gradient pass exists).
-KernelPlan fuse_kernels(const ir::Module& module, const ir::Function& fn);
+struct FusionOptions {
+  bool fuse = true;   // false: every pointwise op and view is its own kernel (benchmarks, debugging)
+};
+KernelPlan fuse_kernels(const ir::Module& module, const ir::Function& fn, const FusionOptions& options = {});
 
 // Shared by the passes: rebuilds a function node by node. `rewrite` sees each old node with its
 // operands already renumbered and returns the id of the node (in `out`) that replaces it: a fresh
