@@ -48,6 +48,8 @@ class Shared {
  public:
   const std::string& name() const { return name_; }
   const rt::SharedSpec& spec() const;
+  // The runtime's handle, for collectives: synk::all_reduce(mod.shared("g").var(), "avg").
+  synk::Var var() const { return module_.var(name_); }
 
   Array get_value() const { return module_.get_value(name_); }
   Array get_value(int rank) const { return module_.get_value(rank, name_); }
