@@ -54,6 +54,10 @@ NodeId simplify_node(ir::Function& out, Node node) {
         node.operands = {node.operands[0], node.operands[0]};
       }
       break;
+    case Op::Where:
+      if (is_scalar_constant(operand(0)))
+        return replace_with(out, node, node.operands[operand(0).attrs.ivalue ? 1 : 2]);
+      break;
     case Op::Neg:
     case Op::Not:
       if (operand(0).op == node.op) return replace_with(out, node, operand(0).operands[0]);

@@ -13,10 +13,10 @@ namespace synk::compiler {
 
 // Algebraic identities that hold for every input, NaN and infinity included unless noted:
 // x*1, 1*x, x/1, x+0, 0+x, x-0 (float: turns -0+0 into -0; accepted), x**1 -> x; x**2 -> x*x;
-// neg(neg(x)), not(not(x)) -> x; cast to the same dtype, reshape/broadcast to the same shape,
-// a full slice, an identity transpose -> x; transpose(transpose(x)) and reshape(reshape(x))
-// compose. Where the identity's result is wider than x (x broadcast by the constant), x is
-// broadcast explicitly.
+// neg(neg(x)), not(not(x)) -> x; where with a constant condition -> that branch; cast to the
+// same dtype, reshape/broadcast to the same shape, a full slice, an identity transpose -> x;
+// transpose(transpose(x)) and reshape(reshape(x)) compose. Where the identity's result is wider
+// than x (x broadcast by the constant), x is broadcast explicitly.
 ir::Function simplify(const ir::Function& fn);
 
 // Evaluates pointwise nodes whose operands are all scalar constants, with the rounding of the
