@@ -1,8 +1,8 @@
 // Per-rank execution of the collectives (see coll_exec.h).
 #include "runtime/coll_exec.h"
 
+#include <algorithm>
 #include <cstring>
-#include <deque>
 
 #include <fmt/format.h>
 
@@ -46,58 +46,71 @@ const char* coll_algorithm_name(CollAlgorithm algorithm) {
 
 // --- Descriptor encoding ------------------------------------------------------------------------
 
-std::string encode_collective(const CollDescriptor& d) {
-  wire::Writer w;
-  w.pod(d.kind);
-  w.pod(d.op);
-  w.pod(d.algorithm);
-  w.pod(d.target);
-  w.pod(d.num_packs);
-  w.pod(d.chunk_bytes);
-  w.pod(d.small_bytes);
-  w.pod(d.group_size);
-  w.pod(d.in_place);
-  w.pod(d.nd_up);
-  w.pod(d.stamp);
+void CollDescriptor::clear() {
+  kind = CollKind::AllReduce;
+  op = CollOp::Sum;
+  algorithm = CollAlgorithm::Rsag;
+  target = 0;
+  num_packs = 1;
+  chunk_bytes = small_bytes = 0;
+  group_size = 0;
+  in_place = nd_up = 1;
+  stamp = 0;
+  per_rank_shapes = 0;
+  staging.clear();
+  vars.clear();
+  dims.clear();
+  shape_ends.clear();
+  scatter_rows.clear();
+}
+
+namespace {
+// The descriptor's scalars, in one piece (one append, one read).
+struct Header {
+  CollKind kind;
+  CollOp op;
+  CollAlgorithm algorithm;
+  uint8_t in_place, nd_up, per_rank_shapes;
+  int32_t target, group_size;
+  int64_t num_packs;
+  uint64_t chunk_bytes, small_bytes, stamp;
+};
+}  // namespace
+
+void encode_collective(const CollDescriptor& d, wire::Writer& w) {
+  w.pod(Header{d.kind, d.op, d.algorithm, d.in_place, d.nd_up, d.per_rank_shapes, d.target, d.group_size,
+               d.num_packs, d.chunk_bytes, d.small_bytes, d.stamp});
   w.str(d.staging);
   w.vec(d.vars);
-  w.pod(d.per_rank_shapes);
-  w.pod<uint64_t>(d.shapes.size());
-  for (const auto& s : d.shapes) w.vec(s);
+  w.vec(d.dims);
+  w.vec(d.shape_ends);
   w.vec(d.scatter_rows);
-  return w.take();
 }
 
-CollDescriptor decode_collective(std::string_view bytes) {
+void decode_collective(std::string_view bytes, CollDescriptor& d) {
   wire::Reader r(bytes);
-  CollDescriptor d;
-  d.kind = r.pod<CollKind>();
-  d.op = r.pod<CollOp>();
-  d.algorithm = r.pod<CollAlgorithm>();
-  d.target = r.pod<int32_t>();
-  d.num_packs = r.pod<int64_t>();
-  d.chunk_bytes = r.pod<uint64_t>();
-  d.small_bytes = r.pod<uint64_t>();
-  d.group_size = r.pod<int32_t>();
-  d.in_place = r.pod<uint8_t>();
-  d.nd_up = r.pod<uint8_t>();
-  d.stamp = r.pod<uint64_t>();
-  d.staging = r.str();
-  d.vars = r.vec<CollVar>();
-  d.per_rank_shapes = r.pod<uint8_t>();
-  uint64_t nshapes = r.pod<uint64_t>();
-  if (nshapes > bytes.size()) throw InternalError("collective descriptor: corrupt shape count");
-  d.shapes.resize(nshapes);
-  for (auto& s : d.shapes) s = r.vec<int64_t>();
-  d.scatter_rows = r.vec<int64_t>();
+  const Header h = r.pod<Header>();
+  d.kind = h.kind;
+  d.op = h.op;
+  d.algorithm = h.algorithm;
+  d.in_place = h.in_place;
+  d.nd_up = h.nd_up;
+  d.per_rank_shapes = h.per_rank_shapes;
+  d.target = h.target;
+  d.group_size = h.group_size;
+  d.num_packs = h.num_packs;
+  d.chunk_bytes = h.chunk_bytes;
+  d.small_bytes = h.small_bytes;
+  d.stamp = h.stamp;
+  r.str_into(d.staging);
+  r.vec_into(d.vars);
+  r.vec_into(d.dims);
+  r.vec_into(d.shape_ends);
+  r.vec_into(d.scatter_rows);
   if (!r.done()) throw InternalError("collective descriptor: trailing bytes");
-  return d;
-}
-
-std::string frame_inline(const std::string& descriptor) {
-  std::string out(1, '\0');
-  out += descriptor;
-  return out;
+  for (size_t s = 0; s < d.shape_ends.size(); ++s)
+    if (d.shape_ends[s] > d.dims.size() || (s > 0 && d.shape_ends[s] < d.shape_ends[s - 1]))
+      throw InternalError("collective descriptor: corrupt shapes");
 }
 
 std::string frame_segment(const std::string& segment, size_t bytes) {
@@ -121,6 +134,20 @@ std::string_view unframe(RankContext& ctx, std::string_view payload) {
 
 // --- Per-rank helpers ---------------------------------------------------------------------------
 
+std::vector<int64_t> as_vector(std::span<const int64_t> s) { return {s.begin(), s.end()}; }
+
+// Storage reused by every collective of this process (no allocation per call once warm).
+struct Scratch {
+  std::vector<Pieces> pieces;
+  std::vector<ReducePack> packs;
+  std::vector<size_t> members;
+  std::vector<uint8_t> grouped;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
 struct Job {
   RankContext& ctx;
   const CollDescriptor& d;
@@ -136,16 +163,18 @@ struct Job {
     const CollVar& cv = d.vars[v];
     return ctx.module(cv.module).spec.shareds.at(size_t(cv.var));
   }
-  size_t bytes_of(size_t v, const std::vector<int64_t>& shape) const {
-    return size_t(shape_size(shape)) * dtype_size(spec(v).dtype);
+  size_t bytes_of(size_t v, std::span<const int64_t> shape) const {
+    size_t count = 1;
+    for (int64_t dim : shape) count *= size_t(dim);
+    return count * dtype_size(spec(v).dtype);
   }
   // The master's record must match what this rank holds.
-  void check_own_shape(size_t v, const std::vector<int64_t>& expected) const {
+  void check_own_shape(size_t v, std::span<const int64_t> expected) const {
     const Array& a = value(v);
-    if (a.shape != expected)
+    if (!std::equal(a.shape.begin(), a.shape.end(), expected.begin(), expected.end()))
       throw InternalError(fmt::format("{}: shared variable '{}' on rank {} has shape {}, but the master "
                                       "recorded {}", coll_kind_name(d.kind), spec(v).name, me,
-                                      shape_string(a.shape), shape_string(expected)));
+                                      shape_string(a.shape), shape_string(as_vector(expected))));
   }
   ReduceParams params() const {
     return ReduceParams{d.op, size_t(d.chunk_bytes), size_t(d.small_bytes), d.group_size};
@@ -184,31 +213,44 @@ void Job::reduce() {
   if (separate_output) io->outputs.resize(d.vars.size());
   for (size_t v = 0; v < d.vars.size(); ++v) {
     check_own_shape(v, d.shape(v, me, n));
-    if (separate_output) io->outputs[v].resize(spec(v).dtype, d.shape(v, me, n));
+    if (separate_output) io->outputs[v].resize(spec(v).dtype, as_vector(d.shape(v, me, n)));
   }
-  std::deque<Pieces> pieces;   // stable addresses for the packs
-  std::vector<ReducePack> packs;
-  std::vector<bool> grouped(d.vars.size(), false);
+  Scratch& sc = scratch();
+  // Every pack takes two Pieces; reserve them all first so their addresses stay put.
+  const size_t most = 2 * d.vars.size() * size_t(d.num_packs);
+  if (sc.pieces.size() < most) sc.pieces.resize(most);
+  size_t used = 0;
+  auto fresh = [&]() -> Pieces& {
+    Pieces& p = sc.pieces[used++];
+    p.clear();
+    return p;
+  };
+  sc.packs.clear();
+  sc.grouped.assign(d.vars.size(), 0);
   for (size_t first = 0; first < d.vars.size(); ++first) {
-    if (grouped[first]) continue;
+    if (sc.grouped[first]) continue;
     const DType dtype = spec(first).dtype;
     const size_t elem = dtype_size(dtype);
-    std::vector<size_t> members;
+    sc.members.clear();
     size_t total = 0;
     for (size_t v = first; v < d.vars.size(); ++v)
-      if (!grouped[v] && spec(v).dtype == dtype) {
-        grouped[v] = true;
-        members.push_back(v);
+      if (!sc.grouped[v] && spec(v).dtype == dtype) {
+        sc.grouped[v] = 1;
+        sc.members.push_back(v);
         total += size_t(value(v).size());
       }
-    for (int64_t p = 0; p < d.num_packs; ++p) {
-      const size_t lo = size_t((unsigned __int128)total * uint64_t(p) / uint64_t(d.num_packs));
-      const size_t hi = size_t((unsigned __int128)total * uint64_t(p + 1) / uint64_t(d.num_packs));
+    const uint64_t packs = uint64_t(d.num_packs);
+    auto boundary = [&](uint64_t p) {
+      return total <= UINT64_MAX / packs ? size_t(total * p / packs)
+                                         : size_t((unsigned __int128)total * p / packs);
+    };
+    for (uint64_t p = 0; p < packs; ++p) {
+      const size_t lo = boundary(p), hi = boundary(p + 1);
       if (hi == lo) continue;
-      Pieces& in = pieces.emplace_back();
-      Pieces* out = wants_result ? &pieces.emplace_back() : nullptr;
+      Pieces& in = fresh();
+      Pieces* out = wants_result ? &fresh() : nullptr;
       size_t at = 0;   // element offset of member v in the group's concatenation
-      for (size_t v : members) {
+      for (size_t v : sc.members) {
         const size_t count = size_t(value(v).size());
         const size_t a = std::max(lo, at), b = std::min(hi, at + count);
         if (a < b) {
@@ -220,13 +262,13 @@ void Job::reduce() {
         }
         at += count;
       }
-      packs.push_back(ReducePack{dtype, hi - lo, &in, out});
+      sc.packs.push_back(ReducePack{dtype, hi - lo, &in, out});
     }
   }
   switch (d.algorithm) {
-    case CollAlgorithm::Rsag: return rsag_reduce(staging, packs, params());
-    case CollAlgorithm::Hierarchical: return hierarchical_reduce(staging, packs, params());
-    case CollAlgorithm::Nccl: return nccl_reduce(ctx, packs, d.op, d.kind == CollKind::Reduce);
+    case CollAlgorithm::Rsag: return rsag_reduce(staging, sc.packs, params());
+    case CollAlgorithm::Hierarchical: return hierarchical_reduce(staging, sc.packs, params());
+    case CollAlgorithm::Nccl: return nccl_reduce(ctx, sc.packs, d.op, d.kind == CollKind::Reduce);
     case CollAlgorithm::Auto: break;
   }
   throw InternalError("collective: unresolved algorithm");
@@ -236,13 +278,13 @@ void Job::broadcast() {
   std::vector<uint64_t> lengths(size_t(n), 0);
   Pieces mine, dest;
   for (size_t v = 0; v < d.vars.size(); ++v) {
-    const std::vector<int64_t>& shape = d.shape(v, 0, n);
+    std::span<const int64_t> shape = d.shape(v, 0, n);
     lengths[0] += bytes_of(v, shape);
     if (me == 0) {
       check_own_shape(v, shape);
       mine.add(value(v).bytes.data(), value(v).bytes.size());
     } else {
-      value(v).resize(spec(v).dtype, shape);
+      value(v).resize(spec(v).dtype, as_vector(shape));
       dest.add(value(v).bytes.data(), value(v).bytes.size());
     }
   }
@@ -260,13 +302,13 @@ void Job::scatter() {
   for (int r = 1; r < n; ++r) {
     start[size_t(r)] = total;
     for (size_t v = 0; v < d.vars.size(); ++v)
-      length[size_t(r)] += uint64_t(d.scatter_rows[v * size_t(n) + size_t(r)]) * bytes_of(v, d.shapes[v]);
+      length[size_t(r)] += uint64_t(d.scatter_rows[v * size_t(n) + size_t(r)]) * bytes_of(v, d.shape_at(v));
     total += length[size_t(r)];
   }
   Pieces dest;
   if (me > 0) {
     for (size_t v = 0; v < d.vars.size(); ++v) {
-      std::vector<int64_t> shape = d.shapes[v];
+      std::vector<int64_t> shape = as_vector(d.shape_at(v));
       shape.insert(shape.begin(), d.scatter_rows[v * size_t(n) + size_t(me)]);
       value(v).resize(spec(v).dtype, shape);
       dest.add(value(v).bytes.data(), value(v).bytes.size());
@@ -298,7 +340,7 @@ void Job::gather() {
   } else {
     io->outputs.resize(d.vars.size());
     for (size_t v = 0; v < d.vars.size(); ++v) {
-      std::vector<int64_t> shape = d.shape(v, 0, n);
+      std::vector<int64_t> shape = as_vector(d.shape(v, 0, n));
       if (d.nd_up) {
         shape.insert(shape.begin(), n);
       } else {
@@ -332,7 +374,7 @@ void Job::all_gather() {
   for (size_t v = 0; v < d.vars.size(); ++v) {
     check_own_shape(v, d.shape(v, me, n));
     mine.add(value(v).bytes.data(), value(v).bytes.size());
-    std::vector<int64_t> shape = d.shape(v, 0, n);
+    std::vector<int64_t> shape = as_vector(d.shape(v, 0, n));
     for (int r = 1; r < n; ++r) shape[0] += d.shape(v, r, n)[0];
     out[v].resize(spec(v).dtype, shape);
     size_t at = 0;
@@ -355,10 +397,10 @@ void Job::set_value() {
   std::vector<uint64_t> lengths(size_t(n), 0);
   Pieces mine, dest;
   for (size_t v = 0; v < d.vars.size(); ++v) {
-    lengths[0] += bytes_of(v, d.shapes[v]);
+    lengths[0] += bytes_of(v, d.shape_at(v));
     if (me == 0) mine.add(io->values[v].bytes.data(), io->values[v].bytes.size());
     if (me == d.target) {
-      value(v).resize(spec(v).dtype, d.shapes[v]);
+      value(v).resize(spec(v).dtype, as_vector(d.shape_at(v)));
       dest.add(value(v).bytes.data(), value(v).bytes.size());
     }
   }
@@ -374,13 +416,13 @@ void Job::get_value() {
   Pieces mine, dest;
   if (me == 0) io->outputs.resize(d.vars.size());
   for (size_t v = 0; v < d.vars.size(); ++v) {
-    lengths[size_t(d.target)] += bytes_of(v, d.shapes[v]);
+    lengths[size_t(d.target)] += bytes_of(v, d.shape_at(v));
     if (me == d.target) {
-      check_own_shape(v, d.shapes[v]);
+      check_own_shape(v, d.shape_at(v));
       mine.add(value(v).bytes.data(), value(v).bytes.size());
     }
     if (me == 0) {
-      io->outputs[v].resize(spec(v).dtype, d.shapes[v]);
+      io->outputs[v].resize(spec(v).dtype, as_vector(d.shape_at(v)));
       dest.add(io->outputs[v].bytes.data(), io->outputs[v].bytes.size());
     }
   }
@@ -418,7 +460,8 @@ void execute_collective(RankContext& ctx, const CollDescriptor& d, MasterIO* io)
 }
 
 void run_collective_rank(RankContext& ctx, std::string_view payload) {
-  CollDescriptor d = decode_collective(unframe(ctx, payload));
+  thread_local CollDescriptor d;
+  decode_collective(unframe(ctx, payload), d);
   try {
     execute_collective(ctx, d, nullptr);
   } catch (...) {

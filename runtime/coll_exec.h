@@ -18,6 +18,7 @@
 #include "runtime/coll_ops.h"
 #include "runtime/coll_staging.h"
 #include "runtime/descriptor.h"
+#include "runtime/wire.h"
 
 namespace synk::rt {
 
@@ -52,18 +53,31 @@ struct CollDescriptor {
   std::string staging;             // the staging segment's name
   std::vector<CollVar> vars;
   // The shapes the master recorded: one per variable, or, when per_rank_shapes, N per variable
-  // at [v * N + r]. Scatter: the shape of one row (the dimensions after axis 0).
+  // at [v * N + r]. Scatter: the shape of one row (the dimensions after axis 0). Stored flat (no
+  // allocation per shape: descriptors are built and decoded on every collective).
   uint8_t per_rank_shapes = 0;
-  std::vector<std::vector<int64_t>> shapes;
-  std::vector<int64_t> scatter_rows;   // scatter: [v * N + r] rows rank r receives
+  std::vector<int64_t> dims;             // every shape's dimensions, concatenated
+  std::vector<uint32_t> shape_ends;      // shape s is dims[shape_ends[s-1] (0 for s = 0), shape_ends[s])
+  std::vector<int64_t> scatter_rows;     // scatter: [v * N + r] rows rank r receives
 
-  const std::vector<int64_t>& shape(size_t v, int rank, int nranks) const {
-    return shapes.at(per_rank_shapes ? v * size_t(nranks) + size_t(rank) : v);
+  void add_shape(std::span<const int64_t> shape) {
+    dims.insert(dims.end(), shape.begin(), shape.end());
+    shape_ends.push_back(uint32_t(dims.size()));
   }
+  std::span<const int64_t> shape_at(size_t s) const {
+    size_t begin = s == 0 ? 0 : shape_ends.at(s - 1);
+    return {dims.data() + begin, shape_ends.at(s) - begin};
+  }
+  std::span<const int64_t> shape(size_t v, int rank, int nranks) const {
+    return shape_at(per_rank_shapes ? v * size_t(nranks) + size_t(rank) : v);
+  }
+  // Empties every field, keeping the vectors' capacity.
+  void clear();
 };
 
-std::string encode_collective(const CollDescriptor& d);
-CollDescriptor decode_collective(std::string_view bytes);
+// Appends the descriptor to `w`; decodes into `d` (reusing its capacity).
+void encode_collective(const CollDescriptor& d, wire::Writer& w);
+void decode_collective(std::string_view bytes, CollDescriptor& d);
 
 // What only the master holds for a collective: the values it sends and where results go.
 struct MasterIO {
@@ -85,9 +99,9 @@ void run_collective_rank(RankContext& ctx, std::string_view payload);
 bool read_shape_report(std::span<const std::byte> results, uint64_t stamp,
                        std::vector<std::vector<int64_t>>* shapes);
 
-// Payload framing: descriptors above this size travel in a shared-memory segment.
+// Payload framing: a first byte 0 and the descriptor inline, or, for descriptors above
+// kInlineDescriptorBytes, a first byte 1 and the name and size of the segment holding it.
 inline constexpr size_t kInlineDescriptorBytes = size_t(512) << 10;
-std::string frame_inline(const std::string& descriptor);
 std::string frame_segment(const std::string& segment, size_t bytes);
 
 }  // namespace synk::rt

@@ -3,6 +3,8 @@
 // loop is a plain two-operand loop the compiler vectorises.
 #include "runtime/coll_ops.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -79,7 +81,7 @@ template <class T, class Op>
 void reduce_typed(const std::byte* const* srcs, int nsrc, std::byte* dst_bytes, size_t count, int divisor) {
   T* dst = reinterpret_cast<T*>(dst_bytes);
   if (nsrc == 1) {
-    if (dst_bytes != srcs[0]) std::memcpy(dst, srcs[0], count * sizeof(T));
+    if (dst_bytes != srcs[0]) copy_bytes(dst_bytes, srcs[0], count * sizeof(T));
   } else {
     constexpr size_t block = kBlockBytes / sizeof(T);
     for (size_t start = 0; start < count; start += block) {
@@ -109,7 +111,45 @@ void reduce_op(CollOp op, const std::byte* const* srcs, int nsrc, std::byte* dst
   }
 }
 
+__attribute__((target("avx2"))) void copy_avx2(std::byte* dst, const std::byte* src, size_t n) {
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 32));
+    __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 64));
+    __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 96));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i + 32), b);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i + 64), c);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i + 96), d);
+  }
+  if (i < n) std::memcpy(dst + i, src + i, n - i);
+}
+
+void copy_sse2(std::byte* dst, const std::byte* src, size_t n) {
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  if (i < n) std::memcpy(dst + i, src + i, n - i);
+}
+
+const bool g_has_avx2 = __builtin_cpu_supports("avx2");
+
 }  // namespace
+
+void copy_bytes(std::byte* dst, const std::byte* src, size_t n) {
+  if (n < 2048) std::memcpy(dst, src, n);   // below glibc's rep movsb threshold: its best path
+  else if (g_has_avx2) copy_avx2(dst, src, n);
+  else copy_sse2(dst, src, n);
+}
 
 void reduce_sources(DType dtype, CollOp op, const std::byte* const* srcs, int nsrc, std::byte* dst,
                     size_t count, int divisor) {

@@ -101,11 +101,11 @@ void Pieces::throw_past_end(size_t offset, size_t n) const {
 }
 
 void Pieces::read(size_t offset, size_t n, std::byte* dst) const {
-  visit(offset, n, [dst](std::byte* p, size_t at, size_t take) { std::memcpy(dst + at, p, take); });
+  visit(offset, n, [dst](std::byte* p, size_t at, size_t take) { copy_bytes(dst + at, p, take); });
 }
 
 void Pieces::write(size_t offset, size_t n, const std::byte* src) const {
-  visit(offset, n, [src](std::byte* p, size_t at, size_t take) { std::memcpy(p, src + at, take); });
+  visit(offset, n, [src](std::byte* p, size_t at, size_t take) { copy_bytes(p, src + at, take); });
 }
 
 std::byte* Pieces::contiguous(size_t offset, size_t n) const {

@@ -90,6 +90,10 @@ class Pieces {
  public:
   void add(std::byte* data, size_t bytes);
   void add(const std::byte* data, size_t bytes) { add(const_cast<std::byte*>(data), bytes); }
+  void clear() {
+    ranges_.clear();
+    total_ = 0;
+  }
   size_t total() const { return total_; }
   bool empty() const { return total_ == 0; }
   // Copies stream bytes [offset, offset + n) out to `dst` / in from `src`.
@@ -141,8 +145,10 @@ struct ExchangeSpec {
 };
 void exchange(Staging& staging, const ExchangeSpec& spec);
 
-// The default cap on one slot (bytes): small enough that a round's slots stay in cache.
-inline constexpr size_t kDefaultChunkBytes = size_t(256) << 10;
+// The default cap on one slot (bytes): a round's slots stay in the last-level cache, and rounds
+// are few enough that barriers cost little (1 MiB measured best of 32 KiB to 4 MiB on the
+// development VM; see docs/performance.md).
+inline constexpr size_t kDefaultChunkBytes = size_t(1) << 20;
 // Below this many bytes (and within one slot) a reduction is done by every rank over the whole
 // buffer after one barrier, instead of a reduce-scatter and an all-gather after two.
 inline constexpr size_t kDefaultSmallBytes = size_t(16) << 10;

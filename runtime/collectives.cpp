@@ -92,7 +92,14 @@ std::vector<Target> targets(const char* what, const std::vector<Var>& vars) {
   if (vars.empty()) throw UsageError(fmt::format("{}: vars is empty; pass a shared variable or a list of them", what));
   rt::Registry& reg = rt::Registry::instance();
   std::vector<Target> out;
-  std::set<std::pair<int32_t, int32_t>> seen;
+  out.reserve(vars.size());
+  std::set<std::pair<int32_t, int32_t>> seen;   // only for long lists; short ones are scanned
+  auto repeated = [&](const Var& v) {
+    if (vars.size() > 16) return !seen.insert({v.module(), v.index()}).second;
+    for (const Target& t : out)
+      if (t.cv.module == v.module() && t.cv.var == v.index()) return true;
+    return false;
+  };
   for (size_t i = 0; i < vars.size(); ++i) {
     const Var& v = vars[i];
     if (!v.valid() || size_t(v.module()) >= reg.modules.size() || !reg.modules[size_t(v.module())] ||
@@ -103,7 +110,7 @@ std::vector<Target> targets(const char* what, const std::vector<Var>& vars) {
     t.cv = rt::CollVar{v.module(), v.index()};
     t.module = reg.modules[size_t(v.module())].get();
     t.spec = &t.module->spec.shareds[size_t(v.index())];
-    if (!seen.insert({v.module(), v.index()}).second)
+    if (repeated(v))
       throw UsageError(fmt::format("{}: shared variable '{}' appears more than once in vars (each "
                                    "variable may be named once)", what, t.name()));
     out.push_back(t);
@@ -180,6 +187,7 @@ void check_value_count(const char* what, const std::vector<Target>& ts, const Va
 // --- Running one collective -----------------------------------------------------------------
 
 void fill_descriptor(CollDescriptor& d, const std::vector<Target>& ts, const CollectiveOptions& o) {
+  d.vars.clear();
   d.num_packs = *o.num_packs;
   d.chunk_bytes = uint64_t(*o.chunk_bytes);
   d.group_size = int32_t(std::min<int64_t>(*o.group_size, 1 << 30));
@@ -201,6 +209,13 @@ CollAlgorithm resolve_algorithm(const char* what, Algorithm a, int nranks) {
   return CollAlgorithm::Rsag;
 }
 
+// The master's descriptor, reused by every collective (cleared by descriptor()).
+CollDescriptor& descriptor() {
+  thread_local CollDescriptor d;
+  d.clear();
+  return d;
+}
+
 bool is_abandon_message(const std::string& m) { return m.rfind("collective abandoned because rank", 0) == 0; }
 
 void run(const char* what, rt::ProcessGroup& g, CollDescriptor& d, const std::vector<Target>& ts,
@@ -209,38 +224,58 @@ void run(const char* what, rt::ProcessGroup& g, CollDescriptor& d, const std::ve
   d.staging = staging.name();
   d.stamp = ++g_stamp;
   rt::Staging::reset(staging.bytes(), g.size());
-  std::string descriptor = rt::encode_collective(d);
-  std::string payload;
-  if (descriptor.size() <= rt::kInlineDescriptorBytes) {
-    payload = rt::frame_inline(descriptor);
-  } else {
-    std::memcpy(g.scratch(descriptor.size()), descriptor.data(), descriptor.size());
-    payload = rt::frame_segment(g.scratch_name(), descriptor.size());
+  thread_local rt::wire::Writer w;
+  w.clear();
+  w.pod<uint8_t>(0);   // inline framing
+  rt::encode_collective(d, w);
+  std::string_view payload = w.bytes();
+  std::string framed;
+  if (payload.size() - 1 > rt::kInlineDescriptorBytes) {
+    std::memcpy(g.scratch(payload.size() - 1), payload.data() + 1, payload.size() - 1);
+    framed = rt::frame_segment(g.scratch_name(), payload.size() - 1);
+    payload = framed;
   }
-  std::vector<std::string> errors = g.run(rt::CommandKind::Collective, payload, [&] {
-    rt::execute_collective(g.master_context(), d, &io);
+  struct Part {
+    rt::ProcessGroup& g;
+    const CollDescriptor& d;
+    rt::MasterIO& io;
+  } part{g, d, io};
+  // One pointer captured: std::function keeps it without allocating.
+  const std::vector<std::string>& errors = g.run(rt::CommandKind::Collective, payload, [p = &part] {
+    rt::execute_collective(p->g.master_context(), p->d, &p->io);
   });
+  std::vector<int> no_report;   // workers whose shape report is missing (a bug, reported as one)
   if (rt::coll_changes_shapes(d.kind)) {
+    std::vector<std::vector<int64_t>> shapes;
     for (int r = 1; r < g.size(); ++r) {
-      std::vector<std::vector<int64_t>> shapes;
       if (!rt::read_shape_report(g.worker_results(r), d.stamp, &shapes) || shapes.size() != ts.size()) {
-        if (errors[size_t(r)].empty()) errors[size_t(r)] = "sent no report of its shapes (internal error)";
+        if (errors[size_t(r)].empty()) no_report.push_back(r);
         continue;
       }
       for (size_t v = 0; v < ts.size(); ++v) g.note_shared_shape(r, ts[v].cv.module, ts[v].cv.var, shapes[v]);
     }
   }
-  bool real_error = std::any_of(errors.begin(), errors.end(),
-                                [](const std::string& e) { return !e.empty() && !is_abandon_message(e); });
+  static const std::string kNoReport = "sent no report of its shapes (internal error)";
+  auto message = [&](size_t r) -> const std::string& {
+    if (errors[r].empty() && std::find(no_report.begin(), no_report.end(), int(r)) != no_report.end())
+      return kNoReport;
+    return errors[r];
+  };
+  bool any = false, real_error = false;
+  for (size_t r = 0; r < errors.size(); ++r) {
+    any |= !message(r).empty();
+    real_error |= !message(r).empty() && !is_abandon_message(message(r));
+  }
+  if (!any) return;
   std::vector<int> ranks;
   std::vector<std::string> parts;
   for (size_t r = 0; r < errors.size(); ++r) {
-    if (errors[r].empty() || (real_error && is_abandon_message(errors[r]))) continue;
+    const std::string& m = message(r);
+    if (m.empty() || (real_error && is_abandon_message(m))) continue;
     ranks.push_back(int(r));
-    parts.push_back(fmt::format("rank {}: {}", r, errors[r]));
+    parts.push_back(fmt::format("rank {}: {}", r, m));
   }
-  if (!ranks.empty())
-    throw RankError(fmt::format("{} failed on {}", what, fmt::join(parts, "; ")), ranks);
+  throw RankError(fmt::format("{} failed on {}", what, fmt::join(parts, "; ")), ranks);
 }
 
 std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& vars, const ReduceOp& op,
@@ -248,7 +283,7 @@ std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& 
   CollectiveOptions o = merged(what, options);
   rt::ProcessGroup& g = group_for(what);
   std::vector<Target> ts = targets(what, vars.list());
-  CollDescriptor d;
+  CollDescriptor& d = descriptor();
   d.kind = kind;
   d.op = checked_op(what, op, ts);
   for (const Target& t : ts)
@@ -256,7 +291,7 @@ std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& 
   d.algorithm = resolve_algorithm(what, *o.algorithm, g.size());
   d.in_place = in_place;
   fill_descriptor(d, ts, o);
-  for (const Target& t : ts) d.shapes.push_back(shape_on(&g, t, 0));
+  for (const Target& t : ts) d.add_shape(shape_on(&g, t, 0));
   rt::MasterIO io;
   run(what, g, d, ts, io);
   if (kind == CollKind::AllReduce) return {};
@@ -301,10 +336,10 @@ void broadcast(const Vars& vars, const CollectiveOptions& options) {
   CollectiveOptions o = merged(what, options);
   rt::ProcessGroup& g = group_for(what);
   std::vector<Target> ts = targets(what, vars.list());
-  CollDescriptor d;
+  CollDescriptor& d = descriptor();
   d.kind = CollKind::Broadcast;
   fill_descriptor(d, ts, o);
-  for (const Target& t : ts) d.shapes.push_back(shape_on(&g, t, 0));
+  for (const Target& t : ts) d.add_shape(shape_on(&g, t, 0));
   rt::MasterIO io;
   run(what, g, d, ts, io);
 }
@@ -328,7 +363,7 @@ void scatter(const Vars& vars, const Values& values, const Batch& batch, const C
   const int n = g.size();
   std::vector<Target> ts = targets(what, vars.list());
   check_value_count(what, ts, values);
-  CollDescriptor d;
+  CollDescriptor& d = descriptor();
   d.kind = CollKind::Scatter;
   fill_descriptor(d, ts, o);
   d.scatter_rows.assign(ts.size() * size_t(n), 0);
@@ -362,7 +397,7 @@ void scatter(const Vars& vars, const Values& values, const Batch& batch, const C
       require_length_allowed(what, t, b - a, r);
     }
     std::vector<int64_t> row_shape(value.shape.begin() + 1, value.shape.end());
-    d.shapes.push_back(row_shape);
+    d.add_shape(row_shape);
     row_bytes[v] = size_t(rt::shape_size(row_shape)) * rt::dtype_size(t.spec->dtype);
     direct[v] = selected[v].contiguous && value.dtype == t.spec->dtype;
   }
@@ -380,7 +415,8 @@ void scatter(const Vars& vars, const Values& values, const Batch& batch, const C
     }
   };
   for (size_t v = 0; v < ts.size(); ++v) {
-    std::vector<int64_t> shape = d.shapes[v];
+    std::span<const int64_t> row_shape = d.shape_at(v);
+    std::vector<int64_t> shape(row_shape.begin(), row_shape.end());
     shape.insert(shape.begin(), d.scatter_rows[v * size_t(n)]);
     io.scatter_own[v].resize(ts[v].spec->dtype, shape);
     copy_rows(v, 0, io.scatter_own[v].bytes.data());
@@ -416,13 +452,13 @@ std::vector<Array> gather(const Vars& vars, int nd_up, const CollectiveOptions& 
     if (nd_up == 1) require_equal_shapes("gather", g, t, " with nd_up=1 (nd_up=0 concatenates any lengths)");
     else require_rows("gather with nd_up=0", g, t);
   }
-  CollDescriptor d;
+  CollDescriptor& d = descriptor();
   d.kind = CollKind::Gather;
   d.nd_up = uint8_t(nd_up);
   fill_descriptor(d, ts, o);
   d.per_rank_shapes = 1;
   for (const Target& t : ts)
-    for (int r = 0; r < g.size(); ++r) d.shapes.push_back(shape_on(&g, t, r));
+    for (int r = 0; r < g.size(); ++r) d.add_shape(shape_on(&g, t, r));
   rt::MasterIO io;
   run(what, g, d, ts, io);
   return std::move(io.outputs);
@@ -437,7 +473,7 @@ void all_gather(const Vars& vars, const CollectiveOptions& options) {
   CollectiveOptions o = merged(what, options);
   rt::ProcessGroup& g = group_for(what);
   std::vector<Target> ts = targets(what, vars.list());
-  CollDescriptor d;
+  CollDescriptor& d = descriptor();
   d.kind = CollKind::AllGather;
   fill_descriptor(d, ts, o);
   d.per_rank_shapes = 1;
@@ -445,8 +481,8 @@ void all_gather(const Vars& vars, const CollectiveOptions& options) {
     require_rows(what, g, t);
     int64_t rows = 0;
     for (int r = 0; r < g.size(); ++r) {
-      d.shapes.push_back(shape_on(&g, t, r));
-      rows += d.shapes.back()[0];
+      d.add_shape(shape_on(&g, t, r));
+      rows += shape_on(&g, t, r)[0];
     }
     for (int r = 0; r < g.size(); ++r) require_length_allowed(what, t, rows, r);
   }
@@ -465,11 +501,11 @@ void set_conformed(int rank, const std::vector<Var>& vars, std::vector<Array> va
     return;
   }
   rt::ProcessGroup& g = group_for(what);
-  CollDescriptor d;
+  CollDescriptor& d = descriptor();
   d.kind = CollKind::SetValue;
   d.target = rank;
   fill_descriptor(d, ts, merged(what, {}));
-  for (const Array& a : values) d.shapes.push_back(a.shape);
+  for (const Array& a : values) d.add_shape(a.shape);
   rt::MasterIO io;
   io.values = std::move(values);
   run(what, g, d, ts, io);
@@ -483,11 +519,11 @@ std::vector<Array> get_values(int rank, const std::vector<Var>& vars, const char
     return out;
   }
   rt::ProcessGroup& g = group_for(what);
-  CollDescriptor d;
+  CollDescriptor& d = descriptor();
   d.kind = CollKind::GetValue;
   d.target = rank;
   fill_descriptor(d, ts, merged(what, {}));
-  for (const Target& t : ts) d.shapes.push_back(shape_on(&g, t, rank));
+  for (const Target& t : ts) d.add_shape(shape_on(&g, t, rank));
   rt::MasterIO io;
   run(what, g, d, ts, io);
   return std::move(io.outputs);

@@ -65,7 +65,7 @@ struct CollectiveOptions {
   std::optional<int64_t> num_packs;     // reductions: variables travel in this many flat buffers per
                                         // dtype (default 1); <= 0 is a UsageError
   std::optional<int64_t> chunk_bytes;   // bytes per rank and round through the staging area
-                                        // (default 0: 256 KiB, less when the staging area is smaller)
+                                        // (default 0: 1 MiB, less when the staging area is smaller)
   std::optional<int64_t> group_size;    // Hierarchical: ranks per group (default 0: about sqrt(N))
 };
 // Changes the defaults of every later collective (validated like per-call options).

@@ -518,8 +518,8 @@ void ProcessGroup::fatal(const std::string& message, std::vector<int> ranks) {
                   std::move(ranks), true);
 }
 
-std::vector<std::string> ProcessGroup::run(CommandKind kind, std::string_view payload,
-                                           const std::function<void()>& master_part) {
+const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_view payload,
+                                                  const std::function<void()>& master_part) {
   if (!alive_) throw UsageError("the process group is closed: call synk::fork() first");
   if (payload.size() > kPayloadCapacity)
     throw InternalError(fmt::format("command payload of {} bytes exceeds {}", payload.size(), kPayloadCapacity));
@@ -535,7 +535,9 @@ std::vector<std::string> ProcessGroup::run(CommandKind kind, std::string_view pa
   command_deadline_ns_ = deadline;
   ctl_->command.store(seq_);
 
-  std::vector<std::string> errors(static_cast<size_t>(size_));
+  std::vector<std::string>& errors = errors_;
+  errors.resize(size_t(size_));
+  for (std::string& e : errors) e.clear();
   try {
     if (master_part) master_part();
   } catch (const RankError& e) {

@@ -123,8 +123,9 @@ class ProcessGroup {
   // One command: `payload` goes to every worker, master_part() runs meanwhile as rank 0, then
   // waits for every rank. Returns one message per rank ("" when it succeeded). A dead worker or
   // a timeout throws RankError with group_lost() after shutting the group down.
-  std::vector<std::string> run(CommandKind kind, std::string_view payload,
-                               const std::function<void()>& master_part);
+  // The messages live until the next command.
+  const std::vector<std::string>& run(CommandKind kind, std::string_view payload,
+                                      const std::function<void()>& master_part);
   // What worker `rank` wrote to its results area during the last command.
   std::span<const std::byte> worker_results(int rank);
 
@@ -172,6 +173,7 @@ class ProcessGroup {
   uint64_t scratch_gen_ = 0;
   shm::Segment staging_;
   int64_t command_deadline_ns_ = 0;     // of the command in progress (0: none)
+  std::vector<std::string> errors_;     // run()'s answer, reused
   std::vector<pid_t> pids_;
   std::vector<bool> reaped_;
   std::vector<shm::Segment> worker_results_;

@@ -69,6 +69,24 @@ class Reader {
     pos_ += n * sizeof(T);
     return v;
   }
+  // Like str(), into `out` (keeping its capacity).
+  void str_into(std::string& out) {
+    uint64_t n = pod<uint64_t>();
+    need(n);
+    out.assign(buf_.data() + pos_, n);
+    pos_ += n;
+  }
+  // Like vec(), into `out` (keeping its capacity: decoders that run per command reuse buffers).
+  template <class T>
+  void vec_into(std::vector<T>& out) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    uint64_t n = pod<uint64_t>();
+    if (n > buf_.size()) throw InternalError("wire: corrupt vector length");
+    need(n * sizeof(T));
+    out.resize(n);
+    if (n) std::memcpy(out.data(), buf_.data() + pos_, n * sizeof(T));
+    pos_ += n * sizeof(T);
+  }
   bool done() const { return pos_ == buf_.size(); }
 
  private:
