@@ -1,0 +1,288 @@
+// fashion_mnist: data-parallel training of a 784-256-256-10 ReLU MLP on Fashion-MNIST with synk,
+// the Synkhronos way (seeds 000 and 003). The data sets live in shared memory (synk::Data) and
+// are never copied whole to any rank. Each step: one call of the gradient function with a
+// shuffled index `batch` (each rank gathers its own rows), one all_reduce(avg) of the one flat
+// gradient vector, one call of the update function (momentum SGD by default), identical on
+// every rank. Each epoch ends with a validation of the whole validation set in one call with
+// num_slices; the run ends with the test accuracy and the parameters saved as .npy files.
+//
+//   fashion_mnist [--ranks N] [--epochs 10] [--batch 256] [--lr 0.05] [--out DIR] ...
+//
+// Validation uses the 10,000 test images unless --holdout N sets N training images aside (then
+// training uses the other 60,000 - N). Exit status: 0 success; 1 an error (missing or corrupt
+// data, a failed call) or a --require-accuracy check that failed; 2 a bad command line.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "examples/fashion_mnist/idx.h"
+#include "examples/fashion_mnist/model.h"
+#include "runtime/npy.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using fashion_mnist::kPixels;
+
+struct Options {
+  int ranks = 0;
+  int epochs = 10;
+  int64_t batch = 256;
+  double lr = 0.05;
+  double momentum = 0.9;
+  std::string optimizer = "momentum";
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string model = SYNK_FASHION_MNIST_MODEL;
+  std::string out = "fashion_mnist_params";
+  int64_t limit = 0;       // 0: every training image
+  int64_t holdout = 0;     // 0: validate on the test set
+  uint64_t seed = 1;
+  double require_accuracy = -1;
+  bool profile = false;    // time the three parts of each step
+};
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The progress bar on stderr, redrawn at most every 50 ms, only when stderr is a terminal.
+class Progress {
+ public:
+  Progress() : enabled_(isatty(STDERR_FILENO) == 1) {}
+  void update(int epoch, int epochs, int64_t step, int64_t steps, double loss, int64_t images, Clock::time_point start) {
+    if (!enabled_ || (step != steps && seconds_since(last_) < 0.05)) return;
+    last_ = Clock::now();
+    constexpr int kWidth = 30;
+    int filled = int(kWidth * step / std::max<int64_t>(steps, 1));
+    double elapsed = std::max(seconds_since(start), 1e-9);
+    fmt::print(stderr, "\repoch {}/{} [{}{}] {}/{}  loss {:.4f}  {:.1f}k images/s \033[K", epoch, epochs,
+               std::string(size_t(filled), '#'), std::string(size_t(kWidth - filled), '.'), step, steps, loss,
+               double(images) / elapsed / 1000);
+    std::fflush(stderr);
+  }
+  void clear() {
+    if (enabled_) fmt::print(stderr, "\r\033[K");
+  }
+
+ private:
+  bool enabled_;
+  Clock::time_point last_{};
+};
+
+struct DataSet {
+  synk::Data images;   // u8[n, 784]
+  synk::Data labels;   // i64[n]
+  int64_t rows() const { return images.shape()[0]; }
+};
+
+DataSet to_data(const fashion_mnist::Split& split, const std::vector<int64_t>& rows, const std::string& name) {
+  DataSet d;
+  int64_t n = int64_t(rows.size());
+  d.images = synk::data(synk::DType::U8, {n, kPixels}, {.name = name + " images"});
+  d.labels = synk::data(synk::DType::I64, {n}, {.name = name + " labels"});
+  synk::View<uint8_t> pixels = d.images.view<uint8_t>();
+  synk::View<int64_t> labels = d.labels.view<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* src = split.images.pixels.data() + rows[size_t(i)] * kPixels;
+    std::copy(src, src + kPixels, pixels.data() + i * kPixels);
+    labels.data()[i] = split.labels.values[size_t(rows[size_t(i)])];
+  }
+  return d;
+}
+
+struct Evaluation {
+  double loss = 0, accuracy = 0;
+};
+
+// The whole set in one call; each rank computes its share in slices of at most 2,000 rows.
+Evaluation evaluate(const fashion_mnist::Model& model, const DataSet& set, int ranks) {
+  int64_t per_rank = (set.rows() + ranks - 1) / ranks;
+  int64_t slices = std::max<int64_t>(1, (per_rank + 1999) / 2000);
+  synk::Outputs r = model.evaluate({set.images, set.labels}, {.num_slices = slices});
+  return {synk::to_vector<float>(r.get("loss"))[0], synk::to_vector<float>(r.get("accuracy"))[0]};
+}
+
+synk::compiler::UpdateRule make_rule(const Options& o) {
+  std::vector<std::pair<std::string, double>> hyper = {{"lr", o.lr}};
+  if (o.optimizer == "momentum" || o.optimizer == "nesterov") hyper.emplace_back("momentum", o.momentum);
+  synk::compiler::UpdateRule rule = synk::compiler::make_update_rule(o.optimizer, hyper);
+  synk::compiler::check_update_rule(rule);
+  return rule;
+}
+
+int train(const Options& o) {
+  // Data first: a missing data set fails before anything is compiled or forked.
+  fashion_mnist::Split train_split = fashion_mnist::read_split(o.data_dir, "train");
+  fashion_mnist::Split test_split = fashion_mnist::read_split(o.data_dir, "t10k");
+  std::vector<int64_t> pool(size_t(train_split.images.count));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::vector<int64_t> held_out;
+  if (o.holdout > 0) {
+    if (o.holdout >= int64_t(pool.size()))
+      throw synk::UsageError(fmt::format("--holdout {} leaves no training images (there are {})", o.holdout, pool.size()));
+    std::mt19937_64 split_rng(o.seed ^ 0x5eed);
+    std::shuffle(pool.begin(), pool.end(), split_rng);
+    held_out.assign(pool.end() - o.holdout, pool.end());
+    pool.resize(pool.size() - size_t(o.holdout));
+    std::sort(pool.begin(), pool.end());
+    std::sort(held_out.begin(), held_out.end());
+  }
+  if (o.limit > 0 && o.limit < int64_t(pool.size())) pool.resize(size_t(o.limit));
+  std::vector<int64_t> test_rows(size_t(test_split.images.count));
+  std::iota(test_rows.begin(), test_rows.end(), 0);
+
+  synk::compiler::UpdateRule rule = make_rule(o);
+  Clock::time_point compile_start = Clock::now();
+  fashion_mnist::Model model = fashion_mnist::build_model(o.model, rule);   // before the fork: inherited
+  double compile_time = seconds_since(compile_start);
+  int ranks = synk::fork(o.ranks);
+
+  DataSet train = to_data(train_split, pool, "training");
+  DataSet test = to_data(test_split, test_rows, "test");
+  DataSet validation = o.holdout > 0 ? to_data(train_split, held_out, "validation") : test;
+  const std::string validation_name =
+      o.holdout > 0 ? fmt::format("{} held-out training images", held_out.size()) : "the 10000 test images";
+
+  fmt::print("fashion_mnist: MLP 784-256-256-10 (ReLU, f32), {} lr {}{}, global batch {}, {} rank{} (CPU)\n",
+             o.optimizer, o.lr, o.optimizer == "momentum" || o.optimizer == "nesterov" ? fmt::format(" momentum {}", o.momentum) : "",
+             o.batch, ranks, ranks == 1 ? "" : "s");
+  fmt::print("data: {} training images shuffled each epoch, validation on {} ({}); compiled in {:.2f} s\n",
+             train.rows(), validation_name, o.data_dir, compile_time);
+  Evaluation initial = evaluate(model, validation, ranks);
+  fmt::print("epoch {:>2}  {:>18}  val loss {:.4f}  val acc {:5.2f}%  (before training)\n", 0, "", initial.loss,
+             100 * initial.accuracy);
+  std::fflush(stdout);
+
+  std::mt19937_64 rng(o.seed);
+  std::vector<int64_t> order(size_t(train.rows()));
+  std::iota(order.begin(), order.end(), 0);
+  const int64_t steps = (train.rows() + o.batch - 1) / o.batch;
+  synk::Data scale = synk::data<float>({1.0f}, {}, {.name = "scale"});
+  int64_t scale_rows = -1;
+  Progress progress;
+  Evaluation last = initial;
+  double total_train_time = 0;
+
+  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+    std::shuffle(order.begin(), order.end(), rng);
+    Clock::time_point start = Clock::now();
+    double loss_sum = 0;
+    double phase[3] = {0, 0, 0};   // gradient, all_reduce, update (with --profile)
+    for (int64_t step = 0; step < steps; ++step) {
+      int64_t begin = step * o.batch, end = std::min(train.rows(), begin + o.batch);
+      if (end - begin != scale_rows) {   // ranks / rows: changes only for a last, shorter batch
+        scale_rows = end - begin;
+        scale.set_value<float>({float(ranks) / float(scale_rows)}, {});
+      }
+      std::vector<int64_t> batch(order.begin() + begin, order.begin() + end);
+      Clock::time_point t0 = Clock::now();
+      synk::Outputs out = model.gradient({train.images, train.labels, scale}, {.batch = std::move(batch)});
+      loss_sum += synk::to_vector<float>(out[0])[0];
+      Clock::time_point t1 = Clock::now();
+      synk::all_reduce(model.grads, synk::Op::Avg);
+      Clock::time_point t2 = Clock::now();
+      model.update({});
+      if (o.profile) {
+        phase[0] += std::chrono::duration<double>(t1 - t0).count();
+        phase[1] += std::chrono::duration<double>(t2 - t1).count();
+        phase[2] += seconds_since(t2);
+      }
+      progress.update(epoch, o.epochs, step + 1, steps, loss_sum / double(end), end, start);
+    }
+    double train_time = seconds_since(start);
+    total_train_time += train_time;
+    progress.clear();
+    Clock::time_point validate_start = Clock::now();
+    last = evaluate(model, validation, ranks);
+    fmt::print("epoch {:>2}  train {:6.2f} s  loss {:.4f}  val loss {:.4f}  val acc {:5.2f}%  (validation {:.2f} s)\n",
+               epoch, train_time, loss_sum / double(train.rows()), last.loss, 100 * last.accuracy,
+               seconds_since(validate_start));
+    if (o.profile)
+      fmt::print("          per step: gradient {:.2f} ms, all_reduce {:.2f} ms, update {:.2f} ms\n",
+                 1e3 * phase[0] / double(steps), 1e3 * phase[1] / double(steps), 1e3 * phase[2] / double(steps));
+    std::fflush(stdout);
+  }
+
+  Evaluation final_test = evaluate(model, test, ranks);
+  fmt::print("test loss {:.4f}  test accuracy {:.2f}%  ({} epochs, {:.2f} s of training, {:.3f} s per epoch)\n",
+             final_test.loss, 100 * final_test.accuracy, o.epochs, total_train_time,
+             o.epochs > 0 ? total_train_time / o.epochs : 0.0);
+  if (!o.out.empty()) {
+    std::filesystem::create_directories(o.out);
+    for (const std::string& p : model.parameters)
+      synk::rt::npy::write((std::filesystem::path(o.out) / (p + ".npy")).string(), model.module.shared(p).get_value().ref());
+    fmt::print("parameters saved to {}/{{{}}}.npy\n", o.out, fmt::join(model.parameters, ","));
+  }
+  synk::close();
+
+  if (o.require_accuracy >= 0) {
+    if (!(last.loss < initial.loss)) {
+      fmt::print(stderr, "fashion_mnist: check failed: the validation loss did not decrease ({:.4f} -> {:.4f})\n",
+                 initial.loss, last.loss);
+      return 1;
+    }
+    if (!(final_test.accuracy >= o.require_accuracy)) {
+      fmt::print(stderr, "fashion_mnist: check failed: test accuracy {:.4f} < required {:.4f}\n", final_test.accuracy,
+                 o.require_accuracy);
+      return 1;
+    }
+    fmt::print("check passed: validation loss {:.4f} -> {:.4f}, test accuracy {:.4f} >= {:.4f}\n", initial.loss,
+               last.loss, final_test.accuracy, o.require_accuracy);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"Data-parallel training of a 784-256-256-10 MLP on Fashion-MNIST with synk: per step one gradient "
+               "call over a shuffled index batch, one all_reduce(avg) of the flat gradient, one update call.",
+               "fashion_mnist"};
+  app.add_option("--ranks", o.ranks, "Processes (ranks); 0: one per CPU core")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--batch", o.batch, "Global batch size (split over the ranks)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "Learning rate")->capture_default_str();
+  app.add_option("--momentum", o.momentum, "Momentum (momentum and nesterov optimizers)")->capture_default_str();
+  app.add_option("--optimizer", o.optimizer, "sgd, momentum, nesterov, adagrad, rmsprop, adadelta, adam or adamax")
+      ->capture_default_str();
+  app.add_option("--out", o.out, "Directory for the trained parameters (.npy); empty: do not save")->capture_default_str();
+  app.add_option("--data", o.data_dir, "Directory of the gzipped IDX files")->capture_default_str();
+  app.add_option("--model", o.model, "The model's .synk file")->capture_default_str();
+  app.add_option("--limit", o.limit, "Train on the first N training images only (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--holdout", o.holdout, "Validate on N held-out training images instead of the test set")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", o.seed, "Seed of the shuffles")->capture_default_str();
+  app.add_option("--require-accuracy", o.require_accuracy,
+                 "Exit with status 1 unless the validation loss decreased and the test accuracy is at least this");
+  app.add_flag("--profile", o.profile, "Print the mean time of each part of a step after every epoch");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "fashion_mnist: error: " << e.what() << "\nrun 'fashion_mnist --help' for usage\n";
+    return 2;
+  }
+  try {
+    return train(o);
+  } catch (const fashion_mnist::DataError& e) {
+    std::cerr << "fashion_mnist: error: " << e.what() << "\n";
+  } catch (const synk::dsl::UserError& e) {
+    std::cerr << "fashion_mnist: error: " << e.what() << "\n";
+  } catch (const synk::Error& e) {
+    std::cerr << "fashion_mnist: error: " << e.what() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "fashion_mnist: internal error: " << e.what() << "\n";
+  }
+  return 1;
+}
