@@ -132,7 +132,8 @@ TEST(CodegenCpuOps, CastOfNanOrOutOfRangeIsAUserErrorOnBothSides) {
   ir::Module m = testing::parse("fn f(bcast x: f32[n]) { out a: none = cast(x * 1e30, i32); }");
   testing::CaseResult r = run_differential(m, "f", {{"n", 5}}, testing::test_seed(), {.scale = 1});
   EXPECT_TRUE(r.failure.empty()) << r.failure;
-  EXPECT_NE(r.user_error_compiled.find("cannot be converted"), std::string::npos) << r.user_error_compiled;
+  EXPECT_NE(r.user_error_compiled.find("function 'f': cast (line 1, column 39): a value (NaN, infinite or out of range) "
+                                      "cannot be converted to i32"), std::string::npos) << r.user_error_compiled;
   check("fn f(bcast x: f64[n]) { out a: none = cast(x, i64); out b: none = cast(x, u8); }", "f", {{{"n", 30}}},
         {.special_fraction = 0.5}, {}, true);
 }
@@ -166,6 +167,13 @@ TEST(CodegenCpuReduce, EveryOpEveryAxis) {
     check(fmt::format("fn f(bcast x: {0}[n, m]) {{ out a: none = sum(x, axis=0); out b: none = sum(x); "
                       "out c: none = prod(x, axis=1); out d: none = max(x, axis=1); out e: none = min(x); }}", t),
           "f", kMatrixSizes, {.int_low = -5, .int_high = 5});
+}
+
+TEST(CodegenCpuReduce, BoolAndSmallIntegers) {
+  check("fn f(bcast b: bool[n, m]) { out a: none = max(b, axis=1); out c: none = min(b, axis=0); out d: none = max(b); "
+        "out e: none = argmax(b, axis=1); out g: none = sum(cast(b, i32), axis=0); }", "f", kMatrixSizes);
+  check("fn f(bcast x: u8[n]) { out s: sum = sum(x); out p: none = prod(x); out m: none = max(x); }", "f",
+        kVectorSizes, {.int_low = 0, .int_high = 255});
 }
 
 TEST(CodegenCpuReduce, LongRowsAndColumns) {

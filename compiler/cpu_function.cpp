@@ -350,9 +350,18 @@ void CpuFunction::kernel_failed(const Step& step, int64_t code, const int64_t* e
       throw dsl::UserError(fmt::format("{}: label {} in row {} is out of range [0, {})", prefix, err[2], err[1], err[3]));
     case KernelError::EmptyReduction:
       throw dsl::UserError(fmt::format("{}: cannot reduce over an empty axis; {} has no identity", prefix, op));
-    case KernelError::CastOutOfRange:
+    case KernelError::CastOutOfRange: {
+      // Name the cast rather than the kernel's root: the first float-to-integer cast in it.
+      for (ir::NodeId id : step.kernel->nodes) {
+        const ir::Node& n = plan_.function.node(id);
+        if (n.op != ir::Op::Cast || !ir::is_integer(n.type.dtype)) continue;
+        if (!ir::is_float(plan_.function.node(n.operands[0]).type.dtype)) continue;
+        throw dsl::UserError(fmt::format("function '{}': cast{}: a value (NaN, infinite or out of range) cannot be "
+                                         "converted to {}", plan_.function.name, where(n), ir::dtype_name(n.type.dtype)));
+      }
       throw dsl::UserError(fmt::format("{}: a value (NaN, infinite or out of range) cannot be converted to an integer",
                                        prefix));
+    }
     default:
       dsl::internal_error(fmt::format("{}: kernel {} returned unknown code {}", prefix, step.kernel->name, code));
   }
