@@ -1,6 +1,8 @@
 // Waiting between processes on 32-bit words in shared memory: spin briefly (cheap when every rank
-// has its own core), then sleep on a futex in bounded slices so that the waiter regularly checks
-// for dead peers and aborts (no wait is ever unbounded). Also an N-party barrier built on it.
+// has its own core), then poll while yielding the CPU (cheap when ranks share cores: the peer we
+// wait for gets the core at once, without a futex wake-up's latency), then sleep on a futex in
+// bounded slices so that the waiter regularly checks for dead peers and aborts (no wait is ever
+// unbounded). Also an N-party barrier built on it.
 //
 // The wake side only makes the futex system call when someone is asleep: a waiter announces
 // itself in `waiters` before it re-checks the value and sleeps (sequentially consistent on both
@@ -12,6 +14,7 @@
 #include <cstdint>
 
 #include <immintrin.h>
+#include <sched.h>
 
 namespace synk::rt {
 
@@ -21,7 +24,8 @@ void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_
 void futex_wake_all(std::atomic<uint32_t>* word);
 
 struct WaitPolicy {
-  int64_t spin_ns = 50'000;          // busy-wait this long before sleeping
+  int64_t spin_ns = 50'000;          // busy-wait this long
+  int64_t yield_ns = 0;              // then poll with sched_yield() this long, then sleep
   int64_t sleep_slice_ns = 20'000'000;   // each futex sleep lasts at most this long
 };
 
@@ -64,6 +68,15 @@ uint32_t wait_until(WaitWord& word, Ready ready, const WaitPolicy& policy, Poll 
       v = word.value.load(std::memory_order_acquire);
       if (ready(v)) return v;
       if ((i & 63) == 0 && now_ns() > deadline) break;
+    }
+  }
+  if (policy.yield_ns > 0) {
+    int64_t deadline = now_ns() + policy.yield_ns;
+    for (uint32_t i = 1;; ++i) {
+      sched_yield();
+      v = word.value.load(std::memory_order_acquire);
+      if (ready(v)) return v;
+      if ((i & 7) == 0 && now_ns() > deadline) break;
     }
   }
   for (;;) {

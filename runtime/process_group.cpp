@@ -18,6 +18,7 @@
 
 #include "runtime/call_engine.h"
 #include "runtime/coll_exec.h"
+#include "runtime/coll_staging.h"
 #include "runtime/errors.h"
 #include "runtime/shared_vars.h"
 #include "runtime/wire.h"
@@ -373,14 +374,17 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
   if (options.call_timeout_s < 0)
     throw UsageError(fmt::format("fork: call_timeout_s must be >= 0 (0: no limit), received {}",
                                  options.call_timeout_s));
-  if (options.collective_staging_bytes < (size_t(64) << 10))
-    throw UsageError(fmt::format("fork: collective_staging_bytes must be at least 65536, received {}",
-                                 options.collective_staging_bytes));
+  // The collectives need two buffers of N+1 slots of at least 256 bytes after the header.
+  const size_t least_staging = std::max(size_t(64) << 10, kStagingHeaderBytes + 2 * (size_t(n) + 1) * 256);
+  if (options.collective_staging_bytes < least_staging)
+    throw UsageError(fmt::format("fork: collective_staging_bytes must be at least {} for {} ranks, received {}",
+                                 least_staging, n, options.collective_staging_bytes));
 
   std::unique_ptr<ProcessGroup> g(new ProcessGroup());
   g->size_ = n;
   g->options_ = options;
   g->policy_.spin_ns = options.spin_ns >= 0 ? options.spin_ns : (size_t(n) <= cpus.size() ? 50'000 : 0);
+  g->policy_.yield_ns = options.yield_ns >= 0 ? options.yield_ns : 50'000;
   g->policy_.sleep_slice_ns = options.poll_ns;
   g->prefix_ = shm::session_prefix() + "g" + shm::random_hex(8) + "-";
   try {

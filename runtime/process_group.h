@@ -33,6 +33,7 @@ enum class Backend : uint8_t { Cpu, Gpu };
 
 struct GroupOptions {
   int64_t spin_ns = -1;              // busy-wait before sleeping; -1: 50 µs if every rank has a core
+  int64_t yield_ns = -1;             // then poll yielding the CPU; -1: 50 µs (0: sleep at once)
   int64_t poll_ns = 20'000'000;      // sleep slice between liveness checks (death seen within it)
   double call_timeout_s = 0;         // > 0: a command still running after this is fatal
   bool pin = true;                   // pin rank r to the r-th allowed core (round-robin)
