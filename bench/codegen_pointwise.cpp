@@ -71,6 +71,8 @@ int main() {
 fn one_input(bcast x: f32[n]) { out y: none = relu(x * 2 + 1); }
 fn two_inputs(bcast x: f32[n], bcast y: f32[n]) { out z: none = maximum(x * y + x, 0.5); }
 fn chain(bcast x: f32[n]) { let a = x * 2; let b = a + 1; let c = relu(b); let d = c * c; out y: none = d - x; }
+fn sigmoid_of(bcast x: f32[n]) { out y: none = sigmoid(x); }
+fn tanh_of(bcast x: f32[n]) { out y: none = tanh(x); }
 )");
   std::vector<Row> rows;
   // Kernel and memcpy alternate, best of `reps` each, so both see the same machine (it may be
@@ -94,6 +96,8 @@ fn chain(bcast x: f32[n]) { let a = x * 2; let b = a + 1; let c = relu(b); let d
   const double mib64 = double(n) * 4;
   measure("fused relu(x*2+1)", "one_input", true, 1, 2 * mib64);
   measure("fused max(x*y+x,.5)", "two_inputs", true, 2, 3 * mib64);
+  measure("fused sigmoid(x)", "sigmoid_of", true, 1, 2 * mib64);
+  measure("fused tanh(x)", "tanh_of", true, 1, 2 * mib64);
   double fused_chain = measure("chain of 5 ops, fused", "chain", true, 1, 2 * mib64);
   double unfused_chain = measure("chain of 5 ops, unfused", "chain", false, 1, 2 * mib64);
 

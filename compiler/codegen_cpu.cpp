@@ -11,10 +11,6 @@
 #include "compiler/codegen_cpu_internal.h"
 
 namespace synk::compiler {
-namespace cpu {
-const std::string& cpu_prelude();
-}  // namespace cpu
-
 using cpu::Writer;
 
 namespace {

@@ -13,6 +13,9 @@
 
 namespace synk::compiler::cpu {
 
+// The fixed start of every generated translation unit (codegen_cpu_prelude.cpp).
+const std::string& cpu_prelude();
+
 // Text with indentation.
 class Writer {
  public:
