@@ -8,6 +8,8 @@
 //
 //   fashion_mnist [--ranks N] [--epochs 10] [--batch 256] [--lr 0.05] [--out DIR] ...
 //
+// With --device-data the training set is instead scattered once into sliceable shared variables
+// and each step selects every rank's rows with batch_s (the seeds' device-data pattern).
 // Validation uses the 10,000 test images unless --holdout N sets N training images aside (then
 // training uses the other 60,000 - N). Exit status: 0 success; 1 an error (missing or corrupt
 // data, a failed call) or a --require-accuracy check that failed; 2 a bad command line.
@@ -15,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -51,6 +54,7 @@ struct Options {
   uint64_t seed = 1;
   double require_accuracy = -1;
   bool profile = false;    // time the three parts of each step
+  bool device_data = false;   // scatter the training set once; select rows with batch_s
 };
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -156,17 +160,44 @@ int train(const Options& o) {
   fmt::print("fashion_mnist: MLP 784-256-256-10 (ReLU, f32), {} lr {}{}, global batch {}, {} rank{} (CPU)\n",
              o.optimizer, o.lr, o.optimizer == "momentum" || o.optimizer == "nesterov" ? fmt::format(" momentum {}", o.momentum) : "",
              o.batch, ranks, ranks == 1 ? "" : "s");
-  fmt::print("data: {} training images shuffled each epoch, validation on {} ({}); compiled in {:.2f} s\n",
-             train.rows(), validation_name, o.data_dir, compile_time);
+  fmt::print("data: {} training images shuffled each epoch{}, validation on {} ({}); compiled in {:.2f} s\n",
+             train.rows(), o.device_data ? " (scattered once into sliceable shared variables; batch_s)" : "",
+             validation_name, o.data_dir, compile_time);
   Evaluation initial = evaluate(model, validation, ranks);
   fmt::print("epoch {:>2}  {:>18}  val loss {:.4f}  val acc {:5.2f}%  (before training)\n", 0, "", initial.loss,
              100 * initial.accuracy);
   std::fflush(stdout);
 
   std::mt19937_64 rng(o.seed);
-  std::vector<int64_t> order(size_t(train.rows()));
-  std::iota(order.begin(), order.end(), 0);
-  const int64_t steps = (train.rows() + o.batch - 1) / o.batch;
+  // Host-data pattern: one order over the whole set. Device-data pattern: the set is scattered
+  // once (rank r holds rows [floor(r*L/N), floor((r+1)*L/N))) and each rank's own rows are
+  // shuffled; a step takes the next share(batch) rows of every rank's order.
+  std::vector<std::vector<int64_t>> orders;
+  std::vector<int64_t> batch_share(static_cast<size_t>(ranks));
+  if (o.device_data) {
+    synk::scatter({model.train_images, model.train_labels}, {synk::Value(train.images), synk::Value(train.labels)});
+    for (int r = 0; r < ranks; ++r) {
+      int64_t rows = (r + 1) * train.rows() / ranks - r * train.rows() / ranks;
+      orders.emplace_back(size_t(rows));
+      std::iota(orders.back().begin(), orders.back().end(), 0);
+      batch_share[size_t(r)] = (r + 1) * o.batch / ranks - r * o.batch / ranks;
+    }
+  } else {
+    orders.emplace_back(size_t(train.rows()));
+    std::iota(orders[0].begin(), orders[0].end(), 0);
+  }
+  // Device data: an epoch ends when some rank has no rows left for a full share (a rank with no
+  // rows would keep its last gradient), so up to `batch` rows per epoch may go unused.
+  int64_t steps = (train.rows() + o.batch - 1) / o.batch;
+  if (o.device_data) {
+    steps = INT64_MAX;
+    for (int r = 0; r < ranks; ++r)
+      if (batch_share[size_t(r)] > 0)
+        steps = std::min(steps, int64_t(orders[size_t(r)].size()) / batch_share[size_t(r)]);
+    if (steps == INT64_MAX || steps == 0)
+      throw synk::UsageError(fmt::format("--device-data: {} training images do not give every one of {} ranks a "
+                                         "share of a batch of {}", train.rows(), ranks, o.batch));
+  }
   synk::Data scale = synk::data<float>({1.0f}, {}, {.name = "scale"});
   int64_t scale_rows = -1;
   Progress progress;
@@ -174,20 +205,40 @@ int train(const Options& o) {
   double total_train_time = 0;
 
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-    std::shuffle(order.begin(), order.end(), rng);
+    for (std::vector<int64_t>& order : orders) std::shuffle(order.begin(), order.end(), rng);
     Clock::time_point start = Clock::now();
     double loss_sum = 0;
+    int64_t rows_done = 0;
     double phase[3] = {0, 0, 0};   // gradient, all_reduce, update (with --profile)
     for (int64_t step = 0; step < steps; ++step) {
-      int64_t begin = step * o.batch, end = std::min(train.rows(), begin + o.batch);
-      if (end - begin != scale_rows) {   // ranks / rows: changes only for a last, shorter batch
-        scale_rows = end - begin;
-        scale.set_value<float>({float(ranks) / float(scale_rows)}, {});
-      }
-      std::vector<int64_t> batch(order.begin() + begin, order.begin() + end);
       Clock::time_point t0 = Clock::now();
-      synk::Outputs out = model.gradient({train.images, train.labels, scale}, {.batch = std::move(batch)});
+      int64_t rows = 0;
+      synk::Outputs out;
+      if (o.device_data) {
+        std::vector<synk::Rows> per_rank;
+        for (int r = 0; r < ranks; ++r) {
+          int64_t share = batch_share[size_t(r)];
+          const std::vector<int64_t>& order = orders[size_t(r)];
+          per_rank.emplace_back(std::vector<int64_t>(order.begin() + step * share, order.begin() + (step + 1) * share));
+          rows += share;
+        }
+        if (rows != scale_rows) {
+          scale_rows = rows;
+          scale.set_value<float>({float(ranks) / float(rows)}, {});
+        }
+        out = model.gradient_device({scale}, {.batch_s = synk::BatchS::per_rank(std::move(per_rank))});
+      } else {
+        int64_t begin = step * o.batch, end = std::min(train.rows(), begin + o.batch);
+        rows = end - begin;
+        if (rows != scale_rows) {   // ranks / rows: changes only for a last, shorter batch
+          scale_rows = rows;
+          scale.set_value<float>({float(ranks) / float(rows)}, {});
+        }
+        std::vector<int64_t> batch(orders[0].begin() + begin, orders[0].begin() + end);
+        out = model.gradient({train.images, train.labels, scale}, {.batch = std::move(batch)});
+      }
       loss_sum += synk::to_vector<float>(out[0])[0];
+      rows_done += rows;
       Clock::time_point t1 = Clock::now();
       synk::all_reduce(model.grads, synk::Op::Avg);
       Clock::time_point t2 = Clock::now();
@@ -197,7 +248,7 @@ int train(const Options& o) {
         phase[1] += std::chrono::duration<double>(t2 - t1).count();
         phase[2] += seconds_since(t2);
       }
-      progress.update(epoch, o.epochs, step + 1, steps, loss_sum / double(end), end, start);
+      progress.update(epoch, o.epochs, step + 1, steps, loss_sum / double(rows_done), rows_done, start);
     }
     double train_time = seconds_since(start);
     total_train_time += train_time;
@@ -205,7 +256,7 @@ int train(const Options& o) {
     Clock::time_point validate_start = Clock::now();
     last = evaluate(model, validation, ranks);
     fmt::print("epoch {:>2}  train {:6.2f} s  loss {:.4f}  val loss {:.4f}  val acc {:5.2f}%  (validation {:.2f} s)\n",
-               epoch, train_time, loss_sum / double(train.rows()), last.loss, 100 * last.accuracy,
+               epoch, train_time, loss_sum / double(rows_done), last.loss, 100 * last.accuracy,
                seconds_since(validate_start));
     if (o.profile)
       fmt::print("          per step: gradient {:.2f} ms, all_reduce {:.2f} ms, update {:.2f} ms\n",
@@ -265,6 +316,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "Seed of the shuffles")->capture_default_str();
   app.add_option("--require-accuracy", o.require_accuracy,
                  "Exit with status 1 unless the validation loss decreased and the test accuracy is at least this");
+  app.add_flag("--device-data", o.device_data,
+               "Scatter the training set once into sliceable shared variables and select each step's rows with "
+               "batch_s (the seeds' device-data pattern) instead of an index batch over shared-memory inputs");
   app.add_flag("--profile", o.profile, "Print the mean time of each part of a step after every epoch");
   try {
     app.parse(argc, argv);

@@ -54,9 +54,12 @@ Model build_model(const std::string& synk_path, const synk::compiler::UpdateRule
 
   model.module = synk::jit::compile(ir);
   model.gradient = model.module.function("gradient");
+  model.gradient_device = model.module.function("gradient_device");
   model.update = model.module.function("train_step");
   model.evaluate = model.module.function("evaluate");
   model.grads = model.module.shared("grads").var();
+  model.train_images = model.module.shared("train_images").var();
+  model.train_labels = model.module.shared("train_labels").var();
   return model;
 }
 

@@ -15,9 +15,11 @@ namespace fashion_mnist {
 struct Model {
   synk::jit::Module module;
   synk::Function gradient;   // (images u8[n, 784], labels i64[n], scale f32) -> loss_sum; updates grads
+  synk::Function gradient_device;   // (scale f32) -> the same on the rows batch_s picks from train_images/labels
   synk::Function update;     // () -> updates every parameter and the optimizer's state from grads
   synk::Function evaluate;   // (images, labels) -> loss, accuracy
   synk::Var grads;           // the flat gradient, all-reduced between gradient and update
+  synk::Var train_images, train_labels;   // sliceable: each rank's share of the training set
   std::vector<std::string> parameters;   // in the order of the flat gradient
 };
 
