@@ -2,10 +2,11 @@
 // compiled on demand through the CPU pipeline and the kernel cache, and the "jit" loader that
 // rebuilds them in workers forked before they existed.
 //
-// Canonical form: a module is printed (dsl::print_module, load paths absolute) and read back,
-// and that re-read module is what the master compiles. Workers receive the same text and read
-// it back the same way, so both sides generate byte-identical kernel source and the workers'
-// compiles are kernel-cache hits.
+// One text per module: a module is always the front end's result on some text (the user's
+// source; for a module built in C++, its printed IR with load paths made absolute), and workers
+// receive that text, its name and its directory and run the same front end on it. So both sides
+// hold identical IR (source locations included), generate byte-identical kernel source, and the
+// workers' compiles are kernel-cache hits.
 #include "compiler/synk_jit.h"
 
 #include <cerrno>
