@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
   }
   csv.close();
   std::printf("\nload average at end %s; CSV: %s\n", load_average().c_str(), csv_path.c_str());
-  std::string plot = fmt::format("/usr/bin/python3 {}/bench/plot_collectives.py {} {}", SYNK_SOURCE_DIR, csv_path, png_path);
+  std::string plot = fmt::format("/usr/bin/python3 {}/bench/plot_collectives.py {} {}", SYNK_SOURCE_DIR, png_path, csv_path);
   if (std::system(plot.c_str()) == 0) std::printf("plot: %s\n", png_path.c_str());
   else std::printf("plot not drawn (needs /usr/bin/python3 with matplotlib): %s\n", plot.c_str());
   return 0;
