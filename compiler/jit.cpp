@@ -26,6 +26,8 @@
 #include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -93,6 +95,20 @@ std::string save_failed_source(const std::string& source, const std::string& nam
 }
 
 std::string error_text(llvm::Error err) { return llvm::toString(std::move(err)); }
+
+// LLVM reports through its context what our pass pipeline has to say (e.g. "loop not
+// vectorized" when a `vectorize(enable)` pragma cannot be honoured). Those are remarks about
+// performance, not failures: keep them off stderr unless SYNK_JIT_DIAGNOSTICS is set. Errors
+// still surface as failed compiles.
+void quiet_diagnostics(const llvm::DiagnosticInfo& info, void*) {
+  if (info.getSeverity() != llvm::DS_Error && !std::getenv("SYNK_JIT_DIAGNOSTICS")) return;
+  llvm::DiagnosticPrinterRawOStream printer(llvm::errs());
+  llvm::errs() << "synk JIT (LLVM): ";
+  info.print(printer);
+  llvm::errs() << "\n";
+}
+
+void make_quiet(llvm::LLVMContext& ctx) { ctx.setDiagnosticHandlerCallBack(quiet_diagnostics, nullptr); }
 
 // Which LLVM optimisation pipeline runs on the generated IR. Clang's -O3 pipeline is made for
 // arbitrary C++ and costs ~25 ms per kernel; our kernels are simple loop nests over restrict
@@ -322,6 +338,7 @@ const std::string& jit_options_string() { return compiler().options(); }
 
 std::vector<char> compile_to_object(const std::string& source, const std::string& name_hint) {
   llvm::LLVMContext ctx;
+  make_quiet(ctx);
   std::unique_ptr<llvm::Module> mod = compiler().frontend(source, name_hint, ctx);
   double t0 = thread_cpu_seconds();
   std::vector<char> object = compiler().emit(*mod, llvm::CGFT_ObjectFile, source, name_hint);
@@ -331,6 +348,7 @@ std::vector<char> compile_to_object(const std::string& source, const std::string
 
 std::string compile_to_assembly(const std::string& source, const std::string& name_hint) {
   llvm::LLVMContext ctx;
+  make_quiet(ctx);
   std::unique_ptr<llvm::Module> mod = compiler().frontend(source, name_hint, ctx);
   std::vector<char> text = compiler().emit(*mod, llvm::CGFT_AssemblyFile, source, name_hint);
   return std::string(text.begin(), text.end());
