@@ -205,8 +205,11 @@ class Compiler {
     return mod;
   }
 
+  // One TargetMachine serves every compile; it is used under tm_mutex_ (TargetMachine is not
+  // documented as safe for concurrent pass pipelines), so compiles from several threads queue.
   void optimize(llvm::Module& mod, const std::string& source, const std::string& name_hint) {
-    llvm::TargetMachine* tm = target_machine(source, name_hint);
+    std::lock_guard<std::mutex> lock(tm_mutex_);
+    llvm::TargetMachine* tm = target_machine_locked(source, name_hint);
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
@@ -223,8 +226,7 @@ class Compiler {
     mpm.run(mod, mam);
   }
 
-  llvm::TargetMachine* target_machine(const std::string& source, const std::string& name_hint) {
-    std::lock_guard<std::mutex> lock(tm_mutex_);
+  llvm::TargetMachine* target_machine_locked(const std::string& source, const std::string& name_hint) {
     if (!tm_) {
       std::string err;
       const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target_.triple, err);
@@ -240,18 +242,8 @@ class Compiler {
 
   std::vector<char> emit(llvm::Module& mod, llvm::CodeGenFileType kind, const std::string& source,
                          const std::string& name_hint) {
-    target_machine(source, name_hint);
     std::lock_guard<std::mutex> lock(tm_mutex_);
-    if (!tm_) {
-      std::string err;
-      const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target_.triple, err);
-      if (!t) fail("no LLVM target for " + target_.triple, err, source, name_hint);
-      std::string features;
-      for (const std::string& f : target_.features) features += (features.empty() ? "" : ",") + f;
-      tm_.reset(t->createTargetMachine(target_.triple, target_.cpu, features, llvm::TargetOptions(),
-                                       llvm::Reloc::PIC_, llvm::None, llvm::CodeGenOpt::Aggressive));
-      if (!tm_) fail("could not create an LLVM target machine", "", source, name_hint);
-    }
+    target_machine_locked(source, name_hint);
     mod.setDataLayout(tm_->createDataLayout());
     llvm::SmallVector<char, 0> out;
     llvm::raw_svector_ostream os(out);
