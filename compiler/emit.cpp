@@ -5,12 +5,15 @@
 #include <algorithm>
 
 #include "compiler/codegen_cpu.h"
+#include "compiler/codegen_cuda.h"
+#include "compiler/grad.h"
+#include "dsl/frontend.h"
 #include "compiler/lower.h"
 
 namespace synk::compiler {
 
 const std::vector<std::string>& emit_stages() {
-  static const std::vector<std::string> stages = {"ir-fused", "cpp"};
+  static const std::vector<std::string> stages = {"ir-grad", "ir-fused", "cpp", "cuda"};
   return stages;
 }
 
@@ -21,6 +24,10 @@ void emit(const ir::Module& module, const std::string& stage, std::ostream& out,
     for (const std::string& s : stages) known += (known.empty() ? "" : ", ") + s;
     throw dsl::UserError("--emit=" + stage + " is not a compiler stage (known after ir: " + known + ")");
   }
+  if (stage == "ir-grad") {
+    out << dsl::print_module(expand_gradients(module));
+    return;
+  }
   LowerOptions lower_options;
   if (options.print_after_all) lower_options.print_after_all = options.pass_dump;
   bool first = true;
@@ -29,6 +36,7 @@ void emit(const ir::Module& module, const std::string& stage, std::ostream& out,
     if (!first) out << "\n";
     first = false;
     if (stage == "ir-fused") print_plan(module, plan, out);
+    else if (stage == "cuda") out << generate_cuda(module, plan);
     else out << generate_cpu_source(module, plan);
   }
 }
