@@ -293,6 +293,21 @@ int train(const Options& o) {
   return 0;
 }
 
+// A CLI11 check for integer options: "must be at least N, got X".
+CLI::Validator at_least(int64_t minimum) {
+  return CLI::Validator(
+      [minimum](std::string& text) -> std::string {
+        try {
+          size_t used = 0;
+          long long value = std::stoll(text, &used);
+          if (used == text.size() && value >= minimum) return {};
+        } catch (const std::exception&) {
+        }
+        return fmt::format("must be an integer >= {}, got '{}'", minimum, text);
+      },
+      fmt::format(">= {}", minimum));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -300,9 +315,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Data-parallel training of a 784-256-256-10 MLP on Fashion-MNIST with synk: per step one gradient "
                "call over a shuffled index batch, one all_reduce(avg) of the flat gradient, one update call.",
                "fashion_mnist"};
-  app.add_option("--ranks", o.ranks, "Processes (ranks); 0: one per CPU core")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--batch", o.batch, "Global batch size (split over the ranks)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--ranks", o.ranks, "Processes (ranks); 0: one per CPU core")->capture_default_str()->check(at_least(0));
+  app.add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str()->check(at_least(0));
+  app.add_option("--batch", o.batch, "Global batch size (split over the ranks)")->capture_default_str()->check(at_least(1));
   app.add_option("--lr", o.lr, "Learning rate")->capture_default_str();
   app.add_option("--momentum", o.momentum, "Momentum (momentum and nesterov optimizers)")->capture_default_str();
   app.add_option("--optimizer", o.optimizer, "sgd, momentum, nesterov, adagrad, rmsprop, adadelta, adam or adamax")
@@ -310,9 +325,9 @@ int main(int argc, char** argv) {
   app.add_option("--out", o.out, "Directory for the trained parameters (.npy); empty: do not save")->capture_default_str();
   app.add_option("--data", o.data_dir, "Directory of the gzipped IDX files")->capture_default_str();
   app.add_option("--model", o.model, "The model's .synk file")->capture_default_str();
-  app.add_option("--limit", o.limit, "Train on the first N training images only (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--limit", o.limit, "Train on the first N training images only (0: all)")->check(at_least(0));
   app.add_option("--holdout", o.holdout, "Validate on N held-out training images instead of the test set")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--seed", o.seed, "Seed of the shuffles")->capture_default_str();
   app.add_option("--require-accuracy", o.require_accuracy,
                  "Exit with status 1 unless the validation loss decreased and the test accuracy is at least this");
