@@ -535,9 +535,18 @@ void CudaFunction::check_failures() {
         throw dsl::UserError(fmt::format("{}: label {} in row {} is out of range [0, {})", prefix, value_at(labels),
                                          position, limit));
       }
-      case KernelError::CastOutOfRange:
+      case KernelError::CastOutOfRange: {
+        // Name the cast, as the CPU backend does: the first float-to-integer cast of the kernel.
+        for (ir::NodeId id : k.nodes) {
+          const ir::Node& n = plan_.function.node(id);
+          if (n.op != ir::Op::Cast || !ir::is_integer(n.type.dtype)) continue;
+          if (!ir::is_float(plan_.function.node(n.operands[0]).type.dtype)) continue;
+          throw dsl::UserError(fmt::format("function '{}': cast{}: a value (NaN, infinite or out of range) cannot be "
+                                           "converted to {}", plan_.function.name, where(n), ir::dtype_name(n.type.dtype)));
+        }
         throw dsl::UserError(fmt::format("{}: a value (NaN, infinite or out of range) cannot be converted to an integer",
                                          prefix));
+      }
       default:
         dsl::internal_error(fmt::format("{}: kernel {} reported unknown failure code {}", prefix,
                                         program_.launches[li].symbol, code));
