@@ -204,6 +204,9 @@ TEST(CodegenCpuReduce, ArgMax) {
       check(fmt::format("fn f(bcast x: {0}[n, m, 3]) {{ out a: none = argmax(x, axis={1}); "
                         "out b: none = argmax(x * 2, axis={1}, keepdims=true); }}", t, axis),
             "f", {{{"n", 4}, {"m", 5}}, {{"n", 1}, {"m", 9}}}, {.int_low = 0, .int_high = 3});
+  // An axis of static size 1: the answer is 0 without looking.
+  check("fn f(bcast x: f32[n, 1]) { out a: none = argmax(x, axis=1); out b: none = argmax(x, axis=0); }", "f",
+        {{{"n", 6}}, {{"n", 1}}});
 }
 
 // ---- structure -----------------------------------------------------------------------------------
