@@ -345,6 +345,22 @@ TEST(CodegenCpuCall, WrongArgumentsAreUserErrorsNamingTheArgument) {
   EXPECT_NE(run({x.ref()}).find("takes 2 inputs, got 1"), std::string::npos);
 }
 
+TEST(CodegenCpuCall, TemporariesShareStorageWhenTheirLifetimesDoNotOverlap) {
+  // Unfused, a chain of six ops has five temporaries, but at most two are alive at once; a
+  // reshape keeps its base alive as long as the alias is read.
+  ir::Module m = testing::parse("fn f(bcast x: f32[n, 4]) { let a = x * 2; let b = a + 1; let c = relu(b); "
+                                "let d = c * c; let e = reshape(d - x, [4, n]); out y: none = exp(e) + 1; }");
+  auto fn = compile_cpu_function(m, "f", {.fuse = false});
+  EXPECT_EQ(fn->temp_slot_count(), 2u);
+  for (int64_t n : {3, 0, 50, 7}) {
+    testing::CaseResult r = run_differential(m, "f", {{"n", n}}, testing::test_seed() + uint64_t(n), {}, {}, nullptr,
+                                             {.fuse = false});
+    EXPECT_TRUE(r.failure.empty()) << "n=" << n << ": " << r.failure;
+  }
+  // Fused, the same function needs no temporary at all... except the reshape's base.
+  EXPECT_LE(compile_cpu_function(m, "f")->temp_slot_count(), 1u);
+}
+
 TEST(CodegenCpuCall, RepeatedCallsReuseBuffersAndSeeNewShapes) {
   ir::Module m = testing::parse("fn f(bcast x: f32[n]) { let e = exp(x); out a: none = sum(e); out b: none = e * 2 - 1; }");
   auto fn = compile_cpu_function(m, "f");

@@ -153,7 +153,7 @@ CpuFunction::CpuFunction(const ir::Module& module, KernelPlan plan, std::string 
   for (const Buffer& b : plan_.buffers) buffer_symbols_.push_back(symbols_of(b.type));
   pointers_.assign(plan_.buffers.size(), nullptr);
   shapes_.assign(plan_.buffers.size(), {});
-  temps_.assign(plan_.buffers.size(), {});
+  assign_temp_slots();
   syms_.assign(plan_.symbols.size(), 0);
 }
 
@@ -161,6 +161,49 @@ std::vector<int64_t> CpuFunction::shape_of(const ir::Shape& shape) const {
   std::vector<int64_t> out;
   for (const ir::Dim& d : shape) out.push_back(d.is_symbolic() ? syms_.at(size_t(plan_.symbol_index(d.symbol))) : d.size);
   return out;
+}
+
+// Lifetimes of temporaries in steps: from the step that writes one to the last step that reads
+// it or an alias of it (values copied out after the last step live to the end). A temporary
+// takes a slot whose previous occupant was last read by an earlier step, never one read by the
+// step that writes it (a kernel's inputs and outputs must not overlap).
+void CpuFunction::assign_temp_slots() {
+  const size_t nb = plan_.buffers.size();
+  const int end = int(steps_.size());
+  auto base_of = [&](int b) {
+    while (plan_.buffers[size_t(b)].kind == Buffer::Kind::Alias) b = int(plan_.buffers[size_t(b)].index);
+    return size_t(b);
+  };
+  std::vector<int> first_write(nb, end), last_read(nb, -1);
+  for (int s = 0; s < end; ++s) {
+    const Kernel& k = *steps_[size_t(s)].kernel;
+    for (int b : k.outputs) first_write[base_of(b)] = std::min(first_write[base_of(b)], s);
+    for (int b : k.inputs) last_read[base_of(b)] = std::max(last_read[base_of(b)], s);
+  }
+  const ir::Function& fn = plan_.function;
+  auto copied_out = [&](ir::NodeId node) { last_read[base_of(plan_.node_buffer.at(size_t(node)))] = end; };
+  for (const ir::Output& o : fn.outputs) copied_out(o.node);
+  for (const ir::Update& u : fn.updates) copied_out(u.node);
+  temp_slot_.assign(nb, -1);
+  std::vector<int> free_after;   // per slot: the last step that reads its current occupant
+  for (int s = 0; s < end; ++s)
+    for (int b : steps_[size_t(s)].kernel->outputs) {
+      if (plan_.buffers[size_t(b)].kind != Buffer::Kind::Temp || temp_slot_[size_t(b)] >= 0) continue;
+      int slot = -1;
+      for (size_t i = 0; i < free_after.size() && slot < 0; ++i)
+        if (free_after[i] < s) slot = int(i);
+      if (slot < 0) {
+        slot = int(free_after.size());
+        free_after.push_back(0);
+      }
+      temp_slot_[size_t(b)] = slot;
+      free_after[size_t(slot)] = std::max(last_read[size_t(b)], s);
+    }
+  for (size_t b = 0; b < nb; ++b)
+    if (plan_.buffers[b].kind == Buffer::Kind::Temp && temp_slot_[b] < 0)
+      dsl::internal_error(fmt::format("function '{}': temporary b{} is written by no kernel", fn.name, b));
+  slots_.assign(free_after.size(), {});
+  slot_bytes_.assign(free_after.size(), 0);
 }
 
 // Checks every argument against its declared type and binds the symbols. Runs on every call:
@@ -222,6 +265,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
     dsl::internal_error(fmt::format("function '{}': the engine passed {} outputs and {} updates, expected {} and {}",
                                     fn.name, outputs.size(), updates.size(), fn.outputs.size(), fn.updates.size()));
   bind_symbols(inputs, shareds);
+  std::fill(slot_bytes_.begin(), slot_bytes_.end(), 0);
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     const Buffer& buffer = plan_.buffers[b];
     std::vector<int64_t>& shape = shapes_[b];
@@ -250,12 +294,19 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
       case Buffer::Kind::Temp: {
         int64_t n = 1;
         for (int64_t d : shapes_[b]) n *= d;
-        temps_[b].resize(size_t(n) * rt::dtype_size(dt));
-        pointers_[b] = temps_[b].data();
-        break;
+        size_t slot = size_t(temp_slot_[b]);
+        slot_bytes_[slot] = std::max(slot_bytes_[slot], size_t(n) * rt::dtype_size(dt));
+        break;   // the pointer is set once every slot has its size
       }
       case Buffer::Kind::Alias: pointers_[b] = pointers_.at(size_t(buffer.index)); break;
     }
+  }
+  for (size_t slot = 0; slot < slots_.size(); ++slot)
+    if (slots_[slot].size() < slot_bytes_[slot]) slots_[slot].resize(slot_bytes_[slot]);
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    if (plan_.buffers[b].kind == Buffer::Kind::Temp) pointers_[b] = slots_[size_t(temp_slot_[b])].data();
+    // Aliases come after their base; re-resolve those whose base is a temporary.
+    if (plan_.buffers[b].kind == Buffer::Kind::Alias) pointers_[b] = pointers_.at(size_t(plan_.buffers[b].index));
   }
   std::vector<void*> args;
   for (const Step& step : steps_) {

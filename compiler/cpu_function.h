@@ -38,6 +38,7 @@ class CpuFunction : public rt::CompiledFunction {
 
   const KernelPlan& plan() const { return plan_; }
   const std::string& source() const { return source_; }
+  size_t temp_slot_count() const { return slots_.size(); }   // for tests
   CacheOutcome cache_outcome() const { return outcome_; }
 
  private:
@@ -49,6 +50,7 @@ class CpuFunction : public rt::CompiledFunction {
   void bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds);
   std::vector<int64_t> shape_of(const ir::Shape& shape) const;
   void run_blas(const Step& step);
+  void assign_temp_slots();
   [[noreturn]] void kernel_failed(const Step& step, int64_t code, const int64_t* err) const;
 
   std::vector<std::string> shared_names_;   // per plan.shareds_read, for messages
@@ -66,7 +68,11 @@ class CpuFunction : public rt::CompiledFunction {
   std::vector<int64_t> syms_;
   std::vector<void*> pointers_;             // per buffer
   std::vector<std::vector<int64_t>> shapes_; // per buffer
-  std::vector<std::vector<std::byte>> temps_;   // per buffer (Temp only), reused across calls
+  // Temporaries share storage when their lifetimes (in steps) do not overlap: temp_slot_[b] is
+  // the slot of Temp buffer b; slots grow to the largest size seen and are kept across calls.
+  std::vector<int> temp_slot_;
+  std::vector<std::vector<std::byte>> slots_;
+  std::vector<size_t> slot_bytes_;   // per call
 };
 
 // Lowers, generates, compiles (or finds in the cache) and loads function `name` of `module`.

@@ -154,7 +154,8 @@ struct CaseResult {
 inline CaseResult run_differential(const ir::Module& module, const std::string& fn_name,
                                    const std::map<std::string, int64_t>& sizes, uint64_t seed,
                                    const ValueStyle& style = {}, const Tolerance& tol = {},
-                                   std::vector<dsl::HostTensor>* inputs_override = nullptr) {
+                                   std::vector<dsl::HostTensor>* inputs_override = nullptr,
+                                   const CpuCompileOptions& compile_options = {}) {
   CaseResult result;
   const ir::Function* fn = module.find_function(fn_name);
   if (!fn) { result.failure = "no function " + fn_name; return result; }
@@ -172,7 +173,7 @@ inline CaseResult run_differential(const ir::Module& module, const std::string& 
   } catch (const dsl::UserError& e) {
     result.user_error_reference = e.what();
   }
-  std::unique_ptr<CpuFunction> compiled = compile_cpu_function(module, fn_name);
+  std::unique_ptr<CpuFunction> compiled = compile_cpu_function(module, fn_name, compile_options);
   std::vector<rt::Array> input_arrays, shared_arrays;
   std::vector<rt::ArrayRef> input_refs, shared_refs;
   for (const dsl::HostTensor& t : inputs) input_arrays.push_back(to_array(t));
