@@ -11,7 +11,6 @@
 #include <fmt/ranges.h>
 
 #include "compiler/codegen_cpu.h"
-#include "compiler/lower.h"
 
 namespace synk::compiler {
 
@@ -118,26 +117,28 @@ rt::ModuleSpec make_module_spec(const ir::Module& module) {
   return spec;
 }
 
-CpuFunction::CpuFunction(const ir::Module& module, KernelPlan plan, std::string source, const CpuCompileOptions& options)
-    : plan_(std::move(plan)), source_(std::move(source)) {
+bool CpuFunction::needs_kernel_code(const KernelPlan& plan) {
+  for (const Kernel& k : plan.kernels)
+    if (!kernel_uses_blas(plan, k)) return true;
+  return false;
+}
+
+CpuFunction::CpuFunction(const ir::Module& module, KernelPlan plan, std::string source, KernelCode code)
+    : plan_(std::move(plan)), source_(std::move(source)), outcome_(code.outcome),
+      code_owner_(std::move(code.keep_alive)) {
   const ir::Function* fn = module.find_function(plan_.function.name);
   signature_ = make_signature(module, fn ? *fn : plan_.function, plan_);
   for (int32_t s : plan_.shareds_read) {
     shared_names_.push_back(module.shareds.at(size_t(s)).name);
     shared_types_.push_back(module.shareds.at(size_t(s)).type);
   }
-  bool any_code = false;
-  for (const Kernel& k : plan_.kernels) any_code |= !kernel_uses_blas(plan_, k);
-  if (any_code) {
-    CachedCompile compiled = compile_cached(source_, "synk_" + plan_.function.name, options.use_disk_cache);
-    object_ = compiled.object;
-    outcome_ = compiled.outcome;
-  }
+  if (needs_kernel_code(plan_) && !code.lookup)
+    dsl::internal_error(fmt::format("function '{}': no kernel code to run it", plan_.function.name));
   for (const Kernel& k : plan_.kernels) {
     Step step;
     step.kernel = &k;
     if (!kernel_uses_blas(plan_, k)) {
-      step.entry = reinterpret_cast<KernelEntry>(object_->lookup(cpu_kernel_symbol(plan_, k)));
+      step.entry = reinterpret_cast<KernelEntry>(code.lookup(cpu_kernel_symbol(plan_, k)));
       step.params = kernel_buffer_params(k);
     }
     steps_.push_back(std::move(step));
@@ -416,17 +417,6 @@ void CpuFunction::kernel_failed(const Step& step, int64_t code, const int64_t* e
     default:
       dsl::internal_error(fmt::format("{}: kernel {} returned unknown code {}", prefix, step.kernel->name, code));
   }
-}
-
-std::unique_ptr<CpuFunction> compile_cpu_function(const ir::Module& module, const std::string& name,
-                                                  const CpuCompileOptions& options) {
-  const ir::Function* fn = module.find_function(name);
-  if (!fn) throw dsl::UserError(fmt::format("no function named '{}'", name));
-  LowerOptions lower_options;
-  lower_options.fuse = options.fuse;
-  KernelPlan plan = lower(module, *fn, lower_options);
-  std::string source = generate_cpu_source(module, plan);
-  return std::make_unique<CpuFunction>(module, std::move(plan), std::move(source), options);
 }
 
 }  // namespace synk::compiler

@@ -5,6 +5,7 @@
 // the IR, since they are defined by the runtime and must not depend on the IR themselves.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,15 @@
 #include "runtime/descriptor.h"
 
 namespace synk::compiler {
+
+// Where a CpuFunction's kernel entry points come from: the JIT (compile_cpu_function, cpu_jit.cpp)
+// or code linked ahead of time (synkc's host stubs). Kept separate so that running a function
+// needs no LLVM.
+struct KernelCode {
+  std::function<void*(const std::string& symbol)> lookup;   // address of an extern "C" kernel
+  std::shared_ptr<const void> keep_alive;                  // owner of the code, if any
+  CacheOutcome outcome = CacheOutcome::Compiled;
+};
 
 struct CpuCompileOptions {
   bool use_disk_cache = true;   // false: always compile (benchmarks of the cold path)
@@ -30,7 +40,10 @@ class CpuFunction : public rt::CompiledFunction {
   // Entry point of one generated kernel (codegen_cpu.h).
   using KernelEntry = int64_t (*)(void* const* bufs, const int64_t* syms, int64_t* err);
 
-  CpuFunction(const ir::Module& module, KernelPlan plan, std::string source, const CpuCompileOptions& options);
+  // `code` must resolve every kernel of the plan that is not a BLAS call (none may be needed).
+  CpuFunction(const ir::Module& module, KernelPlan plan, std::string source, KernelCode code);
+  // Whether the plan has any kernel that needs generated code (false: BLAS calls only).
+  static bool needs_kernel_code(const KernelPlan& plan);
 
   const rt::FunctionSignature& signature() const override { return signature_; }
   void run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
@@ -59,7 +72,7 @@ class CpuFunction : public rt::CompiledFunction {
   std::string source_;
   rt::FunctionSignature signature_;
   CacheOutcome outcome_ = CacheOutcome::Compiled;
-  std::shared_ptr<LoadedObject> object_;
+  std::shared_ptr<const void> code_owner_;
   std::vector<Step> steps_;
   std::vector<std::vector<int>> arg_symbols_;     // per input then shared: symbol index per dim, or -1
   std::vector<std::vector<int>> buffer_symbols_;  // per buffer: symbol index per dim, or -1

@@ -1,0 +1,32 @@
+// The JIT path to a CpuFunction: lower one function of a module, generate its C++ kernels, and
+// compile them in process (or find them in the kernel cache). Kept out of cpu_function.cpp so
+// that running a function compiled ahead of time (synkc's host stubs) never links LLVM.
+#include <fmt/format.h>
+
+#include "compiler/codegen_cpu.h"
+#include "compiler/cpu_function.h"
+#include "compiler/jit.h"
+#include "compiler/lower.h"
+
+namespace synk::compiler {
+
+std::unique_ptr<CpuFunction> compile_cpu_function(const ir::Module& module, const std::string& name,
+                                                  const CpuCompileOptions& options) {
+  const ir::Function* fn = module.find_function(name);
+  if (!fn) throw dsl::UserError(fmt::format("no function named '{}'", name));
+  LowerOptions lower_options;
+  lower_options.fuse = options.fuse;
+  KernelPlan plan = lower(module, *fn, lower_options);
+  std::string source = generate_cpu_source(module, plan);
+  KernelCode code;
+  if (CpuFunction::needs_kernel_code(plan)) {
+    CachedCompile compiled = compile_cached(source, "synk_" + plan.function.name, options.use_disk_cache);
+    std::shared_ptr<LoadedObject> object = compiled.object;
+    code.lookup = [object](const std::string& symbol) { return object->lookup(symbol); };
+    code.keep_alive = object;
+    code.outcome = compiled.outcome;
+  }
+  return std::make_unique<CpuFunction>(module, std::move(plan), std::move(source), std::move(code));
+}
+
+}  // namespace synk::compiler
