@@ -3,6 +3,7 @@
 // the on-disk cache (lower + generate + hash + read + load; target <= 1 ms) and from the
 // process's own table. The first compile of the process (LLVM and JIT start-up) is reported on
 // its own. Prints a table and writes codegen_jit.csv. Uses a private cache directory.
+// SYNK_BENCH_VERBOSE=1 also prints the CPU time of every cold compile (to see the spread).
 #include <unistd.h>
 
 #include <algorithm>
@@ -102,6 +103,7 @@ int main() {
     if (symbol.empty() && !compiler::kernel_uses_blas(plan, k)) symbol = compiler::cpu_kernel_symbol(plan, k);
   double load_s = seconds([&] { compiler::load_object(object, "bench")->lookup(symbol); });
 
+  if (std::getenv("SYNK_BENCH_VERBOSE")) for (double c : cold_cpu) fmt::print("cold cpu {:.1f} ms\n", c * 1e3);
   struct Row { const char* name; double wall; double cpu; double target; };
   const double na = -1;
   std::vector<Row> rows = {

@@ -127,6 +127,25 @@ constexpr const char* kKernelPipeline =
     "loop-mssa(licm),loop-rotate,indvars,loop-vectorize,loop-load-elim,instcombine,simplifycfg,"
     "loop-mssa(licm),instcombine)";
 
+// LLVM's code generation level. Measured on the 10-op benchmark function (bench/codegen_jit):
+// "less" costs ~22-24 ms of CPU against ~28-30 ms for "aggressive", with the same kernel speed
+// (bench/codegen_pointwise within run-to-run noise): the loops are vectorised by the IR pipeline,
+// and the extra machine passes find nothing to improve in them. SYNK_JIT_CODEGEN=none, less,
+// default or aggressive overrides it (part of the cache key).
+std::string codegen_level_name() {
+  const char* p = std::getenv("SYNK_JIT_CODEGEN");
+  std::string v = p ? p : "";
+  return v == "none" || v == "default" || v == "aggressive" ? v : "less";
+}
+
+llvm::CodeGenOpt::Level codegen_opt_level() {
+  std::string v = codegen_level_name();
+  if (v == "none") return llvm::CodeGenOpt::None;
+  if (v == "default") return llvm::CodeGenOpt::Default;
+  if (v == "aggressive") return llvm::CodeGenOpt::Aggressive;
+  return llvm::CodeGenOpt::Less;
+}
+
 std::vector<std::string> cc1_options() {
   std::string rd = SYNK_CLANG_RESOURCE_DIR;
   // -O3 for the IR Clang generates (attributes, TBAA); -disable-llvm-passes when we run our own
@@ -158,6 +177,7 @@ class Compiler {
     }
     target_.compiler_version = std::string("LLVM ") + LLVM_VERSION_STRING + " " + kCodegenVersion;
     for (const std::string& o : cc1_options()) options_ += o + " ";
+    options_ += "codegen=" + codegen_level_name();
   }
 
   const JitTarget& target() const { return target_; }
@@ -234,7 +254,7 @@ class Compiler {
       std::string features;
       for (const std::string& f : target_.features) features += (features.empty() ? "" : ",") + f;
       tm_.reset(t->createTargetMachine(target_.triple, target_.cpu, features, llvm::TargetOptions(),
-                                       llvm::Reloc::PIC_, llvm::None, llvm::CodeGenOpt::Aggressive));
+                                       llvm::Reloc::PIC_, llvm::None, codegen_opt_level()));
       if (!tm_) fail("could not create an LLVM target machine", "", source, name_hint);
     }
     return tm_.get();
