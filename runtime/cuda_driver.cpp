@@ -277,6 +277,8 @@ const DriverApi& cuda_driver() {
   return d.api;
 }
 
+bool cuda_initialized_here() { return driver_if_loaded() != nullptr; }
+
 std::string cuda_error_name(CUresult code) {
   const LoadedDriver* driver_state = driver_if_loaded();
   if (driver_state && driver_state->api.cuGetErrorName) {
@@ -329,6 +331,11 @@ void CudaDevice::select(int ordinal) {
     throw CudaError(fmt::format("this process already computes on GPU {}; it cannot switch to GPU {}",
                                 bound_device->info_.ordinal, ordinal), -1);
   selected_ordinal = ordinal;
+}
+
+std::optional<int> CudaDevice::selected() {
+  std::lock_guard<std::mutex> lock(device_mutex);
+  return selected_ordinal;
 }
 
 CudaDevice& CudaDevice::get() {

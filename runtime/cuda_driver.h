@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -126,6 +127,9 @@ bool cuda_available(std::string* reason = nullptr);
 
 // The driver, loaded and initialised in this process. Throws CudaError when it cannot be.
 const DriverApi& cuda_driver();
+// Whether cuda_driver() already ran in this process (successfully or not). A process that
+// initialised CUDA cannot fork workers that use it, so the runtime refuses a GPU group then.
+bool cuda_initialized_here();
 
 // "CUDA_ERROR_OUT_OF_MEMORY" / "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"; usable even when the
 // driver is not loaded (then the number is printed).
@@ -156,6 +160,8 @@ class CudaDevice {
   // Chooses the ordinal before first use (the runtime calls it in each rank after the fork).
   // Throws CudaError when this process is already bound to another device or the ordinal is bad.
   static void select(int ordinal);
+  // The ordinal given to select(), if any (the rank binding), without touching the driver.
+  static std::optional<int> selected();
 
   const DeviceInfo& info() const { return info_; }
   CUcontext context() const { return context_; }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "runtime/call_engine.h"
 #include "runtime/coll_exec.h"
 #include "runtime/coll_staging.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/errors.h"
 #include "runtime/shared_vars.h"
 #include "runtime/wire.h"
@@ -327,7 +329,7 @@ struct WorkerLoop {
 
 [[noreturn]] static void worker_main(ControlBlock* ctl, Store* store, const std::string& prefix,
                                      int rank, int size, pid_t master, int cpu,
-                                     const WaitPolicy& policy) {
+                                     const WaitPolicy& policy, int gpu) {
   shm::set_retire_listener(nullptr);
   if (rank == 1) {
     // Rank 1 removes the master's segments if the master dies (before prctl: it may die already).
@@ -346,6 +348,8 @@ struct WorkerLoop {
   if (cpu >= 0) pin_to(cpu);
   ctl->slot(rank).pid.store(getpid());
   try {
+    // Only records the ordinal: the driver is initialised by the first CUDA use in this rank.
+    if (gpu >= 0) cuda::CudaDevice::select(gpu);
     WorkerLoop loop{RankContext{}, ctl, master};
     loop.init(store, prefix, rank, size, policy);
     loop.run();
@@ -358,9 +362,6 @@ struct WorkerLoop {
 // Master side
 
 std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const GroupOptions& options) {
-  if (backend == Backend::Gpu)
-    throw UsageError("fork: the GPU backend is not built yet (this build runs on CPU cores only); "
-                     "use Backend::Cpu");
   cpu_set_t mask;
   CPU_ZERO(&mask);
   if (sched_getaffinity(0, sizeof mask, &mask) != 0) CPU_SET(0, &mask);
@@ -380,8 +381,26 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
     throw UsageError(fmt::format("fork: collective_staging_bytes must be at least {} for {} ranks, received {}",
                                  least_staging, n, options.collective_staging_bytes));
 
+  GroupBackend chosen = choose_group_backend(backend, n);
+  if (chosen.backend == Backend::Gpu) {
+    try {
+      cuda::CudaDevice::select(gpu_for_rank(0, chosen.device_count));   // records only; no CUDA call
+    } catch (const cuda::CudaError& e) {
+      throw UsageError(fmt::format("fork: Backend::Gpu: rank 0 cannot use GPU 0: {}", e.what()));
+    }
+  }
+  if (const char* v = std::getenv("SYNK_VERBOSE"); v && *v && std::strcmp(v, "0") != 0) {
+    if (chosen.backend == Backend::Gpu)
+      std::fprintf(stderr, "synk: fork: %d rank%s on the GPU (%d device%s; rank r uses GPU r %% %d)\n", n,
+                   n == 1 ? "" : "s", chosen.device_count, chosen.device_count == 1 ? "" : "s", chosen.device_count);
+    else
+      std::fprintf(stderr, "synk: fork: %d rank%s on the CPU%s\n", n, n == 1 ? "" : "s",
+                   chosen.reason.empty() ? "" : fmt::format(" (backend auto: {})", chosen.reason).c_str());
+  }
+
   std::unique_ptr<ProcessGroup> g(new ProcessGroup());
   g->size_ = n;
+  g->backend_ = chosen;
   g->options_ = options;
   g->policy_.spin_ns = options.spin_ns >= 0 ? options.spin_ns : (size_t(n) <= cpus.size() ? 50'000 : 0);
   g->policy_.yield_ns = options.yield_ns >= 0 ? options.yield_ns : 50'000;
@@ -412,11 +431,13 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
   g->worker_results_gen_.assign(size_t(n), 0);
   std::fflush(nullptr);   // buffered output would otherwise be written once per process
   const pid_t master = getpid();
+  set_active_backend(chosen.backend);   // before the fork: workers inherit it
   for (int r = 1; r < n; ++r) {
     pid_t pid = ::fork();
     if (pid == 0)
       worker_main(g->ctl_, &g->store_, g->prefix_, r, n, master,
-                  options.pin ? cpus[size_t(r) % cpus.size()] : -1, g->policy_);
+                  options.pin ? cpus[size_t(r) % cpus.size()] : -1, g->policy_,
+                  chosen.backend == Backend::Gpu ? gpu_for_rank(r, chosen.device_count) : -1);
     if (pid < 0) {
       int err = errno;
       g->alive_ = true;
@@ -626,6 +647,7 @@ void ProcessGroup::teardown(bool orderly) {
   alive_ = false;
   if (getpid() != pids_[0]) return;   // a copy in a process the user forked: not ours to end
   if (g_listening_group == this) g_listening_group = nullptr;
+  set_active_backend(Backend::Cpu);
   bool any_left = false;
   for (int r = 1; r < size_; ++r) any_left |= !reaped_[size_t(r)];
   if (orderly && any_left) {

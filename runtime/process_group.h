@@ -22,14 +22,13 @@
 #include <tuple>
 #include <vector>
 
+#include "runtime/backend.h"
 #include "runtime/futex.h"
 #include "runtime/registry.h"
 #include "runtime/shm.h"
 #include "runtime/store.h"
 
 namespace synk::rt {
-
-enum class Backend : uint8_t { Cpu, Gpu };
 
 struct GroupOptions {
   int64_t spin_ns = -1;              // busy-wait before sleeping; -1: 50 µs if every rank has a core
@@ -106,7 +105,10 @@ class RankContext {
 class ProcessGroup {
  public:
   // Starts N ranks (n = 0: one per allowed CPU core). Returns in the master only: a worker runs
-  // its loop and exits inside this call.
+  // its loop and exits inside this call. `backend`: see backend.h (Backend::Gpu without a usable
+  // GPU is a UsageError naming the probe's reason; Backend::Auto falls back to the CPU). GPU
+  // ranks bind GPU rank % device_count (rt::cuda::CudaDevice::select) before any CUDA call.
+  // SYNK_VERBOSE=1 prints the choice on stderr.
   static std::unique_ptr<ProcessGroup> start(int n, Backend backend, const GroupOptions& options);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
@@ -120,6 +122,9 @@ class ProcessGroup {
   Store& store() { return store_; }
   RankContext& master_context() { return master_ctx_; }
   const GroupOptions& options() const { return options_; }
+  // The backend the ranks compute on (never Auto), and why the CPU when Auto chose it.
+  Backend backend() const { return backend_.backend; }
+  const GroupBackend& backend_choice() const { return backend_; }
 
   // One command: `payload` goes to every worker, master_part() runs meanwhile as rank 0, then
   // waits for every rank. Returns one message per rank ("" when it succeeded). A dead worker or
@@ -165,6 +170,7 @@ class ProcessGroup {
   bool alive_ = false;
   int size_ = 1;
   GroupOptions options_;
+  GroupBackend backend_;
   WaitPolicy policy_;
   std::string prefix_;
   shm::Segment control_;

@@ -94,6 +94,8 @@ void close() {
 
 bool forked() { return g_group && g_group->alive(); }
 
+Backend backend() { return forked() ? g_group->backend() : Backend::Cpu; }
+
 int size() { return group_or_throw("size").size(); }
 
 pid_t worker_pid(int rank) {

@@ -42,7 +42,13 @@ using ForkOptions = rt::GroupOptions;
 // Starts n ranks (n = 0: one per CPU core this process may run on). Returns n. Rank 0 is this
 // process; ranks 1..n-1 are forked workers that never return from this call. A UsageError if a
 // group is running already (close() it first).
+// backend: Backend::Cpu; Backend::Gpu (rank r computes on GPU r % device_count; a UsageError
+// naming the reason when no GPU is usable); Backend::Auto (the GPU when one is usable, else the
+// CPU). SYNK_VERBOSE=1 prints the choice on stderr. docs/gpu.md.
 int fork(int n = 0, Backend backend = Backend::Cpu, const ForkOptions& options = {});
+// The backend the running group computes on (what Backend::Auto chose); Backend::Cpu when no
+// group runs.
+Backend backend();
 // Ends the workers and removes every shared-memory segment of the group. Idempotent.
 void close();
 // Makes every worker load every function and module registered so far (they otherwise load on
