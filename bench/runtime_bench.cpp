@@ -5,7 +5,11 @@
 //     single-process gather of the same rows;
 //  3. a compute-bound function (matrix products, OpenBLAS single-threaded per rank) on 1 rank
 //     and on N ranks.
-// Usage: runtime_bench [--calls N] [--rows N] [--ranks N]   (defaults suit a 2-core machine)
+// Usage: runtime_bench [--calls N] [--rows N] [--ranks N] [--csv FILE] [--png FILE]
+//        (defaults suit a 2-core machine; on a many-core machine --ranks 16 gives the scaling curve)
+// Every figure also goes to a CSV (default runtime_bench.csv in the current directory); the
+// matmul scaling curve is drawn by bench/plot_runtime.py into a PNG when /usr/bin/python3 has
+// matplotlib.
 #include <cblas.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -118,12 +122,29 @@ int main(int argc, char** argv) {
   int calls = 20000;
   int64_t rows = 65536;
   int ranks = 2;
+  std::string csv_path = "runtime_bench.csv", png_path = "runtime_bench.png";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--calls") calls = std::stoi(argv[i + 1]);
     else if (a == "--rows") rows = std::stoll(argv[i + 1]);
     else if (a == "--ranks") ranks = std::stoi(argv[i + 1]);
+    else if (a == "--csv") csv_path = argv[i + 1];
+    else if (a == "--png") png_path = argv[i + 1];
+    else {
+      std::fprintf(stderr, "runtime_bench: unknown option '%s'\n", a.c_str());
+      return 2;
+    }
   }
+  if (ranks < 1) {
+    std::fprintf(stderr, "runtime_bench: --ranks must be >= 1\n");
+    return 2;
+  }
+  std::FILE* csv = std::fopen(csv_path.c_str(), "w");
+  if (!csv) {
+    std::fprintf(stderr, "runtime_bench: cannot write %s\n", csv_path.c_str());
+    return 2;
+  }
+  std::fprintf(csv, "section,ranks,metric,value,baseline\n");
   Module none = synk::module({});
   Function tiny = tiny_function(none);
   const int64_t cols = 256;   // 1 KiB rows
@@ -154,6 +175,8 @@ int main(int argc, char** argv) {
               percentile(t_calls, 0.9) / spin_pp);
   std::printf("%-46s %10.2f %10.2f\n\n", "synk empty call, 2 ranks (p99)", percentile(t_calls, 0.99),
               percentile(t_calls, 0.99) / spin_pp);
+  std::fprintf(csv, "round_trip,2,median_us,%g,%g\nround_trip,2,p90_us,%g,%g\nround_trip,2,p99_us,%g,%g\n",
+               percentile(t_calls, 0.5), spin_pp, percentile(t_calls, 0.9), spin_pp, percentile(t_calls, 0.99), spin_pp);
 
   // 2. Row gather bandwidth.
   std::vector<float> host(size_t(rows * cols));
@@ -195,6 +218,8 @@ int main(int argc, char** argv) {
                 t_list * 1e3, bytes / n / t_list / 1e9, (bytes / n / t_list) / (bytes / t_memcpy));
     std::printf("%-46s %10.2f %10.2f %10.2f\n", ("synk call, aggregate over " + std::to_string(n) + " rank(s)").c_str(),
                 t_list * 1e3, bytes / t_list / 1e9, (bytes / t_list) / (bytes / t_memcpy));
+    std::fprintf(csv, "gather,%d,per_rank_GBps,%g,%g\ngather,%d,aggregate_GBps,%g,%g\n", n, bytes / n / t_list / 1e9,
+                 bytes / t_memcpy / 1e9, n, bytes / t_list / 1e9, bytes / t_memcpy / 1e9);
     std::printf("%-46s %10.3f %10s %10s\n", ("synk call, no batch (rows in place), " + std::to_string(n) + " rank(s)").c_str(),
                 t_range * 1e3, "-", "-");
   }
@@ -221,6 +246,13 @@ int main(int argc, char** argv) {
     if (n == 1) t1 = t;
     std::printf("%-46s %10.2f %10.1f %10.2f\n", (std::to_string(n) + " rank(s)").c_str(), t * 1e3,
                 2.0 * double(n_rows) * k * k / t / 1e9, t1 / t);
+    std::fprintf(csv, "matmul,%d,ms,%g,%g\n", n, t * 1e3, t1 * 1e3);
+  }
+  std::fclose(csv);
+  std::printf("\nCSV: %s\n", csv_path.c_str());
+  if (ranks > 1 && std::system("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null") == 0) {
+    std::string cmd = "/usr/bin/python3 " SYNK_SOURCE_DIR "/bench/plot_runtime.py '" + png_path + "' '" + csv_path + "'";
+    if (std::system(cmd.c_str()) == 0) std::printf("plot: %s\n", png_path.c_str());
   }
   return 0;
 }
