@@ -9,6 +9,7 @@
 #include "compiler/grad.h"
 #include "dsl/frontend.h"
 #include "compiler/lower.h"
+#include "compiler/train.h"
 
 namespace synk::compiler {
 
@@ -24,20 +25,23 @@ void emit(const ir::Module& module, const std::string& stage, std::ostream& out,
     for (const std::string& s : stages) known += (known.empty() ? "" : ", ") + s;
     throw dsl::UserError("--emit=" + stage + " is not a compiler stage (known after ir: " + known + ")");
   }
+  // A training function's optimizer becomes its update function first (compiler/train.h).
+  ir::Module expanded = module;
+  expand_training_steps(expanded);
   if (stage == "ir-grad") {
-    out << dsl::print_module(expand_gradients(module));
+    out << dsl::print_module(expand_gradients(expanded));
     return;
   }
   LowerOptions lower_options;
   if (options.print_after_all) lower_options.print_after_all = options.pass_dump;
   bool first = true;
-  for (const ir::Function& fn : module.functions) {
-    KernelPlan plan = lower(module, fn, lower_options);
+  for (const ir::Function& fn : expanded.functions) {
+    KernelPlan plan = lower(expanded, fn, lower_options);
     if (!first) out << "\n";
     first = false;
-    if (stage == "ir-fused") print_plan(module, plan, out);
-    else if (stage == "cuda") out << generate_cuda(module, plan);
-    else out << generate_cpu_source(module, plan);
+    if (stage == "ir-fused") print_plan(expanded, plan, out);
+    else if (stage == "cuda") out << generate_cuda(expanded, plan);
+    else out << generate_cpu_source(expanded, plan);
   }
 }
 

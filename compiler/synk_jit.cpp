@@ -19,8 +19,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "compiler/backend_function.h"
 #include "compiler/bridge.h"
 #include "compiler/cpu_function.h"
+#include "compiler/train.h"
 #include "dsl/frontend.h"
 
 namespace synk::jit {
@@ -48,10 +50,20 @@ ir::Module front_end(const std::string& source_name, const std::string& text, co
     if (!diags.has_errors()) dsl::internal_error("analyze failed without reporting an error for " + source_name);
     throw dsl::UserError(dsl::format_diagnostics_in_source_order(diags));
   }
+  compiler::expand_training_steps(*module);
   return std::move(*module);
 }
 
 ir::Module read_source(const ModuleSource& source) { return front_end(source.name, source.text, source.base_dir); }
+
+// Runs on the backend of the group it is called in (compiler/backend_function.h).
+std::shared_ptr<rt::CompiledFunction> make_function(std::shared_ptr<const ir::Module> module, const std::string& name,
+                                                    const compiler::CpuCompileOptions& options) {
+  compiler::CudaCompileOptions cuda;
+  cuda.use_disk_cache = options.use_disk_cache;
+  return std::make_shared<compiler::BackendFunction>(
+      module, name, [module, name, options] { return compiler::compile_cpu_function(*module, name, options); }, cuda);
+}
 
 // Payload of a "jit" function: four length-prefixed fields (function, source name, base
 // directory, text), each as "<decimal length>:<bytes>".
@@ -91,7 +103,7 @@ std::shared_ptr<rt::CompiledFunction> load_in_worker(const std::string& payload)
     if (!slot) slot = std::make_shared<const ir::Module>(read_source(source));
     module = slot;
   }
-  return compiler::compile_cpu_function(*module, fields[0]);
+  return make_function(module, fields[0], {});
 }
 
 [[maybe_unused]] const bool g_loader_registered_at_startup = [] {
@@ -114,6 +126,7 @@ struct Module::State {
   std::string ir_text;                  // printed on demand
   synk::Module runtime;
   compiler::CpuCompileOptions compile_options;
+  std::shared_ptr<const ir::Module> shared_ir;   // a copy of ir that functions keep for their other backend
   std::map<std::string, synk::Function, std::less<>> functions;
 };
 
@@ -129,7 +142,8 @@ synk::Function Module::function(const std::string& name) {
     throw UsageError(fmt::format("jit::Module::function: no function named '{}' (the module has: {})", name,
                                  function_names().empty() ? std::string("no functions")
                                                           : fmt::format("{}", fmt::join(function_names(), ", "))));
-  std::shared_ptr<rt::CompiledFunction> compiled = compiler::compile_cpu_function(s.ir, name, s.compile_options);
+  if (!s.shared_ir) s.shared_ir = std::make_shared<const ir::Module>(s.ir);
+  std::shared_ptr<rt::CompiledFunction> compiled = make_function(s.shared_ir, name, s.compile_options);
   synk::Function f = synk::function(std::move(compiled), s.runtime, kLoaderKind, encode_payload(name, s.source));
   s.functions.emplace(name, f);
   return f;
@@ -146,6 +160,27 @@ Shared Module::shared(const std::string& name) const {
                                  shared_names().empty() ? std::string("no shared variables")
                                                         : fmt::format("{}", fmt::join(shared_names(), ", "))));
   return Shared(s.runtime, name);
+}
+
+synk::TrainStep Module::train_step(const std::string& name, int64_t num_packs) {
+  State& s = state();
+  const ir::TrainStep* step = s.ir.find_train_step(name);
+  if (!step) {
+    std::vector<std::string> names = train_step_names();
+    throw UsageError(fmt::format("jit::Module::train_step: '{}' is not a training function (one with 'minimize'); {}",
+                                 name, names.empty() ? std::string("the module has none")
+                                                     : fmt::format("the module has: {}", fmt::join(names, ", "))));
+  }
+  const ir::Optimizer& optimizer = s.ir.optimizers.at(size_t(step->optimizer));
+  const std::string gradient_var = s.ir.shareds.at(size_t(optimizer.gradient)).name;
+  return synk::TrainStep(name, function(name), shared(gradient_var).var(), function(optimizer.update_function()),
+                         num_packs);
+}
+
+std::vector<std::string> Module::train_step_names() const {
+  std::vector<std::string> names;
+  for (const ir::TrainStep& step : state().ir.train_steps) names.push_back(step.function);
+  return names;
 }
 
 const rt::SharedSpec& Shared::spec() const { return module_.spec().shareds.at(size_t(module_.index_of(name_))); }
@@ -195,6 +230,9 @@ Module ModuleFactory::make(ModuleSource source, ir::Module ir, const CompileOpti
 }
 
 Module compile(const ir::Module& module, const CompileOptions& options) {
+  if (compiler::training_steps_expanded(module))
+    throw UsageError("jit::compile: the module's training steps are already expanded (compiler::"
+                     "expand_training_steps); pass the front end's module, which jit::compile expands itself");
   // A module built in C++ has no text of its own: workers get its printed IR, which must read
   // back; the master compiles the read-back module too, so both generate the same kernels.
   ModuleSource source{"<jit module>", "/",

@@ -6,6 +6,7 @@
 //   synk::Function f = mod.function("f");           // compiled (or found in the kernel cache)
 //   synk::Outputs r = f({x, y});                      // x, y: synk::Data
 //   synk::Array s = mod.shared("s").get_value();     // a shared variable, by name
+//   synk::TrainStep step = mod.train_step("train");  // a function with `minimize` (docs/training.md)
 //
 // A jit::Module registers its shared variables with the runtime once (one copy per rank) and
 // each function the first time it is asked for. Modules and functions may be created before or
@@ -93,6 +94,13 @@ class Module {
   // UsageError for an unknown name (listing the module's shared variables).
   Shared shared(const std::string& name) const;
 
+  // The training step of function `name` (one that minimizes a loss with an optimizer): its
+  // gradient function, its optimizer's flat-gradient variable and update function, compiled and
+  // registered like function(). UsageError when `name` is not a training function (listing the
+  // module's training functions). num_packs > 0: the gradient's all_reduce uses that many packs.
+  synk::TrainStep train_step(const std::string& name, int64_t num_packs = 0);
+  std::vector<std::string> train_step_names() const;
+
   std::vector<std::string> function_names() const;
   std::vector<std::string> shared_names() const;
   // The module as compiled, and its printed IR (dsl::print_module).
@@ -108,11 +116,13 @@ class Module {
   std::shared_ptr<State> state_;
 };
 
-// The front end, then registration of the shared variables. dsl::UserError with every
+// The front end, then the training-step expansion (compiler/train.h: every used optimizer's
+// update function and state), then registration of the shared variables. dsl::UserError with every
 // diagnostic when the program is wrong (or the file cannot be read).
 Module load_file(const std::string& path, const CompileOptions& options = {});
 Module compile_string(const std::string& text, const CompileOptions& options = {},
                       const std::string& source_name = "<string>");
+// `module` is the front end's result (training steps not yet expanded: a UsageError otherwise).
 Module compile(const ir::Module& module, const CompileOptions& options = {});
 Module compile(const dsl::ModuleBuilder& builder, const CompileOptions& options = {});
 

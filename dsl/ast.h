@@ -64,7 +64,14 @@ struct Expr {
 enum class StmtKind : uint8_t {
   Let,     // let NAME [: TYPE] = EXPR;
   Out,     // out NAME [: MODE] = EXPR;
-  Update,  // update NAME [: MODE] = EXPR;
+  Update,  // update NAME [: MODE] = EXPR [using OPTIMIZER];
+  Minimize,  // minimize EXPR over NAME, ... using OPTIMIZER;  (name: empty)
+};
+
+// A name as written, with its location (the variables after `over`).
+struct NameRef {
+  std::string name;
+  SourceLoc loc;
 };
 
 struct Stmt {
@@ -74,7 +81,10 @@ struct Stmt {
   std::optional<TypeExpr> type;   // Let only (optional annotation, checked by sema)
   std::string mode;               // Out/Update: as written; empty = default
   SourceLoc mode_loc;
-  ExprPtr value;
+  ExprPtr value;                  // Minimize: the loss
+  std::vector<NameRef> over;      // Minimize: the parameters, in the order of the flat gradient
+  std::string optimizer;          // Minimize, and Update with `using`: the optimizer's name
+  SourceLoc optimizer_loc;
   SourceLoc loc;
 };
 
@@ -105,9 +115,21 @@ struct SharedDecl {
   SourceLoc loc;
 };
 
+// optimizer NAME = RULE(keyword=number, ...);   (a training step's update rule)
+struct OptimizerDecl {
+  std::string name;
+  SourceLoc name_loc;
+  std::string rule;               // as written; validated by sema
+  SourceLoc rule_loc;
+  std::vector<KwArg> hyper_parameters;
+  std::vector<ExprPtr> positional;  // not allowed (sema reports them); kept for the message
+  SourceLoc loc;
+};
+
 struct Program {
   std::vector<SharedDecl> shareds;   // in source order
   std::vector<FnDecl> functions;     // in source order
+  std::vector<OptimizerDecl> optimizers;   // in source order
 };
 
 }  // namespace synk::ast

@@ -10,6 +10,9 @@
 //         Kwarg 'axis' @4:28
 //           IntLiteral 0 @4:33
 // The format is meant to be stable for FileCheck tests.
+#include <algorithm>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "dsl/frontend.h"
@@ -45,19 +48,22 @@ class AstPrinter {
  public:
   std::string print(const ast::Program& program) {
     // Items interleave in source order, whichever vector they are in.
-    size_t s = 0, f = 0;
-    auto before = [](SourceLoc a, SourceLoc b) {
-      return a.line < b.line || (a.line == b.line && a.col < b.col);
+    struct Item {
+      SourceLoc loc;
+      int kind;   // 0 shared, 1 function, 2 optimizer
+      size_t index;
     };
-    while (s < program.shareds.size() || f < program.functions.size()) {
-      bool take_shared = f == program.functions.size() ||
-                         (s < program.shareds.size() &&
-                          before(program.shareds[s].loc, program.functions[f].loc));
-      if (take_shared) {
-        shared(program.shareds[s++]);
-      } else {
-        function(program.functions[f++]);
-      }
+    std::vector<Item> items;
+    for (size_t i = 0; i < program.shareds.size(); ++i) items.push_back({program.shareds[i].loc, 0, i});
+    for (size_t i = 0; i < program.functions.size(); ++i) items.push_back({program.functions[i].loc, 1, i});
+    for (size_t i = 0; i < program.optimizers.size(); ++i) items.push_back({program.optimizers[i].loc, 2, i});
+    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+      return a.loc.line < b.loc.line || (a.loc.line == b.loc.line && a.loc.col < b.loc.col);
+    });
+    for (const Item& item : items) {
+      if (item.kind == 0) shared(program.shareds[item.index]);
+      if (item.kind == 1) function(program.functions[item.index]);
+      if (item.kind == 2) optimizer(program.optimizers[item.index]);
     }
     return std::move(out_);
   }
@@ -90,6 +96,16 @@ class AstPrinter {
     if (decl.init) expr(1, *decl.init);
   }
 
+  void optimizer(const ast::OptimizerDecl& decl) {
+    line(0, fmt::format("Optimizer '{}' rule={}", decl.name, decl.rule), decl.loc);
+    for (const ast::ExprPtr& arg : decl.positional)
+      if (arg) expr(1, *arg);
+    for (const ast::KwArg& kwarg : decl.hyper_parameters) {
+      line(1, fmt::format("Kwarg '{}'", kwarg.name), kwarg.loc);
+      if (kwarg.value) expr(2, *kwarg.value);
+    }
+  }
+
   void function(const ast::FnDecl& fn) {
     line(0, fmt::format("Function '{}'", fn.name), fn.loc);
     for (const ast::ParamDecl& param : fn.params) {
@@ -100,11 +116,19 @@ class AstPrinter {
   }
 
   void statement(const ast::Stmt& stmt) {
+    if (stmt.kind == ast::StmtKind::Minimize) {
+      // Minimize using=opt: the loss, then one Over node per variable.
+      line(1, fmt::format("Minimize using={}", stmt.optimizer), stmt.loc);
+      if (stmt.value) expr(2, *stmt.value);
+      for (const ast::NameRef& name : stmt.over) line(2, fmt::format("Over '{}'", name.name), name.loc);
+      return;
+    }
     const char* keyword = stmt.kind == ast::StmtKind::Let ? "Let"
                           : stmt.kind == ast::StmtKind::Out ? "Out"
                                                             : "Update";
     std::string mode = stmt.mode.empty() ? "" : " mode=" + stmt.mode;
-    line(1, fmt::format("{} '{}'{}", keyword, stmt.name, mode), stmt.loc);
+    std::string optimizer = stmt.optimizer.empty() ? "" : " using=" + stmt.optimizer;
+    line(1, fmt::format("{} '{}'{}{}", keyword, stmt.name, mode, optimizer), stmt.loc);
     if (stmt.type) type(2, *stmt.type);
     if (stmt.value) expr(2, *stmt.value);
   }

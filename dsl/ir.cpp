@@ -150,6 +150,12 @@ const Function* Module::find_function(std::string_view name) const {
   return nullptr;
 }
 
+const TrainStep* Module::find_train_step(std::string_view function) const {
+  for (const TrainStep& step : train_steps)
+    if (step.function == function) return &step;
+  return nullptr;
+}
+
 int64_t Module::find_shared(std::string_view name) const {
   for (size_t i = 0; i < shareds.size(); ++i)
     if (shareds[i].name == name) return int64_t(i);
@@ -273,6 +279,8 @@ bool structurally_equal(const Module& a, const Module& b, std::string* first_dif
     return differ(fmt::format("{} vs {} functions", a.functions.size(), b.functions.size()));
   for (size_t i = 0; i < a.functions.size(); ++i)
     if (!function_equal(a.functions[i], b.functions[i], first_difference)) return false;
+  if (a.optimizers != b.optimizers) return differ("the optimizers differ");
+  if (a.train_steps != b.train_steps) return differ("the training steps differ");
   return true;
 }
 
@@ -383,6 +391,43 @@ void verify_function(const Module& m, const Function& f, std::vector<std::string
 
 }  // namespace
 
+namespace {
+
+void verify_training(const Module& m, std::vector<std::string>& out) {
+  auto valid_shared = [&](int64_t index) { return index >= 0 && index < int64_t(m.shareds.size()); };
+  for (const Optimizer& o : m.optimizers) {
+    if (o.gradient == -1 && o.parameters.empty()) continue;
+    if (!valid_shared(o.gradient) || m.shareds[size_t(o.gradient)].type.rank() != 1) {
+      out.push_back(fmt::format("optimizer '{}': bad gradient variable {}", o.name, o.gradient));
+      continue;
+    }
+    for (int64_t p : o.parameters)
+      if (!valid_shared(p) || !is_float(m.shareds[size_t(p)].type.dtype))
+        out.push_back(fmt::format("optimizer '{}': bad parameter {}", o.name, p));
+  }
+  for (const TrainStep& step : m.train_steps) {
+    if (step.optimizer < 0 || step.optimizer >= int64_t(m.optimizers.size())) {
+      out.push_back(fmt::format("training step '{}': bad optimizer {}", step.function, step.optimizer));
+      continue;
+    }
+    const Optimizer& o = m.optimizers[size_t(step.optimizer)];
+    const Function* f = m.find_function(step.function);
+    if (!f) {
+      out.push_back(fmt::format("training step '{}': no such function", step.function));
+      continue;
+    }
+    int writes = 0;
+    for (const Update& u : f->updates) writes += u.shared == o.gradient;
+    if (writes != 1)
+      out.push_back(fmt::format("training step '{}': {} updates of the gradient of optimizer '{}'", step.function,
+                                writes, o.name));
+    if (m.find_train_step(step.function) != &step)
+      out.push_back(fmt::format("training step '{}' is declared twice", step.function));
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> verify(const Module& m) {
   std::vector<std::string> out;
   for (size_t i = 0; i < m.shareds.size(); ++i) {
@@ -399,6 +444,7 @@ std::vector<std::string> verify(const Module& m) {
     if (m.find_function(f.name) != &f) out.push_back(fmt::format("function '{}' is declared twice", f.name));
     verify_function(m, f, out);
   }
+  verify_training(m, out);
   return out;
 }
 

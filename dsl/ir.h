@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -166,14 +167,49 @@ struct SharedVar {
   SourceLoc loc;
 };
 
+// `optimizer NAME = RULE(keyword=value, ...);` and what the module's `minimize` statements bound
+// it to (docs/training.md). For an optimizer that some function minimizes with, sema adds the
+// flat-gradient shared variable `<name>_grads` (every training function using it writes it with
+// `update <name>_grads = grad(loss, parameters...)`); compiler::expand_training_steps (a later
+// stage) adds the update function `<name>_update` and the optimizer's state.
+struct Optimizer {
+  std::string name;
+  std::string rule;                     // an update rule's name (dsl/sema_optimizer.h), checked
+  std::vector<std::pair<std::string, double>> hyper_parameters;   // as written, in order, checked
+  std::vector<int64_t> parameters;      // shared indices, in flat-gradient order; empty when unused
+  int64_t gradient = -1;                // the flat gradient `<name>_grads`; -1 when unused
+  SourceLoc loc;
+  std::string update_function() const { return name + "_update"; }
+  friend bool operator==(const Optimizer& a, const Optimizer& b) {   // ignores loc
+    return a.name == b.name && a.rule == b.rule && a.hyper_parameters == b.hyper_parameters &&
+           a.parameters == b.parameters && a.gradient == b.gradient;
+  }
+};
+
+// A training function: one that minimizes a loss with an optimizer. Its update of the optimizer's
+// gradient variable is the step's gradient; a step is: call `function`, all_reduce(avg) of the
+// gradient variable, call the optimizer's update function.
+struct TrainStep {
+  std::string function;
+  int64_t optimizer = -1;               // index into Module::optimizers
+  SourceLoc loc;
+  friend bool operator==(const TrainStep& a, const TrainStep& b) {   // ignores loc
+    return a.function == b.function && a.optimizer == b.optimizer;
+  }
+};
+
 struct Module {
   std::vector<SharedVar> shareds;
   std::vector<Function> functions;
+  std::vector<Optimizer> optimizers;    // in declaration order
+  std::vector<TrainStep> train_steps;   // in function order
   const Function* find_function(std::string_view name) const;
   int64_t find_shared(std::string_view name) const;   // -1 when absent
+  const TrainStep* find_train_step(std::string_view function) const;   // null when absent
 };
 
-// Structural equality: ops, types, operands, attributes, params, outputs, updates, shareds.
+// Structural equality: ops, types, operands, attributes, params, outputs, updates, shareds,
+// optimizers and training steps.
 // Ignores names of nodes and source locations (what the printer round-trip promises).
 bool structurally_equal(const Module& a, const Module& b, std::string* first_difference = nullptr);
 

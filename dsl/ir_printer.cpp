@@ -1,9 +1,11 @@
 // print_module: the Graph IR as valid `.synk` text (`synkc FILE --emit=ir`). Every node is one
 // typed `let` in node order, so that parsing and analyzing the text again rebuilds the same
 // nodes in the same order (the round-trip that test/ir checks); leaves read their parameter or
-// shared variable, constants are literals, and operators use their .synk spelling.
+// shared variable, constants are literals, and operators use their .synk spelling. Optimizers
+// print first; a training step prints as the update it became, `update opt_grads = t9 using opt;`.
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <map>
 #include <set>
 
@@ -101,8 +103,16 @@ class FunctionPrinter {
       out += fmt::format("  let {}: {} = {};\n", names_[i], ir::type_str(f_.nodes[i].type), node_text(f_.nodes[i]));
     for (const ir::Output& o : f_.outputs)
       out += fmt::format("  out {}: {} = {};\n", o.name, ir::mode_name(o.mode), ref(o.node));
-    for (const ir::Update& u : f_.updates)
-      out += fmt::format("  update {}: {} = {};\n", shared_name(u.shared), ir::mode_name(u.mode), ref(u.node));
+    // A training function's gradient update names its optimizer (what `minimize` became).
+    const ir::TrainStep* step = m_.find_train_step(f_.name);
+    const ir::Optimizer* optimizer =
+        step && step->optimizer >= 0 && size_t(step->optimizer) < m_.optimizers.size() ? &m_.optimizers[size_t(step->optimizer)]
+                                                                                      : nullptr;
+    for (const ir::Update& u : f_.updates) {
+      std::string using_text = optimizer && u.shared == optimizer->gradient ? " using " + optimizer->name : "";
+      out += fmt::format("  update {}: {} = {}{};\n", shared_name(u.shared), ir::mode_name(u.mode), ref(u.node),
+                         using_text);
+    }
     return out + "}\n";
   }
 
@@ -205,6 +215,11 @@ class FunctionPrinter {
 
 std::string print_module(const ir::Module& module) {
   std::string out;
+  for (const ir::Optimizer& o : module.optimizers) {
+    std::vector<std::string> hyper;
+    for (const auto& [key, value] : o.hyper_parameters) hyper.push_back(key + "=" + float_text(value));
+    out += fmt::format("optimizer {} = {}({});\n", o.name, o.rule, fmt::join(hyper, ", "));
+  }
   for (const ir::SharedVar& s : module.shareds)
     out += fmt::format("shared {}: {} = {}{};\n", s.name, ir::type_str(s.type), init_text(s.init),
                        s.sliceable ? " sliceable" : "");

@@ -29,6 +29,7 @@ constexpr Keyword kKeywords[] = {
     {"bcast", TokenKind::KwBcast},     {"minibatch", TokenKind::KwMinibatch},
     {"sliceable", TokenKind::KwSliceable}, {"true", TokenKind::KwTrue},
     {"false", TokenKind::KwFalse},
+    {"optimizer", TokenKind::KwOptimizer}, {"minimize", TokenKind::KwMinimize},
 };
 
 // The length of the valid UTF-8 sequence starting at text[0], or 0 when it is not one.
@@ -329,6 +330,8 @@ std::string_view token_kind_name(TokenKind kind) {
     case TokenKind::KwBcast: return "'bcast'";
     case TokenKind::KwMinibatch: return "'minibatch'";
     case TokenKind::KwSliceable: return "'sliceable'";
+    case TokenKind::KwOptimizer: return "'optimizer'";
+    case TokenKind::KwMinimize: return "'minimize'";
     case TokenKind::KwTrue: return "'true'";
     case TokenKind::KwFalse: return "'false'";
     case TokenKind::LParen: return "'('";

@@ -33,10 +33,13 @@ bool is_comparison(TokenKind kind) {
 }
 
 bool starts_statement(TokenKind kind) {
-  return kind == TokenKind::KwLet || kind == TokenKind::KwOut || kind == TokenKind::KwUpdate;
+  return kind == TokenKind::KwLet || kind == TokenKind::KwOut || kind == TokenKind::KwUpdate ||
+         kind == TokenKind::KwMinimize;
 }
 
-bool starts_item(TokenKind kind) { return kind == TokenKind::KwFn || kind == TokenKind::KwShared; }
+bool starts_item(TokenKind kind) {
+  return kind == TokenKind::KwFn || kind == TokenKind::KwShared || kind == TokenKind::KwOptimizer;
+}
 
 bool is_role(TokenKind kind) {
   return kind == TokenKind::KwScatter || kind == TokenKind::KwBcast || kind == TokenKind::KwMinibatch;
@@ -133,6 +136,11 @@ class Parser {
   void parse_parameter(ast::FnDecl& fn);
   void parse_body(ast::FnDecl& fn);
   ast::Stmt parse_statement();
+  ast::OptimizerDecl parse_optimizer();
+  void parse_minimize(ast::Stmt& stmt);
+  bool parse_using(ast::Stmt& stmt);
+  // True when the current token is the plain name `word` (a contextual keyword: over, using).
+  bool at_word(std::string_view word) const { return at(TokenKind::Identifier) && current_.spelling == word; }
   ast::TypeExpr parse_type(std::string_view owner);
 
   // ---- expressions, one function per precedence level (lowest first)
@@ -258,11 +266,13 @@ ast::Program Parser::parse_program() {
       program.functions.push_back(parse_function());
     } else if (at(TokenKind::KwShared)) {
       program.shareds.push_back(parse_shared());
+    } else if (at(TokenKind::KwOptimizer)) {
+      program.optimizers.push_back(parse_optimizer());
     } else if (starts_statement(current_.kind)) {
-      syntax_error(current_, fmt::format("expected 'fn' or 'shared' but found {} (statements belong "
-                                         "inside a function body)", describe_token(current_)));
+      syntax_error(current_, fmt::format("expected 'fn', 'shared' or 'optimizer' but found {} (statements "
+                                         "belong inside a function body)", describe_token(current_)));
     } else {
-      expected("'fn' or 'shared' at the top level");
+      expected("'fn', 'shared' or 'optimizer' at the top level");
     }
     if (panic_) synchronize_item();
   }
@@ -344,17 +354,75 @@ void Parser::parse_body(ast::FnDecl& fn) {
     if (starts_statement(current_.kind)) {
       fn.body.push_back(parse_statement());
     } else {
-      expected("a statement (let, out or update)");
+      expected("a statement (let, out, update or minimize)");
     }
     if (panic_) synchronize_statement();
   }
   expect(TokenKind::RBrace, fmt::format("to close the body of function '{}'", fn.name));
 }
 
+// optimizer NAME = RULE(keyword=value, ...);
+ast::OptimizerDecl Parser::parse_optimizer() {
+  ast::OptimizerDecl decl;
+  decl.loc = advance().loc;
+  if (!expect_name(decl.name, decl.name_loc, "an optimizer name", "after 'optimizer'")) return decl;
+  if (!expect(TokenKind::Assign, fmt::format("and an update rule after optimizer '{}'", decl.name))) return decl;
+  if (!at(TokenKind::Identifier) || peek_next().kind != TokenKind::LParen) {
+    expected(fmt::format("an update rule such as momentum(lr=0.05) for optimizer '{}'", decl.name));
+    return decl;
+  }
+  decl.rule_loc = current_.loc;
+  Parsed rule = parse_expression();
+  if (panic_) return decl;
+  if (rule.expr->kind != ExprKind::Call) {
+    report(decl.rule_loc, fmt::format("optimizer '{}' must be one update rule call such as momentum(lr=0.05)",
+                                      decl.name));
+  } else {
+    decl.rule = rule.expr->text;
+    decl.hyper_parameters = std::move(rule.expr->kwargs);
+    decl.positional = std::move(rule.expr->args);
+  }
+  expect(TokenKind::Semicolon, fmt::format("after the declaration of optimizer '{}'", decl.name));
+  return decl;
+}
+
+// `using NAME` after an update's value or a minimize's variables; false after a syntax error.
+bool Parser::parse_using(ast::Stmt& stmt) {
+  advance();  // using
+  return expect_name(stmt.optimizer, stmt.optimizer_loc, "an optimizer name", "after 'using'");
+}
+
+// minimize EXPR over NAME, NAME ... using NAME;   (the keyword is consumed)
+void Parser::parse_minimize(ast::Stmt& stmt) {
+  stmt.value = parse_expression().expr;
+  if (panic_) return;
+  if (!at_word("over")) {
+    expected("'over' and the variables to train after the loss of 'minimize'");
+    return;
+  }
+  advance();
+  do {
+    ast::NameRef name;
+    if (!expect_name(name.name, name.loc, "a shared variable name", "in the variables of 'minimize'")) return;
+    stmt.over.push_back(std::move(name));
+  } while (match(TokenKind::Comma));
+  if (!at_word("using")) {
+    expected("',' or 'using' and an optimizer after the variables of 'minimize'");
+    return;
+  }
+  if (!parse_using(stmt)) return;
+  expect(TokenKind::Semicolon, "after the optimizer of 'minimize'");
+}
+
 ast::Stmt Parser::parse_statement() {
   ast::Stmt stmt;
   Token keyword = advance();
   stmt.loc = keyword.loc;
+  if (keyword.kind == TokenKind::KwMinimize) {
+    stmt.kind = ast::StmtKind::Minimize;
+    parse_minimize(stmt);
+    return stmt;
+  }
   stmt.kind = keyword.kind == TokenKind::KwLet ? ast::StmtKind::Let
               : keyword.kind == TokenKind::KwOut ? ast::StmtKind::Out
                                                  : ast::StmtKind::Update;
@@ -377,6 +445,7 @@ ast::Stmt Parser::parse_statement() {
   if (!expect(TokenKind::Assign, fmt::format("to give '{}' a value", stmt.name))) return stmt;
   stmt.value = parse_expression().expr;
   if (panic_) return stmt;
+  if (stmt.kind == ast::StmtKind::Update && at_word("using") && !parse_using(stmt)) return stmt;
   expect(TokenKind::Semicolon, "after expression");
   return stmt;
 }

@@ -240,6 +240,8 @@ class InitializerAnalyzer {
   const ir::TensorType* type_;
 };
 
+}  // namespace
+
 // Declares a module-level name; reports a duplicate.
 bool declare_global(ModuleContext& ctx, const std::string& name, SourceLoc loc, Global g) {
   auto it = ctx.globals.find(name);
@@ -254,6 +256,8 @@ bool declare_global(ModuleContext& ctx, const std::string& name, SourceLoc loc, 
   ctx.globals.emplace(name, g);
   return true;
 }
+
+namespace {
 
 void analyze_shared(ModuleContext& ctx, const ast::SharedDecl& d) {
   int64_t index = int64_t(ctx.module.shareds.size());
@@ -383,6 +387,7 @@ void FunctionAnalyzer::collect_symbols() {
   for (const ast::Stmt& s : decl_.body) {
     if (s.value) for_each_name(*s.value, [&](const ast::Expr& e) { note_shared(e.text, e.loc); });
     if (s.kind == ast::StmtKind::Update) note_shared(s.name, s.name_loc);
+    for (const ast::NameRef& name : s.over) note_shared(name.name, name.loc);
   }
   for (size_t i = 0; i < fn_.params.size(); ++i)
     for (const ir::Dim& d : fn_.params[i].type.shape)
@@ -562,6 +567,7 @@ void FunctionAnalyzer::update_statement(const ast::Stmt& s) {
                              ir::dtype_name(var.type.dtype),
                              s.mode.empty() ? " (avg is the default mode)" : "", s.name));
   fn_.updates.push_back(ir::Update{index, v.node, *mode, s.name_loc});
+  if (!s.optimizer.empty()) training_update(s, index, v);
 }
 
 void FunctionAnalyzer::statement(const ast::Stmt& s) {
@@ -569,6 +575,7 @@ void FunctionAnalyzer::statement(const ast::Stmt& s) {
     case ast::StmtKind::Let: return let_statement(s);
     case ast::StmtKind::Out: return out_statement(s);
     case ast::StmtKind::Update: return update_statement(s);
+    case ast::StmtKind::Minimize: return minimize_statement(s);
   }
 }
 
@@ -578,6 +585,7 @@ bool FunctionAnalyzer::run() {
   collect_symbols();
   check_scattered_symbols();
   for (const ast::Stmt& s : decl_.body) statement(s);
+  check_training_conflicts();
   bool any_result = false;
   for (const ast::Stmt& s : decl_.body) any_result |= s.kind != ast::StmtKind::Let;
   // A body with syntax errors may have lost its out statements; do not add to that message.
@@ -593,8 +601,9 @@ std::optional<ir::Module> analyze(const ast::Program& program, DiagnosticEngine&
                                   const std::string& base_dir) {
   size_t errors_before = diags.error_count();
   sema::ModuleContext ctx{diags, base_dir.empty() ? std::string(".") : base_dir, diags.has_errors(),
-                          {}, {}, {}, {}};
+                          {}, {}, {}, {}, {}, {}};
   for (const ast::SharedDecl& d : program.shareds) sema::analyze_shared(ctx, d);
+  for (const ast::OptimizerDecl& d : program.optimizers) sema::analyze_optimizer(ctx, d);
   std::vector<bool> declared;
   for (const ast::FnDecl& f : program.functions)
     declared.push_back(sema::declare_global(ctx, f.name, f.name_loc,
@@ -602,8 +611,12 @@ std::optional<ir::Module> analyze(const ast::Program& program, DiagnosticEngine&
                                                          int64_t(declared.size()), f.name_loc}));
   for (const ast::FnDecl& f : program.functions) {
     sema::FunctionAnalyzer analyzer(ctx, f);
-    if (analyzer.run()) ctx.module.functions.push_back(analyzer.take());
+    if (analyzer.run()) {
+      if (auto step = analyzer.train_step()) ctx.module.train_steps.push_back(*step);
+      ctx.module.functions.push_back(analyzer.take());
+    }
   }
+  sema::check_training_names(ctx);
   if (diags.error_count() != errors_before || diags.has_errors()) return std::nullopt;
   std::vector<std::string> violations = ir::verify(ctx.module);
   if (!violations.empty()) {

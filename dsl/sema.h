@@ -59,7 +59,7 @@ bool is_builtin_op(std::string_view name);          // exp, sum, grad, ...
 
 // What a module-level name denotes.
 struct Global {
-  enum class Kind : uint8_t { Shared, Function } kind = Kind::Shared;
+  enum class Kind : uint8_t { Shared, Function, Optimizer } kind = Kind::Shared;
   int64_t index = -1;
   SourceLoc loc;
 };
@@ -72,7 +72,17 @@ struct ModuleContext {
   std::vector<bool> shared_ok;          // false: its declaration had an error (uses stay silent)
   std::vector<SourceLoc> shared_locs;
   std::map<std::string, Global> globals;
+  std::vector<bool> optimizer_ok;       // false: its declaration had an error
+  std::vector<SourceLoc> optimizer_bound_at;   // the first minimize that gave it its variables
 };
+
+// Declares a module-level name; reports a duplicate (or a built-in constant) and returns false.
+bool declare_global(ModuleContext& ctx, const std::string& name, SourceLoc loc, Global g);
+
+// sema_train.cpp: `optimizer` declarations, and the names the training steps add (checked once
+// every function is analyzed).
+void analyze_optimizer(ModuleContext& ctx, const ast::OptimizerDecl& decl);
+void check_training_names(ModuleContext& ctx);
 
 // Analyzes one function into module.functions (when it has no errors).
 class FunctionAnalyzer {
@@ -81,6 +91,8 @@ class FunctionAnalyzer {
   // Returns false when this function had an error.
   bool run();
   ir::Function take() { return std::move(fn_); }
+  // The function's training step, when it minimizes (valid after a successful run()).
+  std::optional<ir::TrainStep> train_step() const { return train_step_; }
 
  private:
   struct Binding {
@@ -99,6 +111,13 @@ class FunctionAnalyzer {
   void let_statement(const ast::Stmt& s);
   void out_statement(const ast::Stmt& s);
   void update_statement(const ast::Stmt& s);
+  // sema_train.cpp: `minimize`, `update <opt>_grads = grad(...) using opt`.
+  void minimize_statement(const ast::Stmt& s);
+  void training_update(const ast::Stmt& s, int64_t gradient_var, const Value& value);
+  std::optional<int64_t> resolve_optimizer(const ast::Stmt& s);
+  bool bind_optimizer(const ast::Stmt& s, int64_t optimizer, const std::vector<int64_t>& parameters,
+                      ir::DType dtype, int64_t size);
+  void check_training_conflicts();
   bool check_local_name(const std::string& name, SourceLoc loc, const char* what);
   void poison_name(const std::string& name, SourceLoc loc);
   std::optional<ir::TensorType> resolve_type(const ast::TypeExpr& t);
@@ -130,6 +149,9 @@ class FunctionAnalyzer {
   Value call_concat(const ast::Expr& e);
   Value call_slice(const ast::Expr& e);
   Value call_grad(const ast::Expr& e);
+  // grad(loss, variables...) for `grad` and `minimize` (`construct` names it in messages).
+  Value gradient_of(const char* construct, const Value& loss, const ast::Expr& loss_expr,
+                    const std::vector<ast::NameRef>& variables, SourceLoc loc);
 
   // Checks positional count and keyword names; reports and returns false when wrong.
   bool check_arguments(const ast::Expr& call, size_t min_positional, size_t max_positional,
@@ -168,6 +190,9 @@ class FunctionAnalyzer {
   std::map<std::string, SourceLoc> outputs_seen_;
   std::map<int64_t, SourceLoc> updates_seen_;
   std::map<int64_t, SourceLoc> used_shareds_;     // first use of each shared variable
+  std::optional<SourceLoc> step_at_;             // the first minimize / update ... using
+  std::optional<ir::TrainStep> train_step_;      // set by minimize / update ... using
+  std::vector<int64_t> trained_;                  // the step's variables
   size_t errors_at_start_ = 0;
   bool had_error_ = false;
 };

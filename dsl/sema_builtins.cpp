@@ -432,57 +432,78 @@ Value FunctionAnalyzer::call_slice(const ast::Expr& e) {
 Value FunctionAnalyzer::call_grad(const ast::Expr& e) {
   if (!check_arguments(e, 2, SIZE_MAX, {})) return Value::error();
   Value loss = operand(*e.args[0]);
+  bool ok = true;
+  std::vector<ast::NameRef> variables;
+  for (size_t i = 1; i < e.args.size(); ++i) {
+    const ast::Expr& arg = *e.args[i];
+    if (arg.kind == ast::ExprKind::Error) { ok = false; continue; }
+    if (arg.kind != ast::ExprKind::Name) {
+      error(arg.loc, fmt::format("grad differentiates with respect to shared variables, named directly; "
+                                 "found '{}'", expr_text(arg)));
+      ok = false;
+      continue;
+    }
+    variables.push_back(ast::NameRef{arg.text, arg.loc});
+  }
+  Value g = gradient_of("grad", loss, *e.args[0], variables, e.loc);
+  return ok ? g : Value::error();
+}
+
+Value FunctionAnalyzer::gradient_of(const char* construct, const Value& loss, const ast::Expr& loss_expr,
+                                    const std::vector<ast::NameRef>& variables, SourceLoc loc) {
   bool ok = !loss.failed();
-  std::string loss_text = expr_text(*e.args[0]);
-  if (ok && !ir::is_float(loss.type.dtype)) {
-    error(e.args[0]->loc, fmt::format("grad needs a floating loss but '{}' is {}", loss_text, ir::type_str(loss.type)));
+  std::string loss_text = expr_text(loss_expr);
+  if (ok && loss.is_literal()) {
+    error(loss_expr.loc, fmt::format("{} needs a loss that depends on the variables, but '{}' is a constant",
+                                     construct, loss_text));
+    ok = false;
+  } else if (ok && !ir::is_float(loss.type.dtype)) {
+    error(loss_expr.loc, fmt::format("{} needs a floating loss but '{}' is {}", construct, loss_text,
+                                     ir::type_str(loss.type)));
     ok = false;
   } else if (ok && loss.type.rank() != 0) {
-    error(e.args[0]->loc, fmt::format("grad needs a scalar loss but '{}' has shape {}; reduce it, e.g. "
-                                      "mean({})", loss_text, ir::shape_str(loss.type.shape), loss_text));
+    error(loss_expr.loc, fmt::format("{} needs a scalar loss but '{}' has shape {}; reduce it, e.g. "
+                                     "mean({})", construct, loss_text, ir::shape_str(loss.type.shape), loss_text));
     ok = false;
   }
   std::vector<Value> operands{loss};
   std::map<int64_t, SourceLoc> seen;
-  for (size_t i = 1; i < e.args.size(); ++i) {
-    const ast::Expr& arg = *e.args[i];
-    if (arg.kind == ast::ExprKind::Error) { ok = false; continue; }
-    std::string text = expr_text(arg);
-    if (arg.kind != ast::ExprKind::Name) {
-      error(arg.loc, fmt::format("grad differentiates with respect to shared variables, named directly; "
-                                 "found '{}'", text));
-      ok = false;
-      continue;
-    }
+  for (const ast::NameRef& name : variables) {
+    ast::Expr arg;
+    arg.kind = ast::ExprKind::Name;
+    arg.text = name.name;
+    arg.loc = name.loc;
     Value v = expr(arg);
     if (v.failed()) { ok = false; continue; }
     bool is_shared_read = v.kind == Value::Kind::Node && fn_.nodes[size_t(v.node)].op == Op::SharedRead;
     if (!is_shared_read) {
-      auto local = scope_.find(arg.text);
+      auto local = scope_.find(name.name);
       const char* what = local != scope_.end() && local->second.kind == Binding::Kind::Param ? "a parameter"
                                                                                               : "not a shared variable";
-      error(arg.loc, fmt::format("grad differentiates with respect to shared variables, but '{}' is {}", text, what));
+      error(name.loc, fmt::format("{} differentiates with respect to shared variables, but '{}' is {}", construct,
+                                  name.name, what));
       ok = false;
       continue;
     }
     int64_t index = fn_.nodes[size_t(v.node)].attrs.index;
     const ir::SharedVar& var = ctx_.module.shareds[size_t(index)];
     if (!ir::is_float(var.type.dtype)) {
-      error(arg.loc, fmt::format("grad needs floating variables but '{}' is {}", var.name, ir::type_str(var.type)));
+      error(name.loc, fmt::format("{} needs floating variables but '{}' is {}", construct, var.name,
+                                  ir::type_str(var.type)));
       ok = false;
       continue;
     }
     if (auto it = seen.find(index); it != seen.end()) {
-      error(arg.loc, fmt::format("'{}' appears twice in grad (first at {}:{})", var.name, it->second.line,
-                                 it->second.col));
+      error(name.loc, fmt::format("'{}' appears twice in {} (first at {}:{})", var.name, construct, it->second.line,
+                                  it->second.col));
       ok = false;
       continue;
     }
-    seen.emplace(index, arg.loc);
+    seen.emplace(index, name.loc);
     operands.push_back(v);
   }
   if (!ok) return Value::error();
-  return apply(Op::Grad, std::move(operands), ir::Attrs{}, e.loc);
+  return apply(Op::Grad, std::move(operands), ir::Attrs{}, loc);
 }
 
 }  // namespace synk::dsl::sema

@@ -335,7 +335,8 @@ Value FunctionAnalyzer::name(const ast::Expr& e) {
   }
   if (auto it = ctx_.globals.find(e.text); it != ctx_.globals.end()) {
     if (it->second.kind == Global::Kind::Shared) return shared_read(it->second.index, e.loc);
-    error(e.loc, fmt::format("'{}' is a function and cannot be used as a value", e.text));
+    error(e.loc, fmt::format("'{}' is {} and cannot be used as a value", e.text,
+                             it->second.kind == Global::Kind::Function ? "a function" : "an optimizer"));
     return Value::error();
   }
   if (e.text == "inf") return float_literal(std::numeric_limits<double>::infinity());
@@ -435,7 +436,9 @@ Value FunctionAnalyzer::call(const ast::Expr& e) {
   if (f == "grad") return call_grad(e);
   if (auto it = ctx_.globals.find(f); it != ctx_.globals.end()) {
     error(e.loc, fmt::format("'{}' is a {}, not an operation; functions cannot call each other", f,
-                             it->second.kind == Global::Kind::Function ? "function" : "shared variable"));
+                             it->second.kind == Global::Kind::Function    ? "function"
+                             : it->second.kind == Global::Kind::Optimizer ? "optimizer"
+                                                                          : "shared variable"));
     return Value::error();
   }
   if (std::find(std::begin(kInitializers), std::end(kInitializers), f) != std::end(kInitializers)) {

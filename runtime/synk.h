@@ -264,3 +264,4 @@ std::vector<T> to_vector(const Array& a) {
 }  // namespace synk
 
 #include "runtime/collectives.h"
+#include "runtime/train_step.h"   // synk::TrainStep: a gradient call, all_reduce and update call as one

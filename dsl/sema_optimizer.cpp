@@ -1,0 +1,199 @@
+// The optimizer rules' table, constructors and checks (sema_optimizer.h).
+#include "dsl/sema_optimizer.h"
+
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "dsl/diagnostics.h"
+
+namespace synk::dsl {
+
+namespace {
+
+struct RuleInfo {
+  UpdateRuleKind kind;
+  const char* name;
+  std::vector<const char*> slots;      // per-parameter state, in order
+  bool step_counter;
+  std::vector<const char*> keywords;   // hyper-parameters it uses
+  bool needs_learning_rate;            // no default learning rate
+};
+
+const std::vector<RuleInfo>& rules() {
+  static const std::vector<RuleInfo> table = {
+      {UpdateRuleKind::Sgd, "sgd", {}, false, {"lr"}, true},
+      {UpdateRuleKind::Momentum, "momentum", {"velocity"}, false, {"lr", "momentum"}, true},
+      {UpdateRuleKind::Nesterov, "nesterov", {"velocity"}, false, {"lr", "momentum"}, true},
+      {UpdateRuleKind::Adagrad, "adagrad", {"accu"}, false, {"lr", "epsilon"}, false},
+      {UpdateRuleKind::RMSProp, "rmsprop", {"accu"}, false, {"lr", "rho", "epsilon"}, false},
+      {UpdateRuleKind::Adadelta, "adadelta", {"accu", "delta_accu"}, false, {"lr", "rho", "epsilon"}, false},
+      {UpdateRuleKind::Adam, "adam", {"m", "v"}, true, {"lr", "beta1", "beta2", "epsilon"}, false},
+      {UpdateRuleKind::Adamax, "adamax", {"m", "u"}, true, {"lr", "beta1", "beta2", "epsilon"}, false},
+  };
+  return table;
+}
+
+const RuleInfo& info(UpdateRuleKind kind) {
+  for (const RuleInfo& r : rules())
+    if (r.kind == kind) return r;
+  internal_error("unknown update rule kind");
+}
+
+bool uses(const RuleInfo& r, std::string_view keyword) {
+  for (const char* k : r.keywords)
+    if (keyword == k) return true;
+  return false;
+}
+
+}  // namespace
+
+const char* update_rule_name(UpdateRuleKind kind) { return info(kind).name; }
+
+std::optional<UpdateRuleKind> update_rule_from_name(std::string_view name) {
+  for (const RuleInfo& r : rules())
+    if (name == r.name) return r.kind;
+  return std::nullopt;
+}
+
+UpdateRule UpdateRule::sgd(double learning_rate) {
+  UpdateRule r;
+  r.kind = UpdateRuleKind::Sgd;
+  r.learning_rate = learning_rate;
+  return r;
+}
+
+UpdateRule UpdateRule::with_momentum(double learning_rate, double momentum) {
+  UpdateRule r;
+  r.kind = UpdateRuleKind::Momentum;
+  r.learning_rate = learning_rate;
+  r.momentum = momentum;
+  return r;
+}
+
+UpdateRule UpdateRule::nesterov(double learning_rate, double momentum) {
+  UpdateRule r = with_momentum(learning_rate, momentum);
+  r.kind = UpdateRuleKind::Nesterov;
+  return r;
+}
+
+UpdateRule UpdateRule::adagrad(double learning_rate, double epsilon) {
+  UpdateRule r;
+  r.kind = UpdateRuleKind::Adagrad;
+  r.learning_rate = learning_rate;
+  r.epsilon = epsilon;
+  return r;
+}
+
+UpdateRule UpdateRule::rmsprop(double learning_rate, double rho, double epsilon) {
+  UpdateRule r;
+  r.kind = UpdateRuleKind::RMSProp;
+  r.learning_rate = learning_rate;
+  r.rho = rho;
+  r.epsilon = epsilon;
+  return r;
+}
+
+UpdateRule UpdateRule::adadelta(double learning_rate, double rho, double epsilon) {
+  UpdateRule r = rmsprop(learning_rate, rho, epsilon);
+  r.kind = UpdateRuleKind::Adadelta;
+  return r;
+}
+
+UpdateRule UpdateRule::adam(double learning_rate, double beta1, double beta2, double epsilon) {
+  UpdateRule r;
+  r.kind = UpdateRuleKind::Adam;
+  r.learning_rate = learning_rate;
+  r.beta1 = beta1;
+  r.beta2 = beta2;
+  r.epsilon = epsilon;
+  return r;
+}
+
+UpdateRule UpdateRule::adamax(double learning_rate, double beta1, double beta2, double epsilon) {
+  UpdateRule r = adam(learning_rate, beta1, beta2, epsilon);
+  r.kind = UpdateRuleKind::Adamax;
+  return r;
+}
+
+UpdateRule make_update_rule(std::string_view name,
+                            std::span<const std::pair<std::string, double>> hyper_parameters) {
+  auto kind = update_rule_from_name(name);
+  if (!kind) {
+    std::vector<std::string> names;
+    for (const RuleInfo& r : rules()) names.push_back(r.name);
+    throw UserError(fmt::format("unknown update rule '{}' (known rules: {})", name, fmt::join(names, ", ")));
+  }
+  const RuleInfo& ri = info(*kind);
+  UpdateRule rule;
+  switch (*kind) {
+    case UpdateRuleKind::Sgd: rule = UpdateRule::sgd(0); break;
+    case UpdateRuleKind::Momentum: rule = UpdateRule::with_momentum(0); break;
+    case UpdateRuleKind::Nesterov: rule = UpdateRule::nesterov(0); break;
+    case UpdateRuleKind::Adagrad: rule = UpdateRule::adagrad(); break;
+    case UpdateRuleKind::RMSProp: rule = UpdateRule::rmsprop(); break;
+    case UpdateRuleKind::Adadelta: rule = UpdateRule::adadelta(); break;
+    case UpdateRuleKind::Adam: rule = UpdateRule::adam(); break;
+    case UpdateRuleKind::Adamax: rule = UpdateRule::adamax(); break;
+  }
+  bool have_lr = false;
+  std::set<std::string> seen;
+  for (const auto& [key, value] : hyper_parameters) {
+    if (!seen.insert(key).second)
+      throw UserError(fmt::format("update rule '{}': hyper-parameter '{}' is given twice", name, key));
+    if (!uses(ri, key))
+      throw UserError(fmt::format("update rule '{}' has no hyper-parameter '{}' (it takes: {})", name,
+                                       key, fmt::join(ri.keywords, ", ")));
+    if (key == "lr") rule.learning_rate = value, have_lr = true;
+    else if (key == "momentum") rule.momentum = value;
+    else if (key == "rho") rule.rho = value;
+    else if (key == "epsilon") rule.epsilon = value;
+    else if (key == "beta1") rule.beta1 = value;
+    else if (key == "beta2") rule.beta2 = value;
+  }
+  if (ri.needs_learning_rate && !have_lr)
+    throw UserError(fmt::format("update rule '{}' needs a learning rate (lr=...)", name));
+  check_update_rule(rule);
+  return rule;
+}
+
+void check_update_rule(const UpdateRule& rule) {
+  const RuleInfo& ri = info(rule.kind);
+  auto bad = [&](const char* what, double value, const char* range) {
+    throw UserError(fmt::format("update rule '{}': {} is {}, but it must be {}", ri.name, what,
+                                     value, range));
+  };
+  auto unit = [&](const char* keyword, const char* what, double value) {
+    if (uses(ri, keyword) && !(value >= 0 && value < 1)) bad(what, value, "in [0, 1)");
+  };
+  if (!(rule.learning_rate > 0) || !std::isfinite(rule.learning_rate))
+    bad("the learning rate", rule.learning_rate, "a finite number > 0");
+  unit("momentum", "momentum", rule.momentum);
+  unit("rho", "rho", rule.rho);
+  unit("beta1", "beta1", rule.beta1);
+  unit("beta2", "beta2", rule.beta2);
+  if (uses(ri, "epsilon") && (!(rule.epsilon >= 0) || !std::isfinite(rule.epsilon)))
+    bad("epsilon", rule.epsilon, "a finite number >= 0");
+}
+
+std::vector<std::string> update_rule_slots(UpdateRuleKind kind) {
+  const RuleInfo& ri = info(kind);
+  return {ri.slots.begin(), ri.slots.end()};
+}
+
+bool update_rule_has_step_counter(UpdateRuleKind kind) { return info(kind).step_counter; }
+
+std::vector<std::string> update_rule_keywords(UpdateRuleKind kind) {
+  const RuleInfo& ri = info(kind);
+  return {ri.keywords.begin(), ri.keywords.end()};
+}
+
+std::vector<std::string> update_rule_names() {
+  std::vector<std::string> names;
+  for (const RuleInfo& r : rules()) names.push_back(r.name);
+  return names;
+}
+
+}  // namespace synk::dsl

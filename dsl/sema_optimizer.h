@@ -1,0 +1,65 @@
+// Optimizer update rules as the front end knows them: the rules by name, their hyper-parameters,
+// defaults and valid ranges, and the state each keeps. Sema checks an `optimizer` declaration with
+// these (so a bad one is reported at its line and column); compiler/update_rules.h re-exports
+// them and generates the update functions (formulas in docs/training.md).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace synk::dsl {
+
+enum class UpdateRuleKind : uint8_t { Sgd, Momentum, Nesterov, Adagrad, RMSProp, Adadelta, Adam, Adamax };
+
+const char* update_rule_name(UpdateRuleKind kind);   // "sgd", "momentum", "nesterov", ...
+std::optional<UpdateRuleKind> update_rule_from_name(std::string_view name);
+
+// A rule and its hyper-parameters; fields a rule does not use are ignored.
+struct UpdateRule {
+  UpdateRuleKind kind = UpdateRuleKind::Sgd;
+  double learning_rate = 0.01;
+  double momentum = 0.9;     // momentum, nesterov
+  double rho = 0.9;          // rmsprop, adadelta
+  double epsilon = 1e-6;     // adagrad, rmsprop, adadelta, adam, adamax
+  double beta1 = 0.9;        // adam, adamax
+  double beta2 = 0.999;      // adam, adamax
+
+  static UpdateRule sgd(double learning_rate);
+  static UpdateRule with_momentum(double learning_rate, double momentum = 0.9);
+  static UpdateRule nesterov(double learning_rate, double momentum = 0.9);
+  static UpdateRule adagrad(double learning_rate = 0.01, double epsilon = 1e-6);
+  static UpdateRule rmsprop(double learning_rate = 0.001, double rho = 0.9, double epsilon = 1e-6);
+  static UpdateRule adadelta(double learning_rate = 1.0, double rho = 0.95, double epsilon = 1e-6);
+  static UpdateRule adam(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
+                         double epsilon = 1e-8);
+  static UpdateRule adamax(double learning_rate = 0.002, double beta1 = 0.9, double beta2 = 0.999,
+                           double epsilon = 1e-8);
+};
+
+// A rule by name with keyword hyper-parameters (`lr`, `momentum`, `rho`, `epsilon`, `beta1`,
+// `beta2`), the others taking their defaults; for front ends (a `.synk` declaration, a command
+// line). UserError for an unknown rule or keyword, a keyword the rule does not use, or a
+// missing `lr` where the rule has no default (sgd, momentum, nesterov).
+UpdateRule make_update_rule(std::string_view name,
+                            std::span<const std::pair<std::string, double>> hyper_parameters);
+
+// Throws UserError naming the first hyper-parameter out of range (learning rate > 0; momentum,
+// rho, beta1, beta2 in [0, 1); epsilon >= 0; all finite).
+void check_update_rule(const UpdateRule& rule);
+
+// The per-parameter state slots of a rule, in order (`velocity`; `accu`; `accu`, `delta_accu`;
+// `m`, `v`; `m`, `u`): add_update_function names them `<param>_<slot>`.
+std::vector<std::string> update_rule_slots(UpdateRuleKind kind);
+// adam and adamax keep a step counter (`<update function>_t`).
+bool update_rule_has_step_counter(UpdateRuleKind kind);
+// The hyper-parameter keywords a rule takes, in the order of the documentation.
+std::vector<std::string> update_rule_keywords(UpdateRuleKind kind);
+// Every rule's name, in the order of the documentation.
+std::vector<std::string> update_rule_names();
+
+}  // namespace synk::dsl
