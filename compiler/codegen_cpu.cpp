@@ -422,11 +422,12 @@ std::vector<int> kernel_buffer_params(const Kernel& kernel) {
   return params;
 }
 
-std::string cpu_kernel_symbol(const KernelPlan& plan, const Kernel& kernel) {
-  return fmt::format("synk_{}_{}", plan.function.name, kernel.name);
+std::string cpu_kernel_symbol(const KernelPlan& plan, const Kernel& kernel, std::string_view module_prefix) {
+  if (module_prefix.empty()) return fmt::format("synk_{}_{}", plan.function.name, kernel.name);
+  return fmt::format("synk_{}__{}_{}", module_prefix, plan.function.name, kernel.name);
 }
 
-std::string generate_cpu_source(const ir::Module& module, const KernelPlan& plan) {
+std::string generate_cpu_source(const ir::Module& module, const KernelPlan& plan, std::string_view module_prefix) {
   Writer w;
   w.line(fmt::format("// synk: CPU kernels of function '{}' ({} kernels; BLAS calls run on the host).",
                      plan.function.name, plan.kernels.size()));
@@ -434,7 +435,7 @@ std::string generate_cpu_source(const ir::Module& module, const KernelPlan& plan
   for (const Kernel& k : plan.kernels) {
     Writer kw;
     kw.line("");
-    std::string sym = cpu_kernel_symbol(plan, k);
+    std::string sym = cpu_kernel_symbol(plan, k, module_prefix);
     if (kernel_uses_blas(plan, k)) {
       kw.line(fmt::format("// {}: {} via BLAS on the host (b{}{} x b{}{} -> b{})", k.name, kernel_kind_name(k.kind),
                           k.matmul_a, k.trans_a ? "^T" : "", k.matmul_b, k.trans_b ? "^T" : "", k.outputs.at(0)));

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compiler/kernel_plan.h"
@@ -33,10 +34,12 @@ bool kernel_uses_blas(const KernelPlan& plan, const Kernel& kernel);
 // each once.
 std::vector<int> kernel_buffer_params(const Kernel& kernel);
 
-// "synk_<function>_<kernel>".
-std::string cpu_kernel_symbol(const KernelPlan& plan, const Kernel& kernel);
+// "synk_<function>_<kernel>"; with a module prefix (ahead-of-time artifacts, where kernels of
+// several modules share one binary) "synk_<prefix>__<function>_<kernel>". The JIT uses none.
+std::string cpu_kernel_symbol(const KernelPlan& plan, const Kernel& kernel, std::string_view module_prefix = {});
 
-// The whole translation unit for the plan's function.
-std::string generate_cpu_source(const ir::Module& module, const KernelPlan& plan);
+// The whole translation unit for the plan's function (entry names as cpu_kernel_symbol).
+std::string generate_cpu_source(const ir::Module& module, const KernelPlan& plan,
+                                std::string_view module_prefix = {});
 
 }  // namespace synk::compiler

@@ -4,6 +4,9 @@
 //   synkc FILE --emit=STAGE --print-after-all   also dump the IR after every pass to stderr
 //   synkc run FILE --fn NAME --ranks N --arg x=X.npy ...   run one function on N ranks, print
 //                                     (or with --out DIR save) its outputs and updated variables
+//   synkc FILE -o libNAME.a [--header NAME.h]   ahead-of-time static library (compiler/aot.h)
+//   synkc FILE --main DRIVER.cpp -o APP         the driver linked with the module
+//   synkc --print-link-flags [--no-bundle]      what to link after libNAME.a
 // Exit status: 0 success; 1 the user's program is wrong (every diagnostic on stderr, in source
 // order, with the source line and a caret); 2 the command line is wrong (unknown option or stage,
 // missing or unreadable input; for `run` also an argument the call rejects: a wrong dtype or
@@ -27,6 +30,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "compiler/aot.h"
+#include "compiler/aot_object.h"
 #include "compiler/bridge.h"
 #include "compiler/emit.h"
 #include "compiler/synk_jit.h"
@@ -61,6 +66,18 @@ struct RunOptions {
   bool all_ranks = false;                // print/save updated variables of every rank
 };
 
+// Ahead-of-time artifacts (-o libNAME.a, --main, --emit=stub|header).
+struct ArtifactOptions {
+  std::string header;             // --header FILE (with -o libNAME.a)
+  std::string main_driver;        // --main DRIVER.cpp (with -o APP)
+  std::string target_cpu;         // empty: the host's
+  std::string module_name;        // empty: the file's stem
+  std::vector<std::string> functions;   // empty: every function
+  bool no_bundle = false;
+  bool keep_temps = false;
+  bool print_link_flags = false;
+};
+
 // Everything the command line can say; each subcommand reads what it needs.
 struct DriverOptions {
   std::string input;
@@ -68,11 +85,12 @@ struct DriverOptions {
   std::string output;            // empty: stdout
   bool print_after_all = false;
   RunOptions run;
+  ArtifactOptions artifact;
 };
 
 // The stages `--emit` accepts: the front end's own, then whatever the compiler provides.
 std::vector<std::string> known_stages() {
-  std::vector<std::string> stages = {"ast", "ir"};
+  std::vector<std::string> stages = {"ast", "ir", "stub", "header"};
   for (const std::string& stage : synk::compiler::emit_stages()) stages.push_back(stage);
   return stages;
 }
@@ -133,6 +151,59 @@ class FrontEnd {
   size_t printed_ = 0;
 };
 
+synk::compiler::aot::AotOptions aot_options(const ArtifactOptions& artifact) {
+  return {.module_name = artifact.module_name, .target_cpu = artifact.target_cpu, .bundle = !artifact.no_bundle,
+          .keep_temps = artifact.keep_temps};
+}
+
+// The artifact's texts for the input (which the front end has accepted already).
+synk::compiler::aot::AotModule generate_artifact(const DriverOptions& options) {
+  const ArtifactOptions& artifact = options.artifact;
+  synk::compiler::aot::AotModule module =
+      synk::compiler::aot::generate(options.input, read_input(options.input), aot_options(artifact));
+  if (artifact.functions.empty()) return module;
+  std::vector<std::string> all;
+  for (const auto& k : module.kernels) all.push_back(k.function);
+  for (const std::string& name : artifact.functions)
+    if (std::find(all.begin(), all.end(), name) == all.end())
+      throw UsageError{fmt::format("--fn {}: '{}' has no function '{}' (functions: {})", name, options.input, name,
+                                   all.empty() ? "none" : fmt::format("{}", fmt::join(all, ", ")))};
+  synk::compiler::aot::AotOptions restricted = aot_options(artifact);
+  restricted.functions = artifact.functions;
+  return synk::compiler::aot::generate(options.input, read_input(options.input), restricted);
+}
+
+bool is_archive_name(const std::string& path) { return path.size() > 2 && path.ends_with(".a"); }
+
+// Which artifact the command line asks for, checked before anything is compiled.
+enum class Artifact { None, Library, Executable };
+
+Artifact requested_artifact(const DriverOptions& options) {
+  const ArtifactOptions& a = options.artifact;
+  bool archive = is_archive_name(options.output);
+  if (!a.main_driver.empty()) {
+    if (!options.emit.empty()) throw UsageError{"--main builds an executable; it cannot be combined with --emit"};
+    if (options.output.empty()) throw UsageError{"--main DRIVER.cpp needs -o APP (the executable to write)"};
+    if (archive) throw UsageError{fmt::format("--main builds an executable, not the archive '{}' (drop --main to build "
+                                              "a library)", options.output)};
+    if (!a.header.empty()) throw UsageError{"--header goes with -o libNAME.a, not with --main"};
+  } else if (!a.header.empty() && (!options.emit.empty() || !archive)) {
+    throw UsageError{"--header FILE needs -o libNAME.a (the static library the header belongs to)"};
+  }
+  if (!a.target_cpu.empty() && !synk::compiler::aot::is_known_target_cpu(a.target_cpu))
+    throw UsageError{fmt::format("--target-cpu: LLVM does not know the CPU '{}' (e.g. x86-64, x86-64-v3, skylake-avx512, "
+                                 "znver3)", a.target_cpu)};
+  if (!a.module_name.empty() && a.module_name != synk::compiler::aot::cxx_identifier(a.module_name))
+    throw UsageError{fmt::format("--name: '{}' is not a C++ identifier", a.module_name)};
+  if (!a.main_driver.empty()) return Artifact::Executable;
+  if (!options.emit.empty()) return Artifact::None;
+  if (archive) return Artifact::Library;
+  if (!options.output.empty())
+    throw UsageError{fmt::format("-o {}: without --emit this builds an artifact: a static library needs a name ending "
+                                 "in .a (-o libNAME.a), an executable needs --main DRIVER.cpp", options.output)};
+  return Artifact::None;
+}
+
 // Produces the requested stage's text. Artifact outputs that are not text on stdout (an object
 // file, a shared library) will branch off here too.
 int write_output(const DriverOptions& options, FrontEnd& front_end, std::ostream& out) {
@@ -146,6 +217,11 @@ int write_output(const DriverOptions& options, FrontEnd& front_end, std::ostream
     out << synk::dsl::print_module(front_end.module());
     return kOk;
   }
+  if (options.emit == "stub" || options.emit == "header") {
+    synk::compiler::aot::AotModule module = generate_artifact(options);
+    out << (options.emit == "stub" ? module.stub : module.header);
+    return kOk;
+  }
   synk::compiler::EmitOptions emit_options;
   emit_options.print_after_all = options.print_after_all;
   emit_options.pass_dump = &std::cerr;
@@ -155,6 +231,10 @@ int write_output(const DriverOptions& options, FrontEnd& front_end, std::ostream
 
 // `synkc FILE [--emit=STAGE] [-o OUT]`: the default command.
 int run_compile(const DriverOptions& options) {
+  if (options.artifact.print_link_flags) {
+    std::cout << synk::compiler::aot::link_flags(!options.artifact.no_bundle) << "\n";
+    return kOk;
+  }
   if (options.input.empty()) throw UsageError{"no input file (run 'synkc --help' for usage)"};
   if (!options.emit.empty()) {
     std::vector<std::string> stages = known_stages();
@@ -163,8 +243,19 @@ int run_compile(const DriverOptions& options) {
                                    fmt::join(stages, ", "))};
     }
   }
+  Artifact artifact = requested_artifact(options);
   FrontEnd front_end(options.input);
   if (!front_end.parse()) return kUserError;
+  if (artifact != Artifact::None) {
+    if (!front_end.analyze()) return kUserError;
+    synk::compiler::aot::AotModule module = generate_artifact(options);
+    if (artifact == Artifact::Library)
+      synk::compiler::aot::build_library(module, options.output, options.artifact.header, aot_options(options.artifact));
+    else
+      synk::compiler::aot::build_executable(module, options.artifact.main_driver, options.output,
+                                            aot_options(options.artifact));
+    return kOk;
+  }
   // Text goes to a buffer first: a failed compile never truncates an existing output file.
   std::ostringstream text;
   int status = write_output(options, front_end, text);
@@ -437,6 +528,23 @@ int main_with_exit_codes(int argc, char** argv) {
       ->type_name("FILE");
   app.add_flag("--print-after-all", options.print_after_all,
                "Print the IR after every compiler pass to stderr");
+  ArtifactOptions& artifact = options.artifact;
+  app.add_option("--header", artifact.header, "With -o libNAME.a: also write the module's C++ header")
+      ->type_name("FILE");
+  app.add_option("--main", artifact.main_driver, "Build an executable: this driver linked with the module (-o APP)")
+      ->type_name("DRIVER.cpp");
+  app.add_option("--target-cpu", artifact.target_cpu,
+                 "CPU the artifact's kernels are compiled for (default: this host's, like the JIT)")
+      ->type_name("CPU");
+  app.add_option("--name", artifact.module_name, "C++ namespace and symbol prefix of the module (default: file stem)")
+      ->type_name("NAME");
+  app.add_option("--fn", artifact.functions, "Only this function in the artifact (repeatable; default: all)")
+      ->type_name("NAME")->allow_extra_args(false);
+  app.add_flag("--no-bundle", artifact.no_bundle,
+               "-o libNAME.a holds only the module (link synk's libraries yourself; see --print-link-flags)");
+  app.add_flag("--keep-temps", artifact.keep_temps, "Keep the artifact's build directory (its path is printed)");
+  app.add_flag("--print-link-flags", artifact.print_link_flags,
+               "Print what a program links after libNAME.a (with --no-bundle: synk's libraries too)");
   app.require_subcommand(0, 1);
 
   std::vector<Subcommand> commands = subcommands();
@@ -479,6 +587,11 @@ int main(int argc, char** argv) {
     return kUsageError;
   } catch (const synk::RankError& e) {
     std::cerr << "synkc: error: " << e.what() << "\n";
+    return kUserError;
+  } catch (const synk::compiler::aot::AotUserError& e) {
+    std::string message = e.what();
+    if (!message.empty() && message.back() != '\n') message += '\n';
+    std::cerr << "synkc: error: " << message;
     return kUserError;
   } catch (const synk::dsl::InternalError& e) {
     std::cerr << "synkc: internal error: " << e.what() << "\n";

@@ -1,0 +1,96 @@
+// What the host stub of an ahead-of-time module (written by `synkc -o libX.a` / `--main`) links
+// against: a module's baked description (its .synk text, the kernel symbols it was compiled
+// with and a hash of their generated source) and the calls its generated header's entry points
+// make. Everything here runs without LLVM: the text goes through the front end and lower() at
+// first use, and the CpuFunction takes its kernels from the linked table, not from a JIT.
+//
+// Functions are registered with the runtime under loader kind "aot" (payload: module name, then
+// '\0', then function name), so that workers forked before a function was first used rebuild it
+// from the same linked table; every stub registers its module at static-initialisation time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/synk.h"
+
+namespace synk::aot {
+
+inline constexpr const char* kLoaderKind = "aot";
+
+using KernelEntry = int64_t (*)(void* const* bufs, const int64_t* syms, int64_t* err);
+
+// One generated kernel: its JIT name (cpu_kernel_symbol without prefix) and the linked entry.
+struct KernelSymbol {
+  const char* name;
+  KernelEntry entry;
+};
+
+// One function of the module as synkc compiled it.
+struct FunctionTable {
+  const char* name;
+  uint64_t source_hash;           // source_hash() of the kernel source synkc compiled
+  const KernelSymbol* kernels;
+  size_t kernel_count;
+};
+
+// Everything the stub bakes in. All pointers are to static data of the stub.
+struct ModuleDef {
+  const char* name;               // the C++ namespace of the header; also the symbol prefix
+  const char* source_name;        // the .synk path as given to synkc (messages quote it)
+  const char* base_dir;           // absolute directory of relative load("...") paths
+  const char* text;               // the .synk source
+  const FunctionTable* functions;
+  size_t function_count;
+};
+
+// FNV-1a 64 of the text; stable across builds and machines (baked into stubs).
+uint64_t source_hash(std::string_view text);
+
+// Makes `def` known to this process (and, through fork, to workers). Called by every stub's
+// static initialiser; also registers the "aot" loader. A second module with the same name is an
+// internal error at first use of either (two artifacts of one name linked into one binary).
+bool register_module(const ModuleDef* def);
+
+// The module's shared variables, registered with the runtime on first use.
+synk::Module runtime_module(const ModuleDef& def);
+// Function `name`, built and registered on first use (later calls return the same handle).
+// UsageError for an unknown name; InternalError when the linked kernels do not match the code the
+// stub regenerates (an artifact built by another synkc).
+synk::Function function(const ModuleDef& def, const std::string& name);
+// Builds and registers every function now (before synk::fork(): workers inherit them).
+void load_all(const ModuleDef& def);
+std::vector<std::string> function_names(const ModuleDef& def);
+std::vector<std::string> shared_names(const ModuleDef& def);
+
+// One shared variable of an AOT module (like synk::jit::Shared).
+class Shared {
+ public:
+  Shared(synk::Module module, std::string name) : module_(module), name_(std::move(name)) {}
+  const std::string& name() const { return name_; }
+  synk::Var var() const { return module_.var(name_); }
+  Array get_value() const { return module_.get_value(name_); }
+  Array get_value(int rank) const { return module_.get_value(rank, name_); }
+  template <class T>
+  std::vector<T> values(int rank = 0) const { return to_vector<T>(get_value(rank)); }
+  void set_value(const ArrayRef& value, bool force_cast = false) { module_.set_value(name_, value, force_cast); }
+  void set_value(int rank, const ArrayRef& value, bool force_cast = false) {
+    module_.set_value(rank, name_, value, force_cast);
+  }
+  template <class T>
+  void set_value(const std::vector<T>& values, std::vector<int64_t> shape, bool force_cast = false) {
+    module_.set_value(name_, values, std::move(shape), force_cast);
+  }
+
+ private:
+  synk::Module module_;
+  std::string name_;
+};
+
+// UsageError for an unknown name (listing the module's shared variables).
+Shared shared(const ModuleDef& def, const std::string& name);
+
+}  // namespace synk::aot
