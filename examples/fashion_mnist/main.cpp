@@ -3,7 +3,9 @@
 // are never copied whole to any rank. Each step: one call of the gradient function with a
 // shuffled index `batch` (each rank gathers its own rows), one all_reduce(avg) of the one flat
 // gradient vector, one call of the update function (momentum SGD by default), identical on
-// every rank. Each epoch ends with a validation of the whole validation set in one call with
+// every rank: mlp.synk declares the step with `minimize`, and each step is one call of the
+// synk::TrainStep that runs those three (with --profile, its three parts are called and timed
+// one by one). --optimizer, --lr and --momentum replace the optimizer mlp.synk declares. Each epoch ends with a validation of the whole validation set in one call with
 // num_slices; the run ends with the test accuracy and the parameters saved as .npy files.
 //
 //   fashion_mnist [--ranks N] [--epochs 10] [--batch 256] [--lr 0.05] [--out DIR] ...
@@ -23,6 +25,7 @@
 #include <filesystem>
 #include <iostream>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -46,6 +49,7 @@ struct Options {
   double lr = 0.05;
   double momentum = 0.9;
   std::string optimizer = "momentum";
+  bool override_optimizer = false;   // --optimizer, --lr or --momentum given: replace mlp.synk's
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::string model = SYNK_FASHION_MNIST_MODEL;
   std::string out = "fashion_mnist_params";
@@ -116,12 +120,12 @@ Evaluation evaluate(const fashion_mnist::Model& model, const DataSet& set, int r
   return {synk::to_vector<float>(r.get("loss"))[0], synk::to_vector<float>(r.get("accuracy"))[0]};
 }
 
-synk::compiler::UpdateRule make_rule(const Options& o) {
-  std::vector<std::pair<std::string, double>> hyper = {{"lr", o.lr}};
-  if (o.optimizer == "momentum" || o.optimizer == "nesterov") hyper.emplace_back("momentum", o.momentum);
-  synk::compiler::UpdateRule rule = synk::compiler::make_update_rule(o.optimizer, hyper);
-  synk::compiler::check_update_rule(rule);
-  return rule;
+// The optimizer from the command line, or none (mlp.synk's own) when no optimizer flag was given.
+std::optional<fashion_mnist::OptimizerChoice> optimizer_choice(const Options& o) {
+  if (!o.override_optimizer) return std::nullopt;
+  fashion_mnist::OptimizerChoice choice{o.optimizer, {{"lr", o.lr}}};
+  if (o.optimizer == "momentum" || o.optimizer == "nesterov") choice.hyper_parameters.emplace_back("momentum", o.momentum);
+  return choice;
 }
 
 int train(const Options& o) {
@@ -145,9 +149,8 @@ int train(const Options& o) {
   std::vector<int64_t> test_rows(size_t(test_split.images.count));
   std::iota(test_rows.begin(), test_rows.end(), 0);
 
-  synk::compiler::UpdateRule rule = make_rule(o);
   Clock::time_point compile_start = Clock::now();
-  fashion_mnist::Model model = fashion_mnist::build_model(o.model, rule);   // before the fork: inherited
+  fashion_mnist::Model model = fashion_mnist::build_model(o.model, optimizer_choice(o));   // before the fork: inherited
   double compile_time = seconds_since(compile_start);
   int ranks = synk::fork(o.ranks);
 
@@ -157,9 +160,8 @@ int train(const Options& o) {
   const std::string validation_name =
       o.holdout > 0 ? fmt::format("{} held-out training images", held_out.size()) : "the 10000 test images";
 
-  fmt::print("fashion_mnist: MLP 784-256-256-10 (ReLU, f32), {} lr {}{}, global batch {}, {} rank{} (CPU)\n",
-             o.optimizer, o.lr, o.optimizer == "momentum" || o.optimizer == "nesterov" ? fmt::format(" momentum {}", o.momentum) : "",
-             o.batch, ranks, ranks == 1 ? "" : "s");
+  fmt::print("fashion_mnist: MLP 784-256-256-10 (ReLU, f32), {}, global batch {}, {} rank{} (CPU)\n",
+             model.optimizer, o.batch, ranks, ranks == 1 ? "" : "s");
   fmt::print("data: {} training images shuffled each epoch{}, validation on {} ({}); compiled in {:.2f} s\n",
              train.rows(), o.device_data ? " (scattered once into sliceable shared variables; batch_s)" : "",
              validation_name, o.data_dir, compile_time);
@@ -210,8 +212,22 @@ int train(const Options& o) {
     double loss_sum = 0;
     int64_t rows_done = 0;
     double phase[3] = {0, 0, 0};   // gradient, all_reduce, update (with --profile)
-    for (int64_t step = 0; step < steps; ++step) {
+    // One call of the step, or (with --profile) its three parts one by one, timed.
+    auto run_step = [&](const synk::TrainStep& step, const std::vector<synk::Data>& inputs,
+                        const synk::CallOptions& call) {
+      if (!o.profile) return step(inputs, call);
       Clock::time_point t0 = Clock::now();
+      synk::Outputs out = step.gradient()(inputs, call);
+      Clock::time_point t1 = Clock::now();
+      synk::all_reduce(step.gradient_var(), synk::Op::Avg);
+      Clock::time_point t2 = Clock::now();
+      step.update()({});
+      phase[0] += std::chrono::duration<double>(t1 - t0).count();
+      phase[1] += std::chrono::duration<double>(t2 - t1).count();
+      phase[2] += seconds_since(t2);
+      return out;
+    };
+    for (int64_t step = 0; step < steps; ++step) {
       int64_t rows = 0;
       synk::Outputs out;
       if (o.device_data) {
@@ -226,7 +242,7 @@ int train(const Options& o) {
           scale_rows = rows;
           scale.set_value<float>({float(ranks) / float(rows)}, {});
         }
-        out = model.gradient_device({scale}, {.batch_s = synk::BatchS::per_rank(std::move(per_rank))});
+        out = run_step(model.train_device, {scale}, {.batch_s = synk::BatchS::per_rank(std::move(per_rank))});
       } else {
         int64_t begin = step * o.batch, end = std::min(train.rows(), begin + o.batch);
         rows = end - begin;
@@ -235,19 +251,10 @@ int train(const Options& o) {
           scale.set_value<float>({float(ranks) / float(rows)}, {});
         }
         std::vector<int64_t> batch(orders[0].begin() + begin, orders[0].begin() + end);
-        out = model.gradient({train.images, train.labels, scale}, {.batch = std::move(batch)});
+        out = run_step(model.train, {train.images, train.labels, scale}, {.batch = std::move(batch)});
       }
       loss_sum += synk::to_vector<float>(out[0])[0];
       rows_done += rows;
-      Clock::time_point t1 = Clock::now();
-      synk::all_reduce(model.grads, synk::Op::Avg);
-      Clock::time_point t2 = Clock::now();
-      model.update({});
-      if (o.profile) {
-        phase[0] += std::chrono::duration<double>(t1 - t0).count();
-        phase[1] += std::chrono::duration<double>(t2 - t1).count();
-        phase[2] += seconds_since(t2);
-      }
       progress.update(epoch, o.epochs, step + 1, steps, loss_sum / double(rows_done), rows_done, start);
     }
     double train_time = seconds_since(start);
@@ -318,10 +325,14 @@ int main(int argc, char** argv) {
   app.add_option("--ranks", o.ranks, "Processes (ranks); 0: one per CPU core")->capture_default_str()->check(at_least(0));
   app.add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str()->check(at_least(0));
   app.add_option("--batch", o.batch, "Global batch size (split over the ranks)")->capture_default_str()->check(at_least(1));
-  app.add_option("--lr", o.lr, "Learning rate")->capture_default_str();
-  app.add_option("--momentum", o.momentum, "Momentum (momentum and nesterov optimizers)")->capture_default_str();
-  app.add_option("--optimizer", o.optimizer, "sgd, momentum, nesterov, adagrad, rmsprop, adadelta, adam or adamax")
-      ->capture_default_str();
+  CLI::Option* lr = app.add_option("--lr", o.lr, "Learning rate")->capture_default_str();
+  CLI::Option* momentum =
+      app.add_option("--momentum", o.momentum, "Momentum (momentum and nesterov optimizers)")->capture_default_str();
+  CLI::Option* optimizer =
+      app.add_option("--optimizer", o.optimizer,
+                     "sgd, momentum, nesterov, adagrad, rmsprop, adadelta, adam or adamax; with --lr and --momentum it "
+                     "replaces the optimizer the model declares (momentum(lr=0.05, momentum=0.9) in mlp.synk)")
+          ->capture_default_str();
   app.add_option("--out", o.out, "Directory for the trained parameters (.npy); empty: do not save")->capture_default_str();
   app.add_option("--data", o.data_dir, "Directory of the gzipped IDX files")->capture_default_str();
   app.add_option("--model", o.model, "The model's .synk file")->capture_default_str();
@@ -342,6 +353,7 @@ int main(int argc, char** argv) {
     std::cerr << "fashion_mnist: error: " << e.what() << "\nrun 'fashion_mnist --help' for usage\n";
     return 2;
   }
+  o.override_optimizer = lr->count() + momentum->count() + optimizer->count() > 0;
   try {
     return train(o);
   } catch (const fashion_mnist::DataError& e) {

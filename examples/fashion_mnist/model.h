@@ -1,35 +1,37 @@
-// The Fashion-MNIST model as the training loop sees it: mlp.synk compiled with the JIT, plus an
-// update function generated for the chosen optimizer (compiler/update_rules.h) and rewired to
-// read the all-reduced gradient from the shared variable `grads` instead of an input, so a step
-// is one gradient call, one all_reduce(avg) of `grads`, and one update call with no inputs.
+// The Fashion-MNIST model as the training loop sees it: mlp.synk compiled with the JIT. The model
+// declares its training steps (`minimize ... using opt`), so the compiler adds the optimizer's
+// update function and state, and a step is one call of a synk::TrainStep: the gradient call, one
+// all_reduce(avg) of the flat gradient `opt_grads`, the update call.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/synk_jit.h"
-#include "compiler/update_rules.h"
 
 namespace fashion_mnist {
 
-struct Model {
-  synk::jit::Module module;
-  synk::Function gradient;   // (images u8[n, 784], labels i64[n], scale f32) -> loss_sum; updates grads
-  synk::Function gradient_device;   // (scale f32) -> the same on the rows batch_s picks from train_images/labels
-  synk::Function update;     // () -> updates every parameter and the optimizer's state from grads
-  synk::Function evaluate;   // (images, labels) -> loss, accuracy
-  synk::Var grads;           // the flat gradient, all-reduced between gradient and update
-  synk::Var train_images, train_labels;   // sliceable: each rank's share of the training set
-  std::vector<std::string> parameters;   // in the order of the flat gradient
+// An update rule by name with keyword hyper-parameters (compiler::make_update_rule's terms).
+struct OptimizerChoice {
+  std::string rule;
+  std::vector<std::pair<std::string, double>> hyper_parameters;
 };
 
-// Compiles `synk_path` (mlp.synk) with `rule` as the optimizer. Call before synk::fork() so that
-// workers inherit the compiled functions (after it works too, they are then rebuilt in workers).
-Model build_model(const std::string& synk_path, const synk::compiler::UpdateRule& rule);
+struct Model {
+  synk::jit::Module module;
+  synk::TrainStep train;          // (images u8[n, 784], labels i64[n], scale f32) -> loss_sum
+  synk::TrainStep train_device;   // (scale f32) -> the same on the rows batch_s picks from train_images/labels
+  synk::Function evaluate;        // (images, labels) -> loss, accuracy
+  synk::Var train_images, train_labels;   // sliceable: each rank's share of the training set
+  std::vector<std::string> parameters;    // in the order of the flat gradient
+  std::string optimizer;          // the rule in use, as "momentum(lr=0.05, momentum=0.9)"
+};
 
-// Makes `param` of function `function` read shared variable `shared` (same type) instead: the
-// update rule's `grad` input becomes the all-reduced `grads`. dsl::UserError on a mismatch.
-void read_input_from_shared(synk::ir::Module& module, const std::string& function, const std::string& param,
-                            const std::string& shared);
+// Compiles `synk_path` (mlp.synk); `optimizer`, when given, replaces the rule declared there.
+// Call before synk::fork() so that workers inherit the compiled functions (after it works too,
+// they are then rebuilt in workers). dsl::UserError for a bad model or optimizer.
+Model build_model(const std::string& synk_path, const std::optional<OptimizerChoice>& optimizer = std::nullopt);
 
 }  // namespace fashion_mnist
