@@ -38,3 +38,14 @@ if _gpu_present():
 else:
     lit_config.note("no CUDA GPU found (libcuda.so.1 missing or no device): tests marked "
                     "'REQUIRES: cuda-gpu' are skipped")
+
+# Ahead-of-time artifacts (test/aot): a C++ compiler, synk's headers and what a program links
+# after a bundled libNAME.a (asked from synkc, so the tests link what users are told to).
+config.substitutions.append(("%synk_include", config.synk_source_dir))
+config.substitutions.append(("%cxx", os.environ.get("CXX", "c++")))
+try:
+    _aot_link_flags = subprocess.run([config.synkc, "--print-link-flags"], capture_output=True,
+                                     text=True, check=True).stdout.strip()
+except (OSError, subprocess.CalledProcessError):
+    _aot_link_flags = "--synkc-print-link-flags-failed"
+config.substitutions.append(("%aot_link_flags", _aot_link_flags))
