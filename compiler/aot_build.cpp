@@ -207,6 +207,8 @@ void build_library(const AotModule& module, const std::string& archive_path, con
     argv.insert(argv.end(), objects.begin(), objects.end());
     result = run_command(argv);
   }
+  // synk's libraries carry debug information (most of their size): a bundled archive drops it.
+  if (result.status == 0 && result.output.empty() && options.bundle) result = run_command({"strip", "--strip-debug", scratch.string()});
   if (result.status != 0 || !result.output.empty()) {
     dir.keep();
     dsl::internal_error(fmt::format("ar failed building {} (files in {}):\n{}", archive_path, dir.path().string(), result.output));

@@ -187,6 +187,10 @@ Artifact requested_artifact(const DriverOptions& options) {
     if (archive) throw UsageError{fmt::format("--main builds an executable, not the archive '{}' (drop --main to build "
                                               "a library)", options.output)};
     if (!a.header.empty()) throw UsageError{"--header goes with -o libNAME.a, not with --main"};
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(a.main_driver, ec))
+      throw UsageError{fmt::format("cannot read the driver '{}': {}", a.main_driver,
+                                   std::filesystem::exists(a.main_driver, ec) ? "not a regular file" : std::strerror(ENOENT))};
   } else if (!a.header.empty() && (!options.emit.empty() || !archive)) {
     throw UsageError{"--header FILE needs -o libNAME.a (the static library the header belongs to)"};
   }
