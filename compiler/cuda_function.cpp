@@ -171,6 +171,16 @@ class ExecBuffer {
 
 }  // namespace
 
+namespace {
+CudaExecutor* g_default_executor = nullptr;
+std::optional<CudaTarget> g_default_target;
+}  // namespace
+
+void set_default_cuda_executor(CudaExecutor* executor, std::optional<CudaTarget> target) {
+  g_default_executor = executor;
+  g_default_target = executor ? target : std::nullopt;
+}
+
 CudaExecutor& gpu_executor() {
   static std::mutex mutex;
   static GpuExecutor* executor = nullptr;   // lives as long as the process, like the CUDA context
@@ -240,6 +250,10 @@ CudaFunction::CudaFunction(const ir::Module& module, KernelPlan plan, CudaProgra
                            const CudaCompileOptions& options)
     : plan_(std::move(plan)), program_(std::move(program)), options_(options) {
   if (env_flag("SYNK_CUDA_SYNC")) options_.sync_after_each_launch = true;
+  if (!options_.executor && g_default_executor) {
+    options_.executor = g_default_executor;
+    if (!options_.target) options_.target = g_default_target;
+  }
   const ir::Function* fn = module.find_function(plan_.function.name);
   signature_ = make_signature(module, fn ? *fn : plan_.function, plan_);
   for (int32_t s : plan_.shareds_read) {

@@ -33,7 +33,7 @@ namespace synk::compiler {
 
 // What a CudaFunction needs from a device, in the order it calls them on one stream: the real GPU
 // (gpu_executor(): the CUDA driver and cuBLAS) or, in tests, an emulator that runs the generated
-// kernels on the CPU (cuda_emulator_test.cpp), so the whole host path is tested without a GPU.
+// kernels on the CPU (cuda_emulator_test_util.h), so the whole host path is tested without a GPU.
 class CudaExecutor {
  public:
   using DevicePtr = rt::cuda::CUdeviceptr;
@@ -60,6 +60,11 @@ class CudaExecutor {
 
 // The process's GPU (bound on first use); throws rt::cuda::CudaError when there is none.
 CudaExecutor& gpu_executor();
+
+// Tests: every CudaFunction compiled without an explicit executor afterwards (in this process
+// and in workers it forks) runs on `executor`, compiled for `target`: the CUDA emulator in place
+// of a GPU, so that the runtime's GPU backend is tested end to end without one. Null: the GPU.
+void set_default_cuda_executor(CudaExecutor* executor, std::optional<CudaTarget> target);
 
 struct CudaCompileOptions {
   bool use_disk_cache = true;
