@@ -403,6 +403,10 @@ void Parser::parse_minimize(ast::Stmt& stmt) {
   advance();
   do {
     ast::NameRef name;
+    if (!stmt.over.empty() && at_word("using")) {   // `over w, using opt`
+      expected("a shared variable name after ',' in the variables of 'minimize'");
+      return;
+    }
     if (!expect_name(name.name, name.loc, "a shared variable name", "in the variables of 'minimize'")) return;
     stmt.over.push_back(std::move(name));
   } while (match(TokenKind::Comma));

@@ -502,7 +502,8 @@ Value FunctionAnalyzer::gradient_of(const char* construct, const Value& loss, co
     seen.emplace(index, name.loc);
     operands.push_back(v);
   }
-  if (!ok) return Value::error();
+  // No variables left: each was reported (grad's non-name arguments).
+  if (!ok || operands.size() == 1) return Value::error();
   return apply(Op::Grad, std::move(operands), ir::Attrs{}, loc);
 }
 
