@@ -1,0 +1,37 @@
+#!/bin/bash
+# CTest "aot_install_consumer": installs the synk build BUILD_DIR into a temporary prefix, then
+# configures, builds and runs this directory as a user's project would (find_package(synk),
+# synk_add_module). Checks: both apps match a float64 reference on 1 and 2 ranks; the AOT app
+# prints exactly what the JIT app prints; the AOT app needs no LLVM; editing the .synk file
+# re-runs synkc on the next build.
+# Usage: run-consumer.sh BUILD_DIR [CMAKE]
+set -euo pipefail
+build_dir=$(cd "$1" && pwd)
+cmake=${2:-cmake}
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/synk-consumer-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+"$cmake" --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
+cp -r "$here/." "$work/src"
+"$cmake" -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
+  -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" || { cat "$work/configure.log"; exit 1; }
+"$cmake" --build "$work/build" -j2 > "$work/build.log" || { cat "$work/build.log"; exit 1; }
+
+seed=$((RANDOM + 1))
+for ranks in 1 2; do
+  "$work/build/aot_app" $ranks $seed > "$work/aot$ranks.txt" || { cat "$work/aot$ranks.txt"; exit 1; }
+  "$work/build/jit_app" $ranks $seed > "$work/jit$ranks.txt" || { cat "$work/jit$ranks.txt"; exit 1; }
+  diff "$work/aot$ranks.txt" "$work/jit$ranks.txt"
+  cat "$work/aot$ranks.txt"
+done
+if readelf -d "$work/build/aot_app" | grep -E 'NEEDED.*(libLLVM|libclang)'; then
+  echo "aot_app needs LLVM at run time"; exit 1
+fi
+
+# An edit of the .synk file re-runs synkc (a new function appears in the header).
+printf '\nfn extra(scatter x: f32[n, 3]) {\n  out s: sum = sum(x, axis=0);\n}\n' >> "$work/src/model.synk"
+"$cmake" --build "$work/build" -j2 > "$work/rebuild.log"
+grep -q 'synkc: compiling' "$work/rebuild.log" || { echo "editing model.synk did not re-run synkc"; exit 1; }
+grep -q 'synk::Function extra();' "$work/build/synk_modules/model/model.h" || { echo "the header was not regenerated"; exit 1; }
+echo "consumer project: OK (seed $seed)"
