@@ -232,6 +232,57 @@ TEST(ParserDecl, FunctionsParamsAndStatements) {
   EXPECT_EQ(sexpr(*fn.body[3].value), "(- w lr)");
 }
 
+TEST(ParserDecl, OptimizersAndMinimize) {
+  Parse p = parse(
+      "optimizer opt = adam(lr=0.01, beta1=0.8);\n"
+      "fn train(scatter x: f32[n, 3]) {\n"
+      "  minimize sum(x @ w) * 2 over w, b using opt;\n"
+      "  update opt_grads = grad(sum(x @ w), w) using opt;\n"
+      "}\n");
+  ASSERT_TRUE(p.diagnostics.empty()) << p.messages()[0];
+  ASSERT_EQ(p.program.optimizers.size(), 1u);
+  const ast::OptimizerDecl& opt = p.program.optimizers[0];
+  EXPECT_EQ(opt.name, "opt");
+  EXPECT_EQ(opt.rule, "adam");
+  EXPECT_EQ(opt.rule_loc, (SourceLoc{1, 17}));
+  ASSERT_EQ(opt.hyper_parameters.size(), 2u);
+  EXPECT_EQ(opt.hyper_parameters[1].name, "beta1");
+  EXPECT_EQ(sexpr(*opt.hyper_parameters[1].value), "0.8");
+  const ast::FnDecl& fn = p.program.functions.at(0);
+  ASSERT_EQ(fn.body.size(), 2u);
+  const ast::Stmt& m = fn.body[0];
+  EXPECT_EQ(m.kind, ast::StmtKind::Minimize);
+  EXPECT_EQ(sexpr(*m.value), "(* (call sum (@ x w)) 2)");
+  ASSERT_EQ(m.over.size(), 2u);
+  EXPECT_EQ(m.over[1].name, "b");
+  EXPECT_EQ(m.over[1].loc, (SourceLoc{3, 35}));
+  EXPECT_EQ(m.optimizer, "opt");
+  EXPECT_EQ(m.optimizer_loc, (SourceLoc{3, 43}));
+  EXPECT_EQ(fn.body[1].kind, ast::StmtKind::Update);
+  EXPECT_EQ(fn.body[1].optimizer, "opt");
+  EXPECT_EQ(sexpr(*fn.body[1].value), "(call grad (call sum (@ x w)) w)");
+}
+
+TEST(ParserDecl, OverAndUsingAreOrdinaryNames) {
+  Parse p = parse("fn f(bcast over: f32) {\n  let using = over * 2;\n  out minimized = using;\n}\n");
+  EXPECT_TRUE(p.diagnostics.empty()) << p.messages()[0];
+}
+
+TEST(ParserRecovery, TrainingDeclarationErrorsAreOneEach) {
+  Parse p = parse(
+      "optimizer opt = 0.1;\n"
+      "fn f(bcast x: f32) {\n"
+      "  minimize x over using opt;\n"
+      "  minimize x over w\n"
+      "  out y = x;\n"
+      "}\n");
+  EXPECT_EQ(p.messages(),
+            (std::vector<std::string>{
+                "1:17: expected an update rule such as momentum(lr=0.05) for optimizer 'opt' but found '0.1'",
+                "3:25: expected ',' or 'using' and an optimizer after the variables of 'minimize' but found 'opt'",
+                "5:3: expected ',' or 'using' and an optimizer after the variables of 'minimize' but found 'out'"}));
+}
+
 TEST(ParserDecl, NodeLocations) {
   Parse p = parse("fn f(scatter x: f32[n, 10], bcast y: f32[10]) {\n"
                   "  out z: avg = mean(x @ y, axis=0);\n"

@@ -356,6 +356,53 @@ TEST(RoundTrip, EveryExample) {
   EXPECT_GE(count, 4);
 }
 
+TEST(RoundTrip, TrainingSteps) {
+  expect_round_trip("train",
+                    "shared w: f32[4, 3] = normal(seed=1);\n"
+                    "shared b: f64[3];\n"
+                    "optimizer opt = adamax(lr=0.002, beta2=0.99);\n"
+                    "optimizer spare = nesterov(lr=1e-3);\n"
+                    "fn train(scatter x: f64[n, 4]) {\n"
+                    "  out l: avg = mean(x);\n"
+                    "  minimize sum(cast(x, f32) @ w + b) over w, b using opt;\n"
+                    "}\n"
+                    "fn one(bcast t: f32[4, 3]) {\n"
+                    "  minimize sum(w * t) over w using spare;\n"
+                    "}\n",
+                    ".");
+}
+
+TEST(SemaIr, TrainingStepsAreRecorded) {
+  Analyzed a = analyze_text(
+      "shared w: f32[4, 3];\n"
+      "shared b: f32[3];\n"
+      "optimizer opt = momentum(lr=0.1, momentum=0.5);\n"
+      "fn train(scatter x: f32[n, 4]) {\n"
+      "  minimize sum(x @ w + b) over b, w using opt;\n"
+      "}\n"
+      "fn again(scatter x: f32[n, 4]) {\n"
+      "  minimize mean(x @ w + b) over b, w using opt;\n"
+      "}\n");
+  ASSERT_TRUE(a.module) << (a.errors.empty() ? std::string() : a.errors[0]);
+  const ir::Module& m = *a.module;
+  ASSERT_EQ(m.optimizers.size(), 1u);
+  const ir::Optimizer& o = m.optimizers[0];
+  EXPECT_EQ(o.rule, "momentum");
+  EXPECT_EQ(o.hyper_parameters, (std::vector<std::pair<std::string, double>>{{"lr", 0.1}, {"momentum", 0.5}}));
+  EXPECT_EQ(o.parameters, (std::vector<int64_t>{1, 0}));
+  ASSERT_EQ(o.gradient, 2);
+  EXPECT_EQ(m.shareds[2].name, "opt_grads");
+  EXPECT_EQ(ir::type_str(m.shareds[2].type), "f32[15]");
+  EXPECT_EQ(o.update_function(), "opt_update");
+  ASSERT_EQ(m.train_steps.size(), 2u);
+  EXPECT_EQ(m.train_steps[1].function, "again");
+  EXPECT_EQ(m.find_train_step("train")->optimizer, 0);
+  const ir::Function& f = *m.find_function("train");
+  ASSERT_EQ(f.updates.size(), 1u);
+  EXPECT_EQ(f.updates[0].shared, 2);
+  EXPECT_EQ(f.node(f.updates[0].node).op, ir::Op::Grad);
+}
+
 TEST(RoundTrip, OpHeavyProgram) {
   expect_round_trip("ops",
                     "shared w: f32[10, 3] = uniform(seed=7, low=-0.5, high=0.5);\n"
