@@ -594,10 +594,4 @@ BackendChoice choose_backend(std::string_view requested) {
   return choice;
 }
 
-std::unique_ptr<rt::CompiledFunction> compile_function_for_backend(const ir::Module& module, const std::string& name,
-                                                                   std::string_view requested) {
-  if (choose_backend(requested).backend == Backend::Cuda) return compile_cuda_function(module, name);
-  return compile_cpu_function(module, name);
-}
-
 }  // namespace synk::compiler

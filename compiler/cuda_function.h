@@ -156,8 +156,5 @@ struct BackendChoice {
 // process). "cuda": the GPU, or dsl::UserError with the reason. "cpu": the CPU. Anything else:
 // dsl::UserError naming the accepted values.
 BackendChoice choose_backend(std::string_view requested);
-// compile_cpu_function or compile_cuda_function, by choose_backend(requested).
-std::unique_ptr<rt::CompiledFunction> compile_function_for_backend(const ir::Module& module, const std::string& name,
-                                                                   std::string_view requested = "auto");
 
 }  // namespace synk::compiler
