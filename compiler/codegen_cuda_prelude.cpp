@@ -5,6 +5,7 @@
 // undefined), warp-shuffle block reductions, 16-byte vectors and the failure reporter.
 // Math is CUDA's own (expf, logf, tanhf, powf: accurate versions unless --use_fast_math).
 #include "compiler/codegen_cuda.h"
+#include "compiler/scalar_semantics.h"
 
 namespace synk::compiler {
 
@@ -30,66 +31,7 @@ typedef unsigned long long uint64_t;
 
 #define SYNK_INLINE static __device__ __forceinline__
 
-SYNK_INLINE float synk_add_f32(float a, float b) { return a + b; }
-SYNK_INLINE double synk_add_f64(double a, double b) { return a + b; }
-SYNK_INLINE int32_t synk_add_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
-SYNK_INLINE int64_t synk_add_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
-SYNK_INLINE uint8_t synk_add_u8(uint8_t a, uint8_t b) { return (uint8_t)(a + b); }
-SYNK_INLINE bool synk_add_b(bool a, bool b) { return a | b; }
-
-SYNK_INLINE float synk_sub_f32(float a, float b) { return a - b; }
-SYNK_INLINE double synk_sub_f64(double a, double b) { return a - b; }
-SYNK_INLINE int32_t synk_sub_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }
-SYNK_INLINE int64_t synk_sub_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
-SYNK_INLINE uint8_t synk_sub_u8(uint8_t a, uint8_t b) { return (uint8_t)(a - b); }
-SYNK_INLINE bool synk_sub_b(bool a, bool b) { return a ^ b; }
-
-SYNK_INLINE float synk_mul_f32(float a, float b) { return a * b; }
-SYNK_INLINE double synk_mul_f64(double a, double b) { return a * b; }
-SYNK_INLINE int32_t synk_mul_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a * (uint32_t)b); }
-SYNK_INLINE int64_t synk_mul_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
-SYNK_INLINE uint8_t synk_mul_u8(uint8_t a, uint8_t b) { return (uint8_t)(a * b); }
-SYNK_INLINE bool synk_mul_b(bool a, bool b) { return a & b; }
-
-SYNK_INLINE int32_t synk_neg_i32(int32_t a) { return (int32_t)(0u - (uint32_t)a); }
-SYNK_INLINE int64_t synk_neg_i64(int64_t a) { return (int64_t)(0ull - (uint64_t)a); }
-SYNK_INLINE uint8_t synk_neg_u8(uint8_t a) { return (uint8_t)(0u - a); }
-SYNK_INLINE int32_t synk_abs_i32(int32_t a) { return a < 0 ? synk_neg_i32(a) : a; }
-SYNK_INLINE int64_t synk_abs_i64(int64_t a) { return a < 0 ? synk_neg_i64(a) : a; }
-SYNK_INLINE uint8_t synk_abs_u8(uint8_t a) { return a; }
-SYNK_INLINE bool synk_neg_b(bool a) { return a; }
-SYNK_INLINE bool synk_abs_b(bool a) { return a; }
-
-// NaN-propagating like numpy's maximum/minimum (fmaxf would drop the NaN).
-SYNK_INLINE float synk_max_f32(float a, float b) { return (a > b || a != a) ? a : b; }
-SYNK_INLINE double synk_max_f64(double a, double b) { return (a > b || a != a) ? a : b; }
-SYNK_INLINE float synk_min_f32(float a, float b) { return (a < b || a != a) ? a : b; }
-SYNK_INLINE double synk_min_f64(double a, double b) { return (a < b || a != a) ? a : b; }
-SYNK_INLINE int32_t synk_max_i32(int32_t a, int32_t b) { return a > b ? a : b; }
-SYNK_INLINE int64_t synk_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
-SYNK_INLINE uint8_t synk_max_u8(uint8_t a, uint8_t b) { return a > b ? a : b; }
-SYNK_INLINE bool synk_max_b(bool a, bool b) { return a | b; }
-SYNK_INLINE int32_t synk_min_i32(int32_t a, int32_t b) { return a < b ? a : b; }
-SYNK_INLINE int64_t synk_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
-SYNK_INLINE uint8_t synk_min_u8(uint8_t a, uint8_t b) { return a < b ? a : b; }
-SYNK_INLINE bool synk_min_b(bool a, bool b) { return a & b; }
-
-SYNK_INLINE uint64_t synk_upow(uint64_t b, int64_t e) {
-  uint64_t r = 1;
-  while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
-  return r;
-}
-// A negative exponent gives 1 for base 1, +-1 for base -1, else 0 (C integer division).
-SYNK_INLINE int64_t synk_pow_i64(int64_t b, int64_t e) {
-  if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;
-  return (int64_t)synk_upow((uint64_t)b, e);
-}
-SYNK_INLINE int32_t synk_pow_i32(int32_t b, int32_t e) { return (int32_t)(uint32_t)(uint64_t)synk_pow_i64(b, e); }
-SYNK_INLINE uint8_t synk_pow_u8(uint8_t b, uint8_t e) { return (uint8_t)synk_upow(b, e); }
-SYNK_INLINE bool synk_pow_b(bool b, bool e) { return b | !e; }
-SYNK_INLINE float synk_pow_f32(float a, float b) { return powf(a, b); }
-SYNK_INLINE double synk_pow_f64(double a, double b) { return pow(a, b); }
-
+)PRELUDE" + scalar_prelude("powf", "pow") + R"PRELUDE(
 SYNK_INLINE float synk_exp_f32(float x) { return expf(x); }
 SYNK_INLINE double synk_exp_f64(double x) { return exp(x); }
 SYNK_INLINE float synk_log_f32(float x) { return logf(x); }

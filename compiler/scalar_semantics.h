@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "dsl/ir.h"
@@ -30,5 +32,12 @@ int64_t integer_pow(int64_t base, int64_t exponent, ir::DType dtype);
 // defined by this table (a float-to-integer cast of NaN or out of range), so the op is left
 // for run time.
 std::optional<Scalar> eval_pointwise(ir::Op op, ir::DType result, const std::vector<Scalar>& args);
+
+// The same meaning as C text, shared by the CPU and CUDA preludes (codegen_cpu_prelude.cpp,
+// codegen_cuda_prelude.cpp), which define SYNK_INLINE first: add, sub, mul, neg, abs, max, min
+// and pow for every dtype. Only the float power differs between the two targets: `float_pow` and
+// `double_pow` name the functions synk_pow_f32 / synk_pow_f64 call ("__builtin_powf" on the CPU,
+// "powf" in CUDA).
+std::string scalar_prelude(std::string_view float_pow, std::string_view double_pow);
 
 }  // namespace synk::compiler
