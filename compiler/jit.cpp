@@ -43,6 +43,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/failure_files.h"
 #include "compiler/kernel_cache.h"
 #include "dsl/diagnostics.h"
 
@@ -76,15 +77,7 @@ void init_llvm_once() {
 
 // Saves source that Clang or LLVM rejected so the internal error can name it.
 std::string save_failed_source(const std::string& source, const std::string& name_hint) {
-  static std::atomic<int> counter{0};
-  const char* tmpdir = std::getenv("TMPDIR");
-  std::string safe;
-  for (char c : name_hint) safe += (std::isalnum((unsigned char)c) || c == '_') ? c : '_';
-  std::string path = fmt::format("{}/synk-failed-{}-{}-{}.cpp", (tmpdir && *tmpdir) ? tmpdir : "/tmp",
-                                 safe, ::getpid(), counter++);
-  std::ofstream out(path);
-  out << source;
-  return out ? path : std::string("<could not save the source to ") + path + ">";
+  return save_failure_file(source, name_hint, "cpp");
 }
 
 [[noreturn]] void fail(const std::string& what, const std::string& details, const std::string& source,

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "compiler/failure_files.h"
 #include "compiler/kernel_cache.h"
 #include "dsl/diagnostics.h"
 #include "runtime/cuda_driver.h"
@@ -125,19 +126,6 @@ bool directory_exists(const std::string& path) {
 }
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
-
-// Writes `text` to a fresh file named after the program; returns its path (or why it could not).
-std::string save_text(const std::string& text, const std::string& name_hint, const char* extension) {
-  static std::atomic<int> counter{0};
-  const char* tmpdir = std::getenv("TMPDIR");
-  std::string safe;
-  for (char c : name_hint) safe += (std::isalnum((unsigned char)c) || c == '_') ? c : '_';
-  std::string path = fmt::format("{}/synk-failed-{}-{}-{}.{}", (tmpdir && *tmpdir) ? tmpdir : "/tmp", safe, ::getpid(),
-                                 counter++, extension);
-  std::ofstream out(path);
-  out << text;
-  return out ? path : "<could not write " + path + ">";
-}
 
 std::string program_log(const NvrtcApi& a, nvrtcProgram prog) {
   size_t n = 0;
@@ -265,8 +253,8 @@ CudaBinary nvrtc_compile(const std::string& source, const std::string& name_hint
   out.target = target;
   out.log = program_log(a, prog);
   if (r != 0) {
-    std::string src_path = save_text(source, name_hint, "cu");
-    std::string log_path = save_text(fmt::format("options: {}\n{}\n", fmt::join(opts, " "), out.log), name_hint, "log");
+    std::string src_path = save_failure_file(source, name_hint, "cu");
+    std::string log_path = save_failure_file(fmt::format("options: {}\n{}\n", fmt::join(opts, " "), out.log), name_hint, "log");
     std::string head = out.log.substr(0, 2000);
     dsl::internal_error(fmt::format("NVRTC {} could not compile the generated CUDA for '{}' ({}; {}): source saved to "
                                     "{}, compiler log to {}:\n{}",
