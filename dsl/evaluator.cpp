@@ -218,11 +218,27 @@ EvalResult evaluate(const ir::Module& module, const ir::Function& fn,
     args.push_back(canonical_argument(inputs[i], who));
   }
 
+  // Only nodes that reach an output or an update run: compiled code drops the others (dead-code
+  // elimination), so a dead node must not raise an error either (e.g. an unused max over an empty
+  // axis). Operands precede their users, so one backward pass marks everything live.
+  std::vector<bool> live(fn.nodes.size(), false);
+  auto mark = [&](ir::NodeId id, const char* what) {
+    SYNK_DSL_CHECK(id >= 0 && size_t(id) < fn.nodes.size(), fmt::format("{} node out of range", what));
+    live[size_t(id)] = true;
+  };
+  for (const ir::Output& out : fn.outputs) mark(out.node, "output");
+  for (const ir::Update& up : fn.updates) mark(up.node, "update");
+  for (size_t i = fn.nodes.size(); i-- > 0;)
+    if (live[i])
+      for (ir::NodeId operand : fn.nodes[i].operands)
+        if (operand >= 0 && size_t(operand) < i) live[size_t(operand)] = true;   // else reported below
+
   // Shared variables the function reads, checked and bound once each, in first-read order.
   std::vector<HostTensor> shareds(module.shareds.size());
   std::vector<bool> shared_checked(module.shareds.size(), false);
-  for (const ir::Node& node : fn.nodes) {
-    if (node.op != ir::Op::SharedRead) continue;
+  for (size_t i = 0; i < fn.nodes.size(); ++i) {
+    const ir::Node& node = fn.nodes[i];
+    if (node.op != ir::Op::SharedRead || !live[i]) continue;
     const int64_t index = node.attrs.index;
     SYNK_DSL_CHECK(index >= 0 && size_t(index) < module.shareds.size(), "SharedRead index out of range");
     if (shared_checked[size_t(index)]) continue;
@@ -237,6 +253,7 @@ EvalResult evaluate(const ir::Module& module, const ir::Function& fn,
 
   std::vector<HostTensor> values(fn.nodes.size());
   for (size_t i = 0; i < fn.nodes.size(); ++i) {
+    if (!live[i]) continue;
     const ir::Node& node = fn.nodes[i];
     const ir::NodeId id = ir::NodeId(i);
     std::vector<const HostTensor*> operands;

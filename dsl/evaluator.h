@@ -1,6 +1,6 @@
 // The reference evaluator: runs one Graph IR function directly on host arrays, in float64, with
 // no compilation. It is the oracle every differential test compares the compiled kernels
-// against, so it favours being obviously correct over being fast: nodes run in order, each op is
+// against, so it favours being obviously correct over being fast: live nodes run in order, each op is
 // a small function over a row-major array of doubles, integer ops wrap exactly like the target
 // dtype, and every data-dependent failure (an index out of range, a max over an empty axis, an
 // argument of the wrong shape) is a UserError that names what was wrong.
@@ -41,7 +41,9 @@ struct EvalResult {
   std::vector<HostTensor> updates;
 };
 
-// Runs `fn` directly on the IR with float64 arithmetic and accumulation. `inputs` align with
+// Runs `fn` directly on the IR with float64 arithmetic and accumulation. Only the nodes that reach
+// an output or an update are evaluated (and only the shared variables they read must be given),
+// as compiled code computes only those after dead-code elimination: a dead node raises nothing. `inputs` align with
 // fn.params; `shared_values` align with module.shareds (only the ones the function reads must be
 // present; the span may be shorter than module.shareds). Binds symbolic dimensions from the
 // actual shapes (each symbol bound once, checked everywhere else) and throws UserError naming the

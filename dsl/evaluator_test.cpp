@@ -435,6 +435,26 @@ TEST(EvaluatorReduce, MaxMinArgmaxOfAnEmptyAxisAreUserErrors) {
   }
 }
 
+TEST(EvaluatorReduce, DeadNodesRaiseNothingAndDeadSharedReadsNeedNoValue) {
+  // Compiled code drops nodes that reach no output or update (DCE); the reference must agree:
+  // an unused max/argmax over an empty axis, or an unused read of a shared variable not given.
+  Graph g;
+  auto in = g.input("x", T(DType::F64, {"n", 3}));
+  g.node(Op::ReduceMin, T(DType::F64, {3}), {in}, axes_attr({0}));
+  auto dead_argmax = g.node(Op::ArgMax, T(DType::I64, {3}), {in}, axes_attr({0}));
+  g.node(Op::Neg, T(DType::I64, {3}), {dead_argmax});
+  g.shared("unused", T(DType::F64, {4}));
+  g.out(g.node(Op::ReduceSum, T(DType::F64, {3}), {in}, axes_attr({0})));
+  const EvalResult r = g.run({HostTensor::filled(DType::F64, {0, 3}, 0)});
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0].data, (std::vector<double>{0, 0, 0}));
+  // The same min, live, is still an error.
+  Graph live;
+  auto x = live.input("x", T(DType::F64, {"n", 3}));
+  live.out(live.node(Op::ReduceMin, T(DType::F64, {3}), {x}, axes_attr({0})));
+  expect_user_error([&] { live.run({HostTensor::filled(DType::F64, {0, 3}, 0)}); }, {"empty axis"});
+}
+
 TEST(EvaluatorReduce, ArgmaxReturnsTheFirstMaximumAndCountsNaNAsMaximum) {
   Graph g;
   auto in = g.input("x", T(DType::F64, {3, 4}));
