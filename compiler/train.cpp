@@ -58,7 +58,7 @@ void expand_training_steps(ir::Module& module) {
 }
 
 void set_optimizer(ir::Module& module, const std::string& name, const std::string& rule,
-                   std::span<const std::pair<std::string, double>> hyper_parameters) {
+                   const std::vector<std::pair<std::string, double>>& hyper_parameters) {
   auto it = std::find_if(module.optimizers.begin(), module.optimizers.end(),
                          [&](const ir::Optimizer& o) { return o.name == name; });
   if (it == module.optimizers.end()) {

@@ -7,7 +7,6 @@
 // and `synkc --emit=ir-grad` and later stages run it right after the front end.
 #pragma once
 
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,7 +27,7 @@ bool training_steps_expanded(const ir::Module& module);
 // command line), checked like a declaration. dsl::UserError for an unknown optimizer, rule,
 // keyword or a bad value.
 void set_optimizer(ir::Module& module, const std::string& name, const std::string& rule,
-                   std::span<const std::pair<std::string, double>> hyper_parameters);
+                   const std::vector<std::pair<std::string, double>>& hyper_parameters);
 
 // Makes input `param` of `function` read shared variable `shared` (same type) instead, so
 // that an update function reads the all-reduced gradient from the variable. dsl::UserError on a
