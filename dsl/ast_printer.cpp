@@ -9,6 +9,9 @@
 //         Binary '@' @4:23           (located at the operator)
 //         Kwarg 'axis' @4:28
 //           IntLiteral 0 @4:33
+//   Optimizer 'opt' rule=adam @5:1    (children: Kwarg nodes of its hyper-parameters)
+//   Minimize using=opt @9:3          (children: the loss, then one `Over 'w'` per variable)
+//   Update 'g' using=opt @10:3       (an update that names its optimizer)
 // The format is meant to be stable for FileCheck tests.
 #include <algorithm>
 #include <vector>
