@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "compiler/codegen_cpu.h"
+#include "runtime/step_profile.h"
 
 namespace synk::compiler {
 
@@ -56,6 +58,110 @@ std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("
 
 std::string where(const ir::Node& n) {
   return n.loc.valid() ? fmt::format(" (line {}, column {})", n.loc.line, n.loc.col) : "";
+}
+
+// Temporaries that need no storage of their own because they are a contiguous piece of another
+// buffer, and the kernels that then have nothing left to do:
+//  - a concatenation along axis 0 into an output or update: the kernels that produce its operands
+//    write straight into their piece of it (the flat gradient of a training step: ~1 MB less to
+//    copy per call);
+//  - a copy of a leading-axis slice of an argument (an input or shared variable, which no kernel
+//    writes): its readers read the argument in place (an update rule's per-parameter piece of a
+//    flat gradient).
+// Found from the plan alone; the offsets depend on the call's shapes.
+constexpr int kPlacedTemp = -2;   // temp_slot_ of a temporary that lives inside another buffer
+
+struct Elision {
+  size_t step = 0;
+  bool concat = false;        // else: a slice
+  int within = -1;            // the buffer the temporaries live in
+  std::vector<int> temps;     // concat: per operand, in order; slice: the one copy
+};
+
+int base_buffer(const KernelPlan& plan, int b) {
+  while (plan.buffers[size_t(b)].kind == Buffer::Kind::Alias) b = int(plan.buffers[size_t(b)].index);
+  return b;
+}
+
+std::vector<Elision> find_elisions(const KernelPlan& plan) {
+  std::vector<Elision> found;
+  std::vector<int> writer(plan.buffers.size(), -1);   // per base buffer: the only kernel writing it, or -2
+  for (size_t s = 0; s < plan.kernels.size(); ++s)
+    for (int b : plan.kernels[s].outputs) {
+      int& w = writer[size_t(base_buffer(plan, b))];
+      w = w == -1 ? int(s) : -2;
+    }
+  std::vector<bool> placed(plan.buffers.size(), false);
+  auto is_temp = [&](int b) { return plan.buffers[size_t(b)].kind == Buffer::Kind::Temp; };
+  for (size_t s = 0; s < plan.kernels.size(); ++s) {
+    const Kernel& k = plan.kernels[s];
+    if (k.nodes.size() != 1 || k.roots.size() != 1 || k.outputs.size() != 1) continue;
+    const ir::Node& n = plan.function.node(k.roots[0]);
+    if (k.kind == KernelKind::Concat && n.op == ir::Op::Concat && n.attrs.axis == 0) {
+      const Buffer& out = plan.buffers.at(size_t(k.outputs[0]));
+      if (out.kind != Buffer::Kind::Output && out.kind != Buffer::Kind::Update) continue;
+      Elision e{s, true, k.outputs[0], {}};
+      std::vector<bool> mine(plan.buffers.size(), false);
+      for (ir::NodeId o : n.operands) {
+        int b = plan.node_buffer.at(size_t(o));
+        int t = b < 0 ? -1 : base_buffer(plan, b);
+        if (t < 0 || !is_temp(t) || placed[size_t(t)] || mine[size_t(t)] || writer[size_t(t)] < 0 ||
+            size_t(writer[size_t(t)]) >= s || plan.buffers[size_t(t)].type.dtype != n.type.dtype) {
+          e.temps.clear();
+          break;
+        }
+        mine[size_t(t)] = true;
+        e.temps.push_back(t);
+      }
+      if (e.temps.size() != n.operands.size()) continue;
+      for (int t : e.temps) placed[size_t(t)] = true;
+      found.push_back(std::move(e));
+    } else if (k.kind == KernelKind::Pointwise && n.op == ir::Op::Slice && n.attrs.axis == 0) {
+      int t = k.outputs[0];
+      int src = plan.node_buffer.at(size_t(n.operands[0]));
+      if (!is_temp(t) || placed[size_t(t)] || src < 0) continue;
+      Buffer::Kind src_kind = plan.buffers[size_t(base_buffer(plan, src))].kind;
+      if (src_kind != Buffer::Kind::Input && src_kind != Buffer::Kind::Shared) continue;
+      placed[size_t(t)] = true;
+      found.push_back(Elision{s, false, src, {t}});
+    }
+  }
+  return found;
+}
+
+int64_t element_count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// SYNK_PROFILE tables (runtime/step_profile.h), one per compiled function, kept beside the
+// class so that profiling adds no member to it.
+rt::profile::Table& profile_table(const void* fn, const std::string& name) {
+  static std::map<const void*, rt::profile::Table> tables;
+  auto it = tables.find(fn);
+  if (it == tables.end()) it = tables.emplace(fn, rt::profile::Table("CpuFunction::run '" + name + "'")).first;
+  return it->second;
+}
+
+// A profile row's label: the kernel, and for BLAS calls the routine and its M, N, K.
+std::string step_label(const Kernel& k, bool blas, const std::vector<std::vector<int64_t>>& shapes) {
+  std::string label = fmt::format("{} {}", k.name, kernel_kind_name(k.kind));
+  if (!blas) {
+    label += fmt::format(" -> {}", shape_text(shapes.at(size_t(k.outputs.at(0)))));
+    return label;
+  }
+  const std::vector<int64_t>& as = shapes.at(size_t(k.matmul_a));
+  const std::vector<int64_t>& bs = shapes.at(size_t(k.matmul_b));
+  if (as.size() == 2 && bs.size() == 2) {
+    int64_t M = k.trans_a ? as[1] : as[0], K = k.trans_a ? as[0] : as[1], N = k.trans_b ? bs[0] : bs[1];
+    label += fmt::format(" gemm {}{} M={} N={} K={} ({:.1f} MFLOP)", k.trans_a ? 'T' : 'N', k.trans_b ? 'T' : 'N', M,
+                         N, K, 2e-6 * double(M) * double(N) * double(K));
+  } else {
+    label += fmt::format(" {} {} @ {}", as.size() == 2 || bs.size() == 2 ? "gemv" : "dot", shape_text(as),
+                         shape_text(bs));
+  }
+  return label;
 }
 
 }  // namespace
@@ -186,10 +292,12 @@ void CpuFunction::assign_temp_slots() {
   for (const ir::Output& o : fn.outputs) copied_out(o.node);
   for (const ir::Update& u : fn.updates) copied_out(u.node);
   temp_slot_.assign(nb, -1);
+  for (const Elision& e : find_elisions(plan_))
+    for (int t : e.temps) temp_slot_[size_t(t)] = kPlacedTemp;
   std::vector<int> free_after;   // per slot: the last step that reads its current occupant
   for (int s = 0; s < end; ++s)
     for (int b : steps_[size_t(s)].kernel->outputs) {
-      if (plan_.buffers[size_t(b)].kind != Buffer::Kind::Temp || temp_slot_[size_t(b)] >= 0) continue;
+      if (plan_.buffers[size_t(b)].kind != Buffer::Kind::Temp || temp_slot_[size_t(b)] != -1) continue;
       int slot = -1;
       for (size_t i = 0; i < free_after.size() && slot < 0; ++i)
         if (free_after[i] < s) slot = int(i);
@@ -201,7 +309,7 @@ void CpuFunction::assign_temp_slots() {
       free_after[size_t(slot)] = std::max(last_read[size_t(b)], s);
     }
   for (size_t b = 0; b < nb; ++b)
-    if (plan_.buffers[b].kind == Buffer::Kind::Temp && temp_slot_[b] < 0)
+    if (plan_.buffers[b].kind == Buffer::Kind::Temp && temp_slot_[b] == -1)
       dsl::internal_error(fmt::format("function '{}': temporary b{} is written by no kernel", fn.name, b));
   slots_.assign(free_after.size(), {});
   slot_bytes_.assign(free_after.size(), 0);
@@ -265,6 +373,8 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
   if (outputs.size() != fn.outputs.size() || updates.size() != fn.updates.size())
     dsl::internal_error(fmt::format("function '{}': the engine passed {} outputs and {} updates, expected {} and {}",
                                     fn.name, outputs.size(), updates.size(), fn.outputs.size(), fn.updates.size()));
+  const bool profiling = rt::profile::enabled();
+  const int64_t t_start = profiling ? rt::profile::now_ns() : 0;
   bind_symbols(inputs, shareds);
   std::fill(slot_bytes_.begin(), slot_bytes_.end(), 0);
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
@@ -293,6 +403,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
         pointers_[b] = updates[size_t(buffer.index)].bytes.data();
         break;
       case Buffer::Kind::Temp: {
+        if (temp_slot_[b] == kPlacedTemp) break;   // set below, inside the buffer it lives in
         int64_t n = 1;
         for (int64_t d : shapes_[b]) n *= d;
         size_t slot = size_t(temp_slot_[b]);
@@ -304,22 +415,59 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
   }
   for (size_t slot = 0; slot < slots_.size(); ++slot)
     if (slots_[slot].size() < slot_bytes_[slot]) slots_[slot].resize(slot_bytes_[slot]);
+  const std::vector<Elision> elisions = find_elisions(plan_);
+  for (const Elision& e : elisions) {
+    auto* base = static_cast<std::byte*>(pointers_.at(size_t(e.within)));
+    const size_t elem = rt::dtype_size(to_rt(plan_.buffers[size_t(e.within)].type.dtype));
+    if (e.concat) {
+      size_t offset = 0;
+      for (int t : e.temps) {
+        pointers_[size_t(t)] = base + offset;
+        offset += size_t(element_count(shapes_[size_t(t)])) * elem;
+      }
+    } else {
+      const ir::Node& slice = fn.node(plan_.kernels.at(e.step).roots[0]);
+      const std::vector<int64_t>& src = shapes_[size_t(e.within)];
+      const int64_t row = element_count(src) / std::max<int64_t>(src.at(0), 1);
+      pointers_[size_t(e.temps[0])] = base + size_t(slice.attrs.start * row) * elem;
+    }
+  }
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
-    if (plan_.buffers[b].kind == Buffer::Kind::Temp) pointers_[b] = slots_[size_t(temp_slot_[b])].data();
+    if (plan_.buffers[b].kind == Buffer::Kind::Temp && temp_slot_[b] != kPlacedTemp)
+      pointers_[b] = slots_[size_t(temp_slot_[b])].data();
     // Aliases come after their base; re-resolve those whose base is a temporary.
     if (plan_.buffers[b].kind == Buffer::Kind::Alias) pointers_[b] = pointers_.at(size_t(plan_.buffers[b].index));
   }
+  rt::profile::Table* table = profiling ? &profile_table(this, fn.name) : nullptr;
+  int64_t t_last = 0;
+  if (profiling) {
+    t_last = rt::profile::now_ns();
+    table->add(0, t_last - t_start, "argument checks, symbols, buffers");
+  }
   std::vector<void*> args;
-  for (const Step& step : steps_) {
-    if (!step.entry) {
+  auto elided = [&](size_t s) {
+    return std::any_of(elisions.begin(), elisions.end(), [&](const Elision& e) { return e.step == s; });
+  };
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const Step& step = steps_[s];
+    if (elided(s)) {
+      // nothing to do: its operands were written in place, or its readers read the argument
+    } else if (!step.entry) {
       run_blas(step);
-      continue;
+    } else {
+      args.clear();
+      for (int b : step.params) args.push_back(pointers_[size_t(b)]);
+      int64_t err[4] = {0, 0, 0, 0};
+      int64_t rc = step.entry(args.data(), syms_.data(), err);
+      if (rc != 0) kernel_failed(step, rc, err);
     }
-    args.clear();
-    for (int b : step.params) args.push_back(pointers_[size_t(b)]);
-    int64_t err[4] = {0, 0, 0, 0};
-    int64_t rc = step.entry(args.data(), syms_.data(), err);
-    if (rc != 0) kernel_failed(step, rc, err);
+    if (profiling) {
+      int64_t t = rt::profile::now_ns();
+      table->add(s + 1, t - t_last,
+                 table->has_label(s + 1) ? std::string()
+                                         : step_label(*step.kernel, !step.entry, shapes_) + (elided(s) ? " (elided)" : ""));
+      t_last = t;
+    }
   }
   auto copy_out = [&](rt::Array& dst, ir::NodeId node) {
     int b = plan_.node_buffer.at(size_t(node));
@@ -335,7 +483,12 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
     const Buffer& b = plan_.buffers.at(size_t(plan_.node_buffer.at(size_t(fn.updates[u].node))));
     if (!(b.kind == Buffer::Kind::Update && b.index == int64_t(u))) copy_out(updates[u], fn.updates[u].node);
   }
+  if (profiling) {
+    table->add(steps_.size() + 1, rt::profile::now_ns() - t_last, "copies of outputs and updates");
+    table->end_call();
+  }
 }
+
 
 void CpuFunction::run_blas(const Step& step) {
   const Kernel& k = *step.kernel;
