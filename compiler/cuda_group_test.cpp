@@ -6,8 +6,9 @@
 //   answer and the default executor replaced, which workers inherit): a 3-rank group on the GPU
 //   path computes what a 3-rank CPU group computes, for a function created before the fork and one
 //   created after it (rebuilt in workers by the "jit" loader), and every rank ran kernels on the
-//   device rank % device_count.
-// - On a real GPU: the same comparison with 1 and 2 ranks sharing the one GPU (skipped here).
+//   device rank % device_count; and a training step (gradient, all_reduce, momentum update) on 2
+//   emulated-GPU ranks equals the same step on 2 CPU ranks.
+// - On a real GPU: both comparisons with 2 then 1 ranks sharing the one GPU (skipped here).
 // Inputs are fresh random values (seed printed; SYNK_TEST_SEED replays).
 #include <unistd.h>
 
@@ -48,6 +49,20 @@ fn step(scatter x: f32[n, 4], bcast c: f32[3]) {
 }
 fn scale(scatter x: f32[n, 4]) {
   out z: avg = mean(x * 2.0 - 1.0, axis=0);
+}
+)";
+
+// A training step (gradient call, all_reduce, momentum update) on a small two-layer model.
+const char* kTraining = R"(
+shared w1: f32[6, 5] = normal(seed=1, std=0.3);
+shared b1: f32[5];
+shared w2: f32[5, 3] = normal(seed=2, std=0.3);
+optimizer opt = momentum(lr=0.1, momentum=0.9);
+fn train(scatter x: f32[n, 6], scatter y: i64[n], bcast scale: f32) {
+  let h = tanh(x @ w1 + b1);
+  let losses = cross_entropy(h @ w2, y);
+  out loss_sum: sum = sum(losses);
+  minimize sum(losses) * scale over w1, b1, w2 using opt;
 }
 )";
 
@@ -103,6 +118,26 @@ Results run_program(jit::Module& mod, Function step, int ranks, const Inputs& in
   return res;
 }
 
+// Three training steps on a group of `ranks` ranks that fork() has just started (the step was
+// made before the fork): each step's loss_sum, then w1, b1, w2 on every rank.
+Results run_training(jit::Module& mod, TrainStep step, int ranks, int64_t rows) {
+  std::mt19937_64 rng(test_seed() + 7);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int64_t> label(0, 2);
+  std::vector<float> x;
+  std::vector<int64_t> y;
+  for (int64_t i = 0; i < rows * 6; ++i) x.push_back(normal(rng));
+  for (int64_t i = 0; i < rows; ++i) y.push_back(label(rng));
+  Data xd = data<float>(x, {rows, 6}, {.name = "x"});
+  Data yd = data<int64_t>(y, {rows}, {.name = "y"});
+  Data scale = data<float>({float(ranks) / float(rows)}, {}, {.name = "scale"});
+  Results res;
+  for (int k = 0; k < 3; ++k) res.outputs.push_back(to_vector<float>(step({xd, yd, scale}).get("loss_sum")));
+  for (int r = 0; r < ranks; ++r)
+    for (const char* v : {"w1", "b1", "w2"}) res.s_per_rank.push_back(mod.shared(v).values<float>(r));
+  return res;
+}
+
 void expect_same(const Results& got, const Results& want, const std::string& what) {
   ASSERT_EQ(got.outputs.size(), want.outputs.size());
   ASSERT_EQ(got.s_per_rank.size(), want.s_per_rank.size());
@@ -111,9 +146,9 @@ void expect_same(const Results& got, const Results& want, const std::string& wha
     for (size_t i = 0; i < a.size(); ++i)
       EXPECT_NEAR(a[i], b[i], 1e-4 * (1 + std::fabs(b[i]))) << what << ": " << name << "[" << i << "]";
   };
-  const char* names[] = {"total", "top", "z"};
-  for (size_t k = 0; k < got.outputs.size(); ++k) compare(got.outputs[k], want.outputs[k], names[k]);
-  for (size_t r = 0; r < got.s_per_rank.size(); ++r) compare(got.s_per_rank[r], want.s_per_rank[r], fmt::format("s on rank {}", r));
+  for (size_t k = 0; k < got.outputs.size(); ++k) compare(got.outputs[k], want.outputs[k], fmt::format("output {}", k));
+  for (size_t r = 0; r < got.s_per_rank.size(); ++r)
+    compare(got.s_per_rank[r], want.s_per_rank[r], fmt::format("shared value {}", r));
 }
 
 class GpuGroup : public ::testing::Test {
@@ -220,6 +255,27 @@ TEST_F(GpuGroup, EmulatedGpuRanksComputeWhatCpuRanksCompute) {
   EXPECT_EQ(rt::active_backend(), Backend::Cpu) << "closing the group ends the GPU backend in the master";
 }
 
+TEST_F(GpuGroup, EmulatedGpuTrainingStepEqualsTheCpuOne) {
+  if (std::string why = emulator_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  jit::Module cpu_mod = jit::compile_string(kTraining);
+  TrainStep cpu_step = cpu_mod.train_step("train");
+  ASSERT_EQ(synk::fork(2, Backend::Cpu), 2);
+  Results cpu = run_training(cpu_mod, cpu_step, 2, 21);
+  synk::close();
+
+  rt::override_gpu_probe_for_testing(rt::GpuProbe{true, "", 1});
+  compiler::set_default_cuda_executor(&emulator(), compiler::CudaTarget{90, true});
+  jit::Module gpu_mod = jit::compile_string(kTraining);
+  TrainStep gpu_step = gpu_mod.train_step("train");
+  const int64_t launches_before = emulator().launches;
+  ASSERT_EQ(synk::fork(2, Backend::Gpu), 2);
+  Results gpu = run_training(gpu_mod, gpu_step, 2, 21);
+  EXPECT_GT(emulator().launches, launches_before) << "rank 0 ran no kernel on the emulated GPU";
+  expect_same(gpu, cpu, "training on the emulated GPU vs the CPU, 2 ranks");
+  // The loss goes down and the parameters moved (so the comparison compared something).
+  EXPECT_LT(gpu.outputs[2][0], gpu.outputs[0][0]);
+}
+
 TEST_F(GpuGroup, BackendFunctionCompilesForTheActiveBackendAndTheOtherOnFirstUse) {
   if (std::string why = emulator_unavailable(); !why.empty()) GTEST_SKIP() << why;
   compiler::set_default_cuda_executor(&emulator(), compiler::CudaTarget{90, true});
@@ -245,17 +301,26 @@ TEST_F(GpuGroup, RealGpuOneAndTwoRanksShareOneDevice) {
   if (rt::cuda::cuda_initialized_here()) GTEST_SKIP() << "CUDA is initialised in this test process already";
   jit::Module mod = jit::compile_string(kProgram);
   Function step = mod.function("step");
+  jit::Module train_mod = jit::compile_string(kTraining);
+  TrainStep train = train_mod.train_step("train");
   Inputs in = random_inputs(1000);
   // 2 ranks first: once the master computed as rank 0 it holds a CUDA context, and only a
-  // 1-rank group (no worker to fork) may use the GPU again in this process.
+  // 1-rank group (no worker to fork) may use the GPU again in this process. Each group trains
+  // from where the previous one left the master's parameters, so both backends start equal.
   for (int ranks : {2, 1}) {
+    std::vector<Array> start;   // every shared variable of the training module (optimizer state too)
+    for (const std::string& v : train_mod.shared_names()) start.push_back(train_mod.shared(v).get_value());
     ASSERT_EQ(synk::fork(ranks, Backend::Cpu), ranks);
     Results cpu = run_program(mod, step, ranks, in);
+    Results cpu_training = run_training(train_mod, train, ranks, 64);
     synk::close();
+    for (size_t k = 0; k < start.size(); ++k) train_mod.shared(train_mod.shared_names()[k]).set_value(start[k].ref());
     ASSERT_EQ(synk::fork(ranks, Backend::Gpu), ranks);
     Results gpu = run_program(mod, step, ranks, in);
+    Results gpu_training = run_training(train_mod, train, ranks, 64);
     synk::close();
     expect_same(gpu, cpu, fmt::format("GPU vs CPU, {} ranks on one GPU", ranks));
+    expect_same(gpu_training, cpu_training, fmt::format("training, GPU vs CPU, {} ranks on one GPU", ranks));
   }
   EXPECT_THROW(synk::fork(2, Backend::Gpu), UsageError) << "CUDA is initialised in the master now";
 }
