@@ -174,7 +174,7 @@ synk::TrainStep Module::train_step(const std::string& name, int64_t num_packs) {
   const ir::Optimizer& optimizer = s.ir.optimizers.at(size_t(step->optimizer));
   const std::string gradient_var = s.ir.shareds.at(size_t(optimizer.gradient)).name;
   return synk::TrainStep(name, function(name), shared(gradient_var).var(), function(optimizer.update_function()),
-                         num_packs);
+                         num_packs > 0 ? num_packs : optimizer.num_packs);
 }
 
 std::vector<std::string> Module::train_step_names() const {

@@ -97,7 +97,8 @@ class Module {
   // The training step of function `name` (one that minimizes a loss with an optimizer): its
   // gradient function, its optimizer's flat-gradient variable and update function, compiled and
   // registered like function(). UsageError when `name` is not a training function (listing the
-  // module's training functions). num_packs > 0: the gradient's all_reduce uses that many packs.
+  // module's training functions). num_packs > 0: the gradient's all_reduce uses that many packs
+  // (0: what the optimizer declares with `num_packs=`, else the collectives' default).
   synk::TrainStep train_step(const std::string& name, int64_t num_packs = 0);
   std::vector<std::string> train_step_names() const;
 

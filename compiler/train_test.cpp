@@ -226,6 +226,11 @@ TEST(TrainStep, MisuseIsReportedNamingTheStep) {
   EXPECT_HAS(e, "must take no inputs");
   e = error_of<UsageError>([&] { step.set_num_packs(-1); });
   EXPECT_HAS(e, "num_packs must be >= 0");
+  // num_packs: the optimizer's declaration, unless the caller asks for another.
+  EXPECT_EQ(step.num_packs(), 0);
+  jit::Module declared_packs = jit::compile_string(linear_model("sgd(lr=0.1, num_packs=2)"));
+  EXPECT_EQ(declared_packs.train_step("train").num_packs(), 2);
+  EXPECT_EQ(declared_packs.train_step("train", 3).num_packs(), 3);
 
   ASSERT_EQ(2, synk::fork(2));
   StepData wrong = random_batch(4, 2, rng);

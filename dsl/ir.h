@@ -178,11 +178,12 @@ struct Optimizer {
   std::vector<std::pair<std::string, double>> hyper_parameters;   // as written, in order, checked
   std::vector<int64_t> parameters;      // shared indices, in flat-gradient order; empty when unused
   int64_t gradient = -1;                // the flat gradient `<name>_grads`; -1 when unused
+  int64_t num_packs = 0;                // the gradient's all_reduce in this many packs; 0: default
   SourceLoc loc;
   std::string update_function() const { return name + "_update"; }
   friend bool operator==(const Optimizer& a, const Optimizer& b) {   // ignores loc
     return a.name == b.name && a.rule == b.rule && a.hyper_parameters == b.hyper_parameters &&
-           a.parameters == b.parameters && a.gradient == b.gradient;
+           a.parameters == b.parameters && a.gradient == b.gradient && a.num_packs == b.num_packs;
   }
 };
 

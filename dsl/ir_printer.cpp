@@ -218,6 +218,7 @@ std::string print_module(const ir::Module& module) {
   for (const ir::Optimizer& o : module.optimizers) {
     std::vector<std::string> hyper;
     for (const auto& [key, value] : o.hyper_parameters) hyper.push_back(key + "=" + float_text(value));
+    if (o.num_packs > 0) hyper.push_back(fmt::format("num_packs={}", o.num_packs));
     out += fmt::format("optimizer {} = {}({});\n", o.name, o.rule, fmt::join(hyper, ", "));
   }
   for (const ir::SharedVar& s : module.shareds)

@@ -360,7 +360,7 @@ TEST(RoundTrip, TrainingSteps) {
   expect_round_trip("train",
                     "shared w: f32[4, 3] = normal(seed=1);\n"
                     "shared b: f64[3];\n"
-                    "optimizer opt = adamax(lr=0.002, beta2=0.99);\n"
+                    "optimizer opt = adamax(lr=0.002, beta2=0.99, num_packs=2);\n"
                     "optimizer spare = nesterov(lr=1e-3);\n"
                     "fn train(scatter x: f64[n, 4]) {\n"
                     "  out l: avg = mean(x);\n"

@@ -69,6 +69,16 @@ void analyze_optimizer(ModuleContext& ctx, const ast::OptimizerDecl& d) {
       }
     }();
     for (const ast::KwArg& kw : d.hyper_parameters) {
+      if (kw.name == "num_packs") {   // the step's all-reduce, not the rule's
+        if (!kw.value || kw.value->kind != ast::ExprKind::IntLiteral || kw.value->int_value < 1) {
+          ctx.diags.error(kw.loc, fmt::format("optimizer '{}': num_packs must be an integer >= 1 (the number of "
+                                              "buffers the gradient's all-reduce uses)", d.name));
+          ok = false;
+        } else {
+          opt.num_packs = kw.value->int_value;
+        }
+        continue;
+      }
       std::optional<double> value = kw.value ? number_literal(*kw.value) : std::nullopt;
       if (!value) {
         if (kw.value && kw.value->kind != ast::ExprKind::Error)
