@@ -137,8 +137,13 @@ int64_t element_count(const std::vector<int64_t>& shape) {
 
 // SYNK_PROFILE tables (runtime/step_profile.h), one per compiled function, kept beside the
 // class so that profiling adds no member to it.
-rt::profile::Table& profile_table(const void* fn, const std::string& name) {
+std::map<const void*, rt::profile::Table>& profile_tables() {
   static std::map<const void*, rt::profile::Table> tables;
+  return tables;
+}
+
+rt::profile::Table& profile_table(const void* fn, const std::string& name) {
+  std::map<const void*, rt::profile::Table>& tables = profile_tables();
   auto it = tables.find(fn);
   if (it == tables.end()) it = tables.emplace(fn, rt::profile::Table("CpuFunction::run '" + name + "'")).first;
   return it->second;
@@ -262,6 +267,7 @@ CpuFunction::CpuFunction(const ir::Module& module, KernelPlan plan, std::string 
   shapes_.assign(plan_.buffers.size(), {});
   assign_temp_slots();
   syms_.assign(plan_.symbols.size(), 0);
+  if (rt::profile::enabled()) profile_tables().erase(this);   // a table left by an earlier function here
 }
 
 std::vector<int64_t> CpuFunction::shape_of(const ir::Shape& shape) const {

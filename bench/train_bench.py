@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""Training-step benchmark (issue 7): Fashion-MNIST epoch times of synk against PyTorch.
+
+Runs the reference configuration (examples/fashion_mnist: MLP 784-256-256-10 ReLU f32, global
+batch 256, momentum SGD lr 0.05 / 0.9) for --epochs epochs in each variant, and repeats the
+whole set --rounds times, ALTERNATING the variants inside each round so that every variant sees
+the same mix of machine load:
+
+  synk-r1     fashion_mnist --ranks 1
+  synk-r2     fashion_mnist --ranks 2
+  torch-t1    bench/train_torch.py, one process, torch.set_num_threads(1)
+  torch-t2    bench/train_torch.py, one process, torch.set_num_threads(2)
+  torch-ddp2  bench/train_torch.py, DistributedDataParallel over gloo, 2 processes x 1 thread
+
+A run's figure is the median of its epochs' training times (validation excluded). The table
+gives, per variant, the median and minimum over rounds and the 1-minute load average seen by
+its runs, then the ratios synk / PyTorch and the 1 -> 2 rank speedups. Writes train_bench.csv
+(one row per run) and train_bench.png (bar chart of the medians) into --out-dir.
+
+  /usr/bin/python3 bench/train_bench.py --build-dir build --rounds 3 --epochs 2
+"""
+import argparse
+import csv
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EPOCH_LINE = re.compile(r"^epoch\s+(\d+)\s+train\s+([0-9.]+) s")
+
+
+def run_synk(binary, ranks, epochs, env):
+    cmd = [binary, "--ranks", str(ranks), "--epochs", str(epochs), "--out", ""]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    times = [float(m.group(2)) for m in map(EPOCH_LINE.match, done.stdout.splitlines()) if m]
+    if len(times) != epochs:
+        raise RuntimeError(f"{' '.join(cmd)}: expected {epochs} epoch lines, found {len(times)}")
+    return times
+
+
+def run_torch(args_list, epochs, env):
+    cmd = [sys.executable, os.path.join(HERE, "train_torch.py"), "--epochs", str(epochs)] + args_list
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    times = [r["seconds"] for r in records if "epoch" in r]
+    if len(times) != epochs:
+        raise RuntimeError(f"{' '.join(cmd)}: expected {epochs} epochs, found {len(times)}")
+    return times
+
+
+def variants(binary):
+    return {
+        "synk-r1": lambda e, env: run_synk(binary, 1, e, env),
+        "synk-r2": lambda e, env: run_synk(binary, 2, e, env),
+        "torch-t1": lambda e, env: run_torch(["--threads", "1"], e, env),
+        "torch-t2": lambda e, env: run_torch(["--threads", "2"], e, env),
+        "torch-ddp2": lambda e, env: run_torch(["--ddp", "2"], e, env),
+    }
+
+
+def plot(path, names, medians, mins):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4))
+    colors = ["tab:blue" if n.startswith("synk") else "tab:orange" for n in names]
+    bars = ax.bar(names, medians, color=colors)
+    ax.scatter(names, mins, color="black", marker="_", s=400, label="best run", zorder=3)
+    ax.axhline(0.55, color="tab:red", linestyle="--", linewidth=1, label="issue 7 target, 2 ranks (0.55 s)")
+    for bar, value in zip(bars, medians):
+        ax.annotate(f"{value:.2f}", (bar.get_x() + bar.get_width() / 2, value), ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("seconds per epoch (median of runs)")
+    ax.set_title("Fashion-MNIST MLP, batch 256: synk vs PyTorch 1.13 (CPU)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build-dir", default="build", help="the CMake build directory holding fashion_mnist")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--variants", default="synk-r1,synk-r2,torch-t1,torch-ddp2,torch-t2",
+                        help="comma-separated subset, run in this order each round")
+    parser.add_argument("--torch-t2-epochs", type=int, default=1,
+                        help="epochs for torch-t2 (two intra-op threads can be 10x slower on a loaded 2-core box)")
+    parser.add_argument("--out-dir", default=None, help="where the CSV and PNG go (default: the build directory)")
+    args = parser.parse_args()
+    binary = os.path.join(args.build_dir, "examples", "fashion_mnist", "fashion_mnist")
+    if not os.access(binary, os.X_OK):
+        parser.error(f"no fashion_mnist binary at {binary} (build the fashion_mnist target first)")
+    if args.rounds < 1 or args.epochs < 1:
+        parser.error("--rounds and --epochs must be at least 1")
+    table = variants(binary)
+    chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in chosen if v not in table]
+    if unknown:
+        parser.error(f"unknown variants {unknown} (known: {', '.join(table)})")
+    out_dir = args.out_dir or args.build_dir
+    os.makedirs(out_dir, exist_ok=True)
+    env = dict(os.environ)
+    env.pop("SYNK_PROFILE", None)
+
+    rows = []   # (round, variant, epoch times, median, load before, load after)
+    for rnd in range(1, args.rounds + 1):
+        for name in chosen:
+            epochs = args.torch_t2_epochs if name == "torch-t2" else args.epochs
+            load_before = os.getloadavg()[0]
+            start = time.time()
+            times = table[name](epochs, env)
+            load_after = os.getloadavg()[0]
+            median = statistics.median(times)
+            rows.append((rnd, name, times, median, load_before, load_after))
+            print(f"round {rnd}  {name:<11} {median:7.3f} s/epoch  (epochs {', '.join(f'{t:.3f}' for t in times)}; "
+                  f"load {load_before:.2f} -> {load_after:.2f}; {time.time() - start:.0f} s)", flush=True)
+
+    csv_path = os.path.join(out_dir, "train_bench.csv")
+    with open(csv_path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["round", "variant", "median_epoch_s", "epoch_times_s", "load1_before", "load1_after"])
+        for rnd, name, times, median, lb, la in rows:
+            w.writerow([rnd, name, f"{median:.4f}", " ".join(f"{t:.4f}" for t in times), f"{lb:.2f}", f"{la:.2f}"])
+
+    summary = {}
+    print(f"\n{'variant':<11} {'median s/epoch':>15} {'best':>7} {'load avg (1 min)':>18}")
+    for name in chosen:
+        mine = [r for r in rows if r[1] == name]
+        meds = [r[3] for r in mine]
+        loads = [x for r in mine for x in (r[4], r[5])]
+        summary[name] = (statistics.median(meds), min(meds))
+        print(f"{name:<11} {summary[name][0]:15.3f} {summary[name][1]:7.3f} {min(loads):8.2f} - {max(loads):5.2f}")
+
+    def ratio(a, b, label):
+        if a in summary and b in summary:
+            print(f"{label:<34} {summary[a][0] / summary[b][0]:6.2f}")
+
+    print()
+    ratio("synk-r1", "torch-t1", "synk 1 rank / torch 1 thread")
+    ratio("synk-r2", "torch-ddp2", "synk 2 ranks / torch DDP 2 procs")
+    ratio("synk-r2", "torch-t2", "synk 2 ranks / torch 2 threads")
+    ratio("synk-r1", "synk-r2", "synk speedup 1 -> 2 ranks")
+    ratio("torch-t1", "torch-ddp2", "torch speedup 1 -> DDP 2")
+    png_path = os.path.join(out_dir, "train_bench.png")
+    plot(png_path, chosen, [summary[n][0] for n in chosen], [summary[n][1] for n in chosen])
+    print(f"\nwrote {csv_path} and {png_path}")
+
+
+if __name__ == "__main__":
+    main()
