@@ -83,9 +83,10 @@ class Module {
  public:
   Module() = default;
 
-  // Function `name`, compiled for the CPU and registered with the runtime on first use; later
-  // calls return the same handle. UsageError for an unknown name (listing the module's
-  // functions); dsl::UserError when the CPU backend cannot compile it.
+  // Function `name`, compiled for the group's backend (CPU or GPU: compiler/backend_function.h)
+  // and registered with the runtime on first use; later calls return the same handle.
+  // UsageError for an unknown name (listing the module's functions); dsl::UserError when the
+  // backend cannot compile it.
   synk::Function function(const std::string& name);
   // Compiles and registers every function now (what to call before synk::fork() when workers
   // should inherit everything instead of rebuilding it).
