@@ -15,6 +15,7 @@
 #include "compiler/codegen_cpu.h"
 #include "compiler/cpu_function.h"
 #include "compiler/lower.h"
+#include "compiler/train.h"
 #include "dsl/frontend.h"
 
 namespace synk::aot {
@@ -49,6 +50,7 @@ ir::Module front_end(const ModuleDef& def) {
   if (!module || diags.has_errors())
     throw synk::InternalError(fmt::format("aot module '{}': its baked source {} no longer compiles:\n{}", def.name,
                                           def.source_name, dsl::format_diagnostics_in_source_order(diags)));
+  synk::compiler::expand_training_steps(*module);   // the update functions of `minimize` steps, as the JIT does
   return std::move(*module);
 }
 
