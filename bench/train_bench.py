@@ -18,6 +18,7 @@ its runs, then the ratios synk / PyTorch and the 1 -> 2 rank speedups. Writes tr
 (one row per run) and train_bench.png (bar chart of the medians) into --out-dir.
 
   /usr/bin/python3 bench/train_bench.py --build-dir build --rounds 3 --epochs 2
+(needs python3-torch: scripts/install-deps.sh --bench)
 """
 import argparse
 import csv

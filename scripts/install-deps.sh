@@ -3,6 +3,8 @@
 # already present are left alone, so running it twice costs one `apt-get update`.
 # CUDA is not installed here (Debian has none): the build finds the machine image's toolkit at
 # /usr/local/cuda when present and builds CPU-only otherwise.
+# Usage: scripts/install-deps.sh [--bench]   (--bench adds python3-torch, the PyTorch baseline of
+# bench/train_bench.py; neither the build nor the tests need it)
 set -euo pipefail
 
 packages=(
@@ -15,6 +17,9 @@ packages=(
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist
 )
+if [[ "${1-}" == "--bench" ]]; then
+  packages+=(python3-torch)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
