@@ -35,6 +35,7 @@
 
 #include "examples/fashion_mnist/idx.h"
 #include "examples/fashion_mnist/model.h"
+#include "runtime/backend.h"
 #include "runtime/npy.h"
 
 namespace {
@@ -44,6 +45,7 @@ using fashion_mnist::kPixels;
 
 struct Options {
   int ranks = 0;
+  std::string backend = "auto";   // cpu, gpu or auto (the GPU when one is usable)
   int epochs = 10;
   int64_t batch = 256;
   double lr = 0.05;
@@ -152,7 +154,17 @@ int train(const Options& o) {
   Clock::time_point compile_start = Clock::now();
   fashion_mnist::Model model = fashion_mnist::build_model(o.model, optimizer_choice(o));   // before the fork: inherited
   double compile_time = seconds_since(compile_start);
-  int ranks = synk::fork(o.ranks);
+  const synk::Backend requested = o.backend == "cpu" ? synk::Backend::Cpu
+                                 : o.backend == "gpu" ? synk::Backend::Gpu
+                                                      : synk::Backend::Auto;
+  int wanted_ranks = o.ranks;
+  if (wanted_ranks == 0 && requested != synk::Backend::Cpu) {
+    // One rank per GPU when the GPU backend will be used, one per core otherwise.
+    synk::rt::GpuProbe probe = synk::rt::probe_gpus();
+    if (probe.usable) wanted_ranks = probe.device_count;
+  }
+  int ranks = synk::fork(wanted_ranks, requested);
+  const char* backend_label = synk::backend() == synk::Backend::Gpu ? "GPU" : "CPU";
 
   DataSet train = to_data(train_split, pool, "training");
   DataSet test = to_data(test_split, test_rows, "test");
@@ -160,8 +172,8 @@ int train(const Options& o) {
   const std::string validation_name =
       o.holdout > 0 ? fmt::format("{} held-out training images", held_out.size()) : "the 10000 test images";
 
-  fmt::print("fashion_mnist: MLP 784-256-256-10 (ReLU, f32), {}, global batch {}, {} rank{} (CPU)\n",
-             model.optimizer, o.batch, ranks, ranks == 1 ? "" : "s");
+  fmt::print("fashion_mnist: MLP 784-256-256-10 (ReLU, f32), {}, global batch {}, {} rank{} ({})\n",
+             model.optimizer, o.batch, ranks, ranks == 1 ? "" : "s", backend_label);
   fmt::print("data: {} training images shuffled each epoch{}, validation on {} ({}); compiled in {:.2f} s\n",
              train.rows(), o.device_data ? " (scattered once into sliceable shared variables; batch_s)" : "",
              validation_name, o.data_dir, compile_time);
@@ -322,7 +334,12 @@ int main(int argc, char** argv) {
   CLI::App app{"Data-parallel training of a 784-256-256-10 MLP on Fashion-MNIST with synk: per step one gradient "
                "call over a shuffled index batch, one all_reduce(avg) of the flat gradient, one update call.",
                "fashion_mnist"};
-  app.add_option("--ranks", o.ranks, "Processes (ranks); 0: one per CPU core")->capture_default_str()->check(at_least(0));
+  app.add_option("--ranks", o.ranks, "Processes (ranks); 0: one per GPU on the GPU backend, else one per CPU core")
+      ->capture_default_str()
+      ->check(at_least(0));
+  app.add_option("--backend", o.backend, "cpu, gpu, or auto (the GPU when one is usable, else the CPU cores)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
   app.add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str()->check(at_least(0));
   app.add_option("--batch", o.batch, "Global batch size (split over the ranks)")->capture_default_str()->check(at_least(1));
   CLI::Option* lr = app.add_option("--lr", o.lr, "Learning rate")->capture_default_str();
