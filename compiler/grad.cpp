@@ -33,10 +33,6 @@ bool is_differentiable_edge(const ir::Node& node, size_t operand) {
   }
 }
 
-std::string where_str(const ir::SourceLoc& loc) {
-  return loc.valid() ? fmt::format("line {}, column {}: ", loc.line, loc.col) : std::string();
-}
-
 }  // namespace grad_detail
 
 namespace {
@@ -114,9 +110,9 @@ NodeId expand_one(const ir::Module& module, ir::Function& fn, const ir::Node& gr
     for (NodeId g : grads) {
       const dsl::ElementCount count = dsl::element_count(w.type(g).shape);
       if (!count.symbols.empty())
-        throw dsl::UserError(fmt::format(
-            "{}grad with several variables returns one flat vector and needs static shapes, found {}",
-            grad_detail::where_str(grad.loc), ir::type_str(w.type(g))));
+        throw dsl::LocatedUserError(grad.loc, fmt::format(
+            "grad with several variables returns one flat vector and needs static shapes, found {}",
+            ir::type_str(w.type(g))));
       flat.push_back(w.reshape(w.cast(g, dtype), {ir::Dim::fixed(count.fixed)}));
     }
     result = w.concat(flat, 0);

@@ -15,9 +15,6 @@ namespace synk::compiler::grad_detail {
 // operands of comparisons, logic, argmax and one_hot (whose results are not floats anyway).
 bool is_differentiable_edge(const ir::Node& node, size_t operand);
 
-// "line 3, column 7: " for a valid location, else "".
-std::string where_str(const ir::SourceLoc& loc);
-
 // The reverse sweep over one function. `active[id]` says whether node `id` depends on a
 // variable; only active nodes receive adjoints. Each adjoint has exactly its node's type.
 class Backprop {

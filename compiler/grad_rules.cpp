@@ -298,10 +298,10 @@ void Backprop::propagate_structure(const ir::Node& n, NodeId id, NodeId g) {
       // Scatter-add of the rows' adjoints: one_hot(idx, rows)^T @ g.
       const Dim& rows = at.shape[0];
       if (rows.is_symbolic())
-        throw dsl::UserError(fmt::format(
-            "{}cannot differentiate take(x, idx) where x has a symbolic number of rows ({}): the "
+        throw dsl::LocatedUserError(n.loc, fmt::format(
+            "cannot differentiate take(x, idx) where x has a symbolic number of rows ({}): the "
             "gradient scatters into x's rows and needs their count to be static",
-            where_str(n.loc), ir::type_str(at)));
+            ir::type_str(at)));
       const NodeId picks = w_.transpose(w_.one_hot(n.operands[1], rows.size, at.dtype), {1, 0});
       NodeId flat_g = g;
       if (at.rank() > 2) flat_g = w_.reshape(g, {w_.type(g).shape[0], Dim::fixed(-1)});
@@ -324,10 +324,10 @@ void Backprop::propagate_cross_entropy(const ir::Node& n, NodeId g) {
       // softmax(z) - one_hot(labels).
       const Dim& classes = lt.shape[1];
       if (classes.is_symbolic())
-        throw dsl::UserError(fmt::format(
-            "{}cannot differentiate cross_entropy with class-index labels and a symbolic number of "
+        throw dsl::LocatedUserError(n.loc, fmt::format(
+            "cannot differentiate cross_entropy with class-index labels and a symbolic number of "
             "classes ({}): the gradient needs one_hot(labels, k) with a static k",
-            where_str(n.loc), ir::type_str(lt)));
+            ir::type_str(lt)));
       local = w_.sub(p, w_.one_hot(labels, classes.size, lt.dtype));
     } else {
       // softmax(z) * sum(t) - t, which is softmax(z) - t for labels that sum to 1.

@@ -119,6 +119,7 @@ std::string read_input(const std::string& path) {
 class FrontEnd {
  public:
   explicit FrontEnd(const std::string& path) : file_(path, read_input(path)), diags_(file_) {}
+  const SourceFile& file() const { return file_; }
 
   bool parse() {
     program_ = synk::dsl::parse_program(file_, diags_);
@@ -229,7 +230,13 @@ int write_output(const DriverOptions& options, FrontEnd& front_end, std::ostream
   synk::compiler::EmitOptions emit_options;
   emit_options.print_after_all = options.print_after_all;
   emit_options.pass_dump = &std::cerr;
-  synk::compiler::emit(front_end.module(), options.emit, out, emit_options);
+  try {
+    synk::compiler::emit(front_end.module(), options.emit, out, emit_options);
+  } catch (const synk::dsl::LocatedUserError& e) {
+    // Found by a pass (the gradient's): reported like the front end's diagnostics.
+    if (!e.loc().valid()) throw;
+    throw synk::dsl::UserError(synk::dsl::format_diagnostic(front_end.file(), {synk::dsl::Severity::Error, e.loc(), e.message()}));
+  }
   return kOk;
 }
 

@@ -124,4 +124,10 @@ void internal_error(const std::string& message) {
   throw InternalError(message);
 }
 
+LocatedUserError::LocatedUserError(SourceLoc loc, const std::string& message)
+    : UserError(loc.valid() ? "line " + std::to_string(loc.line) + ", column " + std::to_string(loc.col) + ": " + message
+                            : message),
+      loc_(loc),
+      message_(message) {}
+
 }  // namespace synk::dsl

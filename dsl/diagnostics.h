@@ -78,6 +78,20 @@ class UserError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A user error found after the front end (e.g. by the gradient pass) at a known place in the
+// source. what() reads "line L, column C: message" for callers without the source; a driver that
+// has the SourceFile formats it as a diagnostic (file:line:col, source line and caret).
+class LocatedUserError : public UserError {
+ public:
+  LocatedUserError(SourceLoc loc, const std::string& message);
+  SourceLoc loc() const { return loc_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  SourceLoc loc_;
+  std::string message_;
+};
+
 // synk itself is wrong (a broken invariant). Never caused by user input alone.
 class InternalError : public std::logic_error {
  public:
