@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/shared_variable.h"
 #include "runtime/synk.h"
 
 namespace synk::aot {
@@ -66,29 +67,8 @@ void load_all(const ModuleDef& def);
 std::vector<std::string> function_names(const ModuleDef& def);
 std::vector<std::string> shared_names(const ModuleDef& def);
 
-// One shared variable of an AOT module (like synk::jit::Shared).
-class Shared {
- public:
-  Shared(synk::Module module, std::string name) : module_(module), name_(std::move(name)) {}
-  const std::string& name() const { return name_; }
-  synk::Var var() const { return module_.var(name_); }
-  Array get_value() const { return module_.get_value(name_); }
-  Array get_value(int rank) const { return module_.get_value(rank, name_); }
-  template <class T>
-  std::vector<T> values(int rank = 0) const { return to_vector<T>(get_value(rank)); }
-  void set_value(const ArrayRef& value, bool force_cast = false) { module_.set_value(name_, value, force_cast); }
-  void set_value(int rank, const ArrayRef& value, bool force_cast = false) {
-    module_.set_value(rank, name_, value, force_cast);
-  }
-  template <class T>
-  void set_value(const std::vector<T>& values, std::vector<int64_t> shape, bool force_cast = false) {
-    module_.set_value(name_, values, std::move(shape), force_cast);
-  }
-
- private:
-  synk::Module module_;
-  std::string name_;
-};
+// One shared variable of an AOT module (the same type as synk::jit::Shared).
+using Shared = synk::SharedVariable;
 
 // UsageError for an unknown name (listing the module's shared variables).
 Shared shared(const ModuleDef& def, const std::string& name);

@@ -183,7 +183,6 @@ std::vector<std::string> Module::train_step_names() const {
   return names;
 }
 
-const rt::SharedSpec& Shared::spec() const { return module_.spec().shareds.at(size_t(module_.index_of(name_))); }
 
 std::vector<std::string> Module::function_names() const {
   std::vector<std::string> names;

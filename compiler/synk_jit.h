@@ -28,6 +28,7 @@
 
 #include "dsl/builder.h"
 #include "dsl/ir.h"
+#include "runtime/shared_variable.h"
 #include "runtime/synk.h"
 
 namespace synk::jit {
@@ -45,38 +46,7 @@ struct CompileOptions {
 struct ModuleFactory;
 
 // One shared variable of a jit::Module: its rank-0 (master) copy, or any rank's copy.
-class Shared {
- public:
-  const std::string& name() const { return name_; }
-  const rt::SharedSpec& spec() const;
-  // The runtime's handle, for collectives: synk::all_reduce(mod.shared("g").var(), "avg").
-  synk::Var var() const { return module_.var(name_); }
-
-  Array get_value() const { return module_.get_value(name_); }
-  Array get_value(int rank) const { return module_.get_value(rank, name_); }
-  // The master's (or one rank's) elements as T, which must be the variable's dtype.
-  template <class T>
-  std::vector<T> values(int rank = 0) const { return to_vector<T>(get_value(rank)); }
-
-  void set_value(const ArrayRef& value, bool force_cast = false) { module_.set_value(name_, value, force_cast); }
-  void set_value(int rank, const ArrayRef& value, bool force_cast = false) {
-    module_.set_value(rank, name_, value, force_cast);
-  }
-  template <class T>
-  void set_value(const std::vector<T>& values, std::vector<int64_t> shape, bool force_cast = false) {
-    module_.set_value(name_, values, std::move(shape), force_cast);
-  }
-  template <class T>
-  void set_value(int rank, const std::vector<T>& values, std::vector<int64_t> shape, bool force_cast = false) {
-    module_.set_value(rank, name_, values, std::move(shape), force_cast);
-  }
-
- private:
-  friend class Module;
-  Shared(synk::Module module, std::string name) : module_(module), name_(std::move(name)) {}
-  synk::Module module_;
-  std::string name_;
-};
+using Shared = synk::SharedVariable;
 
 // A compiled module: a handle (copies share the same functions and shared variables).
 class Module {
