@@ -205,6 +205,9 @@ class EmulatorExecutor : public CudaExecutor {
       throw std::runtime_error("the emulator could not compile the generated CUDA: " + read_text(m->dir / "log.txt"));
     m->handle = dlopen((m->dir / "k.so").c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!m->handle) throw std::runtime_error(std::string("dlopen: ") + dlerror());
+    // The mapping outlives the file: remove it now, or worker ranks (which leave with _exit,
+    // never unloading) leave their directories in /tmp.
+    std::filesystem::remove_all(m->dir);
     for (const std::string& s : symbols) functions->push_back(dlsym(m->handle, (s + "__emu").c_str()));
     return m;
   }

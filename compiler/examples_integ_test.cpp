@@ -230,8 +230,11 @@ TEST_F(Examples, MultiOutputWithSlicesOnOneToFourRanks) {
       ASSERT_EQ(r.names(), (std::vector<std::string>{"mean_score", "total", "largest", "positive", "all_scores"}));
       for (size_t o = 0; o < r.size(); ++o) EXPECT_TRUE(close(want.outputs[o], r[o])) << r.names()[o];
       if (ranks == 1 && slices == 1) single[0] = r;
+      // `total` sums 57 O(1) floats in an order that depends on the split: two orders differ by
+      // ~1.5e-6 (one standard deviation), however small the total, so the absolute part of the
+      // tolerance is 1e-5 (an abs 1e-6 failed for seed 13619594540555048539, total 0.0357).
       for (size_t o = 0; o < r.size(); ++o)
-        EXPECT_TRUE(close(compiler::to_host_tensor(single[0][o]), r[o], {1e-5, 1e-6})) << r.names()[o] << " vs 1 rank";
+        EXPECT_TRUE(close(compiler::to_host_tensor(single[0][o]), r[o], {1e-5, 1e-5})) << r.names()[o] << " vs 1 rank";
     }
     synk::close();
   }

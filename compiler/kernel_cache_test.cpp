@@ -22,12 +22,22 @@
 namespace synk::compiler {
 namespace {
 
+// Every directory a test made, removed when the test program exits.
+struct MadeDirs {
+  std::vector<std::string> dirs;
+  ~MadeDirs() {
+    for (const std::string& d : dirs) std::system(("rm -rf '" + d + "'").c_str());
+  }
+};
+
 std::string fresh_dir(const std::string& what) {
+  static MadeDirs made;
   static int counter = 0;
   std::string dir = fmt::format("{}/synk-cache-test-{}-{}-{}-{}", ::testing::TempDir(), what, ::getpid(), counter++,
                                 std::random_device{}());
   std::string cmd = "rm -rf '" + dir + "'";
   EXPECT_EQ(std::system(cmd.c_str()), 0);
+  made.dirs.push_back(dir);
   return dir;
 }
 
