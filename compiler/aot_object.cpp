@@ -11,47 +11,22 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <mutex>
 
-#include <clang/Basic/Diagnostic.h>
-#include <clang/Basic/DiagnosticOptions.h>
 #include <clang/CodeGen/CodeGenAction.h>
-#include <clang/Frontend/CompilerInstance.h>
-#include <clang/Frontend/CompilerInvocation.h>
-#include <clang/Frontend/TextDiagnosticPrinter.h>
-#include <clang/Lex/PreprocessorOptions.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Support/Host.h>
-#include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Support/TargetSelect.h>
-#include <llvm/Support/raw_ostream.h>
 
 #include <fmt/format.h>
 
+#include "compiler/clang_cc1.h"
 #include "compiler/jit.h"
 #include "dsl/diagnostics.h"
 
-#ifndef SYNK_CLANG_RESOURCE_DIR
-#error "SYNK_CLANG_RESOURCE_DIR must be defined by the build (compiler/CMakeLists.txt)"
-#endif
-
 namespace synk::compiler::aot {
-namespace {
-
-void init_llvm_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    llvm::InitializeNativeTargetAsmParser();
-  });
-}
-
-}  // namespace
 
 bool is_known_target_cpu(const std::string& cpu) {
-  init_llvm_once();
+  init_native_llvm();
   std::string triple = llvm::sys::getProcessTriple(), error;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target) return false;
@@ -63,30 +38,14 @@ bool is_known_target_cpu(const std::string& cpu) {
 std::vector<char> compile_object_for_cpu(const std::string& source, const std::string& cpu,
                                          const std::string& name_hint, const std::string& scratch_path) {
   if (cpu.empty()) return compile_to_object(source, name_hint);
-  init_llvm_once();
-  std::string rd = SYNK_CLANG_RESOURCE_DIR;
-  std::vector<std::string> args = {"-triple", llvm::sys::getProcessTriple(), "-target-cpu", cpu,
-                                   "-O3", "-w", "-vectorize-loops", "-vectorize-slp", "-std=c++17", "-fno-rtti",
-                                   "-mrelocation-model", "pic", "-pic-level", "2", "-ffp-contract=on",
-                                   "-resource-dir", rd, "-internal-isystem", rd + "/include", "-x", "c++",
-                                   "-emit-obj", "-o", scratch_path, "synk_kernels.cpp"};
-  std::vector<const char*> argv;
-  for (const std::string& a : args) argv.push_back(a.c_str());
+  // Clang's own -O3 pipeline (no -disable-llvm-passes): the object is built once, not per run.
+  std::vector<std::string> args = {"-triple", llvm::sys::getProcessTriple(), "-target-cpu", cpu};
+  for (const std::string& o : cc1_kernel_options()) args.push_back(o);
+  for (const char* o : {"-emit-obj", "-o"}) args.push_back(o);
+  args.push_back(scratch_path);
   std::string diag_text;
-  llvm::raw_string_ostream diag_os(diag_text);
-  auto ci = std::make_unique<clang::CompilerInstance>();
-  llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> diag_opts = new clang::DiagnosticOptions();
-  ci->createDiagnostics(new clang::TextDiagnosticPrinter(diag_os, diag_opts.get()), true);
-  bool ok = clang::CompilerInvocation::CreateFromArgs(ci->getInvocation(), argv, ci->getDiagnostics());
-  if (ok) {
-    ci->createDiagnostics(new clang::TextDiagnosticPrinter(diag_os, &ci->getDiagnosticOpts()), true);
-    ci->getPreprocessorOpts().addRemappedFile(
-        "synk_kernels.cpp", llvm::MemoryBuffer::getMemBufferCopy(source, "synk_kernels.cpp").release());
-    ci->setVerboseOutputStream(diag_os);
-    clang::EmitObjAction action;
-    ok = ci->ExecuteAction(action) && !ci->getDiagnostics().hasErrorOccurred();
-  }
-  diag_os.flush();
+  clang::EmitObjAction action;
+  bool ok = run_cc1(source, args, action, diag_text) == Cc1Result::Ok;
   std::ifstream in(scratch_path, std::ios::binary);
   std::vector<char> object{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   ::unlink(scratch_path.c_str());

@@ -43,6 +43,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/clang_cc1.h"
 #include "compiler/failure_files.h"
 #include "compiler/kernel_cache.h"
 #include "dsl/diagnostics.h"
@@ -140,14 +141,8 @@ llvm::CodeGenOpt::Level codegen_opt_level() {
 }
 
 std::vector<std::string> cc1_options() {
-  std::string rd = SYNK_CLANG_RESOURCE_DIR;
-  // -O3 for the IR Clang generates (attributes, TBAA); -disable-llvm-passes when we run our own
-  // pipeline. -vectorize-loops / -vectorize-slp are what the driver adds at -O2 and above (cc1
-  // does not imply them). math-errno is off in cc1 unless asked for, so sqrt etc. become
-  // instructions. -w: the code is ours; warnings would only print "N warnings generated.".
-  std::vector<std::string> o = {"-O3", "-w", "-vectorize-loops", "-vectorize-slp", "-std=c++17", "-fno-rtti",
-                                "-mrelocation-model", "pic", "-pic-level", "2", "-ffp-contract=on",
-                                "-resource-dir", rd, "-internal-isystem", rd + "/include", "-x", "c++"};
+  // -disable-llvm-passes when we run our own pipeline (the IR keeps -O3's attributes and TBAA).
+  std::vector<std::string> o = cc1_kernel_options();
   if (!use_clang_o3_pipeline()) {
     o.push_back("-disable-llvm-passes");
     o.push_back(std::string("-synk-pipeline=") + kKernelPipeline);   // cache key only; removed below
@@ -184,31 +179,13 @@ class Compiler {
     for (const std::string& f : target_.features) { args.push_back("-target-feature"); args.push_back(f); }
     for (const std::string& o : cc1_options())
       if (o.rfind("-synk-", 0) != 0) args.push_back(o);
-    args.push_back("synk_kernels.cpp");
-    std::vector<const char*> argv;
-    for (const std::string& a : args) argv.push_back(a.c_str());
-
     std::string diag_text;
-    llvm::raw_string_ostream diag_os(diag_text);
-    auto ci = std::make_unique<clang::CompilerInstance>();
-    llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> diag_opts = new clang::DiagnosticOptions();
-    ci->createDiagnostics(new clang::TextDiagnosticPrinter(diag_os, diag_opts.get()), true);
-    if (!clang::CompilerInvocation::CreateFromArgs(ci->getInvocation(), argv, ci->getDiagnostics())) {
-      diag_os.flush();
-      fail("clang rejected its options", diag_text, source, name_hint);
-    }
-    // Recreate the diagnostics with the invocation's options so that -w takes effect.
-    ci->createDiagnostics(new clang::TextDiagnosticPrinter(diag_os, &ci->getDiagnosticOpts()), true);
-    ci->getPreprocessorOpts().addRemappedFile(
-        "synk_kernels.cpp", llvm::MemoryBuffer::getMemBufferCopy(source, "synk_kernels.cpp").release());
-    // ExecuteAction reports "N warnings generated." on this stream; the text goes with errors.
-    ci->setVerboseOutputStream(diag_os);
     clang::EmitLLVMOnlyAction action(&ctx);
-    bool ok = ci->ExecuteAction(action);
-    diag_os.flush();
+    Cc1Result result = run_cc1(source, args, action, diag_text);
     if (std::getenv("SYNK_JIT_DIAGNOSTICS") && !diag_text.empty())
       llvm::errs() << "synk JIT diagnostics for " << name_hint << ":\n" << diag_text;
-    if (!ok || ci->getDiagnostics().hasErrorOccurred()) fail("clang failed to compile generated code", diag_text, source, name_hint);
+    if (result == Cc1Result::OptionsRejected) fail("clang rejected its options", diag_text, source, name_hint);
+    if (result == Cc1Result::Failed) fail("clang failed to compile generated code", diag_text, source, name_hint);
     std::unique_ptr<llvm::Module> mod = action.takeModule();
     if (!mod) fail("clang produced no module", diag_text, source, name_hint);
     double t1 = thread_cpu_seconds();
@@ -401,6 +378,43 @@ CachedCompile compile_cached(const std::string& source, const std::string& name_
 void clear_memory_cache_for_tests() {
   std::lock_guard<std::mutex> lock(memory_cache_mutex);
   memory_cache().clear();
+}
+
+void init_native_llvm() { init_llvm_once(); }
+
+std::vector<std::string> cc1_kernel_options() {
+  std::string rd = SYNK_CLANG_RESOURCE_DIR;
+  // -vectorize-loops / -vectorize-slp are what the driver adds at -O2 and above (cc1 does not
+  // imply them). math-errno is off in cc1 unless asked for, so sqrt etc. become instructions.
+  // -w: the code is ours; warnings would only print "N warnings generated.".
+  return {"-O3", "-w", "-vectorize-loops", "-vectorize-slp", "-std=c++17", "-fno-rtti",
+          "-mrelocation-model", "pic", "-pic-level", "2", "-ffp-contract=on",
+          "-resource-dir", rd, "-internal-isystem", rd + "/include", "-x", "c++"};
+}
+
+Cc1Result run_cc1(const std::string& source, const std::vector<std::string>& args, clang::FrontendAction& action,
+                  std::string& diagnostics) {
+  init_llvm_once();
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  argv.push_back("synk_kernels.cpp");
+  llvm::raw_string_ostream diag_os(diagnostics);
+  auto ci = std::make_unique<clang::CompilerInstance>();
+  llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> diag_opts = new clang::DiagnosticOptions();
+  ci->createDiagnostics(new clang::TextDiagnosticPrinter(diag_os, diag_opts.get()), true);
+  if (!clang::CompilerInvocation::CreateFromArgs(ci->getInvocation(), argv, ci->getDiagnostics())) {
+    diag_os.flush();
+    return Cc1Result::OptionsRejected;
+  }
+  // Recreate the diagnostics with the invocation's options so that -w takes effect.
+  ci->createDiagnostics(new clang::TextDiagnosticPrinter(diag_os, &ci->getDiagnosticOpts()), true);
+  ci->getPreprocessorOpts().addRemappedFile(
+      "synk_kernels.cpp", llvm::MemoryBuffer::getMemBufferCopy(source, "synk_kernels.cpp").release());
+  // ExecuteAction reports "N warnings generated." on this stream; the text goes with errors.
+  ci->setVerboseOutputStream(diag_os);
+  bool ok = ci->ExecuteAction(action) && !ci->getDiagnostics().hasErrorOccurred();
+  diag_os.flush();
+  return ok ? Cc1Result::Ok : Cc1Result::Failed;
 }
 
 }  // namespace synk::compiler
