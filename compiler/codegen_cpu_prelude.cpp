@@ -82,35 +82,7 @@ SYNK_INLINE float synk_tanh_f32(float x) {
 SYNK_INLINE double synk_exp_f64(double x) { return __builtin_exp(x); }
 SYNK_INLINE double synk_log_f64(double x) { return __builtin_log(x); }
 SYNK_INLINE double synk_tanh_f64(double x) { return __builtin_tanh(x); }
-// exp of a non-positive number only, so nothing overflows: e = exp(-|x|), 1/(1+e) or e/(1+e).
-SYNK_INLINE float synk_sigmoid_f32(float x) {
-  const float e = synk_exp_f32(-__builtin_fabsf(x)), r = 1.0f / (1.0f + e);
-  return x >= 0 ? r : e * r;
-}
-SYNK_INLINE double synk_sigmoid_f64(double x) {
-  const double e = synk_exp_f64(-__builtin_fabs(x)), r = 1.0 / (1.0 + e);
-  return x >= 0 ? r : e * r;
-}
-
-// Float-to-integer casts truncate toward zero; NaN, infinities and values outside the target
-// range set `bad` (the kernel then fails with KernelError::CastOutOfRange) instead of being
-// undefined behaviour. Bounds are exact doubles: trunc(x) fits iff LO < x < HI.
-#define SYNK_CAST(F, FT, I, IT, LO, HI) \
-  SYNK_INLINE IT synk_cast_##F##_##I(FT x, bool& bad) { \
-    const double t = (double)x; const bool ok = t > (LO) && t < (HI); bad |= !ok; return ok ? (IT)t : (IT)0; }
-SYNK_CAST(f32, float, i32, int32_t, -2147483649.0, 2147483648.0)
-SYNK_CAST(f64, double, i32, int32_t, -2147483649.0, 2147483648.0)
-SYNK_CAST(f32, float, u8, uint8_t, -1.0, 256.0)
-SYNK_CAST(f64, double, u8, uint8_t, -1.0, 256.0)
-#undef SYNK_CAST
-#define SYNK_CAST64(F, FT) \
-  SYNK_INLINE int64_t synk_cast_##F##_i64(FT x, bool& bad) { \
-    const double t = (double)x; const bool ok = t >= -9223372036854775808.0 && t < 9223372036854775808.0; \
-    bad |= !ok; return ok ? (int64_t)t : 0; }
-SYNK_CAST64(f32, float)
-SYNK_CAST64(f64, double)
-#undef SYNK_CAST64
-)PRELUDE";
+)PRELUDE" + sigmoid_and_cast_prelude("__builtin_fabsf", "__builtin_fabs") + R"PRELUDE()PRELUDE";
   return text;
 }
 

@@ -38,34 +38,7 @@ SYNK_INLINE float synk_log_f32(float x) { return logf(x); }
 SYNK_INLINE double synk_log_f64(double x) { return log(x); }
 SYNK_INLINE float synk_tanh_f32(float x) { return tanhf(x); }
 SYNK_INLINE double synk_tanh_f64(double x) { return tanh(x); }
-// exp of a non-positive number only, so nothing overflows: e = exp(-|x|), 1/(1+e) or e/(1+e).
-SYNK_INLINE float synk_sigmoid_f32(float x) {
-  const float e = synk_exp_f32(-fabsf(x)), r = 1.0f / (1.0f + e);
-  return x >= 0 ? r : e * r;
-}
-SYNK_INLINE double synk_sigmoid_f64(double x) {
-  const double e = synk_exp_f64(-fabs(x)), r = 1.0 / (1.0 + e);
-  return x >= 0 ? r : e * r;
-}
-
-// Float-to-integer casts truncate toward zero; NaN, infinities and values outside the target
-// range set `bad` (the kernel then reports KernelError::CastOutOfRange).
-#define SYNK_CAST(F, FT, I, IT, LO, HI) \
-  SYNK_INLINE IT synk_cast_##F##_##I(FT x, bool& bad) { \
-    const double t = (double)x; const bool ok = t > (LO) && t < (HI); bad |= !ok; return ok ? (IT)t : (IT)0; }
-SYNK_CAST(f32, float, i32, int32_t, -2147483649.0, 2147483648.0)
-SYNK_CAST(f64, double, i32, int32_t, -2147483649.0, 2147483648.0)
-SYNK_CAST(f32, float, u8, uint8_t, -1.0, 256.0)
-SYNK_CAST(f64, double, u8, uint8_t, -1.0, 256.0)
-#undef SYNK_CAST
-#define SYNK_CAST64(F, FT) \
-  SYNK_INLINE int64_t synk_cast_##F##_i64(FT x, bool& bad) { \
-    const double t = (double)x; const bool ok = t >= -9223372036854775808.0 && t < 9223372036854775808.0; \
-    bad |= !ok; return ok ? (int64_t)t : 0; }
-SYNK_CAST64(f32, float)
-SYNK_CAST64(f64, double)
-#undef SYNK_CAST64
-
+)PRELUDE" + sigmoid_and_cast_prelude("fabsf", "fabs") + R"PRELUDE(
 // A kernel's failure record, all zeros at the start of a call: err[0] the first code
 // (KernelError), err[1] the complement of the smallest failing position (a max of complements, so
 // that zero means "none"), err[2] the limit that was exceeded.

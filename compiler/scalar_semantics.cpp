@@ -2,8 +2,10 @@
 #include "compiler/scalar_semantics.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "dsl/diagnostics.h"
 
@@ -107,6 +109,21 @@ std::optional<Scalar> eval_pointwise(ir::Op op, ir::DType result, const std::vec
   }
 }
 
+namespace {
+
+// `text` with each hole replaced by its name (every hole must be there).
+std::string fill_holes(std::string_view text, std::initializer_list<std::pair<std::string_view, std::string_view>> holes) {
+  std::string out(text);
+  for (const auto& [hole, name] : holes) {
+    size_t at = out.find(hole);
+    if (at == std::string::npos) dsl::internal_error(std::string("prelude: no ") + std::string(hole) + " in the text");
+    out.replace(at, hole.size(), name);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string scalar_prelude(std::string_view float_pow, std::string_view double_pow) {
   static const std::string_view text = R"PRELUDE(SYNK_INLINE float synk_add_f32(float a, float b) { return a + b; }
 SYNK_INLINE double synk_add_f64(double a, double b) { return a + b; }
@@ -168,15 +185,40 @@ SYNK_INLINE bool synk_pow_b(bool b, bool e) { return b | !e; }
 SYNK_INLINE float synk_pow_f32(float a, float b) { return @FLOAT_POW@(a, b); }
 SYNK_INLINE double synk_pow_f64(double a, double b) { return @DOUBLE_POW@(a, b); }
 )PRELUDE";
-  std::string out(text);
-  auto put = [&out](std::string_view hole, std::string_view name) {
-    size_t at = out.find(hole);
-    if (at == std::string::npos) dsl::internal_error(std::string("scalar_prelude: no ") + std::string(hole) + " in the text");
-    out.replace(at, hole.size(), name);
-  };
-  put("@FLOAT_POW@", float_pow);
-  put("@DOUBLE_POW@", double_pow);
-  return out;
+  return fill_holes(text, {{"@FLOAT_POW@", float_pow}, {"@DOUBLE_POW@", double_pow}});
+}
+
+std::string sigmoid_and_cast_prelude(std::string_view float_abs, std::string_view double_abs) {
+  static const std::string_view text = R"PRELUDE(// exp of a non-positive number only, so nothing overflows: e = exp(-|x|), 1/(1+e) or e/(1+e).
+SYNK_INLINE float synk_sigmoid_f32(float x) {
+  const float e = synk_exp_f32(-@FLOAT_ABS@(x)), r = 1.0f / (1.0f + e);
+  return x >= 0 ? r : e * r;
+}
+SYNK_INLINE double synk_sigmoid_f64(double x) {
+  const double e = synk_exp_f64(-@DOUBLE_ABS@(x)), r = 1.0 / (1.0 + e);
+  return x >= 0 ? r : e * r;
+}
+
+// Float-to-integer casts truncate toward zero; NaN, infinities and values outside the target
+// range set `bad` (the kernel then fails with KernelError::CastOutOfRange) instead of being
+// undefined behaviour. Bounds are exact doubles: trunc(x) fits iff LO < x < HI.
+#define SYNK_CAST(F, FT, I, IT, LO, HI) \
+  SYNK_INLINE IT synk_cast_##F##_##I(FT x, bool& bad) { \
+    const double t = (double)x; const bool ok = t > (LO) && t < (HI); bad |= !ok; return ok ? (IT)t : (IT)0; }
+SYNK_CAST(f32, float, i32, int32_t, -2147483649.0, 2147483648.0)
+SYNK_CAST(f64, double, i32, int32_t, -2147483649.0, 2147483648.0)
+SYNK_CAST(f32, float, u8, uint8_t, -1.0, 256.0)
+SYNK_CAST(f64, double, u8, uint8_t, -1.0, 256.0)
+#undef SYNK_CAST
+#define SYNK_CAST64(F, FT) \
+  SYNK_INLINE int64_t synk_cast_##F##_i64(FT x, bool& bad) { \
+    const double t = (double)x; const bool ok = t >= -9223372036854775808.0 && t < 9223372036854775808.0; \
+    bad |= !ok; return ok ? (int64_t)t : 0; }
+SYNK_CAST64(f32, float)
+SYNK_CAST64(f64, double)
+#undef SYNK_CAST64
+)PRELUDE";
+  return fill_holes(text, {{"@FLOAT_ABS@", float_abs}, {"@DOUBLE_ABS@", double_abs}});
 }
 
 }  // namespace synk::compiler

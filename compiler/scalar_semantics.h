@@ -40,4 +40,9 @@ std::optional<Scalar> eval_pointwise(ir::Op op, ir::DType result, const std::vec
 // "powf" in CUDA).
 std::string scalar_prelude(std::string_view float_pow, std::string_view double_pow);
 
+// The part of both preludes that comes after each target's synk_exp_f32 / synk_exp_f64: the
+// overflow-free sigmoid and the checked float-to-integer casts. `float_abs` and `double_abs`
+// name the absolute-value functions ("__builtin_fabsf" on the CPU, "fabsf" in CUDA).
+std::string sigmoid_and_cast_prelude(std::string_view float_abs, std::string_view double_abs);
+
 }  // namespace synk::compiler
