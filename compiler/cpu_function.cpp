@@ -11,22 +11,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "compiler/bridge.h"
 #include "compiler/codegen_cpu.h"
 #include "runtime/step_profile.h"
 
 namespace synk::compiler {
-
-rt::DType to_rt(ir::DType t) {
-  switch (t) {
-    case ir::DType::F32: return rt::DType::F32;
-    case ir::DType::F64: return rt::DType::F64;
-    case ir::DType::I32: return rt::DType::I32;
-    case ir::DType::I64: return rt::DType::I64;
-    case ir::DType::U8: return rt::DType::U8;
-    case ir::DType::Bool: return rt::DType::Bool;
-    default: throw dsl::UserError(std::string("dtype ") + ir::dtype_name(t) + " is not supported yet");
-  }
-}
 
 namespace {
 
@@ -42,17 +31,6 @@ std::vector<rt::DimSpec> dims_of(const ir::Shape& shape, const std::vector<std::
   }
   return dims;
 }
-
-rt::Role to_rt(ir::Role r) {
-  switch (r) {
-    case ir::Role::Scatter: return rt::Role::Scatter;
-    case ir::Role::Broadcast: return rt::Role::Broadcast;
-    case ir::Role::Minibatch: return rt::Role::Minibatch;
-  }
-  return rt::Role::Scatter;
-}
-
-rt::ReduceMode to_rt(ir::ReduceMode m) { return rt::ReduceMode(uint8_t(m)); }
 
 std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
@@ -178,9 +156,9 @@ rt::FunctionSignature make_signature(const ir::Module& module, const ir::Functio
   for (const ir::Param& p : fn.params) {
     rt::InputSpec in;
     in.name = p.name;
-    in.dtype = to_rt(p.type.dtype);
+    in.dtype = runtime_dtype(p.type.dtype);
     in.dims = dims_of(p.type.shape, sig.symbols);
-    in.role = to_rt(p.role);
+    in.role = runtime_role(p.role);
     sig.inputs.push_back(std::move(in));
   }
   sig.shareds_read = plan.shareds_read;
@@ -188,12 +166,12 @@ rt::FunctionSignature make_signature(const ir::Module& module, const ir::Functio
     rt::OutputSpec out;
     out.name = o.name;
     const ir::TensorType& t = plan.function.node(plan.function.outputs.at(sig.outputs.size()).node).type;
-    out.dtype = to_rt(t.dtype);
+    out.dtype = runtime_dtype(t.dtype);
     out.dims = dims_of(t.shape, sig.symbols);
-    out.mode = to_rt(o.mode);
+    out.mode = runtime_mode(o.mode);
     sig.outputs.push_back(std::move(out));
   }
-  for (const ir::Update& u : fn.updates) sig.updates.push_back(rt::UpdateSpec{int32_t(u.shared), to_rt(u.mode)});
+  for (const ir::Update& u : fn.updates) sig.updates.push_back(rt::UpdateSpec{int32_t(u.shared), runtime_mode(u.mode)});
   (void)module;
   return sig;
 }
@@ -207,7 +185,7 @@ rt::ModuleSpec make_module_spec(const ir::Module& module) {
   for (const ir::SharedVar& s : module.shareds) {
     rt::SharedSpec sh;
     sh.name = s.name;
-    sh.dtype = to_rt(s.type.dtype);
+    sh.dtype = runtime_dtype(s.type.dtype);
     sh.dims = dims_of(s.type.shape, spec.symbols);
     sh.sliceable = s.sliceable;
     std::visit([&](const auto& init) {
@@ -342,7 +320,7 @@ void CpuFunction::bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<c
     const rt::ArrayRef& arg = k < inputs.size() ? inputs[k] : shareds[k - inputs.size()];
     const ir::TensorType& want = k < inputs.size() ? fn.params[k].type : shared_types_[k - inputs.size()];
     const std::vector<int>& dim_symbols = arg_symbols_[k];
-    if (arg.dtype != to_rt(want.dtype))
+    if (arg.dtype != runtime_dtype(want.dtype))
       throw dsl::UserError(fmt::format("{} of function '{}': expected dtype {}, got {}", who(k), fname,
                                        ir::dtype_name(want.dtype), rt::dtype_name(arg.dtype)));
     if (arg.shape.size() != want.rank())
@@ -391,7 +369,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
       const ir::Dim& dim = buffer.type.shape[d];
       shape[d] = dim.is_symbolic() ? syms_[size_t(buffer_symbols_[b][d])] : dim.size;
     }
-    rt::DType dt = to_rt(buffer.type.dtype);
+    rt::DType dt = runtime_dtype(buffer.type.dtype);
     auto fit = [&](rt::Array& a) {   // Array::resize takes the shape by value: skip it when unchanged
       int64_t n = 1;
       for (int64_t d : shape) n *= d;
@@ -424,7 +402,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
   const std::vector<Elision> elisions = find_elisions(plan_);
   for (const Elision& e : elisions) {
     auto* base = static_cast<std::byte*>(pointers_.at(size_t(e.within)));
-    const size_t elem = rt::dtype_size(to_rt(plan_.buffers[size_t(e.within)].type.dtype));
+    const size_t elem = rt::dtype_size(runtime_dtype(plan_.buffers[size_t(e.within)].type.dtype));
     if (e.concat) {
       size_t offset = 0;
       for (int t : e.temps) {
@@ -478,7 +456,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
   auto copy_out = [&](rt::Array& dst, ir::NodeId node) {
     int b = plan_.node_buffer.at(size_t(node));
     const ir::TensorType& t = fn.node(node).type;
-    dst.resize(to_rt(t.dtype), shape_of(t.shape));
+    dst.resize(runtime_dtype(t.dtype), shape_of(t.shape));
     if (!dst.bytes.empty()) std::memcpy(dst.bytes.data(), pointers_.at(size_t(b)), dst.bytes.size());
   };
   for (size_t o = 0; o < fn.outputs.size(); ++o) {

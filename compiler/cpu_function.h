@@ -31,7 +31,6 @@ struct CpuCompileOptions {
   bool fuse = true;             // false: one kernel per op (benchmarks of what fusion saves)
 };
 
-rt::DType to_rt(ir::DType t);   // throws dsl::UserError for f16/bf16
 rt::FunctionSignature make_signature(const ir::Module& module, const ir::Function& fn, const KernelPlan& plan);
 rt::ModuleSpec make_module_spec(const ir::Module& module);
 

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "compiler/bridge.h"
 #include "compiler/cpu_function.h"
 #include "compiler/grad.h"
 #include "dsl/evaluator.h"
@@ -86,7 +87,7 @@ inline dsl::HostTensor random_tensor(const ir::TensorType& type, const std::map<
 
 inline rt::Array to_array(const dsl::HostTensor& t) {
   rt::Array a;
-  a.resize(to_rt(t.dtype), t.shape);
+  a.resize(runtime_dtype(t.dtype), t.shape);
   for (size_t i = 0; i < t.data.size(); ++i) {
     double v = t.data[i];
     switch (t.dtype) {
@@ -123,7 +124,7 @@ struct Tolerance {
 // Empty when equal within tolerance; else a description of the first difference.
 inline std::string compare(const std::string& what, const dsl::HostTensor& want, const rt::Array& got,
                            const Tolerance& tol = {}) {
-  if (to_rt(want.dtype) != got.dtype)
+  if (runtime_dtype(want.dtype) != got.dtype)
     return fmt::format("{}: dtype {} vs expected {}", what, rt::dtype_name(got.dtype), ir::dtype_name(want.dtype));
   if (want.shape != got.shape)
     return fmt::format("{}: shape [{}] vs expected [{}]", what, fmt::join(got.shape, ","), fmt::join(want.shape, ","));

@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "compiler/bridge.h"
 #include "compiler/cpu_function.h"
 #include "compiler/cuda_emulator_test_util.h"
 #include "compiler/cuda_function.h"
@@ -71,7 +72,7 @@ class Rng {
 
 rt::Array to_array(const HostTensor& h) {
   rt::Array a;
-  a.resize(to_rt(h.dtype), h.shape);
+  a.resize(runtime_dtype(h.dtype), h.shape);
   for (size_t i = 0; i < h.data.size(); ++i) {
     const double v = h.data[i];
     switch (h.dtype) {

@@ -1,6 +1,7 @@
 // The host side of a GPU-compiled function (see cuda_function.h): compile through NVRTC at
 // construction, load into the device on the first run, then per call: argument checks, device
 // buffers, staging, launches, copies back and the failure records.
+#include "compiler/bridge.h"
 #include "compiler/cuda_function.h"
 
 #include <algorithm>
@@ -312,7 +313,7 @@ void CudaFunction::bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<
   const std::string& fname = plan_.function.name;
   std::vector<std::string> bound_by(plan_.symbols.size());
   auto check = [&](const std::string& what, const rt::ArrayRef& arg, const ir::TensorType& want) {
-    if (arg.dtype != to_rt(want.dtype))
+    if (arg.dtype != runtime_dtype(want.dtype))
       throw dsl::UserError(fmt::format("{} of function '{}': expected dtype {}, got {}", what, fname,
                                        ir::dtype_name(want.dtype), rt::dtype_name(arg.dtype)));
     if (arg.shape.size() != want.rank())
@@ -373,7 +374,7 @@ void CudaFunction::prepare(std::span<const rt::ArrayRef> inputs, std::span<const
     }
     int64_t n = 1;
     for (int64_t d : shapes_[b]) n *= d;
-    const size_t bytes = size_t(n) * rt::dtype_size(to_rt(buffer.type.dtype));
+    const size_t bytes = size_t(n) * rt::dtype_size(runtime_dtype(buffer.type.dtype));
     st.buffers[b].reserve(exec, bytes, fn.name,
                           fmt::format("{} buffer b{} ({} {})", buffer_kind_name(buffer.kind), b,
                                       ir::dtype_name(buffer.type.dtype), shape_text(shapes_[b])));
@@ -420,7 +421,7 @@ void CudaFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt:
     auto copy_out = [&](rt::Array& dst, ir::NodeId node) {
       const int b = plan_.node_buffer.at(size_t(node));
       const ir::TensorType& t = fn.node(node).type;
-      dst.resize(to_rt(t.dtype), shape_of(t.shape));
+      dst.resize(runtime_dtype(t.dtype), shape_of(t.shape));
       if (!dst.bytes.empty()) state_->exec->copy_to_host(dst.bytes.data(), state_->pointers.at(size_t(b)), dst.bytes.size());
     };
     for (size_t o = 0; o < fn.outputs.size(); ++o) copy_out(outputs[o], fn.outputs[o].node);
@@ -441,7 +442,7 @@ rt::ArrayRef CudaFunction::device_result(size_t index) const {
   const ir::NodeId node = index < fn.outputs.size() ? fn.outputs[index].node : fn.updates[index - fn.outputs.size()].node;
   const ir::TensorType& t = fn.node(node).type;
   const CudaExecutor::DevicePtr p = state_->pointers.at(size_t(plan_.node_buffer.at(size_t(node))));
-  return rt::ArrayRef{reinterpret_cast<const void*>(uintptr_t(p)), to_rt(t.dtype), shape_of(t.shape)};
+  return rt::ArrayRef{reinterpret_cast<const void*>(uintptr_t(p)), runtime_dtype(t.dtype), shape_of(t.shape)};
 }
 
 void CudaFunction::launch_all() {
