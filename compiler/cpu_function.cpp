@@ -13,6 +13,7 @@
 
 #include "compiler/bridge.h"
 #include "compiler/codegen_cpu.h"
+#include "compiler/kernel_errors.h"
 #include "runtime/step_profile.h"
 
 namespace synk::compiler {
@@ -33,10 +34,6 @@ std::vector<rt::DimSpec> dims_of(const ir::Shape& shape, const std::vector<std::
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
-
-std::string where(const ir::Node& n) {
-  return n.loc.valid() ? fmt::format(" (line {}, column {})", n.loc.line, n.loc.col) : "";
-}
 
 // Temporaries that need no storage of their own because they are a contiguous piece of another
 // buffer, and the kernels that then have nothing left to do:
@@ -528,32 +525,9 @@ void CpuFunction::run_blas(const Step& step) {
 }
 
 void CpuFunction::kernel_failed(const Step& step, int64_t code, const int64_t* err) const {
-  const ir::Node& root = plan_.function.node(step.kernel->roots[0]);
-  std::string op = ir::op_name(root.op);
-  std::string prefix = fmt::format("function '{}': {}{}", plan_.function.name, op, where(root));
-  switch (KernelError(code)) {
-    case KernelError::IndexOutOfRange:
-      throw dsl::UserError(fmt::format("{}: index {} at position {} is out of range for an axis of size {}", prefix,
-                                       err[2], err[1], err[3]));
-    case KernelError::LabelOutOfRange:
-      throw dsl::UserError(fmt::format("{}: label {} in row {} is out of range [0, {})", prefix, err[2], err[1], err[3]));
-    case KernelError::EmptyReduction:
-      throw dsl::UserError(fmt::format("{}: cannot reduce over an empty axis; {} has no identity", prefix, op));
-    case KernelError::CastOutOfRange: {
-      // Name the cast rather than the kernel's root: the first float-to-integer cast in it.
-      for (ir::NodeId id : step.kernel->nodes) {
-        const ir::Node& n = plan_.function.node(id);
-        if (n.op != ir::Op::Cast || !ir::is_integer(n.type.dtype)) continue;
-        if (!ir::is_float(plan_.function.node(n.operands[0]).type.dtype)) continue;
-        throw dsl::UserError(fmt::format("function '{}': cast{}: a value (NaN, infinite or out of range) cannot be "
-                                         "converted to {}", plan_.function.name, where(n), ir::dtype_name(n.type.dtype)));
-      }
-      throw dsl::UserError(fmt::format("{}: a value (NaN, infinite or out of range) cannot be converted to an integer",
-                                       prefix));
-    }
-    default:
-      dsl::internal_error(fmt::format("{}: kernel {} returned unknown code {}", prefix, step.kernel->name, code));
-  }
+  // The failure record holds the offending value itself (err[2]), whichever operand it came from.
+  throw_kernel_failure(plan_, *step.kernel, code, err[1], err[3], [err](ir::NodeId) { return err[2]; },
+                       cpu_kernel_symbol(plan_, *step.kernel));
 }
 
 }  // namespace synk::compiler

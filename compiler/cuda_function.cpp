@@ -2,6 +2,7 @@
 // construction, load into the device on the first run, then per call: argument checks, device
 // buffers, staging, launches, copies back and the failure records.
 #include "compiler/bridge.h"
+#include "compiler/kernel_errors.h"
 #include "compiler/cuda_function.h"
 
 #include <algorithm>
@@ -117,10 +118,6 @@ class GpuExecutor : public CudaExecutor {
   cu::CUstream stream_ = nullptr;
   std::unique_ptr<cu::CublasHandle> cublas_;
 };
-
-std::string where(const ir::Node& n) {
-  return n.loc.valid() ? fmt::format(" (line {}, column {})", n.loc.line, n.loc.col) : "";
-}
 
 std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
@@ -461,7 +458,7 @@ void CudaFunction::launch_all() {
     if (l.empty_reduction_error && reduced == 0) {
       exec.synchronize();
       throw dsl::UserError(fmt::format("function '{}': {}{}: cannot reduce over an empty axis; {} has no identity",
-                                       plan_.function.name, ir::op_name(root.op), where(root), ir::op_name(root.op)));
+                                       plan_.function.name, ir::op_name(root.op), source_position(root), ir::op_name(root.op)));
     }
     CudaLaunchConfig c = cuda_launch_config(l, work, reduced, sms);
     if (c.skip) continue;
@@ -513,7 +510,7 @@ void CudaFunction::run_blas(const CudaKernelLaunch& l) {
   const int64_t lda = as.size() == 1 ? as[0] : as[1];
   const int64_t ldb = bs.size() == 1 ? 1 : bs[1];
   st.exec->gemm(cu::row_major_gemm(f64, as.size() == 2 && k.trans_a, bs.size() == 2 && k.trans_b, M, N, K, a, lda, b, ldb, c),
-                fmt::format("matmul {} of function '{}'{}", k.name, plan_.function.name, where(mm)));
+                fmt::format("matmul {} of function '{}'{}", k.name, plan_.function.name, source_position(mm)));
   if (options_.sync_after_each_launch)
     cu::cuda_check(st.exec->synchronize(), fmt::format("cuBLAS matmul {} of function '{}'", k.name, plan_.function.name));
 }
@@ -526,9 +523,6 @@ void CudaFunction::check_failures() {
     const int64_t position = int64_t(~st.failures_host[4 * li + 1]);
     const int64_t limit = int64_t(st.failures_host[4 * li + 2]);
     const Kernel& k = plan_.kernels.at(size_t(program_.launches[li].kernel));
-    const ir::Node& root = plan_.function.node(k.roots[0]);
-    const std::string op = ir::op_name(root.op);
-    const std::string prefix = fmt::format("function '{}': {}{}", plan_.function.name, op, where(root));
     // The offending index or label, read back from its device buffer.
     auto value_at = [&](ir::NodeId node) -> int64_t {
       const int b = plan_.node_buffer.at(size_t(node));
@@ -541,31 +535,7 @@ void CudaFunction::check_failures() {
       if (t == ir::DType::I64) { int64_t v; std::memcpy(&v, bytes, 8); return v; }
       return bytes[0];
     };
-    switch (KernelError(code)) {
-      case KernelError::IndexOutOfRange:
-        throw dsl::UserError(fmt::format("{}: index {} at position {} is out of range for an axis of size {}", prefix,
-                                         value_at(root.operands.at(1)), position, limit));
-      case KernelError::LabelOutOfRange: {
-        ir::NodeId labels = root.op == ir::Op::OneHot ? root.operands.at(0) : root.operands.at(1);
-        throw dsl::UserError(fmt::format("{}: label {} in row {} is out of range [0, {})", prefix, value_at(labels),
-                                         position, limit));
-      }
-      case KernelError::CastOutOfRange: {
-        // Name the cast, as the CPU backend does: the first float-to-integer cast of the kernel.
-        for (ir::NodeId id : k.nodes) {
-          const ir::Node& n = plan_.function.node(id);
-          if (n.op != ir::Op::Cast || !ir::is_integer(n.type.dtype)) continue;
-          if (!ir::is_float(plan_.function.node(n.operands[0]).type.dtype)) continue;
-          throw dsl::UserError(fmt::format("function '{}': cast{}: a value (NaN, infinite or out of range) cannot be "
-                                           "converted to {}", plan_.function.name, where(n), ir::dtype_name(n.type.dtype)));
-        }
-        throw dsl::UserError(fmt::format("{}: a value (NaN, infinite or out of range) cannot be converted to an integer",
-                                         prefix));
-      }
-      default:
-        dsl::internal_error(fmt::format("{}: kernel {} reported unknown failure code {}", prefix,
-                                        program_.launches[li].symbol, code));
-    }
+    throw_kernel_failure(plan_, k, int64_t(code), position, limit, value_at, program_.launches[li].symbol);
   }
 }
 

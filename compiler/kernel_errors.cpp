@@ -1,0 +1,49 @@
+// A failed kernel's user error (see kernel_errors.h).
+#include "compiler/kernel_errors.h"
+
+#include <fmt/format.h>
+
+#include "compiler/codegen_cpu.h"
+#include "dsl/diagnostics.h"
+
+namespace synk::compiler {
+
+std::string source_position(const ir::Node& node) {
+  return node.loc.valid() ? fmt::format(" (line {}, column {})", node.loc.line, node.loc.col) : "";
+}
+
+void throw_kernel_failure(const KernelPlan& plan, const Kernel& kernel, int64_t code, int64_t position, int64_t limit,
+                          const std::function<int64_t(ir::NodeId)>& value_of, const std::string& symbol) {
+  const ir::Function& graph = plan.function;
+  const ir::Node& root = graph.node(kernel.roots.at(0));
+  const std::string op = ir::op_name(root.op);
+  const std::string prefix = fmt::format("function '{}': {}{}", graph.name, op, source_position(root));
+  switch (KernelError(code)) {
+    case KernelError::IndexOutOfRange:
+      throw dsl::UserError(fmt::format("{}: index {} at position {} is out of range for an axis of size {}", prefix,
+                                       value_of(root.operands.at(1)), position, limit));
+    case KernelError::LabelOutOfRange: {
+      ir::NodeId labels = root.op == ir::Op::OneHot ? root.operands.at(0) : root.operands.at(1);
+      throw dsl::UserError(fmt::format("{}: label {} in row {} is out of range [0, {})", prefix, value_of(labels),
+                                       position, limit));
+    }
+    case KernelError::EmptyReduction:
+      throw dsl::UserError(fmt::format("{}: cannot reduce over an empty axis; {} has no identity", prefix, op));
+    case KernelError::CastOutOfRange:
+      // Name the cast rather than the kernel's root: the first float-to-integer cast in it.
+      for (ir::NodeId id : kernel.nodes) {
+        const ir::Node& n = graph.node(id);
+        if (n.op != ir::Op::Cast || !ir::is_integer(n.type.dtype)) continue;
+        if (!ir::is_float(graph.node(n.operands[0]).type.dtype)) continue;
+        throw dsl::UserError(fmt::format("function '{}': cast{}: a value (NaN, infinite or out of range) cannot be "
+                                         "converted to {}", graph.name, source_position(n), ir::dtype_name(n.type.dtype)));
+      }
+      throw dsl::UserError(fmt::format("{}: a value (NaN, infinite or out of range) cannot be converted to an integer",
+                                       prefix));
+    case KernelError::Ok:
+      break;
+  }
+  dsl::internal_error(fmt::format("{}: kernel {} reported unknown failure code {}", prefix, symbol, code));
+}
+
+}  // namespace synk::compiler
