@@ -427,11 +427,12 @@ std::string cpu_kernel_symbol(const KernelPlan& plan, const Kernel& kernel, std:
   return fmt::format("synk_{}__{}_{}", module_prefix, plan.function.name, kernel.name);
 }
 
-std::string generate_cpu_source(const ir::Module& module, const KernelPlan& plan, std::string_view module_prefix) {
+CpuSourceParts generate_cpu_source_parts(const ir::Module& module, const KernelPlan& plan, std::string_view module_prefix) {
   Writer w;
   w.line(fmt::format("// synk: CPU kernels of function '{}' ({} kernels; BLAS calls run on the host).",
                      plan.function.name, plan.kernels.size()));
-  std::string text = w.str() + cpu::cpu_prelude();
+  CpuSourceParts parts;
+  parts.head = w.str() + cpu::cpu_prelude();
   for (const Kernel& k : plan.kernels) {
     Writer kw;
     kw.line("");
@@ -439,7 +440,7 @@ std::string generate_cpu_source(const ir::Module& module, const KernelPlan& plan
     if (kernel_uses_blas(plan, k)) {
       kw.line(fmt::format("// {}: {} via BLAS on the host (b{}{} x b{}{} -> b{})", k.name, kernel_kind_name(k.kind),
                           k.matmul_a, k.trans_a ? "^T" : "", k.matmul_b, k.trans_b ? "^T" : "", k.outputs.at(0)));
-      text += kw.str();
+      parts.kernels.push_back(kw.str());
       continue;
     }
     kw.line(fmt::format("// {}: {}", k.name, kernel_kind_name(k.kind)));
@@ -465,9 +466,46 @@ std::string generate_cpu_source(const ir::Module& module, const KernelPlan& plan
     casts.push_back("err");
     kw.line(fmt::format("return {}_body({});", sym, fmt::join(casts, ", ")));
     kw.close();
-    text += kw.str();
+    parts.kernels.push_back(kw.str());
   }
+  return parts;
+}
+
+std::string CpuSourceParts::joined() const {
+  std::string text = head;
+  for (const std::string& k : kernels) text += k;
   return text;
+}
+
+std::string generate_cpu_source(const ir::Module& module, const KernelPlan& plan, std::string_view module_prefix) {
+  return generate_cpu_source_parts(module, plan, module_prefix).joined();
+}
+
+std::vector<std::string> split_translation_units(const CpuSourceParts& parts, int units) {
+  size_t total = 0;
+  for (const std::string& k : parts.kernels) total += k.size();
+  // A unit repeats the head (Clang parses the prelude again): not worth it for a few small
+  // kernels.
+  constexpr size_t kMinKernelText = 2000;
+  const size_t count = std::min<size_t>(size_t(std::max(units, 1)), std::max<size_t>(total / kMinKernelText, 1));
+  if (count <= 1) return {parts.joined()};
+  std::vector<std::string> out;
+  std::string unit = parts.head;
+  size_t done = 0, in_unit = 0;
+  for (const std::string& k : parts.kernels) {
+    // Close the unit once it holds its share of what is left.
+    const size_t share = (total - done + in_unit) / (count - out.size());
+    if (in_unit > 0 && in_unit + k.size() / 2 > share && out.size() + 1 < count) {
+      out.push_back(std::move(unit));
+      unit = parts.head;
+      in_unit = 0;
+    }
+    unit += k;
+    in_unit += k.size();
+    done += k.size();
+  }
+  out.push_back(std::move(unit));
+  return out;
 }
 
 }  // namespace synk::compiler

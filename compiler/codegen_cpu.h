@@ -42,4 +42,19 @@ std::string cpu_kernel_symbol(const KernelPlan& plan, const Kernel& kernel, std:
 std::string generate_cpu_source(const ir::Module& module, const KernelPlan& plan,
                                 std::string_view module_prefix = {});
 
+// The same source in pieces: the head (a comment and the prelude) and each kernel's text (a BLAS
+// kernel's is a comment only); head + every kernel in order is generate_cpu_source().
+struct CpuSourceParts {
+  std::string head;
+  std::vector<std::string> kernels;
+  std::string joined() const;
+};
+CpuSourceParts generate_cpu_source_parts(const ir::Module& module, const KernelPlan& plan,
+                                         std::string_view module_prefix = {});
+
+// At most `units` translation units that together define every kernel, each the head followed
+// by a contiguous run of kernels, balanced by text length (so that the JIT can compile them on
+// several threads). One unit (joined()) when units <= 1 or there is too little to share.
+std::vector<std::string> split_translation_units(const CpuSourceParts& parts, int units);
+
 }  // namespace synk::compiler

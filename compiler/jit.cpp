@@ -6,14 +6,20 @@
 #include "compiler/jit.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <exception>
+#include <optional>
 #include <ctime>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include <clang/Basic/Diagnostic.h>
 #include <clang/Basic/DiagnosticOptions.h>
@@ -195,11 +201,48 @@ class Compiler {
     return mod;
   }
 
-  // One TargetMachine serves every compile; it is used under tm_mutex_ (TargetMachine is not
-  // documented as safe for concurrent pass pipelines), so compiles from several threads queue.
+  // A TargetMachine is not documented as safe for concurrent pass pipelines: each compile in
+  // flight borrows one of its own from a pool (made on demand, kept for the next compile), so
+  // the units of one function compile on several threads at once.
+  class BorrowedMachine {
+   public:
+    BorrowedMachine(Compiler& c, std::unique_ptr<llvm::TargetMachine> tm) : c_(c), tm_(std::move(tm)) {}
+    ~BorrowedMachine() {
+      std::lock_guard<std::mutex> lock(c_.tm_mutex_);
+      c_.idle_machines_.push_back(std::move(tm_));
+    }
+    llvm::TargetMachine* operator->() const { return tm_.get(); }
+    llvm::TargetMachine* get() const { return tm_.get(); }
+
+   private:
+    Compiler& c_;
+    std::unique_ptr<llvm::TargetMachine> tm_;
+  };
+
+  BorrowedMachine borrow_machine(const std::string& source, const std::string& name_hint) {
+    {
+      std::lock_guard<std::mutex> lock(tm_mutex_);
+      if (!idle_machines_.empty()) {
+        std::unique_ptr<llvm::TargetMachine> tm = std::move(idle_machines_.back());
+        idle_machines_.pop_back();
+        return BorrowedMachine(*this, std::move(tm));
+      }
+    }
+    std::string err;
+    const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target_.triple, err);
+    if (!t) fail("no LLVM target for " + target_.triple, err, source, name_hint);
+    std::string features;
+    for (const std::string& f : target_.features) features += (features.empty() ? "" : ",") + f;
+    std::unique_ptr<llvm::TargetMachine> tm(t->createTargetMachine(target_.triple, target_.cpu, features,
+                                                                   llvm::TargetOptions(), llvm::Reloc::PIC_,
+                                                                   llvm::None, codegen_opt_level()));
+    if (!tm) fail("could not create an LLVM target machine", "", source, name_hint);
+    return BorrowedMachine(*this, std::move(tm));
+  }
+
   void optimize(llvm::Module& mod, const std::string& source, const std::string& name_hint) {
-    std::lock_guard<std::mutex> lock(tm_mutex_);
-    llvm::TargetMachine* tm = target_machine_locked(source, name_hint);
+    BorrowedMachine machine = borrow_machine(source, name_hint);
+    llvm::TargetMachine* tm = machine.get();
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
@@ -216,29 +259,14 @@ class Compiler {
     mpm.run(mod, mam);
   }
 
-  llvm::TargetMachine* target_machine_locked(const std::string& source, const std::string& name_hint) {
-    if (!tm_) {
-      std::string err;
-      const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target_.triple, err);
-      if (!t) fail("no LLVM target for " + target_.triple, err, source, name_hint);
-      std::string features;
-      for (const std::string& f : target_.features) features += (features.empty() ? "" : ",") + f;
-      tm_.reset(t->createTargetMachine(target_.triple, target_.cpu, features, llvm::TargetOptions(),
-                                       llvm::Reloc::PIC_, llvm::None, codegen_opt_level()));
-      if (!tm_) fail("could not create an LLVM target machine", "", source, name_hint);
-    }
-    return tm_.get();
-  }
-
   std::vector<char> emit(llvm::Module& mod, llvm::CodeGenFileType kind, const std::string& source,
                          const std::string& name_hint) {
-    std::lock_guard<std::mutex> lock(tm_mutex_);
-    target_machine_locked(source, name_hint);
-    mod.setDataLayout(tm_->createDataLayout());
+    BorrowedMachine tm = borrow_machine(source, name_hint);
+    mod.setDataLayout(tm->createDataLayout());
     llvm::SmallVector<char, 0> out;
     llvm::raw_svector_ostream os(out);
     llvm::legacy::PassManager pm;
-    if (tm_->addPassesToEmitFile(pm, os, nullptr, kind))
+    if (tm->addPassesToEmitFile(pm, os, nullptr, kind))
       fail("the LLVM target cannot emit this file type", "", source, name_hint);
     pm.run(mod);
     return std::vector<char>(out.begin(), out.end());
@@ -248,7 +276,7 @@ class Compiler {
   JitTarget target_;
   std::string options_;
   std::mutex tm_mutex_;
-  std::unique_ptr<llvm::TargetMachine> tm_;
+  std::vector<std::unique_ptr<llvm::TargetMachine>> idle_machines_;
 };
 
 Compiler& compiler() {
@@ -275,15 +303,17 @@ class Jit {
     jit_->getMainJITDylib().addGenerator(std::move(*gen));
   }
 
-  std::string add(const std::vector<char>& object, const std::string& name_hint) {
+  std::string add(const std::vector<const std::vector<char>*>& objects, const std::string& name_hint) {
     std::lock_guard<std::mutex> lock(mutex_);
     std::string name = fmt::format("{}#{}", name_hint, next_id_++);
     auto jd = jit_->createJITDylib(name);
     if (!jd) dsl::internal_error("LLJIT: cannot create JITDylib " + name + ": " + error_text(jd.takeError()));
     jd->addToLinkOrder(jit_->getMainJITDylib());
-    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), name);
-    if (llvm::Error err = jit_->addObjectFile(*jd, std::move(buffer)))
-      dsl::internal_error("LLJIT: cannot load the object for " + name + ": " + error_text(std::move(err)));
+    for (const std::vector<char>* object : objects) {
+      auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object->data(), object->size()), name);
+      if (llvm::Error err = jit_->addObjectFile(*jd, std::move(buffer)))
+        dsl::internal_error("LLJIT: cannot load the object for " + name + ": " + error_text(std::move(err)));
+    }
     return name;
   }
 
@@ -311,6 +341,78 @@ std::mutex memory_cache_mutex;
 std::map<std::string, std::shared_ptr<LoadedObject>>& memory_cache() {
   static auto* m = new std::map<std::string, std::shared_ptr<LoadedObject>>();
   return *m;
+}
+
+// A cache entry holds one object file as it is, or several in a container: the magic, their
+// count, then each length (u64) and its bytes. An ELF object starts with 0x7f 'E' 'L' 'F', so
+// the two never look alike.
+constexpr char kObjectsMagic[8] = {'S', 'Y', 'N', 'K', 'O', 'B', 'J', 'S'};
+
+std::vector<char> pack_objects(const std::vector<std::vector<char>>& objects) {
+  if (objects.size() == 1) return objects[0];
+  std::vector<char> out(kObjectsMagic, kObjectsMagic + sizeof kObjectsMagic);
+  auto put_u64 = [&out](uint64_t v) { out.insert(out.end(), reinterpret_cast<char*>(&v), reinterpret_cast<char*>(&v) + 8); };
+  put_u64(objects.size());
+  for (const std::vector<char>& o : objects) {
+    put_u64(o.size());
+    out.insert(out.end(), o.begin(), o.end());
+  }
+  return out;
+}
+
+// nullopt for a container that does not parse (the cache checked its checksum, so only a
+// different writer could produce one): treated as a miss.
+std::optional<std::vector<std::vector<char>>> unpack_objects(const std::vector<char>& payload) {
+  if (payload.size() < sizeof kObjectsMagic || std::memcmp(payload.data(), kObjectsMagic, sizeof kObjectsMagic) != 0)
+    return std::vector<std::vector<char>>{payload};
+  size_t at = sizeof kObjectsMagic;
+  auto get_u64 = [&](uint64_t& v) {
+    if (payload.size() - at < 8) return false;
+    std::memcpy(&v, payload.data() + at, 8);
+    at += 8;
+    return true;
+  };
+  uint64_t count = 0;
+  if (!get_u64(count) || count == 0 || count > 64) return std::nullopt;
+  std::vector<std::vector<char>> objects;
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t n = 0;
+    if (!get_u64(n) || payload.size() - at < n) return std::nullopt;
+    objects.emplace_back(payload.begin() + long(at), payload.begin() + long(at + n));
+    at += n;
+  }
+  if (at != payload.size()) return std::nullopt;
+  return objects;
+}
+
+// Compiles each unit on a thread of its own (the first on this one); the compile times of this
+// thread become the sums over the units.
+std::vector<std::vector<char>> compile_units(const std::vector<std::string>& units, const std::string& name_hint) {
+  std::vector<std::vector<char>> objects(units.size());
+  std::vector<CompileTimes> times(units.size());
+  std::vector<std::exception_ptr> errors(units.size());
+  auto compile_one = [&](size_t i) {
+    try {
+      objects[i] = compile_to_object(units[i], units.size() == 1 ? name_hint : fmt::format("{}_unit{}", name_hint, i));
+      times[i] = tls_times;
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < units.size(); ++i) threads.emplace_back(compile_one, i);
+  compile_one(0);
+  for (std::thread& th : threads) th.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  CompileTimes sum;
+  for (const CompileTimes& c : times) {
+    sum.frontend += c.frontend;
+    sum.optimize += c.optimize;
+    sum.codegen += c.codegen;
+  }
+  tls_times = sum;
+  return objects;
 }
 
 }  // namespace
@@ -342,14 +444,39 @@ void* LoadedObject::lookup(const std::string& symbol) const { return jit().looku
 
 std::shared_ptr<LoadedObject> load_object(const std::vector<char>& object, const std::string& name_hint) {
   auto loaded = std::make_shared<LoadedObject>();
-  loaded->dylib_name_ = jit().add(object, name_hint);
+  loaded->dylib_name_ = jit().add({&object}, name_hint);
   return loaded;
 }
 
+std::shared_ptr<LoadedObject> load_objects(const std::vector<std::vector<char>>& objects, const std::string& name_hint) {
+  std::vector<const std::vector<char>*> list;
+  for (const std::vector<char>& o : objects) list.push_back(&o);
+  auto loaded = std::make_shared<LoadedObject>();
+  loaded->dylib_name_ = jit().add(list, name_hint);
+  return loaded;
+}
+
+int jit_compile_threads() {
+  if (const char* v = std::getenv("SYNK_JIT_THREADS")) {
+    char* end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (end != v && *end == '\0' && n >= 1 && n <= 16) return int(n);
+  }
+  cpu_set_t set;
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  return std::clamp(cpus, 1, 4);
+}
+
 CachedCompile compile_cached(const std::string& source, const std::string& name_hint, bool use_disk_cache) {
+  return compile_cached(std::vector<std::string>{source}, name_hint, use_disk_cache);
+}
+
+CachedCompile compile_cached(const std::vector<std::string>& units, const std::string& name_hint, bool use_disk_cache) {
+  if (units.empty()) dsl::internal_error("compile_cached: no translation units for " + name_hint);
   const JitTarget& t = host_target();
-  std::string features;
+  std::string features, source;
   for (const std::string& f : t.features) features += f + ",";
+  for (const std::string& u : units) source += u;
   CachedCompile result;
   result.key = cache_key({source, jit_options_string(), t.triple, t.cpu, features, t.compiler_version});
   {
@@ -361,15 +488,16 @@ CachedCompile compile_cached(const std::string& source, const std::string& name_
       return result;
     }
   }
-  std::optional<std::vector<char>> object;
+  std::optional<std::vector<std::vector<char>>> objects;
   KernelCache cache;
-  if (use_disk_cache) object = cache.get(result.key);
-  result.outcome = object ? CacheOutcome::DiskHit : CacheOutcome::Compiled;
-  if (!object) {
-    object = compile_to_object(source, name_hint);
-    if (use_disk_cache) cache.put(result.key, *object);
+  if (use_disk_cache)
+    if (std::optional<std::vector<char>> payload = cache.get(result.key)) objects = unpack_objects(*payload);
+  result.outcome = objects ? CacheOutcome::DiskHit : CacheOutcome::Compiled;
+  if (!objects) {
+    objects = compile_units(units, name_hint);
+    if (use_disk_cache) cache.put(result.key, pack_objects(*objects));
   }
-  result.object = load_object(*object, name_hint);
+  result.object = load_objects(*objects, name_hint);
   std::lock_guard<std::mutex> lock(memory_cache_mutex);
   memory_cache().emplace(result.key, result.object);
   return result;

@@ -38,7 +38,8 @@ std::vector<char> compile_to_object(const std::string& source, const std::string
 std::string compile_to_assembly(const std::string& source, const std::string& name_hint);
 
 // Where the time of the last compile_to_object() in this thread went (for benchmarks), as
-// thread CPU seconds: Clang's front end, the LLVM pass pipeline, LLVM code generation.
+// thread CPU seconds: Clang's front end, the LLVM pass pipeline, LLVM code generation. After a
+// compile_cached() of several units: the sums over the units' threads.
 struct CompileTimes {
   double frontend = 0, optimize = 0, codegen = 0;
 };
@@ -53,11 +54,14 @@ class LoadedObject {
 
  private:
   friend std::shared_ptr<LoadedObject> load_object(const std::vector<char>&, const std::string&);
+  friend std::shared_ptr<LoadedObject> load_objects(const std::vector<std::vector<char>>&, const std::string&);
   std::string dylib_name_;
 };
 
 // Loads an object file into the process-wide JIT in a fresh JITDylib.
 std::shared_ptr<LoadedObject> load_object(const std::vector<char>& object, const std::string& name_hint);
+// Loads several object files into one fresh JITDylib (their symbols resolve against each other).
+std::shared_ptr<LoadedObject> load_objects(const std::vector<std::vector<char>>& objects, const std::string& name_hint);
 
 // How compile_cached() got its object, for tests and benchmarks.
 enum class CacheOutcome { MemoryHit, DiskHit, Compiled };
@@ -72,6 +76,16 @@ struct CachedCompile {
 // of loaded objects, then the on-disk cache (unless use_disk_cache is false), then Clang.
 CachedCompile compile_cached(const std::string& source, const std::string& name_hint,
                              bool use_disk_cache = true);
+
+// The same for a source split into translation units (codegen_cpu.h, split_translation_units):
+// on a miss the units compile on one thread each, and their objects are cached as one entry and
+// loaded into one JITDylib. The key is that of the units' concatenation.
+CachedCompile compile_cached(const std::vector<std::string>& units, const std::string& name_hint,
+                             bool use_disk_cache = true);
+
+// How many threads the JIT compiles one function's kernels on: $SYNK_JIT_THREADS (1 to 16), else
+// the number of CPUs this process may run on, at most 4.
+int jit_compile_threads();
 
 // Forgets the process-local table (objects stay loaded); tests use it to force a disk lookup.
 void clear_memory_cache_for_tests();

@@ -1,6 +1,7 @@
 // Tests of the on-disk kernel cache: round trips, keys, the directory rule, detection and removal
-// of corrupt or truncated entries (then rebuilt by the JIT), an unwritable directory, and many
-// forked processes compiling the same function at once into one shared cache.
+// of corrupt or truncated entries (then rebuilt by the JIT), an unwritable directory, a function
+// compiled on several threads stored as one entry, and many forked processes compiling the same
+// function at once into one shared cache.
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -10,13 +11,16 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 #include <fmt/format.h>
 
+#include "compiler/codegen_cpu.h"
 #include "compiler/cpu_function.h"
 #include "compiler/jit.h"
 #include "compiler/kernel_cache.h"
+#include "compiler/lower.h"
 #include "dsl/frontend.h"
 
 namespace synk::compiler {
@@ -211,6 +215,64 @@ TEST(KernelCache, JitUsesTheCacheAndRebuildsCorruptEntries) {
   rebuilt->run(in, {}, b, ups);
   EXPECT_EQ(a[0].bytes, b[0].bytes);
   EXPECT_DOUBLE_EQ(a[1].data<double>()[0], 0.25 + 1 + 2.25);
+}
+
+TEST(KernelCache, KernelsCompiledOnSeveralThreadsShareOneEntry) {
+  // Five kernels (reductions along different axes do not fuse): enough text for three units.
+  std::string program = fmt::format(
+      "fn f(bcast x: f64[n, 6]) {{ out a: none = sum(exp(x) * {}, axis=0); out b: none = max(tanh(x), axis=1); "
+      "out c: none = sum(log(x * x + 1.0), axis=1); out d: none = min(x * 3.0, axis=0); "
+      "out e: none = mean(exp(-x)); }} // threads",
+      std::random_device{}() % 100000 + 1);
+  ir::Module m = dsl::compile_source("t.synk", program);
+  std::string dir = fresh_dir("threads");
+  ScopedEnv env("SYNK_CACHE_DIR", dir.c_str());
+  std::unique_ptr<CpuFunction> split, whole;
+  {
+    ScopedEnv threads("SYNK_JIT_THREADS", "3");
+    ASSERT_EQ(jit_compile_threads(), 3);
+    std::vector<std::string> units = split_translation_units(
+        generate_cpu_source_parts(m, lower(m, *m.find_function("f"), {})), jit_compile_threads());
+    ASSERT_EQ(units.size(), 3u) << "the program is meant to be large enough for three units";
+    CpuSourceParts parts = generate_cpu_source_parts(m, lower(m, *m.find_function("f"), {}));
+    std::string rejoined = parts.head;
+    for (const std::string& u : units) {
+      ASSERT_EQ(u.compare(0, parts.head.size(), parts.head), 0) << "every unit starts with the prelude";
+      rejoined += u.substr(parts.head.size());
+    }
+    EXPECT_EQ(rejoined, parts.joined()) << "every kernel once, in order";
+    EXPECT_EQ(split_translation_units(parts, 1), std::vector<std::string>{parts.joined()});
+    CpuSourceParts tiny{parts.head, {"// k0\n", "// k1\n"}};
+    EXPECT_EQ(split_translation_units(tiny, 4).size(), 1u) << "too little kernel text to share";
+    split = compile_cpu_function(m, "f");
+    EXPECT_EQ(split->cache_outcome(), CacheOutcome::Compiled);
+    std::vector<std::string> entries = list_dir(dir);
+    ASSERT_EQ(entries.size(), 1u) << "the units' objects are one entry";
+    std::ifstream in(dir + "/" + entries[0], std::ios::binary);
+    std::string entry{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    EXPECT_NE(entry.find("SYNKOBJS"), std::string::npos) << "an entry of several objects";
+    clear_memory_cache_for_tests();
+    EXPECT_EQ(compile_cpu_function(m, "f")->cache_outcome(), CacheOutcome::DiskHit);
+  }
+  {
+    ScopedEnv threads("SYNK_JIT_THREADS", "1");
+    clear_memory_cache_for_tests();
+    whole = compile_cpu_function(m, "f", {.use_disk_cache = false});
+    EXPECT_EQ(whole->cache_outcome(), CacheOutcome::Compiled);
+  }
+  {
+    ScopedEnv threads("SYNK_JIT_THREADS", "0");   // out of range: the default
+    EXPECT_GE(jit_compile_threads(), 1);
+    EXPECT_LE(jit_compile_threads(), 4);
+  }
+  rt::Array x;
+  x.resize(rt::DType::F64, {5, 6});
+  for (int i = 0; i < 30; ++i) x.data<double>()[i] = 0.1 * i - 1.3;
+  std::vector<rt::ArrayRef> in{x.ref()};
+  std::vector<rt::Array> a(5), b(5), ups;
+  split->run(in, {}, a, ups);
+  whole->run(in, {}, b, ups);
+  for (size_t o = 0; o < 5; ++o) EXPECT_EQ(a[o].bytes, b[o].bytes) << "output " << o;
 }
 
 TEST(KernelCache, ConcurrentCompilesFromForkedProcesses) {
