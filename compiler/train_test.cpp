@@ -2,7 +2,8 @@
 // update function add_update_function makes for the declared rule, for every rule; a one-call
 // synk::TrainStep (jit::Module::train_step) equals the gradient call, all_reduce(avg) and update
 // call made separately, bit for bit, on 1, 2 and 3 ranks, with steps made before and after
-// synk::fork(); an sgd step matches a float64 reference; and misuse is reported naming the step.
+// synk::fork(); the same step built with the C++ builder trains to the same bits; an sgd step
+// matches a float64 reference; and misuse is reported naming the step.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@
 
 #include "compiler/synk_jit.h"
 #include "compiler/train.h"
+#include "dsl/builder.h"
 #include "dsl/frontend.h"
 
 using namespace synk;
@@ -126,6 +128,45 @@ TEST_P(OneCallStep, EqualsTheThreeCallsBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, OneCallStep, ::testing::Values(1, 2, 3),
                          [](const auto& info) { return fmt::format("ranks{}", info.param); });
+
+// The same model and step written with the C++ builder (ModuleBuilder::optimizer and
+// FunctionBuilder::minimize) trains to the same bits as the .synk text on 2 ranks.
+TEST(TrainStep, BuilderStepEqualsTheSynkStep) {
+  using dsl::ModuleBuilder;
+  using ir::DType;
+  ModuleBuilder mb;
+  auto w = mb.shared("w", DType::F32, {4, 3}, dsl::init::normal(7, 0.0, 0.5));
+  auto b = mb.shared("b", DType::F32, {3}, dsl::init::uniform(8, -0.5, 0.5));
+  mb.optimizer("opt", "nesterov", {{"lr", 0.05}, {"momentum", 0.8}});
+  auto train = mb.function("train");
+  auto x = train.scatter("x", DType::F32, {"n", 4});
+  auto y = train.scatter("y", DType::F32, {"n", 3});
+  auto scale = train.bcast("scale", DType::F32, {});
+  auto e = train.let("e", x.matmul(w) + b - y);
+  auto losses = train.let("losses", dsl::sum(e * e, 1));
+  train.out("loss_sum", dsl::sum(losses), ir::ReduceMode::Sum);
+  train.minimize(dsl::sum(losses) * scale, {w, b}, "opt");
+  auto evaluate = mb.function("evaluate");
+  evaluate.out("y", evaluate.scatter("x", DType::F32, {"n", 4}).matmul(w) + b, ir::ReduceMode::Gather);
+
+  jit::Module built = jit::compile(mb);
+  jit::Module parsed = jit::compile_string(linear_model("nesterov(lr=0.05, momentum=0.8)"));
+  TrainStep built_step = built.train_step("train");
+  TrainStep parsed_step = parsed.train_step("train");
+  ASSERT_EQ(2, synk::fork(2));
+  std::mt19937_64 rng(2024);
+  for (int s = 0; s < 3; ++s) {
+    StepData batch = random_batch(9 + s, 2, rng);
+    Outputs a = built_step({batch.x, batch.y, batch.scale});
+    Outputs c = parsed_step({batch.x, batch.y, batch.scale});
+    expect_same_bits(a[0], c[0], fmt::format("loss_sum, step {}", s));
+    for (int r = 0; r < 2; ++r)
+      for (const std::string& name : {"w", "b", "opt_grads", "w_velocity", "b_velocity"})
+        expect_same_bits(built.shared(name).get_value(r), parsed.shared(name).get_value(r),
+                         fmt::format("{} on rank {}, step {}", name, r, s));
+  }
+  synk::close();
+}
 
 // sgd on 2 ranks against the gradient of the mean squared error computed in float64.
 TEST(TrainStep, SgdStepMatchesFloat64Reference) {

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include "dsl/builder.h"
 #include "dsl/builder_internal.h"
 #include "dsl/sema.h"
+#include "dsl/sema_optimizer.h"
 #include "dsl/type_infer.h"
 
 namespace synk::dsl {
@@ -533,6 +535,86 @@ void FunctionBuilder::update(const Expr& shared, const Expr& value, ir::ReduceMo
   f.fn.updates.push_back(ir::Update{s.index, id, mode, {}});
 }
 
+void FunctionBuilder::minimize(const Expr& loss, std::vector<Expr> variables, const std::string& optimizer) {
+  FunctionState& f = *state_;
+  std::shared_ptr<ModuleState> m = f.lock_module();
+  if (f.train_step)
+    throw UserError(fmt::format("function '{}' already has a training step; a function minimizes one loss", f.fn.name));
+  auto global = m->globals.find(optimizer);
+  if (global == m->globals.end())
+    throw UserError(fmt::format("unknown optimizer '{}' (declare one first, e.g. ModuleBuilder::optimizer(\"{}\", "
+                                "\"momentum\", {{{{\"lr\", 0.05}}}}))", optimizer, optimizer));
+  if (global->second != "optimizer")
+    throw UserError(fmt::format("'{}' is a {}, not an optimizer", optimizer, global->second));
+  const auto found = std::find_if(m->optimizers.begin(), m->optimizers.end(),
+                                  [&](const ir::Optimizer& o) { return o.name == optimizer; });
+  const int64_t index = int64_t(found - m->optimizers.begin());
+
+  // The same checks, in the same order, as sema's minimize statement.
+  Expr gradient = grad(loss, variables);
+  std::vector<int64_t> parameters;
+  DType dtype = DType::F32;
+  int64_t size = 0;
+  for (size_t i = 0; i < variables.size(); ++i) {
+    const ExprNode& v = *variables[i].node();
+    const ElementCount count = element_count(v.type.shape);
+    if (!count.symbols.empty())
+      throw UserError(fmt::format("minimize trains variables of static shape, but '{}' is {}", v.name,
+                                  ir::type_str(v.type)));
+    parameters.push_back(v.index);
+    size += count.fixed;
+    dtype = i == 0 ? v.type.dtype : promote(dtype, v.type.dtype);
+  }
+  if (loss.dtype() != dtype)
+    throw UserError(fmt::format("the loss of minimize is {} but the variables' dtype is {}: the flat gradient must "
+                                "have the variables' dtype; use cast(loss, {})", ir::dtype_name(loss.dtype()),
+                                ir::dtype_name(dtype), ir::dtype_name(dtype)));
+
+  // The optimizer's flat gradient variable: made by the first step that uses the optimizer.
+  ir::Optimizer& o = m->optimizers[size_t(index)];
+  auto names = [&](const std::vector<int64_t>& indices) {
+    std::vector<std::string> out;
+    for (int64_t i : indices) out.push_back(m->shareds[size_t(i)].name);
+    return fmt::format("{}", fmt::join(out, ", "));
+  };
+  const ir::TensorType flat{dtype, {ir::Dim::fixed(size)}};
+  if (o.gradient >= 0) {
+    if (o.parameters != parameters)
+      throw UserError(fmt::format("optimizer '{}' already trains {}; every step that uses it must train the same "
+                                  "variables in the same order, not {}", o.name, names(o.parameters),
+                                  names(parameters)));
+  } else {
+    const std::string name = o.name + "_grads";
+    if (auto g = m->globals.find(name); g != m->globals.end()) {
+      auto it = std::find_if(m->shareds.begin(), m->shareds.end(), [&](const ir::SharedVar& v) { return v.name == name; });
+      const bool fits = it != m->shareds.end() && it->type == flat && !it->sliceable;
+      if (!fits)
+        throw UserError(fmt::format("optimizer '{}' keeps the flat gradient in the shared variable '{}: {}', but '{}' "
+                                    "is already a {}; rename it", o.name, name, ir::type_str(flat), name, g->second));
+      o.gradient = int64_t(it - m->shareds.begin());
+    } else {
+      m->globals.emplace(name, "shared variable");
+      m->shareds.push_back(ir::SharedVar{name, flat, ir::InitZeros{}, false, {}});
+      o.gradient = int64_t(m->shareds.size() - 1);
+    }
+    o.parameters = parameters;
+  }
+  const ir::SharedVar& target = m->shareds[size_t(o.gradient)];
+  if (f.updated.count(o.gradient))
+    throw UserError(fmt::format("'{}' is already updated in function '{}'; minimize writes the gradient there",
+                                target.name, f.fn.name));
+  auto target_expr = std::make_shared<ExprNode>();
+  target_expr->kind = ExprNode::Kind::Shared;
+  target_expr->type = target.type;
+  target_expr->index = o.gradient;
+  target_expr->name = target.name;
+  target_expr->module_id = m->id;
+  if (!(gradient.type() == flat)) gradient = gradient.reshape({size});   // one variable: grad has its shape
+  update(Expr(std::move(target_expr)), gradient, ir::ReduceMode::Avg);
+  f.train_step = ir::TrainStep{f.fn.name, index, {}};
+  f.trained = parameters;
+}
+
 // ---- ModuleBuilder --------------------------------------------------------------------------
 
 ModuleBuilder::ModuleBuilder() : state_(std::make_shared<ModuleState>()) { state_->id = next_serial++; }
@@ -615,6 +697,54 @@ FunctionBuilder ModuleBuilder::function(const std::string& name) {
   return FunctionBuilder(f);
 }
 
+void ModuleBuilder::optimizer(const std::string& name, const std::string& rule,
+                              const std::vector<std::pair<std::string, double>>& hyper_parameters) {
+  ModuleState& m = *state_;
+  require_identifier(name, "optimizer");
+  if (auto it = m.globals.find(name); it != m.globals.end())
+    throw UserError(fmt::format("'{}' is already declared as a {}", name, it->second));
+  if (!update_rule_from_name(rule))
+    throw UserError(fmt::format("optimizer '{}': unknown update rule '{}' (known rules: {})", name, rule,
+                                fmt::join(update_rule_names(), ", ")));
+  ir::Optimizer opt;
+  opt.name = name;
+  opt.rule = rule;
+  const bool needs_lr = [&] {
+    try {
+      make_update_rule(rule, {});
+      return false;
+    } catch (const UserError&) {
+      return true;
+    }
+  }();
+  for (const auto& [keyword, value] : hyper_parameters) {
+    if (keyword == "num_packs") {   // the step's all-reduce, not the rule's
+      if (!(value >= 1 && value <= double(INT32_MAX) && value == std::floor(value)))
+        throw UserError(fmt::format("optimizer '{}': num_packs must be an integer >= 1 (the number of buffers the "
+                                    "gradient's all-reduce uses)", name));
+      opt.num_packs = int64_t(value);
+      continue;
+    }
+    // One keyword at a time (with a valid learning rate where the rule needs one), so that the
+    // message names the keyword that is wrong, as sema's does.
+    std::vector<std::pair<std::string, double>> one = {{keyword, value}};
+    if (needs_lr && keyword != "lr") one.emplace_back("lr", 1.0);
+    try {
+      make_update_rule(rule, one);
+    } catch (const UserError& e) {
+      throw UserError(fmt::format("optimizer '{}': {}", name, e.what()));
+    }
+    opt.hyper_parameters.emplace_back(keyword, value);
+  }
+  try {
+    make_update_rule(rule, opt.hyper_parameters);
+  } catch (const UserError& e) {
+    throw UserError(fmt::format("optimizer '{}': {}", name, e.what()));
+  }
+  m.globals.emplace(name, "optimizer");
+  m.optimizers.push_back(std::move(opt));
+}
+
 namespace {
 
 // What only the whole function shows (sema's check_scattered_symbols, the scattered-row rule
@@ -623,6 +753,11 @@ void check_function(const ModuleState& m, const FunctionState& f) {
   const ir::Function& fn = f.fn;
   if (fn.outputs.empty() && fn.updates.empty())
     throw UserError(fmt::format("function '{}' has no 'out' or 'update' statement, so it computes nothing", fn.name));
+  for (int64_t p : f.trained)
+    if (f.updated.count(p) && p != m.optimizers[size_t(f.train_step->optimizer)].gradient)
+      throw UserError(fmt::format("'{}' is trained by the step of function '{}' (its optimizer updates it after the "
+                                  "gradient is averaged), so '{}' cannot also update it", m.shareds[size_t(p)].name,
+                                  fn.name, fn.name));
   for (const auto& [name, what] : f.locals)
     if (auto it = m.globals.find(name); it != m.globals.end() && it->second == "shared variable")
       throw UserError(fmt::format("{} '{}' of function '{}' would shadow the shared variable '{}'; choose "
@@ -685,6 +820,31 @@ void check_function(const ModuleState& m, const FunctionState& f) {
                                                                 fmt::join(symbols, ", "))));
 }
 
+// The names jit::compile's expansion adds for every optimizer some step uses (its update
+// function and state) must be free: sema's check_training_names.
+void check_training_names(const ModuleState& m) {
+  std::map<std::string, size_t> added;
+  for (size_t i = 0; i < m.optimizers.size(); ++i) {
+    const ir::Optimizer& o = m.optimizers[i];
+    if (o.gradient < 0) continue;
+    const UpdateRuleKind kind = *update_rule_from_name(o.rule);
+    std::vector<std::string> names = {o.update_function()};
+    if (update_rule_has_step_counter(kind)) names.push_back(o.update_function() + "_t");
+    for (int64_t p : o.parameters)
+      for (const std::string& slot : update_rule_slots(kind)) names.push_back(fmt::format("{}_{}", m.shareds[size_t(p)].name, slot));
+    for (const std::string& name : names) {
+      std::string clash;
+      if (auto g = m.globals.find(name); g != m.globals.end()) clash = "a " + g->second;
+      else if (auto a = added.find(name); a != added.end())
+        clash = fmt::format("what optimizer '{}' adds too", m.optimizers[a->second].name);
+      if (!clash.empty())
+        throw UserError(fmt::format("optimizer '{}' ({}) adds '{}' for its update function and state, but '{}' is "
+                                    "{}; rename one of them", o.name, o.rule, name, name, clash));
+      added.emplace(name, i);
+    }
+  }
+}
+
 }  // namespace
 
 ir::Module ModuleBuilder::build() const {
@@ -694,7 +854,10 @@ ir::Module ModuleBuilder::build() const {
   for (const auto& f : m.functions) {
     check_function(m, *f);
     module.functions.push_back(f->fn);
+    if (f->train_step) module.train_steps.push_back(*f->train_step);
   }
+  module.optimizers = m.optimizers;
+  check_training_names(m);
   std::vector<std::string> violations = ir::verify(module);
   if (!violations.empty())
     internal_error(fmt::format("the C++ builder produced invalid IR:\n  {}", fmt::join(violations, "\n  ")));

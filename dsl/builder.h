@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "dsl/diagnostics.h"
@@ -245,6 +246,11 @@ class FunctionBuilder {
   void out(const std::string& name, const Expr& value, ir::ReduceMode mode = ir::ReduceMode::Avg);
   // `update shared: mode = value;` The value must have the shared variable's type exactly.
   void update(const Expr& shared, const Expr& value, ir::ReduceMode mode = ir::ReduceMode::Avg);
+  // `minimize loss over variables... using optimizer;` (docs/training.md): this function's
+  // training step. Writes grad(loss, variables...) as one flat vector into the optimizer's
+  // gradient variable `<optimizer>_grads` (made by the first step that uses the optimizer);
+  // jit::compile adds the update function `<optimizer>_update` and the optimizer's state.
+  void minimize(const Expr& loss, std::vector<Expr> variables, const std::string& optimizer);
 
   explicit FunctionBuilder(std::shared_ptr<builder_detail::FunctionState> state) : state_(std::move(state)) {}
 
@@ -260,8 +266,14 @@ class ModuleBuilder {
   // every function of this module (and as the target of FunctionBuilder::update and grad).
   Expr shared(const std::string& name, ir::DType dtype, ShapeArg shape, ir::Initializer init = init::zeros(),
               bool sliceable = false);
-  // Starts a function. Functions and shared variables share one namespace.
+  // Starts a function. Functions, shared variables and optimizers share one namespace.
   FunctionBuilder function(const std::string& name);
+  // `optimizer name = rule(keyword=value, ...);`: an update rule (sgd, momentum, nesterov,
+  // adagrad, rmsprop, adadelta, adam, adamax) with its hyper-parameters by keyword (lr, momentum,
+  // rho, epsilon, beta1, beta2; the others take their defaults), and `num_packs` for the step's
+  // all-reduce. Functions train with it through FunctionBuilder::minimize.
+  void optimizer(const std::string& name, const std::string& rule,
+                 const std::vector<std::pair<std::string, double>>& hyper_parameters = {});
 
   // The module: shared variables and functions in declaration order. Checks what only the
   // whole function shows (at least one out or update; scattered row dimensions used whole)

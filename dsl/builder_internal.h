@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -67,7 +68,8 @@ struct ModuleState {
   uint64_t id = 0;
   std::vector<ir::SharedVar> shareds;
   std::vector<std::shared_ptr<FunctionState>> functions;
-  std::map<std::string, std::string> globals;   // name -> "shared variable" / "function"
+  std::map<std::string, std::string> globals;   // name -> "shared variable" / "function" / "optimizer"
+  std::vector<ir::Optimizer> optimizers;         // parameters and gradient set by the first minimize
 };
 
 struct OutputInfo {
@@ -88,6 +90,8 @@ struct FunctionState {
   std::set<int64_t> updated;
   std::vector<OutputInfo> outputs;
   std::vector<std::pair<std::string, std::string>> shape_symbols;   // (symbol, op) of reshapes
+  std::optional<ir::TrainStep> train_step;           // set by minimize
+  std::vector<int64_t> trained;                      // the step's variables
 
   std::shared_ptr<ModuleState> lock_module() const;
   void note_shared_use(int64_t index);

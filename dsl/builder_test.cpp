@@ -111,6 +111,70 @@ ir::Module build_mlp() {
   return mb.build();
 }
 
+// examples/fashion_mnist/mlp.synk: an optimizer and two training functions that share it.
+ir::Module build_fashion_mnist_mlp() {
+  ModuleBuilder mb;
+  auto w1 = mb.shared("w1", DType::F32, {784, 256}, init::uniform(1, -0.0357142857, 0.0357142857));
+  auto b1 = mb.shared("b1", DType::F32, {256}, init::uniform(2, -0.0357142857, 0.0357142857));
+  auto w2 = mb.shared("w2", DType::F32, {256, 256}, init::uniform(3, -0.0625, 0.0625));
+  auto b2 = mb.shared("b2", DType::F32, {256}, init::uniform(4, -0.0625, 0.0625));
+  auto w3 = mb.shared("w3", DType::F32, {256, 10}, init::uniform(5, -0.0625, 0.0625));
+  auto b3 = mb.shared("b3", DType::F32, {10}, init::uniform(6, -0.0625, 0.0625));
+  mb.optimizer("opt", "momentum", {{"lr", 0.05}, {"momentum", 0.9}});
+  auto logits_of = [&](FunctionBuilder& f, const Expr& images) {
+    auto x = f.let("x", cast(images, DType::F32) / 255);
+    auto h1 = f.let("h1", relu(x.matmul(w1) + b1));
+    auto h2 = f.let("h2", relu(h1.matmul(w2) + b2));
+    return f.let("logits", h2.matmul(w3) + b3);
+  };
+  auto step = [&](FunctionBuilder& f, const Expr& images, const Expr& labels, const Expr& scale) {
+    auto losses = f.let("losses", cross_entropy(logits_of(f, images), labels));
+    f.out("loss_sum", sum(losses), ReduceMode::Sum);
+    f.minimize(sum(losses) * scale, {w1, b1, w2, b2, w3, b3}, "opt");
+  };
+  // The front end declares every shared variable before it reads a function, so the gradient
+  // variable that the first minimize adds comes after these two, written later in the file.
+  auto train_images = mb.shared("train_images", DType::U8, {"m", 784}, init::zeros(), true);
+  auto train_labels = mb.shared("train_labels", DType::I64, {"m"}, init::zeros(), true);
+  auto train = mb.function("train");
+  auto images = train.scatter("images", DType::U8, {"n", 784});
+  auto labels = train.scatter("labels", DType::I64, {"n"});
+  step(train, images, labels, train.bcast("scale", DType::F32, {}));
+  auto device = mb.function("train_device");
+  step(device, train_images, train_labels, device.bcast("scale", DType::F32, {}));
+  auto evaluate = mb.function("evaluate");
+  auto eval_images = evaluate.scatter("images", DType::U8, {"n", 784});
+  auto eval_labels = evaluate.scatter("labels", DType::I64, {"n"});
+  auto logits = logits_of(evaluate, eval_images);
+  evaluate.out("loss", mean(cross_entropy(logits, eval_labels)));
+  evaluate.out("accuracy", mean(cast(argmax(logits, 1) == eval_labels, DType::F32)));
+  return mb.build();
+}
+
+TEST(BuilderExamples, OptimizersAndTrainingStepsBuildTheSameModuleAsTheFrontEnd) {
+  const std::filesystem::path file = examples_dir() / "fashion_mnist" / "mlp.synk";
+  const ir::Module parsed = compile_source(file.string(), read_file(file));
+  const ir::Module built = build_fashion_mnist_mlp();
+  ASSERT_EQ(built.optimizers.size(), 1u);
+  EXPECT_EQ(built.optimizers[0].gradient, built.find_shared("opt_grads"));
+  ASSERT_EQ(built.train_steps.size(), 2u);
+  EXPECT_EQ(built.train_steps[1].function, "train_device");
+  expect_same_module(built, parsed);
+}
+
+TEST(BuilderTraining, OneVariableAndNumPacks) {
+  const char* synk = "shared w: f32[3, 2]; optimizer o = adam(lr=0.01, num_packs=2);\n"
+                     "fn f(scatter x: f32[n, 3]) { minimize mean(x @ w) over w using o; }";
+  ModuleBuilder mb;
+  auto w = mb.shared("w", DType::F32, {3, 2});
+  mb.optimizer("o", "adam", {{"lr", 0.01}, {"num_packs", 2}});
+  auto f = mb.function("f");
+  f.minimize(mean(f.scatter("x", DType::F32, {"n", 3}).matmul(w)), {w}, "o");
+  const ir::Module built = mb.build();
+  EXPECT_EQ(built.optimizers.at(0).num_packs, 2);
+  expect_same_module(built, compile_source("one.synk", synk));
+}
+
 const std::map<std::string, std::function<ir::Module()>>& builder_examples() {
   static const std::map<std::string, std::function<ir::Module()>> examples = {
       {"intro.synk", build_intro},
@@ -535,6 +599,97 @@ std::vector<Rejected> rejected_programs() {
       {"reserved dtype", "fn f(bcast x: f16[2]) { out o = x; }",
        [] { ModuleBuilder mb; mb.function("f").bcast("x", F::F16, {2}); },
        {"dtype 'f16' is reserved"}},
+      {"unknown update rule", "optimizer o = newton(lr=1);",
+       [] { ModuleBuilder mb; mb.optimizer("o", "newton", {{"lr", 1}}); },
+       {"optimizer 'o': unknown update rule 'newton'", "momentum"}},
+      {"hyper-parameter out of range", "optimizer o = momentum(lr=0.1, momentum=1.5);",
+       [] { ModuleBuilder mb; mb.optimizer("o", "momentum", {{"lr", 0.1}, {"momentum", 1.5}}); },
+       {"optimizer 'o'", "momentum"}},
+      {"keyword the rule does not take", "optimizer o = sgd(lr=0.1, rho=0.9);",
+       [] { ModuleBuilder mb; mb.optimizer("o", "sgd", {{"lr", 0.1}, {"rho", 0.9}}); },
+       {"optimizer 'o'", "rho"}},
+      {"num_packs not a positive integer", "optimizer o = sgd(lr=0.1, num_packs=0);",
+       [] { ModuleBuilder mb; mb.optimizer("o", "sgd", {{"lr", 0.1}, {"num_packs", 0}}); },
+       {"num_packs must be an integer >= 1"}},
+      {"minimize with an unknown optimizer", "shared w: f32[2]; fn f(bcast x: f32[2]) { minimize sum(x * w) over w using o; }",
+       [] {
+         ModuleBuilder mb;
+         auto w = mb.shared("w", F::F32, {2});
+         auto f = mb.function("f");
+         f.minimize(sum(f.bcast("x", F::F32, {2}) * w), {w}, "o");
+       },
+       {"unknown optimizer 'o'"}},
+      {"minimize using a shared variable", "shared w: f32[2]; fn f(bcast x: f32[2]) { minimize sum(x * w) over w using w; }",
+       [] {
+         ModuleBuilder mb;
+         auto w = mb.shared("w", F::F32, {2});
+         auto f = mb.function("f");
+         f.minimize(sum(f.bcast("x", F::F32, {2}) * w), {w}, "w");
+       },
+       {"'w' is a shared variable, not an optimizer"}},
+      {"two training steps in one function",
+       "shared w: f32[2]; optimizer o = sgd(lr=1); fn f(bcast x: f32[2]) { minimize sum(x * w) over w using o; "
+       "minimize sum(x * w) over w using o; }",
+       [] {
+         ModuleBuilder mb;
+         auto w = mb.shared("w", F::F32, {2});
+         mb.optimizer("o", "sgd", {{"lr", 1}});
+         auto f = mb.function("f");
+         auto x = f.bcast("x", F::F32, {2});
+         f.minimize(sum(x * w), {w}, "o");
+         f.minimize(sum(x * w), {w}, "o");
+       },
+       {"function 'f' already has a training step"}},
+      {"one optimizer, two sets of variables",
+       "shared w: f32[2]; shared v: f32[2]; optimizer o = sgd(lr=1); fn f(bcast x: f32[2]) { minimize sum(x * w) over w "
+       "using o; } fn g(bcast x: f32[2]) { minimize sum(x * v) over v using o; }",
+       [] {
+         ModuleBuilder mb;
+         auto w = mb.shared("w", F::F32, {2});
+         auto v = mb.shared("v", F::F32, {2});
+         mb.optimizer("o", "sgd", {{"lr", 1}});
+         auto f = mb.function("f");
+         f.minimize(sum(f.bcast("x", F::F32, {2}) * w), {w}, "o");
+         auto g = mb.function("g");
+         g.minimize(sum(g.bcast("x", F::F32, {2}) * v), {v}, "o");
+       },
+       {"optimizer 'o' already trains w", "not v"}},
+      {"loss of another dtype than the variables",
+       "shared w: f32[2]; optimizer o = sgd(lr=1); fn f(bcast x: f64[2]) { minimize sum(x * cast(w, f64)) over w using o; }",
+       [] {
+         ModuleBuilder mb;
+         auto w = mb.shared("w", F::F32, {2});
+         mb.optimizer("o", "sgd", {{"lr", 1}});
+         auto f = mb.function("f");
+         f.minimize(sum(f.bcast("x", F::F64, {2}) * cast(w, F::F64)), {w}, "o");
+       },
+       {"the loss of minimize is f64", "f32"}},
+      {"a trained variable also updated by the function",
+       "shared w: f32[2]; optimizer o = sgd(lr=1); fn f(bcast x: f32[2]) { minimize sum(x * w) over w using o; "
+       "update w = w * 2; }",
+       [] {
+         ModuleBuilder mb;
+         auto w = mb.shared("w", F::F32, {2});
+         mb.optimizer("o", "sgd", {{"lr", 1}});
+         auto f = mb.function("f");
+         f.minimize(sum(f.bcast("x", F::F32, {2}) * w), {w}, "o");
+         f.update(w, w * 2);
+         mb.build();
+       },
+       {"'w' is trained by the step", "cannot also update it"}},
+      {"the state's name is taken",
+       "shared w: f32[2]; shared w_velocity: f32[2]; optimizer o = momentum(lr=1); "
+       "fn f(bcast x: f32[2]) { minimize sum(x * w) over w using o; }",
+       [] {
+         ModuleBuilder mb;
+         auto w = mb.shared("w", F::F32, {2});
+         mb.shared("w_velocity", F::F32, {2});
+         mb.optimizer("o", "momentum", {{"lr", 1}});
+         auto f = mb.function("f");
+         f.minimize(sum(f.bcast("x", F::F32, {2}) * w), {w}, "o");
+         mb.build();
+       },
+       {"optimizer 'o' (momentum) adds 'w_velocity'", "rename one of them"}},
   };
 }
 
