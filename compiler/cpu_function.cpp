@@ -46,12 +46,7 @@ std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("
 // Found from the plan alone; the offsets depend on the call's shapes.
 constexpr int kPlacedTemp = -2;   // temp_slot_ of a temporary that lives inside another buffer
 
-struct Elision {
-  size_t step = 0;
-  bool concat = false;        // else: a slice
-  int within = -1;            // the buffer the temporaries live in
-  std::vector<int> temps;     // concat: per operand, in order; slice: the one copy
-};
+using Elision = CopyElision;
 
 int base_buffer(const KernelPlan& plan, int b) {
   while (plan.buffers[size_t(b)].kind == Buffer::Kind::Alias) b = int(plan.buffers[size_t(b)].index);
@@ -273,8 +268,12 @@ void CpuFunction::assign_temp_slots() {
   for (const ir::Output& o : fn.outputs) copied_out(o.node);
   for (const ir::Update& u : fn.updates) copied_out(u.node);
   temp_slot_.assign(nb, -1);
-  for (const Elision& e : find_elisions(plan_))
+  elisions_ = find_elisions(plan_);
+  step_elided_.assign(steps_.size(), 0);
+  for (const Elision& e : elisions_) {
+    step_elided_.at(e.step) = 1;
     for (int t : e.temps) temp_slot_[size_t(t)] = kPlacedTemp;
+  }
   std::vector<int> free_after;   // per slot: the last step that reads its current occupant
   for (int s = 0; s < end; ++s)
     for (int b : steps_[size_t(s)].kernel->outputs) {
@@ -396,8 +395,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
   }
   for (size_t slot = 0; slot < slots_.size(); ++slot)
     if (slots_[slot].size() < slot_bytes_[slot]) slots_[slot].resize(slot_bytes_[slot]);
-  const std::vector<Elision> elisions = find_elisions(plan_);
-  for (const Elision& e : elisions) {
+  for (const Elision& e : elisions_) {
     auto* base = static_cast<std::byte*>(pointers_.at(size_t(e.within)));
     const size_t elem = rt::dtype_size(runtime_dtype(plan_.buffers[size_t(e.within)].type.dtype));
     if (e.concat) {
@@ -426,12 +424,9 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
     table->add(0, t_last - t_start, "argument checks, symbols, buffers");
   }
   std::vector<void*> args;
-  auto elided = [&](size_t s) {
-    return std::any_of(elisions.begin(), elisions.end(), [&](const Elision& e) { return e.step == s; });
-  };
   for (size_t s = 0; s < steps_.size(); ++s) {
     const Step& step = steps_[s];
-    if (elided(s)) {
+    if (step_elided_[s]) {
       // nothing to do: its operands were written in place, or its readers read the argument
     } else if (!step.entry) {
       run_blas(step);
@@ -446,7 +441,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
       int64_t t = rt::profile::now_ns();
       table->add(s + 1, t - t_last,
                  table->has_label(s + 1) ? std::string()
-                                         : step_label(*step.kernel, !step.entry, shapes_) + (elided(s) ? " (elided)" : ""));
+                                         : step_label(*step.kernel, !step.entry, shapes_) + (step_elided_[s] ? " (elided)" : ""));
       t_last = t;
     }
   }

@@ -34,6 +34,15 @@ struct CpuCompileOptions {
 rt::FunctionSignature make_signature(const ir::Module& module, const ir::Function& fn, const KernelPlan& plan);
 rt::ModuleSpec make_module_spec(const ir::Module& module);
 
+// A step whose copy is elided (cpu_function.cpp, find_elisions): its temporaries live inside
+// another buffer at offsets fixed per call.
+struct CopyElision {
+  size_t step = 0;
+  bool concat = false;        // else: a slice
+  int within = -1;            // the buffer the temporaries live in
+  std::vector<int> temps;     // concat: per operand, in order; slice: the one copy
+};
+
 class CpuFunction : public rt::CompiledFunction {
  public:
   // Entry point of one generated kernel (codegen_cpu.h).
@@ -83,6 +92,8 @@ class CpuFunction : public rt::CompiledFunction {
   // Temporaries share storage when their lifetimes (in steps) do not overlap: temp_slot_[b] is
   // the slot of Temp buffer b; slots grow to the largest size seen and are kept across calls.
   std::vector<int> temp_slot_;
+  std::vector<CopyElision> elisions_;   // found once, from the plan
+  std::vector<char> step_elided_;       // per step: 1 when elided
   std::vector<std::vector<std::byte>> slots_;
   std::vector<size_t> slot_bytes_;   // per call
 };
