@@ -7,8 +7,9 @@
 #
 # At build time synkc writes <binary dir>/synk_modules/<target>/lib<target>_synk.a (the kernels
 # and the host stub, without synk's own libraries) and <NAME>.h, the header of typed entry points
-# (NAME: the file's stem made a C identifier, unless given). The command depends on the .synk file
-# and on synkc, so editing either re-runs it. <target> is an INTERFACE library carrying the
+# (NAME: the file's stem made a C identifier, unless given). The .npy files of the module's load()
+# initialisers are built into the archive. The command depends on the .synk file, on synkc and
+# (through synkc's depfile) on those .npy files, so editing any of them re-runs it. <target> is an INTERFACE library carrying the
 # archive, the header's directory and synk::compiler_core (the LLVM-free part of synk).
 # TARGET_CPU: the CPU the kernels are compiled for (default: the building machine's).
 # FUNCTIONS: only these functions get entry points (default: all).
@@ -49,8 +50,10 @@ function(synk_add_module target file)
   file(MAKE_DIRECTORY "${dir}")
   add_custom_command(
     OUTPUT "${archive}" "${header}"
-    COMMAND synk::synkc "${source}" -o "${archive}" --header "${header}" --no-bundle ${options}
+    COMMAND synk::synkc "${source}" -o "${archive}" --header "${header}" --no-bundle --depfile "${archive}.d"
+            ${options}
     DEPENDS "${source}" "$<TARGET_FILE:synk::synkc>"
+    DEPFILE "${archive}.d"
     COMMENT "synkc: compiling ${file} (module ${name})"
     VERBATIM)
   add_custom_target(${target}_synkc DEPENDS "${archive}" "${header}")

@@ -24,6 +24,7 @@ struct AotOptions {
   std::string target_cpu;    // empty: the host's CPU and features (what the JIT uses)
   bool bundle = true;        // -o lib.a: also merge synk's own static libraries into the archive
   bool keep_temps = false;   // keep the build directory (its path is printed)
+  bool embed_data = true;    // build the .npy files of load() initialisers into the artifact
   std::vector<std::string> functions;   // empty: every function; else only these (known names)
 };
 
@@ -40,6 +41,7 @@ struct AotModule {
   std::string header;
   std::string stub;
   std::vector<AotKernels> kernels;
+  std::vector<std::string> data_files;   // absolute paths of the load() files (embedded unless embed_data is off)
 };
 
 // A user's driver that failed to compile or link (exit status 1).

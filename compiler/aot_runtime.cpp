@@ -17,6 +17,8 @@
 #include "compiler/lower.h"
 #include "compiler/train.h"
 #include "dsl/frontend.h"
+#include "dsl/npy_header.h"
+#include "runtime/npy.h"
 
 namespace synk::aot {
 namespace {
@@ -130,6 +132,12 @@ uint64_t source_hash(std::string_view text) {
     h *= 0x100000001b3ull;
   }
   return h;
+}
+
+bool embed_data(const char* path, const char* begin, const char* end) {
+  dsl::embed_npy(path, begin, size_t(end - begin));
+  rt::npy::embed(path, begin, size_t(end - begin));
+  return true;
 }
 
 bool register_module(const ModuleDef* def) {

@@ -56,6 +56,12 @@ uint64_t source_hash(std::string_view text);
 // internal error at first use of either (two artifacts of one name linked into one binary).
 bool register_module(const ModuleDef* def);
 
+// A .npy file of a load() initialiser, built into the stub (its absolute path as the module's
+// load() resolves it, and its bytes): both the front end, which checks the file when the stub's
+// source is analysed at run time, and the runtime, which reads the values, find it in memory.
+// Called by the stub's static initialisers; returns true.
+bool embed_data(const char* path, const char* begin, const char* end);
+
 // The module's shared variables, registered with the runtime on first use.
 synk::Module runtime_module(const ModuleDef& def);
 // Function `name`, built and registered on first use (later calls return the same handle).

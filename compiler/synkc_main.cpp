@@ -6,6 +6,8 @@
 //                                     (or with --out DIR save) its outputs and updated variables
 //   synkc FILE -o libNAME.a [--header NAME.h]   ahead-of-time static library (compiler/aot.h)
 //   synkc FILE --main DRIVER.cpp -o APP         the driver linked with the module
+//   (artifacts build in the .npy files of load() initialisers unless --no-embed-data; --depfile FILE
+//   lists what they were built from)
 //   synkc --print-link-flags [--no-bundle]      what to link after libNAME.a
 // Exit status: 0 success; 1 the user's program is wrong (every diagnostic on stderr, in source
 // order, with the source line and a caret); 2 the command line is wrong (unknown option or stage,
@@ -73,8 +75,10 @@ struct ArtifactOptions {
   std::string target_cpu;         // empty: the host's
   std::string module_name;        // empty: the file's stem
   std::vector<std::string> functions;   // empty: every function
+  std::string depfile;            // --depfile FILE: the artifact's inputs, as a Makefile rule
   bool no_bundle = false;
   bool keep_temps = false;
+  bool no_embed_data = false;
   bool print_link_flags = false;
 };
 
@@ -154,7 +158,28 @@ class FrontEnd {
 
 synk::compiler::aot::AotOptions aot_options(const ArtifactOptions& artifact) {
   return {.module_name = artifact.module_name, .target_cpu = artifact.target_cpu, .bundle = !artifact.no_bundle,
-          .keep_temps = artifact.keep_temps};
+          .keep_temps = artifact.keep_temps, .embed_data = !artifact.no_embed_data};
+}
+
+// `--depfile FILE`: "OUTPUT: INPUTS..." in Makefile syntax (what Ninja and CMake's DEPFILE read),
+// so that a build reruns synkc when the .synk file or an embedded .npy file changes.
+void write_depfile(const std::string& path, const std::string& output, const std::string& input,
+                   const std::vector<std::string>& data_files) {
+  auto escaped = [](const std::string& p) {
+    std::string out;
+    for (char c : p) {
+      if (c == ' ' || c == '#' || c == '\\') out += '\\';
+      if (c == '$') out += '$';
+      out += c;
+    }
+    return out;
+  };
+  std::string rule = escaped(output) + ":";
+  rule += " " + escaped(std::filesystem::absolute(input).lexically_normal().string());
+  for (const std::string& f : data_files) rule += " \\\n  " + escaped(f);
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (!(file << rule << "\n") || !file.flush())
+    throw UsageError{fmt::format("--depfile: cannot write '{}': {}", path, std::strerror(errno))};
 }
 
 // The artifact's texts for the input (which the front end has accepted already).
@@ -200,6 +225,9 @@ Artifact requested_artifact(const DriverOptions& options) {
                                  "znver3)", a.target_cpu)};
   if (!a.module_name.empty() && a.module_name != synk::compiler::aot::cxx_identifier(a.module_name))
     throw UsageError{fmt::format("--name: '{}' is not a C++ identifier", a.module_name)};
+  const bool builds = !a.main_driver.empty() || (options.emit.empty() && archive);
+  if (!a.depfile.empty() && !builds)
+    throw UsageError{"--depfile FILE goes with an artifact (-o libNAME.a, or --main DRIVER.cpp -o APP)"};
   if (!a.main_driver.empty()) return Artifact::Executable;
   if (!options.emit.empty()) return Artifact::None;
   if (archive) return Artifact::Library;
@@ -265,6 +293,8 @@ int run_compile(const DriverOptions& options) {
     else
       synk::compiler::aot::build_executable(module, options.artifact.main_driver, options.output,
                                             aot_options(options.artifact));
+    if (!options.artifact.depfile.empty())
+      write_depfile(options.artifact.depfile, options.output, options.input, module.data_files);
     return kOk;
   }
   // Text goes to a buffer first: a failed compile never truncates an existing output file.
@@ -554,6 +584,11 @@ int main_with_exit_codes(int argc, char** argv) {
   app.add_flag("--no-bundle", artifact.no_bundle,
                "-o libNAME.a holds only the module (link synk's libraries yourself; see --print-link-flags)");
   app.add_flag("--keep-temps", artifact.keep_temps, "Keep the artifact's build directory (its path is printed)");
+  app.add_flag("--no-embed-data", artifact.no_embed_data,
+               "Read the .npy files of load() initialisers from their paths at run time instead of building them in");
+  app.add_option("--depfile", artifact.depfile,
+                 "With an artifact: write its inputs (.synk and embedded .npy files) as a Makefile rule")
+      ->type_name("FILE");
   app.add_flag("--print-link-flags", artifact.print_link_flags,
                "Print what a program links after libNAME.a (with --no-bundle: synk's libraries too)");
   app.require_subcommand(0, 1);

@@ -3,9 +3,14 @@
 // {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }.
 #include "dsl/npy_header.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
 
 namespace synk::dsl {
 
@@ -45,15 +50,51 @@ std::optional<std::string> dict_value(const std::string& header, const std::stri
   return b == std::string::npos ? std::string() : v.substr(b, e - b + 1);
 }
 
+struct EmbeddedNpy {
+  const char* data;
+  size_t size;
+};
+std::mutex& embedded_mutex() {
+  static auto* m = new std::mutex();
+  return *m;
+}
+std::map<std::string, EmbeddedNpy>& embedded() {
+  static auto* files = new std::map<std::string, EmbeddedNpy>();
+  return *files;
+}
+std::string normalized(const std::string& path) { return std::filesystem::path(path).lexically_normal().string(); }
+
+std::optional<EmbeddedNpy> find_embedded(const std::string& path) {
+  std::lock_guard lock(embedded_mutex());
+  auto it = embedded().find(normalized(path));
+  if (it == embedded().end()) return std::nullopt;
+  return it->second;
+}
+
 }  // namespace
+
+void embed_npy(const std::string& path, const void* data, size_t size) {
+  std::lock_guard lock(embedded_mutex());
+  embedded()[normalized(path)] = EmbeddedNpy{static_cast<const char*>(data), size};
+}
+
+bool is_embedded_npy(const std::string& path) { return find_embedded(path).has_value(); }
 
 std::optional<NpyHeader> read_npy_header(const std::string& path, std::string* error) {
   auto fail = [&](const std::string& why) -> std::optional<NpyHeader> {
     if (error) *error = why;
     return std::nullopt;
   };
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail("cannot be opened");
+  std::ifstream file;
+  std::istringstream copy;
+  if (std::optional<EmbeddedNpy> e = find_embedded(path)) {
+    // The header is at most 12 + 1 MiB bytes (checked below); the data is not read here.
+    copy.str(std::string(e->data, std::min(e->size, size_t(12 + (1u << 20)))));
+  } else {
+    file.open(path, std::ios::binary);
+    if (!file) return fail("cannot be opened");
+  }
+  std::istream& in = file.is_open() ? static_cast<std::istream&>(file) : copy;
   char magic[8];
   if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) return fail("is not a .npy file");
   uint32_t header_len = 0;

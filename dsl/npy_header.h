@@ -4,6 +4,7 @@
 // copy keeps dsl/ free of runtime dependencies.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,7 +22,14 @@ struct NpyHeader {
 };
 
 // nullopt with a reason ("not a .npy file", "malformed header") when the header is unreadable.
+// An embedded file (below) is read from memory.
 std::optional<NpyHeader> read_npy_header(const std::string& path, std::string* error);
+
+// A .npy file built into the program (synkc artifacts embed the files of load() initialisers):
+// semantic analysis finds `path` (compared after lexical normalisation) here instead of on disk.
+// `data` must live as long as the program. The runtime keeps its own table (runtime/npy.h).
+void embed_npy(const std::string& path, const void* data, size_t size);
+bool is_embedded_npy(const std::string& path);
 
 // Whether every value of dtype `from` is exactly representable in `to` (numpy's safe casting):
 // bool to anything, u8 to i32 i64 f32 f64, i32 to i64 f64, i64 to f64, f32 to f64.

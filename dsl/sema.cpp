@@ -195,7 +195,7 @@ class InitializerAnalyzer {
                                      ? std::filesystem::path(path)
                                      : std::filesystem::path(ctx_.base_dir) / path;
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(full, ec))
+    if (!is_embedded_npy(full.string()) && !std::filesystem::is_regular_file(full, ec))
       return error(e.args[0]->loc, fmt::format("cannot find \"{}\" to initialize shared variable '{}' "
                                                "(looked for {})", path, decl_.name, full.string()));
     if (type_ && !check_npy(full.string(), path, e.args[0]->loc)) return std::nullopt;

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 
 #include "runtime/data.h"
 #include "runtime/errors.h"
@@ -202,6 +203,29 @@ TEST(Npy, ErrorsNameTheFile) {
   EXPECT_NE(usage_error_of([&] { synk::load_npy(path); }).find("magic"), std::string::npos);
   std::remove(path.c_str());
   EXPECT_NE(usage_error_of([&] { synk::load_npy(path); }).find("cannot open"), std::string::npos);
+}
+
+TEST(Npy, EmbeddedFilesAreReadInsteadOfTheFileSystem) {
+  // What a synkc artifact does for load("w.npy"): the file's bytes, built into the program.
+  std::string path = temp_path("embedded.npy");
+  std::vector<double> values = {1.5, -2.0, 3.25};
+  synk::data<double>(values, {3}).save_npy(path);
+  std::ifstream in(path, std::ios::binary);
+  static const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::remove(path.c_str());
+  EXPECT_NE(usage_error_of([&] { rt::npy::read(path); }).find("cannot open"), std::string::npos) << "gone from disk";
+  EXPECT_FALSE(rt::npy::is_embedded(path));
+  rt::npy::embed(path, bytes.data(), bytes.size());
+  EXPECT_TRUE(rt::npy::is_embedded(path));
+  rt::Array a = rt::npy::read(path);
+  ASSERT_EQ(a.shape, (std::vector<int64_t>{3}));
+  EXPECT_EQ(std::vector<double>(a.data<double>(), a.data<double>() + 3), values);
+  // A truncated copy is reported like a truncated file, naming the path.
+  static const std::string cut = bytes.substr(0, bytes.size() - 8);
+  rt::npy::embed(path, cut.data(), cut.size());
+  std::string msg = usage_error_of([&] { rt::npy::read(path); });
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("truncated data"), std::string::npos) << msg;
 }
 
 TEST(Data, NothingLeftInDevShm) {

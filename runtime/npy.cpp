@@ -6,7 +6,9 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -19,7 +21,30 @@ namespace {
 
 using File = std::unique_ptr<FILE, int (*)(FILE*)>;
 
+struct EmbeddedFile {
+  const void* data;
+  size_t size;
+};
+std::mutex& embedded_mutex() {
+  static std::mutex* m = new std::mutex();
+  return *m;
+}
+std::map<std::string, EmbeddedFile>& embedded_files() {
+  static auto* files = new std::map<std::string, EmbeddedFile>();   // never destroyed: read at exit too
+  return *files;
+}
+
 File open_file(const std::string& path, const char* mode) {
+  if (mode[0] == 'r') {
+    std::lock_guard lock(embedded_mutex());
+    if (auto it = embedded_files().find(path); it != embedded_files().end()) {
+      // A FILE over the bytes, so that one reader serves both (fmemopen does not write in "rb").
+      File f(fmemopen(const_cast<void*>(it->second.data), it->second.size, "rb"), &std::fclose);
+      if (!f) throw UsageError(fmt::format("cannot read the copy of '{}' built into this program: {}", path,
+                                           std::strerror(errno)));
+      return f;
+    }
+  }
   File f(std::fopen(path.c_str(), mode), &std::fclose);
   if (!f)
     throw UsageError(fmt::format("cannot open '{}' for {}: {}", path,
@@ -184,6 +209,16 @@ void read_data(const std::string& path, const Header& header, void* dst) {
   if (std::fseek(f.get(), long(header.data_offset), SEEK_SET) != 0 ||
       std::fread(dst, 1, need, f.get()) != need)
     bad(path, "truncated data");
+}
+
+void embed(const std::string& path, const void* data, size_t size) {
+  std::lock_guard lock(embedded_mutex());
+  embedded_files()[path] = EmbeddedFile{data, size};
+}
+
+bool is_embedded(const std::string& path) {
+  std::lock_guard lock(embedded_mutex());
+  return embedded_files().count(path) > 0;
 }
 
 Array read(const std::string& path) {

@@ -23,4 +23,10 @@ void read_data(const std::string& path, const Header& header, void* dst);
 Array read(const std::string& path);
 void write(const std::string& path, const ArrayRef& array);
 
+// A file built into the program: reading `path` (read_header, read_data, read) reads these bytes
+// instead of the file system. synkc's artifacts embed the .npy files their load() initialisers
+// name, so that a binary runs without them. `data` must live as long as the program.
+void embed(const std::string& path, const void* data, size_t size);
+bool is_embedded(const std::string& path);
+
 }  // namespace synk::rt::npy

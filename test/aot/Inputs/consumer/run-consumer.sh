@@ -2,8 +2,8 @@
 # CTest "aot_install_consumer": installs the synk build BUILD_DIR into a temporary prefix, then
 # configures, builds and runs this directory as a user's project would (find_package(synk),
 # synk_add_module). Checks: both apps match a float64 reference on 1 and 2 ranks; the AOT app
-# prints exactly what the JIT app prints; the AOT app needs no LLVM; editing the .synk file
-# re-runs synkc on the next build.
+# prints exactly what the JIT app prints; the AOT app needs no LLVM; editing the .synk file, or
+# touching a .npy file its load() builds in, re-runs synkc on the next build.
 # Usage: run-consumer.sh BUILD_DIR [CMAKE]
 set -euo pipefail
 build_dir=$(cd "$1" && pwd)
@@ -34,4 +34,14 @@ printf '\nfn extra(scatter x: f32[n, 3]) {\n  out s: sum = sum(x, axis=0);\n}\n'
 "$cmake" --build "$work/build" -j2 > "$work/rebuild.log"
 grep -q 'synkc: compiling' "$work/rebuild.log" || { echo "editing model.synk did not re-run synkc"; exit 1; }
 grep -q 'synk::Function extra();' "$work/build/synk_modules/model/model.h" || { echo "the header was not regenerated"; exit 1; }
+# A load() file is built into the archive, and (through synkc's depfile) touching it re-runs synkc.
+cp "$here/../loaded_w.npy" "$work/src/bias.npy"
+printf '\nshared bias: f32[2, 3] = load("bias.npy");\nfn biased(bcast x: f32[3]) {\n  out y: none = bias @ x;\n}\n' \
+  >> "$work/src/model.synk"
+"$cmake" --build "$work/build" -j2 > "$work/rebuild2.log"
+grep -q 'synk::Function biased();' "$work/build/synk_modules/model/model.h" || { echo "load() module not rebuilt"; exit 1; }
+grep -q 'bias.npy' "$work/build/synk_modules/model/libmodel_synk.a.d" || { echo "the depfile lacks bias.npy"; exit 1; }
+sleep 1 && touch "$work/src/bias.npy"
+"$cmake" --build "$work/build" -j2 > "$work/rebuild3.log"
+grep -q 'synkc: compiling' "$work/rebuild3.log" || { cat "$work/rebuild3.log"; echo "touching bias.npy did not re-run synkc"; exit 1; }
 echo "consumer project: OK (seed $seed)"
