@@ -550,8 +550,10 @@ void FunctionBuilder::minimize(const Expr& loss, std::vector<Expr> variables, co
                                   [&](const ir::Optimizer& o) { return o.name == optimizer; });
   const int64_t index = int64_t(found - m->optimizers.begin());
 
-  // The same checks, in the same order, as sema's minimize statement.
+  // The same checks, in the same order, as sema's minimize statement; all of them before the
+  // module changes (a statement that throws leaves the builders as they were).
   Expr gradient = grad(loss, variables);
+  check_belongs(f, *gradient.node(), "minimize using", optimizer);
   std::vector<int64_t> parameters;
   DType dtype = DType::F32;
   int64_t size = 0;
@@ -578,31 +580,36 @@ void FunctionBuilder::minimize(const Expr& loss, std::vector<Expr> variables, co
     return fmt::format("{}", fmt::join(out, ", "));
   };
   const ir::TensorType flat{dtype, {ir::Dim::fixed(size)}};
+  const std::string gradient_name = o.name + "_grads";
+  int64_t existing = -1;   // the gradient variable, when it exists already
   if (o.gradient >= 0) {
     if (o.parameters != parameters)
       throw UserError(fmt::format("optimizer '{}' already trains {}; every step that uses it must train the same "
                                   "variables in the same order, not {}", o.name, names(o.parameters),
                                   names(parameters)));
-  } else {
-    const std::string name = o.name + "_grads";
-    if (auto g = m->globals.find(name); g != m->globals.end()) {
-      auto it = std::find_if(m->shareds.begin(), m->shareds.end(), [&](const ir::SharedVar& v) { return v.name == name; });
-      const bool fits = it != m->shareds.end() && it->type == flat && !it->sliceable;
-      if (!fits)
-        throw UserError(fmt::format("optimizer '{}' keeps the flat gradient in the shared variable '{}: {}', but '{}' "
-                                    "is already a {}; rename it", o.name, name, ir::type_str(flat), name, g->second));
-      o.gradient = int64_t(it - m->shareds.begin());
-    } else {
-      m->globals.emplace(name, "shared variable");
-      m->shareds.push_back(ir::SharedVar{name, flat, ir::InitZeros{}, false, {}});
-      o.gradient = int64_t(m->shareds.size() - 1);
-    }
-    o.parameters = parameters;
+    existing = o.gradient;
+  } else if (auto g = m->globals.find(gradient_name); g != m->globals.end()) {
+    auto it = std::find_if(m->shareds.begin(), m->shareds.end(),
+                           [&](const ir::SharedVar& v) { return v.name == gradient_name; });
+    const bool fits = it != m->shareds.end() && it->type == flat && !it->sliceable;
+    if (!fits)
+      throw UserError(fmt::format("optimizer '{}' keeps the flat gradient in the shared variable '{}: {}', but '{}' "
+                                  "is already a {}; rename it", o.name, gradient_name, ir::type_str(flat),
+                                  gradient_name, g->second));
+    existing = int64_t(it - m->shareds.begin());
   }
-  const ir::SharedVar& target = m->shareds[size_t(o.gradient)];
-  if (f.updated.count(o.gradient))
+  if (existing >= 0 && f.updated.count(existing))
     throw UserError(fmt::format("'{}' is already updated in function '{}'; minimize writes the gradient there",
-                                target.name, f.fn.name));
+                                gradient_name, f.fn.name));
+  // Everything is checked: bind the optimizer (making its gradient variable on first use).
+  if (existing < 0) {
+    m->globals.emplace(gradient_name, "shared variable");
+    m->shareds.push_back(ir::SharedVar{gradient_name, flat, ir::InitZeros{}, false, {}});
+    existing = int64_t(m->shareds.size() - 1);
+  }
+  o.gradient = existing;
+  o.parameters = parameters;
+  const ir::SharedVar& target = m->shareds[size_t(o.gradient)];
   auto target_expr = std::make_shared<ExprNode>();
   target_expr->kind = ExprNode::Kind::Shared;
   target_expr->type = target.type;

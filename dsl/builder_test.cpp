@@ -162,6 +162,25 @@ TEST(BuilderExamples, OptimizersAndTrainingStepsBuildTheSameModuleAsTheFrontEnd)
   expect_same_module(built, parsed);
 }
 
+TEST(BuilderTraining, AFailedMinimizeChangesNothing) {
+  ModuleBuilder mb;
+  auto w = mb.shared("w", DType::F32, {2});
+  mb.optimizer("opt", "sgd", {{"lr", 0.1}});
+  auto f = mb.function("f");
+  auto x = f.bcast("x", DType::F32, {2});
+  f.out("o", sum(x * w));
+  auto g = mb.function("g");
+  auto y = g.bcast("y", DType::F32, {2});
+  g.out("p", sum(y));
+  expect_user_error([&] { g.minimize(sum(x * w), {w}, "opt"); }, {"function 'g' uses an expression of function 'f'"});
+  const ir::Module built = mb.build();
+  EXPECT_EQ(built.find_shared("opt_grads"), -1) << "no gradient variable was made";
+  EXPECT_EQ(built.optimizers.at(0).gradient, -1);
+  EXPECT_TRUE(built.train_steps.empty());
+  g.minimize(sum(y * w), {w}, "opt");   // the builders are still usable
+  EXPECT_EQ(mb.build().train_steps.size(), 1u);
+}
+
 TEST(BuilderTraining, OneVariableAndNumPacks) {
   const char* synk = "shared w: f32[3, 2]; optimizer o = adam(lr=0.01, num_packs=2);\n"
                      "fn f(scatter x: f32[n, 3]) { minimize mean(x @ w) over w using o; }";
