@@ -21,12 +21,6 @@ struct Var {
   int cols;   // 0: no column axis (then rank <= 1 only via rows), 1: size 1, 4: four
 };
 
-std::string shape_of(const Var& v) {
-  if (v.rows == 0 && v.cols == 0) return "[]";
-  if (v.rows == 0) return fmt::format("[{}]", v.cols);
-  return fmt::format("[{}, {}]", v.rows == 2 ? "n" : "1", v.cols);
-}
-
 Var broadcast(const std::string& name, const Var& a, const Var& b) {
   Var r{name, std::max(a.rows, b.rows), std::max(a.cols, b.cols)};
   if (r.rows > 0 && r.cols == 0) r.cols = 1;

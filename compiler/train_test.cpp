@@ -113,7 +113,7 @@ TEST_P(OneCallStep, EqualsTheThreeCallsBitForBit) {
     expect_same_bits(a[0], c[0], fmt::format("loss_sum, step {}", s));
     expect_same_bits(p[0], c[0], fmt::format("loss_sum (2 packs), step {}", s));
     for (int r = 0; r < ranks; ++r)
-      for (const std::string& name : {"w", "b", "opt_grads", "w_m", "w_v", "b_m", "b_v", "opt_update_t"}) {
+      for (const char* name : {"w", "b", "opt_grads", "w_m", "w_v", "b_m", "b_v", "opt_update_t"}) {
         expect_same_bits(one.shared(name).get_value(r), three.shared(name).get_value(r),
                          fmt::format("{} on rank {}, step {}", name, r, s));
         expect_same_bits(packed.shared(name).get_value(r), three.shared(name).get_value(r),
@@ -161,7 +161,7 @@ TEST(TrainStep, BuilderStepEqualsTheSynkStep) {
     Outputs c = parsed_step({batch.x, batch.y, batch.scale});
     expect_same_bits(a[0], c[0], fmt::format("loss_sum, step {}", s));
     for (int r = 0; r < 2; ++r)
-      for (const std::string& name : {"w", "b", "opt_grads", "w_velocity", "b_velocity"})
+      for (const char* name : {"w", "b", "opt_grads", "w_velocity", "b_velocity"})
         expect_same_bits(built.shared(name).get_value(r), parsed.shared(name).get_value(r),
                          fmt::format("{} on rank {}, step {}", name, r, s));
   }

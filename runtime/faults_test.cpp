@@ -54,7 +54,9 @@ struct Timing {
   ~Timing() {
     std::printf("[%s: slowest of %d iterations %.3f s (target < %.1f s)]\n", what, iterations(), worst, limit);
     const char* strict = std::getenv("SYNK_FAULT_STRICT_TIMING");
-    if (strict && std::string(strict) == "1") EXPECT_LT(worst, limit) << what;
+    if (strict && std::string(strict) == "1") {
+      EXPECT_LT(worst, limit) << what;
+    }
   }
 };
 
