@@ -274,26 +274,27 @@ AotModule generate(const std::string& source_name, const std::string& text, cons
     }
     result.kernels.push_back(std::move(k));
   }
-  // Every load() of the module: the runtime makes every shared variable of a module, whichever
-  // functions the artifact holds.
-  // The paths as the runtime will read them (module_spec resolves them against base_dir alike).
-  for (const ir::SharedVar& v : with_absolute_load_paths(module, base_dir).shareds) {
-    const auto* load = std::get_if<ir::InitLoad>(&v.init);
-    if (!load) continue;
-    if (options.embed_data) {
+  // Every load() of the module (the runtime makes every shared variable of a module, whichever
+  // functions the artifact holds), with its path as the runtime will read it (module_spec
+  // resolves it against base_dir alike).
+  if (options.embed_data)
+    for (const ir::SharedVar& v : with_absolute_load_paths(module, base_dir).shareds) {
+      const auto* load = std::get_if<ir::InitLoad>(&v.init);
+      if (!load || std::find(result.data_files.begin(), result.data_files.end(), load->path) != result.data_files.end())
+        continue;
+      // The front end found the file; what the assembler needs beyond that is checked here, so
+      // that it is the user's error, not a failed stub.
       std::ifstream file(load->path, std::ios::binary);
       if (!file || load->path.find('\n') != std::string::npos)
         throw dsl::UserError(fmt::format("shared variable '{}' = load(\"{}\"): cannot read '{}' to build it into the "
                                          "artifact{} (or pass --no-embed-data to read it at run time)",
                                          v.name, load->path, load->path,
                                          file ? ": a newline in the path" : fmt::format(": {}", std::strerror(errno))));
-    }
-    if (std::find(result.data_files.begin(), result.data_files.end(), load->path) == result.data_files.end())
       result.data_files.push_back(load->path);
-  }
+    }
   result.header = make_header(result.name, source_name, module, functions);
   result.stub = make_stub(result.name, source_name, base_dir, text, module, functions, result.kernels,
-                          options.embed_data ? result.data_files : std::vector<std::string>{});
+                          result.data_files);
   return result;
 }
 

@@ -41,7 +41,7 @@ struct AotModule {
   std::string header;
   std::string stub;
   std::vector<AotKernels> kernels;
-  std::vector<std::string> data_files;   // absolute paths of the load() files (embedded unless embed_data is off)
+  std::vector<std::string> data_files;   // absolute paths of the load() files built in (none without embed_data)
 };
 
 // A user's driver that failed to compile or link (exit status 1).

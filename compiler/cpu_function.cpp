@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -14,7 +13,7 @@
 #include "compiler/bridge.h"
 #include "compiler/codegen_cpu.h"
 #include "compiler/kernel_errors.h"
-#include "runtime/step_profile.h"
+#include "runtime/dtype.h"
 
 namespace synk::compiler {
 
@@ -46,15 +45,13 @@ std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("
 // Found from the plan alone; the offsets depend on the call's shapes.
 constexpr int kPlacedTemp = -2;   // temp_slot_ of a temporary that lives inside another buffer
 
-using Elision = CopyElision;
-
 int base_buffer(const KernelPlan& plan, int b) {
   while (plan.buffers[size_t(b)].kind == Buffer::Kind::Alias) b = int(plan.buffers[size_t(b)].index);
   return b;
 }
 
-std::vector<Elision> find_elisions(const KernelPlan& plan) {
-  std::vector<Elision> found;
+std::vector<CopyElision> find_elisions(const KernelPlan& plan) {
+  std::vector<CopyElision> found;
   std::vector<int> writer(plan.buffers.size(), -1);   // per base buffer: the only kernel writing it, or -2
   for (size_t s = 0; s < plan.kernels.size(); ++s)
     for (int b : plan.kernels[s].outputs) {
@@ -70,7 +67,7 @@ std::vector<Elision> find_elisions(const KernelPlan& plan) {
     if (k.kind == KernelKind::Concat && n.op == ir::Op::Concat && n.attrs.axis == 0) {
       const Buffer& out = plan.buffers.at(size_t(k.outputs[0]));
       if (out.kind != Buffer::Kind::Output && out.kind != Buffer::Kind::Update) continue;
-      Elision e{s, true, k.outputs[0], {}};
+      CopyElision e{s, true, k.outputs[0], {}};
       std::vector<bool> mine(plan.buffers.size(), false);
       for (ir::NodeId o : n.operands) {
         int b = plan.node_buffer.at(size_t(o));
@@ -93,30 +90,10 @@ std::vector<Elision> find_elisions(const KernelPlan& plan) {
       Buffer::Kind src_kind = plan.buffers[size_t(base_buffer(plan, src))].kind;
       if (src_kind != Buffer::Kind::Input && src_kind != Buffer::Kind::Shared) continue;
       placed[size_t(t)] = true;
-      found.push_back(Elision{s, false, src, {t}});
+      found.push_back(CopyElision{s, false, src, {t}});
     }
   }
   return found;
-}
-
-int64_t element_count(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-// SYNK_PROFILE tables (runtime/step_profile.h), one per compiled function, kept beside the
-// class so that profiling adds no member to it.
-std::map<const void*, rt::profile::Table>& profile_tables() {
-  static std::map<const void*, rt::profile::Table> tables;
-  return tables;
-}
-
-rt::profile::Table& profile_table(const void* fn, const std::string& name) {
-  std::map<const void*, rt::profile::Table>& tables = profile_tables();
-  auto it = tables.find(fn);
-  if (it == tables.end()) it = tables.emplace(fn, rt::profile::Table("CpuFunction::run '" + name + "'")).first;
-  return it->second;
 }
 
 // A profile row's label: the kernel, and for BLAS calls the routine and its M, N, K.
@@ -237,7 +214,6 @@ CpuFunction::CpuFunction(const ir::Module& module, KernelPlan plan, std::string 
   shapes_.assign(plan_.buffers.size(), {});
   assign_temp_slots();
   syms_.assign(plan_.symbols.size(), 0);
-  if (rt::profile::enabled()) profile_tables().erase(this);   // a table left by an earlier function here
 }
 
 std::vector<int64_t> CpuFunction::shape_of(const ir::Shape& shape) const {
@@ -270,7 +246,7 @@ void CpuFunction::assign_temp_slots() {
   temp_slot_.assign(nb, -1);
   elisions_ = find_elisions(plan_);
   step_elided_.assign(steps_.size(), 0);
-  for (const Elision& e : elisions_) {
+  for (const CopyElision& e : elisions_) {
     step_elided_.at(e.step) = 1;
     for (int t : e.temps) temp_slot_[size_t(t)] = kPlacedTemp;
   }
@@ -367,9 +343,8 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
     }
     rt::DType dt = runtime_dtype(buffer.type.dtype);
     auto fit = [&](rt::Array& a) {   // Array::resize takes the shape by value: skip it when unchanged
-      int64_t n = 1;
-      for (int64_t d : shape) n *= d;
-      if (a.dtype != dt || a.shape != shape || a.bytes.size() != size_t(n) * rt::dtype_size(dt)) a.resize(dt, shape);
+      if (a.dtype != dt || a.shape != shape || a.bytes.size() != size_t(rt::shape_size(shape)) * rt::dtype_size(dt))
+        a.resize(dt, shape);
     };
     switch (buffer.kind) {
       case Buffer::Kind::Input: pointers_[b] = const_cast<void*>(inputs[size_t(buffer.index)].data); break;
@@ -384,10 +359,8 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
         break;
       case Buffer::Kind::Temp: {
         if (temp_slot_[b] == kPlacedTemp) break;   // set below, inside the buffer it lives in
-        int64_t n = 1;
-        for (int64_t d : shapes_[b]) n *= d;
         size_t slot = size_t(temp_slot_[b]);
-        slot_bytes_[slot] = std::max(slot_bytes_[slot], size_t(n) * rt::dtype_size(dt));
+        slot_bytes_[slot] = std::max(slot_bytes_[slot], size_t(rt::shape_size(shapes_[b])) * rt::dtype_size(dt));
         break;   // the pointer is set once every slot has its size
       }
       case Buffer::Kind::Alias: pointers_[b] = pointers_.at(size_t(buffer.index)); break;
@@ -395,19 +368,19 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
   }
   for (size_t slot = 0; slot < slots_.size(); ++slot)
     if (slots_[slot].size() < slot_bytes_[slot]) slots_[slot].resize(slot_bytes_[slot]);
-  for (const Elision& e : elisions_) {
+  for (const CopyElision& e : elisions_) {
     auto* base = static_cast<std::byte*>(pointers_.at(size_t(e.within)));
     const size_t elem = rt::dtype_size(runtime_dtype(plan_.buffers[size_t(e.within)].type.dtype));
     if (e.concat) {
       size_t offset = 0;
       for (int t : e.temps) {
         pointers_[size_t(t)] = base + offset;
-        offset += size_t(element_count(shapes_[size_t(t)])) * elem;
+        offset += size_t(rt::shape_size(shapes_[size_t(t)])) * elem;
       }
     } else {
       const ir::Node& slice = fn.node(plan_.kernels.at(e.step).roots[0]);
       const std::vector<int64_t>& src = shapes_[size_t(e.within)];
-      const int64_t row = element_count(src) / std::max<int64_t>(src.at(0), 1);
+      const int64_t row = rt::shape_size(src) / std::max<int64_t>(src.at(0), 1);
       pointers_[size_t(e.temps[0])] = base + size_t(slice.attrs.start * row) * elem;
     }
   }
@@ -417,7 +390,8 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
     // Aliases come after their base; re-resolve those whose base is a temporary.
     if (plan_.buffers[b].kind == Buffer::Kind::Alias) pointers_[b] = pointers_.at(size_t(plan_.buffers[b].index));
   }
-  rt::profile::Table* table = profiling ? &profile_table(this, fn.name) : nullptr;
+  if (profiling && !profile_) profile_.emplace("CpuFunction::run '" + fn.name + "'");
+  rt::profile::Table* table = profiling ? &*profile_ : nullptr;
   int64_t t_last = 0;
   if (profiling) {
     t_last = rt::profile::now_ns();
@@ -465,7 +439,6 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
   }
 }
 
-
 void CpuFunction::run_blas(const Step& step) {
   const Kernel& k = *step.kernel;
   const ir::Node& mm = plan_.function.node(k.roots[0]);
@@ -476,8 +449,7 @@ void CpuFunction::run_blas(const Step& step) {
   void* b = pointers_.at(size_t(k.matmul_b));
   int c_buffer = k.outputs.at(0);
   void* c = pointers_.at(size_t(c_buffer));
-  int64_t c_size = 1;
-  for (int64_t d : shapes_.at(size_t(c_buffer))) c_size *= d;
+  const int64_t c_size = rt::shape_size(shapes_.at(size_t(c_buffer)));
   if (c_size == 0) return;
   const size_t elem = f32 ? 4 : 8;
   int64_t K = as.size() == 1 ? as[0] : (k.trans_a ? as[0] : as[1]);

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "compiler/kernel_plan.h"
 #include "dsl/ir.h"
 #include "runtime/descriptor.h"
+#include "runtime/step_profile.h"
 
 namespace synk::compiler {
 
@@ -93,6 +95,7 @@ class CpuFunction : public rt::CompiledFunction {
   // the slot of Temp buffer b; slots grow to the largest size seen and are kept across calls.
   std::vector<int> temp_slot_;
   std::vector<CopyElision> elisions_;   // found once, from the plan
+  std::optional<rt::profile::Table> profile_;   // SYNK_PROFILE: one row per step
   std::vector<char> step_elided_;       // per step: 1 when elided
   std::vector<std::vector<std::byte>> slots_;
   std::vector<size_t> slot_bytes_;   // per call

@@ -17,7 +17,6 @@ using testing::compare;
 using testing::parse;
 using testing::random_tensor;
 using testing::test_seed;
-using testing::to_array;
 
 // Runs `fn` of `source` `calls` times on fresh random arguments, reusing the compiled function
 // and its output/update arrays; returns the first mismatch, or "". A misplaced piece shows as
@@ -39,15 +38,10 @@ std::string check_repeated_calls(const std::string& source, const std::string& f
     for (const ir::Param& p : fn->params) inputs.push_back(random_tensor(p.type, sizes, rng));
     for (const ir::SharedVar& s : module.shareds) shareds.push_back(random_tensor(s.type, sizes, rng));
     dsl::EvalResult want = dsl::evaluate(module, fn_name, inputs, shareds);
-    std::vector<rt::Array> input_arrays, shared_arrays;
-    std::vector<rt::ArrayRef> input_refs, shared_refs;
-    for (const dsl::HostTensor& t : inputs) input_arrays.push_back(to_array(t));
-    for (int32_t s : compiled->signature().shareds_read) shared_arrays.push_back(to_array(shareds.at(size_t(s))));
-    for (const rt::Array& a : input_arrays) input_refs.push_back(a.ref());
-    for (const rt::Array& a : shared_arrays) shared_refs.push_back(a.ref());
+    testing::CallArguments args = testing::call_arguments(*compiled, inputs, shareds);
     for (rt::Array& u : updates)   // a reused buffer holds an older value: nothing may read it
       for (std::byte& b : u.bytes) b = std::byte{0x7f};
-    compiled->run(input_refs, shared_refs, outputs, updates);
+    compiled->run(args.inputs, args.shareds, outputs, updates);
     for (size_t o = 0; o < outputs.size(); ++o) {
       std::string failure = compare("output " + fn->outputs[o].name, want.outputs.at(o), outputs[o], kTolerance);
       if (!failure.empty()) return fmt::format("call {} (seed {}): {}", call, test_seed(), failure);

@@ -146,6 +146,21 @@ inline std::string compare(const std::string& what, const dsl::HostTensor& want,
   return {};
 }
 
+// What CpuFunction::run takes, built from host tensors: the function's inputs, then the shared
+// variables it reads (in signature().shareds_read order, picked from every shared's value).
+struct CallArguments {
+  std::vector<rt::Array> arrays;
+  std::vector<rt::ArrayRef> inputs, shareds;
+};
+inline CallArguments call_arguments(const CpuFunction& compiled, const std::vector<dsl::HostTensor>& inputs,
+                                    const std::vector<dsl::HostTensor>& shareds) {
+  CallArguments a;
+  for (const dsl::HostTensor& t : inputs) a.arrays.push_back(to_array(t));
+  for (int32_t s : compiled.signature().shareds_read) a.arrays.push_back(to_array(shareds.at(size_t(s))));
+  for (size_t i = 0; i < a.arrays.size(); ++i) (i < inputs.size() ? a.inputs : a.shareds).push_back(a.arrays[i].ref());
+  return a;
+}
+
 struct CaseResult {
   std::string failure;   // empty: passed
   std::string user_error_compiled, user_error_reference;
@@ -175,15 +190,10 @@ inline CaseResult run_differential(const ir::Module& module, const std::string& 
     result.user_error_reference = e.what();
   }
   std::unique_ptr<CpuFunction> compiled = compile_cpu_function(module, fn_name, compile_options);
-  std::vector<rt::Array> input_arrays, shared_arrays;
-  std::vector<rt::ArrayRef> input_refs, shared_refs;
-  for (const dsl::HostTensor& t : inputs) input_arrays.push_back(to_array(t));
-  for (int32_t s : compiled->signature().shareds_read) shared_arrays.push_back(to_array(shareds.at(size_t(s))));
-  for (const rt::Array& a : input_arrays) input_refs.push_back(a.ref());
-  for (const rt::Array& a : shared_arrays) shared_refs.push_back(a.ref());
+  CallArguments args = call_arguments(*compiled, inputs, shareds);
   std::vector<rt::Array> outputs(fn->outputs.size()), updates(fn->updates.size());
   try {
-    compiled->run(input_refs, shared_refs, outputs, updates);
+    compiled->run(args.inputs, args.shareds, outputs, updates);
   } catch (const dsl::UserError& e) {
     result.user_error_compiled = e.what();
   }

@@ -11,14 +11,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
-#include <exception>
-#include <optional>
-#include <ctime>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <clang/Basic/Diagnostic.h>
@@ -73,7 +73,9 @@ double thread_cpu_seconds() {
 // does today, but the cache key should not depend on that).
 constexpr const char* kCodegenVersion = "synk-cpu-codegen-1";
 
-void init_llvm_once() {
+}  // namespace
+
+void init_native_llvm() {
   static std::once_flag once;
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
@@ -81,6 +83,8 @@ void init_llvm_once() {
     llvm::InitializeNativeTargetAsmParser();
   });
 }
+
+namespace {
 
 // Saves source that Clang or LLVM rejected so the internal error can name it.
 std::string save_failed_source(const std::string& source, const std::string& name_hint) {
@@ -159,7 +163,7 @@ std::vector<std::string> cc1_options() {
 class Compiler {
  public:
   Compiler() {
-    init_llvm_once();
+    init_native_llvm();
     target_.triple = llvm::sys::getProcessTriple();
     target_.cpu = llvm::sys::getHostCPUName().str();
     llvm::StringMap<bool> features;
@@ -288,7 +292,7 @@ Compiler& compiler() {
 class Jit {
  public:
   Jit() {
-    init_llvm_once();
+    init_native_llvm();
     // Generated code calls libm (expf, logf, ...) and LLVM may emit memset/memcpy calls.
     llvm::sys::DynamicLibrary::LoadLibraryPermanently(nullptr);
     auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
@@ -508,8 +512,6 @@ void clear_memory_cache_for_tests() {
   memory_cache().clear();
 }
 
-void init_native_llvm() { init_llvm_once(); }
-
 std::vector<std::string> cc1_kernel_options() {
   std::string rd = SYNK_CLANG_RESOURCE_DIR;
   // -vectorize-loops / -vectorize-slp are what the driver adds at -O2 and above (cc1 does not
@@ -522,7 +524,7 @@ std::vector<std::string> cc1_kernel_options() {
 
 Cc1Result run_cc1(const std::string& source, const std::vector<std::string>& args, clang::FrontendAction& action,
                   std::string& diagnostics) {
-  init_llvm_once();
+  init_native_llvm();
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
   argv.push_back("synk_kernels.cpp");

@@ -390,10 +390,23 @@ void check_belongs(const FunctionState& f, const ExprNode& n, const char* statem
                                 statement, name, f.fn.name));
 }
 
+// The Expr of shared variable `index` of module `m` (what ModuleBuilder::shared returns).
+Expr shared_expr(const ModuleState& m, int64_t index) {
+  const ir::SharedVar& var = m.shareds.at(size_t(index));
+  auto n = std::make_shared<ExprNode>();
+  n->kind = ExprNode::Kind::Shared;
+  n->type = var.type;
+  n->index = index;
+  n->name = var.name;
+  n->module_id = m.id;
+  return Expr(std::move(n));
+}
+
 }  // namespace
 }  // namespace builder_detail
 
 using builder_detail::check_belongs;
+using builder_detail::shared_expr;
 using builder_detail::Emitter;
 
 // ---- Expr -------------------------------------------------------------------------------
@@ -580,7 +593,7 @@ void FunctionBuilder::minimize(const Expr& loss, std::vector<Expr> variables, co
     return fmt::format("{}", fmt::join(out, ", "));
   };
   const ir::TensorType flat{dtype, {ir::Dim::fixed(size)}};
-  const std::string gradient_name = o.name + "_grads";
+  const std::string gradient_name = o.gradient_variable();
   int64_t existing = -1;   // the gradient variable, when it exists already
   if (o.gradient >= 0) {
     if (o.parameters != parameters)
@@ -609,15 +622,8 @@ void FunctionBuilder::minimize(const Expr& loss, std::vector<Expr> variables, co
   }
   o.gradient = existing;
   o.parameters = parameters;
-  const ir::SharedVar& target = m->shareds[size_t(o.gradient)];
-  auto target_expr = std::make_shared<ExprNode>();
-  target_expr->kind = ExprNode::Kind::Shared;
-  target_expr->type = target.type;
-  target_expr->index = o.gradient;
-  target_expr->name = target.name;
-  target_expr->module_id = m->id;
   if (!(gradient.type() == flat)) gradient = gradient.reshape({size});   // one variable: grad has its shape
-  update(Expr(std::move(target_expr)), gradient, ir::ReduceMode::Avg);
+  update(shared_expr(*m, o.gradient), gradient, ir::ReduceMode::Avg);
   f.train_step = ir::TrainStep{f.fn.name, index, {}};
   f.trained = parameters;
 }
@@ -684,13 +690,7 @@ Expr ModuleBuilder::shared(const std::string& name, DType dtype, ShapeArg shape,
   check_initializer(name, type, init);
   declare_global(m, name, "shared variable");
   m.shareds.push_back(ir::SharedVar{name, type, std::move(init), sliceable, {}});
-  auto n = std::make_shared<ExprNode>();
-  n->kind = ExprNode::Kind::Shared;
-  n->type = type;
-  n->index = int64_t(m.shareds.size() - 1);
-  n->name = name;
-  n->module_id = m.id;
-  return Expr(std::move(n));
+  return shared_expr(m, int64_t(m.shareds.size() - 1));
 }
 
 FunctionBuilder ModuleBuilder::function(const std::string& name) {
@@ -716,14 +716,6 @@ void ModuleBuilder::optimizer(const std::string& name, const std::string& rule,
   ir::Optimizer opt;
   opt.name = name;
   opt.rule = rule;
-  const bool needs_lr = [&] {
-    try {
-      make_update_rule(rule, {});
-      return false;
-    } catch (const UserError&) {
-      return true;
-    }
-  }();
   for (const auto& [keyword, value] : hyper_parameters) {
     if (keyword == "num_packs") {   // the step's all-reduce, not the rule's
       if (!(value >= 1 && value <= double(INT32_MAX) && value == std::floor(value)))
@@ -732,15 +724,9 @@ void ModuleBuilder::optimizer(const std::string& name, const std::string& rule,
       opt.num_packs = int64_t(value);
       continue;
     }
-    // One keyword at a time (with a valid learning rate where the rule needs one), so that the
-    // message names the keyword that is wrong, as sema's does.
-    std::vector<std::pair<std::string, double>> one = {{keyword, value}};
-    if (needs_lr && keyword != "lr") one.emplace_back("lr", 1.0);
-    try {
-      make_update_rule(rule, one);
-    } catch (const UserError& e) {
-      throw UserError(fmt::format("optimizer '{}': {}", name, e.what()));
-    }
+    // One keyword at a time, so that the message names the keyword that is wrong, as sema's does.
+    if (std::optional<std::string> why = hyper_parameter_error(rule, keyword, value))
+      throw UserError(fmt::format("optimizer '{}': {}", name, *why));
     opt.hyper_parameters.emplace_back(keyword, value);
   }
   try {
@@ -834,12 +820,7 @@ void check_training_names(const ModuleState& m) {
   for (size_t i = 0; i < m.optimizers.size(); ++i) {
     const ir::Optimizer& o = m.optimizers[i];
     if (o.gradient < 0) continue;
-    const UpdateRuleKind kind = *update_rule_from_name(o.rule);
-    std::vector<std::string> names = {o.update_function()};
-    if (update_rule_has_step_counter(kind)) names.push_back(o.update_function() + "_t");
-    for (int64_t p : o.parameters)
-      for (const std::string& slot : update_rule_slots(kind)) names.push_back(fmt::format("{}_{}", m.shareds[size_t(p)].name, slot));
-    for (const std::string& name : names) {
+    for (const std::string& name : names_added_by(o, m.shareds)) {
       std::string clash;
       if (auto g = m.globals.find(name); g != m.globals.end()) clash = "a " + g->second;
       else if (auto a = added.find(name); a != added.end())

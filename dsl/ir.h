@@ -181,6 +181,7 @@ struct Optimizer {
   int64_t num_packs = 0;                // the gradient's all_reduce in this many packs; 0: default
   SourceLoc loc;
   std::string update_function() const { return name + "_update"; }
+  std::string gradient_variable() const { return name + "_grads"; }
   friend bool operator==(const Optimizer& a, const Optimizer& b) {   // ignores loc
     return a.name == b.name && a.rule == b.rule && a.hyper_parameters == b.hyper_parameters &&
            a.parameters == b.parameters && a.gradient == b.gradient && a.num_packs == b.num_packs;

@@ -178,6 +178,27 @@ void check_update_rule(const UpdateRule& rule) {
     bad("epsilon", rule.epsilon, "a finite number >= 0");
 }
 
+std::optional<std::string> hyper_parameter_error(std::string_view rule, const std::string& keyword, double value) {
+  std::vector<std::pair<std::string, double>> one = {{keyword, value}};
+  if (auto kind = update_rule_from_name(rule); kind && info(*kind).needs_learning_rate && keyword != "lr")
+    one.emplace_back("lr", 1.0);
+  try {
+    make_update_rule(rule, one);
+    return std::nullopt;
+  } catch (const UserError& e) {
+    return std::string(e.what());
+  }
+}
+
+std::vector<std::string> names_added_by(const ir::Optimizer& optimizer, const std::vector<ir::SharedVar>& shareds) {
+  const RuleInfo& ri = info(*update_rule_from_name(optimizer.rule));
+  std::vector<std::string> names = {optimizer.update_function()};
+  if (ri.step_counter) names.push_back(optimizer.update_function() + "_t");
+  for (int64_t p : optimizer.parameters)
+    for (const char* slot : ri.slots) names.push_back(fmt::format("{}_{}", shareds.at(size_t(p)).name, slot));
+  return names;
+}
+
 std::vector<std::string> update_rule_slots(UpdateRuleKind kind) {
   const RuleInfo& ri = info(kind);
   return {ri.slots.begin(), ri.slots.end()};

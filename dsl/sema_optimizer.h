@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "dsl/ir.h"
+
 namespace synk::dsl {
 
 enum class UpdateRuleKind : uint8_t { Sgd, Momentum, Nesterov, Adagrad, RMSProp, Adadelta, Adam, Adamax };
@@ -47,6 +49,17 @@ struct UpdateRule {
 // missing `lr` where the rule has no default (sgd, momentum, nesterov).
 UpdateRule make_update_rule(std::string_view name,
                             std::span<const std::pair<std::string, double>> hyper_parameters);
+
+// The error of one hyper-parameter `keyword = value` of rule `rule`, checked on its own (with a
+// valid learning rate where the rule needs one) so that the message is about that keyword;
+// nullopt when it is fine. For front ends that report each keyword (sema, the C++ builder).
+std::optional<std::string> hyper_parameter_error(std::string_view rule, const std::string& keyword, double value);
+
+// The names the expansion of an optimizer bound to its parameters adds (compiler::
+// expand_training_steps): its update function, the step counter `<update function>_t` where
+// the rule keeps one, then `<parameter>_<slot>` per parameter and state slot. Front ends check
+// that they are free.
+std::vector<std::string> names_added_by(const ir::Optimizer& optimizer, const std::vector<ir::SharedVar>& shareds);
 
 // Throws UserError naming the first hyper-parameter out of range (learning rate > 0; momentum,
 // rho, beta1, beta2 in [0, 1); epsilon >= 0; all finite).

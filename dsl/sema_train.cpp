@@ -60,14 +60,6 @@ void analyze_optimizer(ModuleContext& ctx, const ast::OptimizerDecl& d) {
                                             "{}(lr=0.01)", d.name, d.rule));
       ok = false;
     }
-    const bool needs_lr = [&] {
-      try {
-        make_update_rule(d.rule, {});
-        return false;
-      } catch (const UserError&) {
-        return true;
-      }
-    }();
     for (const ast::KwArg& kw : d.hyper_parameters) {
       if (kw.name == "num_packs") {   // the step's all-reduce, not the rule's
         if (!kw.value || kw.value->kind != ast::ExprKind::IntLiteral || kw.value->int_value < 1) {
@@ -87,16 +79,12 @@ void analyze_optimizer(ModuleContext& ctx, const ast::OptimizerDecl& d) {
         ok = false;
         continue;
       }
-      // One keyword at a time (with a valid learning rate where the rule needs one), so that the
-      // message points at the keyword that is wrong.
-      std::vector<std::pair<std::string, double>> one = {{kw.name, *value}};
-      if (needs_lr && kw.name != "lr") one.emplace_back("lr", 1.0);
-      try {
-        make_update_rule(d.rule, one);
-        opt.hyper_parameters.emplace_back(kw.name, *value);
-      } catch (const UserError& e) {
-        ctx.diags.error(kw.loc, fmt::format("optimizer '{}': {}", d.name, e.what()));
+      // One keyword at a time, so that the message points at the keyword that is wrong.
+      if (std::optional<std::string> why = hyper_parameter_error(d.rule, kw.name, *value)) {
+        ctx.diags.error(kw.loc, fmt::format("optimizer '{}': {}", d.name, *why));
         ok = false;
+      } else {
+        opt.hyper_parameters.emplace_back(kw.name, *value);
       }
     }
     if (ok) {
@@ -119,13 +107,7 @@ void check_training_names(ModuleContext& ctx) {
   for (size_t i = 0; i < ctx.module.optimizers.size(); ++i) {
     const ir::Optimizer& o = ctx.module.optimizers[i];
     if (o.gradient < 0 || !ctx.optimizer_ok[i]) continue;
-    const UpdateRuleKind kind = *update_rule_from_name(o.rule);
-    std::vector<std::string> names = {o.update_function()};
-    if (update_rule_has_step_counter(kind)) names.push_back(o.update_function() + "_t");
-    for (int64_t p : o.parameters)
-      for (const std::string& slot : update_rule_slots(kind))
-        names.push_back(fmt::format("{}_{}", ctx.module.shareds[size_t(p)].name, slot));
-    for (const std::string& name : names) {
+    for (const std::string& name : names_added_by(o, ctx.module.shareds)) {
       std::string clash;
       if (auto g = ctx.globals.find(name); g != ctx.globals.end())
         clash = fmt::format("{} declared at {}", global_kind_text(g->second.kind), loc_text(g->second.loc));
@@ -177,7 +159,7 @@ bool FunctionAnalyzer::bind_optimizer(const ast::Stmt& s, int64_t optimizer, con
                              names(parameters)));
     return false;
   }
-  const std::string name = o.name + "_grads";
+  const std::string name = o.gradient_variable();
   const ir::TensorType type{dtype, {ir::Dim::fixed(size)}};
   int64_t index = -1;
   if (auto g = ctx_.globals.find(name); g != ctx_.globals.end()) {
@@ -289,7 +271,7 @@ void FunctionAnalyzer::training_update(const ast::Stmt& s, int64_t gradient_var,
     return error(s.value->loc, fmt::format("'update ... using {}' needs the gradient grad(loss, variables...) as its "
                                            "value (or write: minimize loss over variables using {};)",
                                            o.name, o.name));
-  if (ctx_.module.shareds[size_t(gradient_var)].name != o.name + "_grads")
+  if (ctx_.module.shareds[size_t(gradient_var)].name != o.gradient_variable())
     return error(s.name_loc, fmt::format("optimizer '{}' keeps its flat gradient in '{}_grads', not in '{}'", o.name,
                                          o.name, s.name));
   Trained t;

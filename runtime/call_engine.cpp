@@ -57,28 +57,25 @@ std::vector<Array> g_input_buffers, g_shared_buffers;
 std::vector<Array> g_outputs, g_updates;
 std::vector<PendingUpdate> g_pending;
 
-// The storage of each shared variable's previous value, kept when an update replaces it and
-// handed to the next call that updates the variable: the compiled function then writes into
-// memory that is already allocated and mapped, instead of allocating, zeroing and page-faulting
-// a fresh buffer per update and call (~1 MB per step of the Fashion-MNIST gradient, 2 MB of its
-// update). At most one spare per variable: memory stays within one extra copy of what is updated.
-std::map<std::pair<const ModuleEntry*, int32_t>, Array> g_spares;
-
-// Makes `value` the variable's value and keeps the old storage as its spare.
+// Makes `value` the variable's value and keeps the old storage as its spare (ModuleEntry::
+// spares): the next call that updates the variable writes into memory that is already allocated
+// and mapped, instead of allocating, zeroing and page-faulting a fresh buffer per update and call
+// (~1 MB per step of the Fashion-MNIST gradient, 2 MB of its update). At most one spare per
+// variable: memory stays within one extra copy of what is updated.
 void commit_update(PendingUpdate& p) {
-  Array& current = p.module->values[size_t(p.var)];
-  std::swap(current, p.value);
-  if (p.value.bytes.capacity() > 0) g_spares[{p.module, p.var}] = std::move(p.value);
+  std::swap(p.module->values[size_t(p.var)], p.value);
+  if (p.value.bytes.capacity() == 0) return;
+  std::vector<Array>& spares = p.module->spares;
+  if (spares.size() <= size_t(p.var)) spares.resize(p.module->values.size());
+  spares[size_t(p.var)] = std::move(p.value);
 }
 
 // Gives `slot` (an update buffer of the compiled function) the variable's spare when it cannot
 // hold the variable's value without reallocating.
-void reuse_spare(Array& slot, const ModuleEntry* module, int32_t var, size_t bytes) {
-  if (slot.bytes.capacity() >= bytes) return;
-  auto it = g_spares.find({module, var});
-  if (it == g_spares.end() || it->second.bytes.capacity() < bytes) return;
-  slot = std::move(it->second);
-  g_spares.erase(it);
+void reuse_spare(Array& slot, ModuleEntry* module, int32_t var, size_t bytes) {
+  if (slot.bytes.capacity() >= bytes || size_t(var) >= module->spares.size()) return;
+  Array& spare = module->spares[size_t(var)];
+  if (spare.bytes.capacity() >= bytes) slot = std::move(spare);
 }
 
 // SYNK_PROFILE tables of the engine's own work, per function and per kind ("rank", "master",

@@ -295,14 +295,9 @@ std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& 
   // One rank: every op of one operand is that operand (avg divides by 1), so an in-place
   // reduction leaves the values as they are. Skipping the staging round trip matters to a
   // one-rank training step (0.2 ms per step for the MLP's 1 MB gradient).
-  if (g.size() == 1 && (kind == CollKind::AllReduce || in_place)) {
-    if (kind == CollKind::AllReduce) return {};
-    std::vector<rt::Array> out;
-    for (const Target& t : ts) out.push_back(t.module->values[size_t(t.cv.var)]);
-    return out;
-  }
+  const bool values_are_the_result = g.size() == 1 && (kind == CollKind::AllReduce || in_place);
   rt::MasterIO io;
-  run(what, g, d, ts, io);
+  if (!values_are_the_result) run(what, g, d, ts, io);
   if (kind == CollKind::AllReduce) return {};
   if (!in_place) return std::move(io.outputs);
   std::vector<rt::Array> out;

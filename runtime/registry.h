@@ -32,6 +32,9 @@ struct FunctionEntry {
 struct ModuleEntry {
   ModuleSpec spec;
   std::vector<Array> values;     // this rank's copies
+  // Per variable (grown on demand): the storage of its previous value, kept when an update
+  // replaces it and handed to the next call that updates it (call_engine.cpp).
+  std::vector<Array> spares;
 };
 
 struct Registry {
