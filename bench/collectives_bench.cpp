@@ -10,6 +10,7 @@
 //
 // Usage: collectives_bench [--ranks 2,4] [--min-bytes 1024] [--max-bytes 268435456] [--reps 9]
 //                          [--algorithm rsag|hierarchical] [--chunk-bytes 0] [--staging-bytes 8388608]
+//                          [--yield-ns -1]
 //                          [--csv FILE] [--png FILE]
 //                          [--no-mpi]
 #include <unistd.h>
@@ -117,6 +118,7 @@ int main(int argc, char** argv) {
   std::string algorithm = "rsag", csv_path = "collectives_bench.csv", png_path = "collectives_bench.png";
   int64_t chunk_bytes = 0;
   size_t staging_bytes = ForkOptions{}.collective_staging_bytes;
+  int64_t yield_ns = -1;
   bool no_mpi = false;
   app.add_option("--ranks", rank_counts, "rank counts")->delimiter(',');
   app.add_option("--min-bytes", min_bytes);
@@ -125,6 +127,7 @@ int main(int argc, char** argv) {
   app.add_option("--algorithm", algorithm)->check(CLI::IsMember({"rsag", "hierarchical"}));
   app.add_option("--chunk-bytes", chunk_bytes);
   app.add_option("--staging-bytes", staging_bytes, "GroupOptions::collective_staging_bytes");
+  app.add_option("--yield-ns", yield_ns, "GroupOptions::yield_ns (-1: the default)");
   app.add_option("--csv", csv_path);
   app.add_option("--png", png_path);
   app.add_flag("--no-mpi", no_mpi);
@@ -149,7 +152,7 @@ int main(int argc, char** argv) {
       mpi = run_mpi(mpi_binary, n, min_bytes, max_bytes, reps);
       if (!mpi.error.empty()) std::printf("OpenMPI baseline unavailable: %s\n", mpi.error.c_str());
     }
-    synk::fork(n, Backend::Cpu, {.collective_staging_bytes = staging_bytes});
+    synk::fork(n, Backend::Cpu, {.yield_ns = yield_ns, .collective_staging_bytes = staging_bytes});
     std::printf("\n%d ranks%s\n%10s %14s %14s %8s\n", n, n > sysconf(_SC_NPROCESSORS_ONLN) ? " (more ranks than CPUs)" : "",
                 "size", "synk GB/s", "OpenMPI GB/s", "ratio");
     for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {

@@ -8,6 +8,8 @@ the same mix of machine load:
 
   synk-r1     fashion_mnist --ranks 1
   synk-r2     fashion_mnist --ranks 2
+  synk-r2-y50 the same with SYNK_YIELD_US=50 (ranks sleep after 100 us of waiting: the wait
+              policy before 2026-11-21's fourth session, for an A/B of the default 2 ms)
   torch-t1    bench/train_torch.py, one process, torch.set_num_threads(1)
   torch-t2    bench/train_torch.py, one process, torch.set_num_threads(2)
   torch-ddp2  bench/train_torch.py, DistributedDataParallel over gloo, 2 processes x 1 thread
@@ -34,7 +36,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EPOCH_LINE = re.compile(r"^epoch\s+(\d+)\s+train\s+([0-9.]+) s")
 
 
-def run_synk(binary, ranks, epochs, env):
+def run_synk(binary, ranks, epochs, env, extra_env=None):
+    if extra_env:
+        env = dict(env, **extra_env)
     cmd = [binary, "--ranks", str(ranks), "--epochs", str(epochs), "--out", ""]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
     if done.returncode != 0:
@@ -61,6 +65,7 @@ def variants(binary):
     return {
         "synk-r1": lambda e, env: run_synk(binary, 1, e, env),
         "synk-r2": lambda e, env: run_synk(binary, 2, e, env),
+        "synk-r2-y50": lambda e, env: run_synk(binary, 2, e, env, {"SYNK_YIELD_US": "50"}),
         "torch-t1": lambda e, env: run_torch(["--threads", "1"], e, env),
         "torch-t2": lambda e, env: run_torch(["--threads", "2"], e, env),
         "torch-ddp2": lambda e, env: run_torch(["--ddp", "2"], e, env),
@@ -136,7 +141,7 @@ def main():
             load_after = os.getloadavg()[0]
             median = statistics.median(times)
             rows.append((rnd, name, times, median, load_before, load_after))
-            print(f"round {rnd}  {name:<11} {median:7.3f} s/epoch  (epochs {', '.join(f'{t:.3f}' for t in times)}; "
+            print(f"round {rnd}  {name:<12} {median:7.3f} s/epoch  (epochs {', '.join(f'{t:.3f}' for t in times)}; "
                   f"load {load_before:.2f} -> {load_after:.2f}; {time.time() - start:.0f} s)", flush=True)
 
     report(rows, chosen, out_dir)
@@ -152,13 +157,13 @@ def report(rows, chosen, out_dir):
             w.writerow([rnd, name, f"{median:.4f}", " ".join(f"{t:.4f}" for t in times), f"{lb:.2f}", f"{la:.2f}"])
 
     summary = {}
-    print(f"\n{'variant':<11} {'median s/epoch':>15} {'best':>7} {'load avg (1 min)':>18}")
+    print(f"\n{'variant':<12} {'median s/epoch':>15} {'best':>7} {'load avg (1 min)':>18}")
     for name in chosen:
         mine = [r for r in rows if r[1] == name]
         meds = [r[3] for r in mine]
         loads = [x for r in mine for x in (r[4], r[5])]
         summary[name] = (statistics.median(meds), min(meds))
-        print(f"{name:<11} {summary[name][0]:15.3f} {summary[name][1]:7.3f} {min(loads):8.2f} - {max(loads):5.2f}")
+        print(f"{name:<12} {summary[name][0]:15.3f} {summary[name][1]:7.3f} {min(loads):8.2f} - {max(loads):5.2f}")
 
     def ratio(a, b, label):
         if a in summary and b in summary:
@@ -169,6 +174,7 @@ def report(rows, chosen, out_dir):
     ratio("synk-r2", "torch-ddp2", "synk 2 ranks / torch DDP 2 procs")
     ratio("synk-r2", "torch-t2", "synk 2 ranks / torch 2 threads")
     ratio("synk-r1", "synk-r2", "synk speedup 1 -> 2 ranks")
+    ratio("synk-r2-y50", "synk-r2", "synk 2 ranks: yield 50 us / 2 ms")
     ratio("torch-t1", "torch-ddp2", "torch speedup 1 -> DDP 2")
     png_path = os.path.join(out_dir, "train_bench.png")
     plot(png_path, chosen, [summary[n][0] for n in chosen], [summary[n][1] for n in chosen])

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "runtime/backend.h"
+#include "runtime/process_group.h"
 #include "runtime/synk.h"
 #include "runtime/testing.h"
 
@@ -70,6 +71,52 @@ TEST(Group, ForkCloseAndForkAgain) {
       EXPECT_HAS(e.what(), "Backend::Gpu: no CUDA GPU");
     }
   }
+  EXPECT_FALSE(synk::forked());
+  EXPECT_TRUE(leftover_segments().empty());
+}
+
+TEST(Group, WaitPolicyFromOptionsEnvironmentOrCoreCount) {
+  using synk::rt::ProcessGroup;
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  const int cores = CPU_COUNT(&mask);
+  unsetenv("SYNK_SPIN_US");
+  unsetenv("SYNK_YIELD_US");
+  {   // a core per rank: spin 50 us, then poll yielding for 2 ms
+    auto g = ProcessGroup::start(1, Backend::Cpu, {});
+    EXPECT_EQ(g->wait_policy().spin_ns, 50'000);
+    EXPECT_EQ(g->wait_policy().yield_ns, 2'000'000);
+  }
+  {   // more ranks than cores: no spinning, a short yield phase
+    auto g = ProcessGroup::start(cores + 1, Backend::Cpu, {});
+    EXPECT_EQ(g->wait_policy().spin_ns, 0);
+    EXPECT_EQ(g->wait_policy().yield_ns, 50'000);
+  }
+  setenv("SYNK_SPIN_US", "7", 1);
+  setenv("SYNK_YIELD_US", "300", 1);
+  {
+    auto g = ProcessGroup::start(1, Backend::Cpu, {});
+    EXPECT_EQ(g->wait_policy().spin_ns, 7'000);
+    EXPECT_EQ(g->wait_policy().yield_ns, 300'000);
+  }
+  {   // explicit options win over the environment
+    auto g = ProcessGroup::start(1, Backend::Cpu, {.spin_ns = 0, .yield_ns = 11});
+    EXPECT_EQ(g->wait_policy().spin_ns, 0);
+    EXPECT_EQ(g->wait_policy().yield_ns, 11);
+  }
+  for (const char* bad : {"abc", "-5", "12us", "99999999999"}) {
+    setenv("SYNK_YIELD_US", bad, 1);
+    try {
+      synk::fork(2);
+      ADD_FAILURE() << "SYNK_YIELD_US=" << bad << " must be refused";
+      synk::close();
+    } catch (const UsageError& e) {
+      EXPECT_HAS(e.what(), "SYNK_YIELD_US must be a whole number of microseconds");
+      EXPECT_HAS(e.what(), std::string("'") + bad + "'");
+    }
+  }
+  unsetenv("SYNK_SPIN_US");
+  unsetenv("SYNK_YIELD_US");
   EXPECT_FALSE(synk::forked());
   EXPECT_TRUE(leftover_segments().empty());
 }

@@ -151,6 +151,19 @@ void on_parent_death_signal(int sig) {
   _exit(0);
 }
 
+// A wait phase from the environment (SYNK_SPIN_US, SYNK_YIELD_US: microseconds), else `fallback`.
+int64_t wait_phase_ns(const char* variable, int64_t fallback) {
+  const char* text = std::getenv(variable);
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  long long us = std::strtoll(text, &end, 10);
+  if (*end != '\0' || errno != 0 || us < 0 || us > 10'000'000)
+    throw UsageError(fmt::format("fork: {} must be a whole number of microseconds from 0 to 10000000, got '{}'",
+                                 variable, text));
+  return int64_t(us) * 1000;
+}
+
 ProcessGroup* g_listening_group = nullptr;
 void forward_retired(const std::string& name) {
   if (g_listening_group && g_listening_group->alive()) g_listening_group->retire(name);
@@ -381,6 +394,17 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
     throw UsageError(fmt::format("fork: collective_staging_bytes must be at least {} for {} ranks, received {}",
                                  least_staging, n, options.collective_staging_bytes));
 
+  // With a core per rank, a rank that waits longer than the spin keeps polling (yielding) for 2 ms
+  // before it sleeps: a futex sleep idles the core, and waking it up again costs a training step
+  // more than the wait itself (docs/performance.md, "Waiting for a peer"). Ranks that share cores
+  // yield only briefly. Explicit options win over the environment, which wins over these.
+  WaitPolicy policy;
+  const bool core_per_rank = size_t(n) <= cpus.size();
+  policy.spin_ns = options.spin_ns >= 0 ? options.spin_ns : wait_phase_ns("SYNK_SPIN_US", core_per_rank ? 50'000 : 0);
+  policy.yield_ns =
+      options.yield_ns >= 0 ? options.yield_ns : wait_phase_ns("SYNK_YIELD_US", core_per_rank ? 2'000'000 : 50'000);
+  policy.sleep_slice_ns = options.poll_ns;
+
   GroupBackend chosen = choose_group_backend(backend, n);
   if (chosen.backend == Backend::Gpu) {
     try {
@@ -402,9 +426,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
   g->size_ = n;
   g->backend_ = chosen;
   g->options_ = options;
-  g->policy_.spin_ns = options.spin_ns >= 0 ? options.spin_ns : (size_t(n) <= cpus.size() ? 50'000 : 0);
-  g->policy_.yield_ns = options.yield_ns >= 0 ? options.yield_ns : 50'000;
-  g->policy_.sleep_slice_ns = options.poll_ns;
+  g->policy_ = policy;
   g->prefix_ = shm::session_prefix() + "g" + shm::random_hex(8) + "-";
   try {
     g->control_ = shm::Segment::create(g->prefix_ + "control", ControlBlock::bytes(n));

@@ -32,7 +32,8 @@ namespace synk::rt {
 
 struct GroupOptions {
   int64_t spin_ns = -1;              // busy-wait before sleeping; -1: 50 µs if every rank has a core
-  int64_t yield_ns = -1;             // then poll yielding the CPU; -1: 50 µs (0: sleep at once)
+  int64_t yield_ns = -1;             // then poll yielding the CPU; -1: 2 ms if every rank has a core,
+                                     // else 50 µs (0: sleep at once)
   int64_t poll_ns = 20'000'000;      // sleep slice between liveness checks (death seen within it)
   double call_timeout_s = 0;         // > 0: a command still running after this is fatal
   bool pin = true;                   // pin rank r to the r-th allowed core (round-robin)
@@ -122,6 +123,8 @@ class ProcessGroup {
   Store& store() { return store_; }
   RankContext& master_context() { return master_ctx_; }
   const GroupOptions& options() const { return options_; }
+  // How every rank waits for the others (GroupOptions, SYNK_SPIN_US / SYNK_YIELD_US, defaults).
+  const WaitPolicy& wait_policy() const { return policy_; }
   // The backend the ranks compute on (never Auto), and why the CPU when Auto chose it.
   Backend backend() const { return backend_.backend; }
   const GroupBackend& backend_choice() const { return backend_; }
