@@ -4,14 +4,19 @@
 // Usage: example_intro [RANKS] (default: one rank per CPU core), from the source directory.
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
+#include <exception>
 #include <random>
 #include <vector>
 
 #include "compiler/synk_jit.h"
 
-int main(int argc, char** argv) {
-  synk::fork(argc > 1 ? std::atoi(argv[1]) : 0);    // this process is rank 0; workers never return
+int main(int argc, char** argv) try {
+  int ranks = 0;                                      // 0: one rank per CPU core
+  if (argc > 2 || (argc == 2 && (std::sscanf(argv[1], "%d", &ranks) != 1 || ranks < 0))) {
+    std::fprintf(stderr, "usage: example_intro [RANKS >= 0], from the source directory\n");
+    return 2;
+  }
+  synk::fork(ranks);                                  // this process is rank 0; workers never return
   synk::jit::Module mod = synk::jit::load_file("examples/intro.synk");
   synk::Function f = mod.function("f");              // compiled now, or found in the kernel cache
 
@@ -33,6 +38,10 @@ int main(int argc, char** argv) {
   if (std::fabs(z - serial) > 1e-5 * (1 + std::fabs(serial))) return 1;
   std::printf("All assertions passed.\n");
   synk::close();
+  return 0;
+} catch (const std::exception& e) {                   // a synk error says what was wrong and where
+  std::fprintf(stderr, "example_intro: %s\n", e.what());
+  return 1;
 }
 
 // CHECK: z = [[Z:[-0-9.]+]] on 2 ranks (serial: [[Z]])

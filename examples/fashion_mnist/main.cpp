@@ -24,9 +24,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,11 @@ struct Options {
   double require_accuracy = -1;
   bool profile = false;    // time the three parts of each step
   bool device_data = false;   // scatter the training set once; select rows with batch_s
+};
+
+// A command-line value that cannot work, found after parsing (exit status 2, like CLI11's errors).
+struct CommandLineError : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -139,7 +146,7 @@ int train(const Options& o) {
   std::vector<int64_t> held_out;
   if (o.holdout > 0) {
     if (o.holdout >= int64_t(pool.size()))
-      throw synk::UsageError(fmt::format("--holdout {} leaves no training images (there are {})", o.holdout, pool.size()));
+      throw CommandLineError(fmt::format("--holdout {} leaves no training images (there are {})", o.holdout, pool.size()));
     std::mt19937_64 split_rng(o.seed ^ 0x5eed);
     std::shuffle(pool.begin(), pool.end(), split_rng);
     held_out.assign(pool.end() - o.holdout, pool.end());
@@ -147,7 +154,10 @@ int train(const Options& o) {
     std::sort(pool.begin(), pool.end());
     std::sort(held_out.begin(), held_out.end());
   }
-  if (o.limit > 0 && o.limit < int64_t(pool.size())) pool.resize(size_t(o.limit));
+  if (o.limit > int64_t(pool.size()))
+    throw CommandLineError(fmt::format("--limit {} asks for more training images than the {} there are{}", o.limit,
+                                       pool.size(), o.holdout > 0 ? fmt::format(" after --holdout {}", o.holdout) : ""));
+  if (o.limit > 0) pool.resize(size_t(o.limit));
   std::vector<int64_t> test_rows(size_t(test_split.images.count));
   std::iota(test_rows.begin(), test_rows.end(), 0);
 
@@ -284,11 +294,10 @@ int train(const Options& o) {
   }
 
   Evaluation final_test = evaluate(model, test, ranks);
-  fmt::print("test loss {:.4f}  test accuracy {:.2f}%  ({} epochs, {:.2f} s of training, {:.3f} s per epoch)\n",
-             final_test.loss, 100 * final_test.accuracy, o.epochs, total_train_time,
+  fmt::print("test loss {:.4f}  test accuracy {:.2f}%  ({} epoch{}, {:.2f} s of training, {:.3f} s per epoch)\n",
+             final_test.loss, 100 * final_test.accuracy, o.epochs, o.epochs == 1 ? "" : "s", total_train_time,
              o.epochs > 0 ? total_train_time / o.epochs : 0.0);
-  if (!o.out.empty()) {
-    std::filesystem::create_directories(o.out);
+  if (!o.out.empty()) {   // the directory was created and checked before training
     for (const std::string& p : model.parameters)
       synk::rt::npy::write((std::filesystem::path(o.out) / (p + ".npy")).string(), model.module.shared(p).get_value().ref());
     fmt::print("parameters saved to {}/{{{}}}.npy\n", o.out, fmt::join(model.parameters, ","));
@@ -302,12 +311,12 @@ int train(const Options& o) {
       return 1;
     }
     if (!(final_test.accuracy >= o.require_accuracy)) {
-      fmt::print(stderr, "fashion_mnist: check failed: test accuracy {:.4f} < required {:.4f}\n", final_test.accuracy,
-                 o.require_accuracy);
+      fmt::print(stderr, "fashion_mnist: check failed: test accuracy {:.2f}% < required {:.2f}%\n",
+                 100 * final_test.accuracy, 100 * o.require_accuracy);
       return 1;
     }
-    fmt::print("check passed: validation loss {:.4f} -> {:.4f}, test accuracy {:.4f} >= {:.4f}\n", initial.loss,
-               last.loss, final_test.accuracy, o.require_accuracy);
+    fmt::print("check passed: validation loss {:.4f} -> {:.4f}, test accuracy {:.2f}% >= {:.2f}%\n", initial.loss,
+               last.loss, 100 * final_test.accuracy, 100 * o.require_accuracy);
   }
   return 0;
 }
@@ -327,6 +336,36 @@ CLI::Validator at_least(int64_t minimum) {
       fmt::format(">= {}", minimum));
 }
 
+// A CLI11 check for real options: a finite number in [lo, hi] (hi excluded when `open_high`).
+CLI::Validator in_range(double lo, bool open_low, double hi, bool open_high, const std::string& what) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        try {
+          size_t used = 0;
+          double value = std::stod(text, &used);
+          bool ok = used == text.size() && std::isfinite(value) && (open_low ? value > lo : value >= lo) &&
+                    (open_high ? value < hi : value <= hi);
+          if (ok) return {};
+        } catch (const std::exception&) {
+        }
+        return fmt::format("must be {}, got '{}'", what, text);
+      },
+      what);
+}
+
+// Creates the --out directory now, so that a path that cannot hold the parameters fails before
+// training instead of after it.
+void prepare_out_dir(const std::string& out) {
+  if (out.empty()) return;
+  std::error_code ec;
+  if (std::filesystem::exists(out, ec) && !std::filesystem::is_directory(out, ec))
+    throw CommandLineError(fmt::format("--out '{}' exists and is not a directory", out));
+  std::filesystem::create_directories(out, ec);
+  if (ec) throw CommandLineError(fmt::format("--out '{}': cannot create the directory: {}", out, ec.message()));
+  if (access(out.c_str(), W_OK | X_OK) != 0)
+    throw CommandLineError(fmt::format("--out '{}': the directory is not writable", out));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -342,23 +381,38 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
   app.add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str()->check(at_least(0));
   app.add_option("--batch", o.batch, "Global batch size (split over the ranks)")->capture_default_str()->check(at_least(1));
-  CLI::Option* lr = app.add_option("--lr", o.lr, "Learning rate")->capture_default_str();
-  CLI::Option* momentum =
-      app.add_option("--momentum", o.momentum, "Momentum (momentum and nesterov optimizers)")->capture_default_str();
+  CLI::Option* lr = app.add_option("--lr", o.lr, "Learning rate")
+                        ->capture_default_str()
+                        ->check(in_range(0, true, std::numeric_limits<double>::max(), false, "a number > 0"));
+  CLI::Option* momentum = app.add_option("--momentum", o.momentum, "Momentum (momentum and nesterov optimizers)")
+                              ->capture_default_str()
+                              ->check(in_range(0, false, 1, true, "a number in [0, 1)"));
   CLI::Option* optimizer =
       app.add_option("--optimizer", o.optimizer,
                      "sgd, momentum, nesterov, adagrad, rmsprop, adadelta, adam or adamax; with --lr and --momentum it "
                      "replaces the optimizer the model declares (momentum(lr=0.05, momentum=0.9) in mlp.synk)")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(CLI::IsMember({"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adadelta", "adam", "adamax"}));
   app.add_option("--out", o.out, "Directory for the trained parameters (.npy); empty: do not save")->capture_default_str();
   app.add_option("--data", o.data_dir, "Directory of the gzipped IDX files")->capture_default_str();
   app.add_option("--model", o.model, "The model's .synk file")->capture_default_str();
   app.add_option("--limit", o.limit, "Train on the first N training images only (0: all)")->check(at_least(0));
   app.add_option("--holdout", o.holdout, "Validate on N held-out training images instead of the test set")
       ->check(at_least(0));
-  app.add_option("--seed", o.seed, "Seed of the shuffles")->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed of the shuffles")->capture_default_str()->check(CLI::Validator(
+      [](std::string& text) -> std::string {
+        size_t used = 0;
+        try {
+          if (!text.empty() && text[0] != '-' && (std::stoull(text, &used), used == text.size())) return {};
+        } catch (const std::exception&) {
+        }
+        return fmt::format("must be an integer from 0 to 2^64 - 1, got '{}'", text);
+      },
+      "UINT"));
   app.add_option("--require-accuracy", o.require_accuracy,
-                 "Exit with status 1 unless the validation loss decreased and the test accuracy is at least this");
+                 "Exit with status 1 unless the validation loss decreased and the test accuracy is at least this "
+                 "fraction (0.86: 86%)")
+      ->check(in_range(0, true, 1, false, "a fraction in (0, 1], e.g. 0.86 for 86%"));
   app.add_flag("--device-data", o.device_data,
                "Scatter the training set once into sliceable shared variables and select each step's rows with "
                "batch_s (the seeds' device-data pattern) instead of an index batch over shared-memory inputs");
@@ -372,11 +426,17 @@ int main(int argc, char** argv) {
   }
   o.override_optimizer = lr->count() + momentum->count() + optimizer->count() > 0;
   try {
+    prepare_out_dir(o.out);
     return train(o);
+  } catch (const CommandLineError& e) {
+    std::cerr << "fashion_mnist: error: " << e.what() << "\nrun 'fashion_mnist --help' for usage\n";
+    return 2;
   } catch (const fashion_mnist::DataError& e) {
     std::cerr << "fashion_mnist: error: " << e.what() << "\n";
   } catch (const synk::dsl::UserError& e) {
-    std::cerr << "fashion_mnist: error: " << e.what() << "\n";
+    // A diagnostic from the model's source reads "FILE:LINE:COL: error: ..." already.
+    const std::string what = e.what();
+    std::cerr << "fashion_mnist: " << (what.find(": error: ") == std::string::npos ? "error: " : "") << what << "\n";
   } catch (const synk::Error& e) {
     std::cerr << "fashion_mnist: error: " << e.what() << "\n";
   } catch (const std::exception& e) {

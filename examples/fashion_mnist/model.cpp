@@ -1,6 +1,9 @@
 // Building the Fashion-MNIST model (model.h).
 #include "examples/fashion_mnist/model.h"
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -13,8 +16,11 @@
 namespace fashion_mnist {
 
 Model build_model(const std::string& synk_path, const std::optional<OptimizerChoice>& optimizer) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(synk_path, ec))
+    throw synk::dsl::UserError(fmt::format("the model '{}' is a directory, not a .synk file", synk_path));
   std::ifstream file(synk_path);
-  if (!file) throw synk::dsl::UserError(fmt::format("cannot read the model '{}'", synk_path));
+  if (!file) throw synk::dsl::UserError(fmt::format("cannot read the model '{}': {}", synk_path, std::strerror(errno)));
   std::stringstream text;
   text << file.rdbuf();
   synk::ir::Module ir = synk::dsl::compile_source(synk_path, text.str());
