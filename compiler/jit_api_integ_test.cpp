@@ -228,6 +228,30 @@ fn pick(scatter x: f32[n, 2], bcast idx: i64[k]) { out rows: gather = take(x, id
   EXPECT_EQ(to_vector<float>(r.get("rows")), (std::vector<float>{1, 2, 3, 4}));
 }
 
+TEST_F(JitApi, ABadLabelIsReportedAtItsRowOfTheWholeCall) {
+  synk::fork(2);
+  jit::Module mod = jit::compile_string(R"(
+fn loss(scatter logits: f32[n, 3], scatter labels: i64[n]) { out l: sum = sum(cross_entropy(logits, labels)); }
+)");
+  Function f = mod.function("loss");
+  std::vector<float> zeros(6 * 3, 0.0f);
+  Data logits = data<float>(zeros, {6, 3}, {.name = "logits"});
+  // Row 4 holds label 7: rank 1 runs rows 3..5 and finds it at its own row 1.
+  Data labels = data<int64_t>({0, 1, 2, 0, 7, 1}, {6}, {.name = "labels"});
+  std::string e = error_of<RankError>([&] { f({logits, labels}); });
+  EXPECT_HAS(e, "loss failed on rank 1");
+  EXPECT_HAS(e, "label 7 in row 4 of the call's 6 scattered rows is out of range [0, 3)");
+  // Through a batch index list: position 1 of 3 selected rows is input row 4.
+  e = error_of<RankError>([&] { f({logits, labels}, {.batch = std::vector<int64_t>{5, 4, 0}}); });
+  EXPECT_HAS(e, "label 7 in row 1 of the call's 3 scattered rows (batch[1] = 4) is out of range [0, 3)");
+  // In slices, the row is still counted over the whole call.
+  e = error_of<RankError>([&] { f({logits, labels}, {.num_slices = 3}); });
+  EXPECT_HAS(e, "label 7 in row 4 of the call's 6 scattered rows");
+  // A valid call still works afterwards.
+  Data good = data<int64_t>({0, 1, 2, 0, 2, 1}, {6}, {.name = "labels"});
+  EXPECT_NEAR(to_vector<float>(f({logits, good}).get("l")).at(0), 6 * std::log(3.0f), 1e-4);
+}
+
 TEST_F(JitApi, BridgeMapsEveryDtypeAndConvertsArrays) {
   for (rt::DType t : {rt::DType::F32, rt::DType::F64, rt::DType::I32, rt::DType::I64, rt::DType::U8, rt::DType::Bool})
     EXPECT_EQ(compiler::runtime_dtype(compiler::ir_dtype(t)), t);

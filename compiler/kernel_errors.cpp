@@ -5,12 +5,26 @@
 
 #include "compiler/codegen_cpu.h"
 #include "dsl/diagnostics.h"
+#include "runtime/errors.h"
 
 namespace synk::compiler {
 
 std::string source_position(const ir::Node& node) {
   return node.loc.valid() ? fmt::format(" (line {}, column {})", node.loc.line, node.loc.col) : "";
 }
+
+namespace {
+
+// Whether `node` is a vector along the scattered axis (so an element's position is its row): its
+// size is the symbol that leads a scattered parameter's shape.
+bool along_scattered_rows(const ir::Function& graph, const ir::Node& node) {
+  if (node.type.shape.size() != 1 || !node.type.shape[0].is_symbolic()) return false;
+  for (const ir::Param& p : graph.params)
+    if (p.role == ir::Role::Scatter && !p.type.shape.empty() && p.type.shape[0] == node.type.shape[0]) return true;
+  return false;
+}
+
+}  // namespace
 
 void throw_kernel_failure(const KernelPlan& plan, const Kernel& kernel, int64_t code, int64_t position, int64_t limit,
                           const std::function<int64_t(ir::NodeId)>& value_of, const std::string& symbol) {
@@ -24,8 +38,11 @@ void throw_kernel_failure(const KernelPlan& plan, const Kernel& kernel, int64_t 
                                        value_of(root.operands.at(1)), position, limit));
     case KernelError::LabelOutOfRange: {
       ir::NodeId labels = root.op == ir::Op::OneHot ? root.operands.at(0) : root.operands.at(1);
-      throw dsl::UserError(fmt::format("{}: label {} in row {} is out of range [0, {})", prefix, value_of(labels),
-                                       position, limit));
+      std::string before = fmt::format("{}: label {} in ", prefix, value_of(labels));
+      std::string after = fmt::format(" is out of range [0, {})", limit);
+      // Rows of scattered inputs are numbered within this run's share; the engine renumbers them.
+      if (along_scattered_rows(graph, graph.node(labels))) throw ScatteredRowError(before, position, after);
+      throw dsl::UserError(fmt::format("{}row {}{}", before, position, after));
     }
     case KernelError::EmptyReduction:
       throw dsl::UserError(fmt::format("{}: cannot reduce over an empty axis; {} has no identity", prefix, op));

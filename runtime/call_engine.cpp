@@ -139,6 +139,14 @@ std::string output_label(const FunctionSignature& sig, int32_t o) {
   return fmt::format("output '{}' of {}", sig.outputs[size_t(o)].name, sig.name);
 }
 
+// Position `p` of the call's scattered rows in the caller's terms, for error messages.
+std::string call_row_description(const CallPlan& plan, int64_t p) {
+  std::string row = fmt::format("row {} of the call's {} scattered rows", p, plan.positions);
+  if (plan.select == RowSelection::Kind::List) return fmt::format("{} (batch[{}] = {})", row, p, plan.select_list.at(p));
+  if (plan.select_start != 0) return fmt::format("{} (input row {} of the batch range)", row, plan.select_start + p);
+  return row;
+}
+
 RankOutcome execute_rank(const ResolvedCall& call, int rank) {
   PhaseClock clock(call.entry, "rank");
   profile::set_rank(rank);
@@ -203,7 +211,11 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
                               rows.start + part.sh_hi);
     }
     clock.mark(2, "shared variables: values and row gathers");
-    fn.run(inputs, shareds, g_outputs, g_updates);
+    try {
+      fn.run(inputs, shareds, g_outputs, g_updates);
+    } catch (const ScatteredRowError& e) {
+      throw UsageError(e.before() + call_row_description(plan, part.pos_lo + e.row()) + e.after());
+    }
     clock.mark(3, "compiled function run()");
     for (size_t k = 0; k < plan.outputs.size(); ++k) {
       const OutputSpec& spec = sig.outputs[size_t(plan.outputs[k])];

@@ -5,6 +5,7 @@
 // (a bug in synk itself). All derive from synk::Error, itself a std::runtime_error.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,6 +22,24 @@ class Error : public std::runtime_error {
 class UsageError : public Error {
  public:
   using Error::Error;
+};
+
+// A bad value in one scattered row, found by a compiled function, which numbers the row within
+// the rows it was given (one rank's share, one slice of it). The call engine catches it and
+// reports the row in the caller's terms: its position among the call's scattered rows and the
+// input row it came from. what() reads `before` + "row N" + `after`.
+class ScatteredRowError : public UsageError {
+ public:
+  ScatteredRowError(std::string before, int64_t row, std::string after)
+      : UsageError(before + "row " + std::to_string(row) + after),
+        before_(std::move(before)), after_(std::move(after)), row_(row) {}
+  const std::string& before() const { return before_; }
+  const std::string& after() const { return after_; }
+  int64_t row() const { return row_; }
+
+ private:
+  std::string before_, after_;
+  int64_t row_;
 };
 
 // A failure inside one or more ranks (an exception in run(), an allocation failure, a worker that
