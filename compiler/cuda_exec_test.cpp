@@ -302,10 +302,20 @@ TEST_P(CudaExec, DataErrorsMatchTheCpuBackend) {
   auto same_error = [&](const std::string& name, const std::vector<rt::Array>& inputs) {
     std::vector<rt::ArrayRef> refs;
     for (const rt::Array& a : inputs) refs.push_back(a.ref());
-    std::string cpu_msg, cuda_msg;
     std::vector<rt::Array> out(1), upd;
-    try { compile_cpu_function(m, name)->run(refs, {}, out, upd); } catch (const dsl::UserError& e) { cpu_msg = e.what(); }
-    try { compile(m, name)->run(refs, {}, out, upd); } catch (const dsl::UserError& e) { cuda_msg = e.what(); }
+    // A user error: dsl::UserError, or synk::ScatteredRowError for a bad value in a scattered row.
+    auto message_of = [&](auto&& function) -> std::string {
+      try {
+        function->run(refs, {}, out, upd);
+      } catch (const dsl::UserError& e) {
+        return e.what();
+      } catch (const UsageError& e) {
+        return e.what();
+      }
+      return {};
+    };
+    const std::string cpu_msg = message_of(compile_cpu_function(m, name));
+    const std::string cuda_msg = message_of(compile(m, name));
     EXPECT_FALSE(cuda_msg.empty()) << name << ": no error reported";
     EXPECT_EQ(cuda_msg, cpu_msg) << name;
   };

@@ -45,4 +45,10 @@ void emit(const ir::Module& module, const std::string& stage, std::ostream& out,
   }
 }
 
+void check_program(const ir::Module& module) {
+  ir::Module expanded = module;
+  expand_training_steps(expanded);
+  (void)expand_gradients(expanded);
+}
+
 }  // namespace synk::compiler

@@ -23,4 +23,9 @@ const std::vector<std::string>& emit_stages();
 void emit(const ir::Module& module, const std::string& stage, std::ostream& out,
           const EmitOptions& options);
 
+// What `synkc check` runs after the front end: the stages that can still find errors in the
+// user's program (training-step expansion and gradients, i.e. what --emit=ir-grad runs), their
+// output discarded. Throws dsl::UserError (a dsl::LocatedUserError where the construct is known).
+void check_program(const ir::Module& module);
+
 }  // namespace synk::compiler

@@ -1,5 +1,5 @@
 // synkc, the synk compiler driver.
-//   synkc check FILE                  run the whole front end; silent on success
+//   synkc check FILE                  run the whole front end and the gradients; silent on success
 //   synkc FILE --emit=STAGE [-o OUT]  print one stage: ast, ir, or any stage of compiler/emit.h
 //   synkc FILE --emit=STAGE --print-after-all   also dump the IR after every pass to stderr
 //   synkc run FILE --fn NAME --ranks N --arg x=X.npy ...   run one function on N ranks, print
@@ -37,9 +37,12 @@
 #include "compiler/bridge.h"
 #include "compiler/emit.h"
 #include "compiler/synk_jit.h"
+#include "compiler/train.h"
 #include "dsl/frontend.h"
 #include "dsl/parser.h"
+#include "runtime/dtype.h"
 #include "runtime/npy.h"
+#include "runtime/shared_vars.h"
 #include "runtime/synk.h"
 
 namespace {
@@ -66,6 +69,7 @@ struct RunOptions {
   int64_t num_slices = 1;
   std::string out_dir;                   // empty: print
   bool all_ranks = false;                // print/save updated variables of every rank
+  bool force_cast = false;               // --force-cast: convert .npy values that do not convert safely
 };
 
 // Ahead-of-time artifacts (-o libNAME.a, --main, --emit=stub|header).
@@ -182,6 +186,26 @@ void write_depfile(const std::string& path, const std::string& output, const std
     throw UsageError{fmt::format("--depfile: cannot write '{}': {}", path, std::strerror(errno))};
 }
 
+// Every --fn NAME must name one of `functions` (the module's): a UsageError otherwise, whatever the
+// output, so that a misspelt name is never silently ignored.
+void check_function_names(const DriverOptions& options, const std::vector<std::string>& functions) {
+  for (const std::string& name : options.artifact.functions)
+    if (std::find(functions.begin(), functions.end(), name) == functions.end())
+      throw UsageError{fmt::format("--fn {}: '{}' has no function '{}' (functions: {})", name, options.input, name,
+                                   functions.empty() ? "none" : fmt::format("{}", fmt::join(functions, ", ")))};
+}
+
+// Runs a compiler stage after the front end: a user error it finds at a known construct (the
+// gradient pass's) is reported like the front end's diagnostics, with the source line and a caret.
+void run_stage(const FrontEnd& front_end, const std::function<void()>& stage) {
+  try {
+    stage();
+  } catch (const synk::dsl::LocatedUserError& e) {
+    if (!e.loc().valid()) throw;
+    throw synk::dsl::UserError(synk::dsl::format_diagnostic(front_end.file(), {synk::dsl::Severity::Error, e.loc(), e.message()}));
+  }
+}
+
 // The artifact's texts for the input (which the front end has accepted already).
 synk::compiler::aot::AotModule generate_artifact(const DriverOptions& options) {
   const ArtifactOptions& artifact = options.artifact;
@@ -190,10 +214,7 @@ synk::compiler::aot::AotModule generate_artifact(const DriverOptions& options) {
   if (artifact.functions.empty()) return module;
   std::vector<std::string> all;
   for (const auto& k : module.kernels) all.push_back(k.function);
-  for (const std::string& name : artifact.functions)
-    if (std::find(all.begin(), all.end(), name) == all.end())
-      throw UsageError{fmt::format("--fn {}: '{}' has no function '{}' (functions: {})", name, options.input, name,
-                                   all.empty() ? "none" : fmt::format("{}", fmt::join(all, ", ")))};
+  check_function_names(options, all);
   synk::compiler::aot::AotOptions restricted = aot_options(artifact);
   restricted.functions = artifact.functions;
   return synk::compiler::aot::generate(options.input, read_input(options.input), restricted);
@@ -241,10 +262,21 @@ Artifact requested_artifact(const DriverOptions& options) {
 // file, a shared library) will branch off here too.
 int write_output(const DriverOptions& options, FrontEnd& front_end, std::ostream& out) {
   if (options.emit == "ast") {
+    std::vector<std::string> functions;
+    for (const synk::ast::FnDecl& fn : front_end.program().functions) functions.push_back(fn.name);
+    check_function_names(options, functions);
     out << synk::dsl::print_ast(front_end.program());
     return kOk;
   }
   if (!front_end.analyze()) return kUserError;
+  if (options.emit != "stub" && options.emit != "header" && !options.artifact.functions.empty()) {
+    // The later stages also show the update functions of training steps: those names count too.
+    synk::ir::Module expanded = front_end.module();
+    run_stage(front_end, [&] { synk::compiler::expand_training_steps(expanded); });
+    std::vector<std::string> functions;
+    for (const synk::ir::Function& fn : expanded.functions) functions.push_back(fn.name);
+    check_function_names(options, functions);
+  }
   if (options.emit.empty()) return kOk;
   if (options.emit == "ir") {
     out << synk::dsl::print_module(front_end.module());
@@ -258,13 +290,7 @@ int write_output(const DriverOptions& options, FrontEnd& front_end, std::ostream
   synk::compiler::EmitOptions emit_options;
   emit_options.print_after_all = options.print_after_all;
   emit_options.pass_dump = &std::cerr;
-  try {
-    synk::compiler::emit(front_end.module(), options.emit, out, emit_options);
-  } catch (const synk::dsl::LocatedUserError& e) {
-    // Found by a pass (the gradient's): reported like the front end's diagnostics.
-    if (!e.loc().valid()) throw;
-    throw synk::dsl::UserError(synk::dsl::format_diagnostic(front_end.file(), {synk::dsl::Severity::Error, e.loc(), e.message()}));
-  }
+  run_stage(front_end, [&] { synk::compiler::emit(front_end.module(), options.emit, out, emit_options); });
   return kOk;
 }
 
@@ -312,10 +338,12 @@ int run_compile(const DriverOptions& options) {
   return kOk;
 }
 
-// `synkc check FILE`: the whole front end, no output.
+// `synkc check FILE`: the whole front end, then the stages after it that can still find errors in
+// the program (gradients: what --emit=ir-grad runs), no output.
 int run_check(const DriverOptions& options) {
   FrontEnd front_end(options.input);
   if (!front_end.parse() || !front_end.analyze()) return kUserError;
+  run_stage(front_end, [&] { synk::compiler::check_program(front_end.module()); });
   return kOk;
 }
 
@@ -441,12 +469,24 @@ void emit_value(const RunOptions& options, const std::string& label, const std::
   std::cout << label << ": " << type_text(a) << " -> " << path << "\n";
 }
 
+// A value of dtype `from` (read from `file`) for `what`, of dtype `to`: unless --force-cast, only
+// a safe conversion (numpy's rule), else a UsageError that starts with `where` (the option).
+void check_cast(const RunOptions& options, const std::string& where, const std::string& file, synk::DType from,
+                synk::DType to, const std::string& what) {
+  if (options.force_cast || synk::rt::can_cast_safely(from, to)) return;
+  throw UsageError{fmt::format("{}: '{}' holds {} values, which do not convert safely to {}, the dtype of {}; "
+                               "pass --force-cast to convert anyway", where, file, synk::rt::dtype_name(from),
+                               synk::rt::dtype_name(to), what)};
+}
+
 // `synkc run FILE --fn NAME ...`: compiles FILE with the JIT, forks the ranks, calls the function
 // once on the given .npy inputs and prints its outputs, then the new value of every shared
 // variable the function updates.
 int run_function(const DriverOptions& driver) {
   const RunOptions& options = driver.run;
   if (options.ranks < 1) throw UsageError{fmt::format("--ranks must be at least 1, got {}", options.ranks)};
+  if (options.num_slices < 1)
+    throw UsageError{fmt::format("--num-slices must be at least 1, got {}", options.num_slices)};
   std::string text = read_input(driver.input);
   std::string dir = std::filesystem::path(driver.input).parent_path().string();
   synk::jit::Module module = synk::jit::compile_string(text, {.base_dir = dir.empty() ? "." : dir}, driver.input);
@@ -456,7 +496,7 @@ int run_function(const DriverOptions& driver) {
                                  fmt::join(module.function_names(), ", "))};
   }
 
-  // Inputs, by name, each loaded with the parameter's dtype (safe casts only).
+  // Inputs, by name, each loaded with the parameter's dtype (safe casts only, unless --force-cast).
   std::vector<std::optional<synk::Data>> inputs(fn->params.size());
   for (const std::string& spec : options.args) {
     auto [name, file] = name_and_file(spec, "--arg");
@@ -469,8 +509,11 @@ int run_function(const DriverOptions& driver) {
     }
     size_t index = size_t(it - fn->params.begin());
     if (inputs[index]) throw UsageError{fmt::format("--arg: input '{}' is given twice", name)};
-    inputs[index] = synk::load_npy(file, synk::compiler::runtime_dtype(it->type.dtype),
-                                   {.name = name, .minibatch = it->role == synk::ir::Role::Minibatch});
+    synk::DType dtype = synk::compiler::runtime_dtype(it->type.dtype);
+    check_cast(options, fmt::format("--arg {}", spec), file, synk::rt::npy::read_header(file).dtype, dtype,
+               fmt::format("input '{}' of function '{}'", name, fn->name));
+    inputs[index] = synk::load_npy(file, dtype, {.name = name, .minibatch = it->role == synk::ir::Role::Minibatch,
+                                                 .force_cast = options.force_cast});
   }
   std::vector<synk::Data> arguments;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -478,11 +521,21 @@ int run_function(const DriverOptions& driver) {
                                                  fn->params[i].name, fn->params[i].name, fn->name)};
     arguments.push_back(*inputs[i]);
   }
+  // Shared variables' values, checked against their declarations before anything runs.
   std::vector<std::pair<std::string, synk::Array>> sets;
   for (const std::string& spec : options.sets) {
     auto [name, file] = name_and_file(spec, "--set");
-    module.shared(name);   // a UsageError for an unknown name, before anything runs
-    sets.emplace_back(name, synk::rt::npy::read(file));
+    std::vector<std::string> names = module.shared_names();
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      throw UsageError{fmt::format("--set {}: '{}' has no shared variable '{}' (shared variables: {})", spec,
+                                   driver.input, name, names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")))};
+    synk::Array value = synk::rt::npy::read(file);
+    const synk::rt::SharedSpec& declared = module.shared(name).spec();
+    std::string where = fmt::format("--set {}", spec);
+    check_cast(options, where, file, value.dtype, declared.dtype, fmt::format("shared variable '{}'", name));
+    synk::rt::conform_shared_value(declared, module.runtime_module().spec().symbols, value.ref(), options.force_cast,
+                                   where);
+    sets.emplace_back(name, std::move(value));
   }
   synk::CallOptions call;
   if (!options.batch.empty()) call.batch = parse_batch(options.batch);
@@ -497,7 +550,7 @@ int run_function(const DriverOptions& driver) {
   synk::Function function = module.function(options.function);   // compiled before the fork
   synk::fork(options.ranks);
   for (const auto& [name, value] : sets)
-    for (int rank = 0; rank < options.ranks; ++rank) module.shared(name).set_value(rank, value.ref());
+    for (int rank = 0; rank < options.ranks; ++rank) module.shared(name).set_value(rank, value.ref(), options.force_cast);
   synk::Outputs outputs = function(arguments, call);
   for (size_t i = 0; i < outputs.size(); ++i)
     emit_value(options, outputs.names()[i], outputs.names()[i] + ".npy", outputs[i]);
@@ -526,7 +579,7 @@ struct Subcommand {
 
 std::vector<Subcommand> subcommands() {
   return {
-      {"check", "Check FILE (syntax, names, dtypes, shapes); print nothing on success",
+      {"check", "Check FILE (syntax, names, dtypes, shapes, gradients); print nothing on success",
        [](CLI::App& app, DriverOptions& options) {
          app.add_option("FILE", options.input, "The .synk file")->required();
        },
@@ -551,6 +604,8 @@ std::vector<Subcommand> subcommands() {
          app.add_option("--out", run.out_dir, "Save outputs as DIR/NAME.npy (and DIR/shared.NAME.npy) instead of printing")
              ->type_name("DIR");
          app.add_flag("--all-ranks", run.all_ranks, "Print every rank's copy of the updated shared variables");
+         app.add_flag("--force-cast", run.force_cast,
+                      "Convert --arg and --set values whose dtype does not convert safely (e.g. f64 to f32)");
        },
        run_function},
   };

@@ -2,9 +2,11 @@
 // A diagnostic prints as `path:LINE:COL: error: MESSAGE`, then the source line, then a caret under
 // the column. Columns count bytes (a tab is one column, like clang); the caret line copies the
 // tabs of the source line so that the caret lands under the right character in any tab width.
+// A very long line (a minified or binary file) is quoted as a window around the column.
 #include "dsl/diagnostics.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -14,6 +16,7 @@ namespace synk::dsl {
 
 SourceFile::SourceFile(std::string path, std::string text)
     : path_(std::move(path)), text_(std::move(text)) {
+  if (text_.starts_with("\xEF\xBB\xBF")) text_.erase(0, 3);   // a UTF-8 byte-order mark
   line_starts_.push_back(0);
   for (size_t i = 0; i < text_.size(); ++i) {
     if (text_[i] == '\n') line_starts_.push_back(i + 1);
@@ -40,15 +43,23 @@ SourceLoc SourceFile::loc_at(size_t offset) const {
 }
 
 void DiagnosticEngine::error(SourceLoc loc, std::string message) {
+  if (stopped_) return;
+  if (error_count_ >= kErrorLimit) {
+    stopped_ = true;
+    diagnostics_.push_back({Severity::Error, SourceLoc{}, fmt::format("too many errors ({}); stopping", kErrorLimit)});
+    return;
+  }
   diagnostics_.push_back({Severity::Error, loc, std::move(message)});
   ++error_count_;
 }
 
 void DiagnosticEngine::warning(SourceLoc loc, std::string message) {
+  if (stopped_) return;
   diagnostics_.push_back({Severity::Warning, loc, std::move(message)});
 }
 
 void DiagnosticEngine::note(SourceLoc loc, std::string message) {
+  if (stopped_) return;
   diagnostics_.push_back({Severity::Note, loc, std::move(message)});
 }
 
@@ -65,6 +76,8 @@ static const char* severity_name(Severity severity) {
   return "error";
 }
 
+static bool is_continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
 // The whitespace that puts a caret under byte column `col` of `line`: tabs stay tabs, every other
 // character becomes one space (UTF-8 continuation bytes add nothing, so a multi-byte character
 // counts once on screen).
@@ -76,19 +89,36 @@ static std::string caret_prefix(std::string_view line, uint32_t col) {
       prefix += ' ';
     } else if (line[i] == '\t') {
       prefix += '\t';
-    } else if ((static_cast<unsigned char>(line[i]) & 0xC0) != 0x80) {
+    } else if (!is_continuation_byte(line[i])) {
       prefix += ' ';
     }
   }
   return prefix;
 }
 
+// The source line as quoted under a diagnostic, and the caret line below it. A line of more than
+// kMaxQuotedColumns bytes is cut to that many around `col` (never inside a UTF-8 character), with
+// "..." where it was cut; the caret stays under the same character.
+static std::pair<std::string, std::string> quoted_line(std::string_view line, uint32_t col) {
+  if (line.size() <= kMaxQuotedColumns) return {std::string(line), caret_prefix(line, col)};
+  size_t at = std::min<size_t>(col > 0 ? col - 1 : 0, line.size());
+  size_t begin = at > kMaxQuotedColumns / 2 ? at - kMaxQuotedColumns / 2 : 0;
+  size_t end = std::min(line.size(), begin + kMaxQuotedColumns);
+  begin = end - std::min(end, kMaxQuotedColumns);
+  while (begin > 0 && begin < line.size() && is_continuation_byte(line[begin])) --begin;
+  while (end < line.size() && is_continuation_byte(line[end])) --end;
+  std::string head = begin > 0 ? "..." : "", tail = end < line.size() ? "..." : "";
+  std::string_view window = line.substr(begin, end - begin);
+  return {head + std::string(window) + tail,
+          std::string(head.size(), ' ') + caret_prefix(window, static_cast<uint32_t>(at - begin + 1))};
+}
+
 std::string format_diagnostic(const SourceFile& file, const Diagnostic& d) {
   const char* severity = severity_name(d.severity);
   if (!d.loc.valid()) return fmt::format("{}: {}: {}\n", file.path(), severity, d.message);
-  std::string_view line = file.line_text(d.loc.line);
+  auto [line, caret] = quoted_line(file.line_text(d.loc.line), d.loc.col);
   return fmt::format("{}:{}:{}: {}: {}\n{}\n{}^\n", file.path(), d.loc.line, d.loc.col, severity,
-                     d.message, line, caret_prefix(line, d.loc.col));
+                     d.message, line, caret);
 }
 
 std::string format_diagnostics_in_source_order(const DiagnosticEngine& diags) {

@@ -21,6 +21,8 @@ struct SourceLoc {
   friend bool operator==(const SourceLoc&, const SourceLoc&) = default;
 };
 
+// The text of one source file. A leading UTF-8 byte-order mark is dropped, as compilers do: it is
+// not part of the program, and columns on the first line count from what follows it.
 class SourceFile {
  public:
   SourceFile(std::string path, std::string text);
@@ -45,14 +47,20 @@ struct Diagnostic {
 };
 
 // Collects diagnostics for one source file. Stages report and keep going; callers check
-// has_errors() between stages so that one mistake gives one message, not a cascade.
+// has_errors() between stages so that one mistake gives one message, not a cascade. After
+// kErrorLimit errors, the next one is replaced by "too many errors (N); stopping" (without a
+// location, so it prints last) and everything reported later is dropped; the lexer then ends the
+// file early, so that a large file that is not a program costs little.
 class DiagnosticEngine {
  public:
+  static constexpr size_t kErrorLimit = 20;
   explicit DiagnosticEngine(const SourceFile& file) : file_(file) {}
   void error(SourceLoc loc, std::string message);
   void warning(SourceLoc loc, std::string message);
   void note(SourceLoc loc, std::string message);
   bool has_errors() const { return error_count_ > 0; }
+  // True once an error beyond kErrorLimit was dropped: stages may stop early.
+  bool error_limit_reached() const { return stopped_; }
   size_t error_count() const { return error_count_; }
   const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
   const SourceFile& file() const { return file_; }
@@ -63,9 +71,12 @@ class DiagnosticEngine {
   const SourceFile& file_;
   std::vector<Diagnostic> diagnostics_;
   size_t error_count_ = 0;
+  bool stopped_ = false;
 };
 
-// Formats one diagnostic exactly as DiagnosticEngine::print does.
+// Formats one diagnostic exactly as DiagnosticEngine::print does. A source line longer than
+// kMaxQuotedColumns is quoted as a window around the column, cut ends marked "...".
+constexpr size_t kMaxQuotedColumns = 200;
 std::string format_diagnostic(const SourceFile& file, const Diagnostic& d);
 
 // Every diagnostic of `diags` formatted as format_diagnostic does, ordered by location (each

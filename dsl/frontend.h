@@ -14,7 +14,8 @@
 namespace synk::dsl {
 
 // Parses a whole file. Always returns a Program (possibly partial); syntax errors go to diags,
-// several per run, without cascades.
+// several per run (at most DiagnosticEngine::kErrorLimit), without cascades. A file with a NUL
+// byte is not text: one error without a location says so, and the Program is empty.
 ast::Program parse_program(const SourceFile& file, DiagnosticEngine& diags);
 
 // Resolves names, checks and infers dtypes and shapes, builds the IR. base_dir resolves relative

@@ -105,6 +105,9 @@ void Lexer::skip_whitespace_and_comments() {
 }
 
 Token Lexer::next() {
+  // Past the error limit the rest of the file is not read: a large file that is not a program
+  // (a binary, a data file) would otherwise cost time in proportion to its size for nothing.
+  if (diags_.error_limit_reached()) pos_ = text_.size();
   skip_whitespace_and_comments();
   size_t begin = pos_;
   if (unterminated_comment_at_) {

@@ -319,6 +319,81 @@ TEST(Diagnostics, SourceOrderKeepsNotesWithTheirError) {
             "f.synk: error: no location\n");
 }
 
+TEST(Diagnostics, ALongLineIsQuotedAsAWindowAroundTheColumn) {
+  // 1000 columns: "0123456789" repeated, with a '$' at column 501.
+  std::string line;
+  for (int i = 0; i < 100; ++i) line += "0123456789";
+  line[500] = '$';
+  SourceFile file("f.synk", line + "\n");
+  std::string text = format_diagnostic(file, {Severity::Error, SourceLoc{1, 501}, "m"});
+  std::string quoted = text.substr(text.find('\n') + 1);
+  std::string caret = quoted.substr(quoted.find('\n') + 1);
+  quoted = quoted.substr(0, quoted.find('\n'));
+  EXPECT_EQ(quoted, "..." + line.substr(400, kMaxQuotedColumns) + "...");
+  EXPECT_EQ(caret, std::string(caret.size() - 2, ' ') + "^\n");
+  EXPECT_EQ(quoted[caret.size() - 2], '$') << "the caret is under the reported character";
+  // Near either end, only the cut end is marked; the caret stays under its character.
+  text = format_diagnostic(file, {Severity::Error, SourceLoc{1, 3}, "m"});
+  EXPECT_EQ(text, "f.synk:1:3: error: m\n" + line.substr(0, kMaxQuotedColumns) + "...\n  ^\n");
+  text = format_diagnostic(file, {Severity::Error, SourceLoc{1, 1001}, "end"});
+  EXPECT_EQ(text, "f.synk:1:1001: error: end\n..." + line.substr(800) + "\n" + std::string(203, ' ') + "^\n");
+}
+
+TEST(Diagnostics, AWindowNeverCutsAUtf8Character) {
+  std::string line;
+  for (int i = 0; i < 400; ++i) line += "\xC3\xA9";   // é, two bytes each
+  line += '$';
+  SourceFile file("f.synk", line);
+  std::string text = format_diagnostic(file, {Severity::Error, SourceLoc{1, 801}, "m"});
+  std::string quoted = text.substr(text.find('\n') + 1);
+  quoted = quoted.substr(0, quoted.find('\n'));
+  ASSERT_TRUE(quoted.starts_with("...\xC3\xA9")) << quoted;
+  EXPECT_TRUE(quoted.ends_with("\xC3\xA9$")) << quoted;
+  // The caret counts characters, not bytes: one space per é shown, three for "...".
+  size_t shown = (quoted.size() - 4) / 2;
+  EXPECT_TRUE(text.ends_with("\n" + std::string(3 + shown, ' ') + "^\n")) << text;
+}
+
+TEST(Diagnostics, EngineStopsAfterTheErrorLimit) {
+  SourceFile file("f.synk", "x\n");
+  DiagnosticEngine diags(file);
+  for (size_t i = 0; i < DiagnosticEngine::kErrorLimit; ++i) diags.error({1, 1}, "e" + std::to_string(i));
+  EXPECT_FALSE(diags.error_limit_reached()) << "exactly the limit is not too many";
+  diags.error({1, 1}, "one too many");
+  diags.note({1, 1}, "its note");
+  diags.error({1, 1}, "later");
+  EXPECT_TRUE(diags.error_limit_reached());
+  EXPECT_EQ(diags.error_count(), DiagnosticEngine::kErrorLimit);
+  ASSERT_EQ(diags.diagnostics().size(), DiagnosticEngine::kErrorLimit + 1);
+  EXPECT_EQ(format_diagnostic(file, diags.diagnostics().back()), "f.synk: error: too many errors (20); stopping\n");
+  EXPECT_TRUE(format_diagnostics_in_source_order(diags).ends_with("f.synk:1:1: error: e19\nx\n^\n"
+                                                                  "f.synk: error: too many errors (20); stopping\n"));
+}
+
+TEST(Lexer, StopsReadingAtTheErrorLimit) {
+  // A large file that is not a program: every '$' is one error; the lexer gives up after the limit.
+  std::string text;
+  for (int i = 0; i < 100000; ++i) text += "$a ";
+  SourceFile file("big.bin", text);
+  Lexed lexed = lex(file);
+  ASSERT_EQ(lexed.diagnostics.size(), DiagnosticEngine::kErrorLimit + 1);
+  EXPECT_EQ(lexed.diagnostics.back().message, "too many errors (20); stopping");
+  EXPECT_LT(lexed.tokens.size(), 100u);
+  EXPECT_EQ(lexed.tokens.back().kind, K::EndOfFile);
+}
+
+TEST(Lexer, AByteOrderMarkIsSkipped) {
+  SourceFile file("bom.synk", "\xEF\xBB\xBF" "fn $");
+  EXPECT_EQ(file.text(), "fn $");
+  EXPECT_EQ(file.line_text(1), "fn $");
+  Lexed lexed = lex(file);
+  ASSERT_EQ(lexed.diagnostics.size(), 1u);
+  EXPECT_EQ(lexed.diagnostics[0].message, "unexpected character '$'");
+  EXPECT_EQ(lexed.diagnostics[0].loc, (SourceLoc{1, 4}));
+  EXPECT_EQ(lexed.tokens[0].kind, K::KwFn);
+  EXPECT_EQ(lexed.tokens[0].loc, (SourceLoc{1, 1}));
+}
+
 TEST(Diagnostics, InternalErrorIsNotAUserError) {
   EXPECT_THROW(internal_error("broken invariant"), InternalError);
   try {

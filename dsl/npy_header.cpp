@@ -87,12 +87,17 @@ std::optional<NpyHeader> read_npy_header(const std::string& path, std::string* e
   };
   std::ifstream file;
   std::istringstream copy;
+  uint64_t file_size = 0;
   if (std::optional<EmbeddedNpy> e = find_embedded(path)) {
+    file_size = e->size;
     // The header is at most 12 + 1 MiB bytes (checked below); the data is not read here.
     copy.str(std::string(e->data, std::min(e->size, size_t(12 + (1u << 20)))));
   } else {
     file.open(path, std::ios::binary);
     if (!file) return fail("cannot be opened");
+    std::error_code ec;
+    file_size = std::filesystem::file_size(path, ec);
+    if (ec) return fail("cannot be opened");
   }
   std::istream& in = file.is_open() ? static_cast<std::istream&>(file) : copy;
   char magic[8];
@@ -109,6 +114,8 @@ std::optional<NpyHeader> read_npy_header(const std::string& path, std::string* e
   if (!in.read(header.data(), header_len)) return fail("has a truncated header");
 
   NpyHeader out;
+  uint64_t header_end = 8 + uint64_t(len_size) + header_len;
+  out.data_bytes = file_size > header_end ? file_size - header_end : 0;
   auto descr = dict_value(header, "descr");
   auto order = dict_value(header, "fortran_order");
   auto shape = dict_value(header, "shape");

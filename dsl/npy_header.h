@@ -19,6 +19,7 @@ struct NpyHeader {
   std::optional<ir::DType> dtype; // null when synk has no such dtype
   bool fortran_order = false;
   std::vector<int64_t> shape;
+  uint64_t data_bytes = 0;        // the bytes after the header (what the elements have to fill)
 };
 
 // nullopt with a reason ("not a .npy file", "malformed header") when the header is unreadable.

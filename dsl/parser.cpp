@@ -720,6 +720,13 @@ Parsed Parser::parse_list() {
 }  // namespace
 
 ast::Program parse_program(const SourceFile& file, DiagnosticEngine& diags) {
+  // A NUL byte never occurs in text: this is a binary or data file given by mistake. One message
+  // says so, instead of an "unexpected character" error for every stray byte.
+  if (size_t nul = file.text().find('\0'); nul != std::string::npos) {
+    diags.error(SourceLoc{}, fmt::format("not a text file (a NUL byte at offset {}); .synk programs are UTF-8 text",
+                                         nul));
+    return {};
+  }
   Parser parser(file, diags);
   return parser.parse_program();
 }

@@ -384,6 +384,14 @@ TEST(ParserRecovery, LexicalErrorGivesNoSyntaxErrorOnTop) {
   EXPECT_EQ(p.program.functions[0].body.back().name, "v");
 }
 
+TEST(ParserRecovery, ABinaryFileIsOneError) {
+  Parse p = parse(std::string("fn f\x01\x02\0\0$ & |", 13) + std::string(1000, '$'));
+  EXPECT_EQ(p.messages(), (std::vector<std::string>{
+                              "0:0: not a text file (a NUL byte at offset 6); .synk programs are UTF-8 text",
+                          }));
+  EXPECT_TRUE(p.program.functions.empty());
+}
+
 TEST(ParserRecovery, ErrorsInSeveralParametersAreAllReported) {
   Parse p = parse("fn f(scatter x f32[n, 10], bogus y: f32, bcast z: f32[2) {\n"
                   "  out o = x + ;\n"
@@ -413,8 +421,12 @@ TEST(ParserRecovery, EveryErrorOnItsOwnStatement) {
   for (int i = 0; i < 50; ++i) text += "  let a" + std::to_string(i) + " = (1 + ;\n";
   text += "}\n";
   Parse p = parse(text);
-  ASSERT_EQ(p.diagnostics.size(), 50u);
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(p.diagnostics[i].loc.line, static_cast<uint32_t>(i + 2));
+  // One error per statement, up to the error limit; then one line says the rest was not read.
+  const size_t limit = DiagnosticEngine::kErrorLimit;
+  ASSERT_EQ(p.diagnostics.size(), limit + 1);
+  for (size_t i = 0; i < limit; ++i) EXPECT_EQ(p.diagnostics[i].loc.line, static_cast<uint32_t>(i + 2));
+  EXPECT_EQ(p.diagnostics[limit].message, "too many errors (20); stopping");
+  EXPECT_FALSE(p.diagnostics[limit].loc.valid());
 }
 
 TEST(ParserRecovery, DeepNestingIsAnErrorNotACrash) {

@@ -195,6 +195,9 @@ class InitializerAnalyzer {
                                      ? std::filesystem::path(path)
                                      : std::filesystem::path(ctx_.base_dir) / path;
     std::error_code ec;
+    if (!is_embedded_npy(full.string()) && std::filesystem::is_directory(full, ec))
+      return error(e.args[0]->loc, fmt::format("\"{}\" is a directory, not an .npy file (looked at {})", path,
+                                               full.string()));
     if (!is_embedded_npy(full.string()) && !std::filesystem::is_regular_file(full, ec))
       return error(e.args[0]->loc, fmt::format("cannot find \"{}\" to initialize shared variable '{}' "
                                                "(looked for {})", path, decl_.name, full.string()));
@@ -231,6 +234,16 @@ class InitializerAnalyzer {
       for (int64_t n : header->shape) dims += (dims.empty() ? "" : ", ") + std::to_string(n);
       return error(loc, fmt::format("\"{}\" has shape ({}) but shared variable '{}' is declared {}", path,
                                     dims, decl_.name, ir::type_str(*type_))), false;
+    }
+    // A valid header over too few bytes (a copy cut short) would otherwise fail only when run.
+    uint64_t need = ir::dtype_size(*header->dtype);
+    for (int64_t n : header->shape)
+      if (__builtin_mul_overflow(need, uint64_t(n), &need)) need = UINT64_MAX;
+    if (header->data_bytes < need) {
+      std::string dims;
+      for (int64_t n : header->shape) dims += (dims.empty() ? "" : ", ") + std::to_string(n);
+      return error(loc, fmt::format("\"{}\" is truncated: shape ({}) of {} needs {} bytes of data, the file has {}",
+                                    path, dims, ir::dtype_name(*header->dtype), need, header->data_bytes)), false;
     }
     return true;
   }

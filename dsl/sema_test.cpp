@@ -316,6 +316,15 @@ TEST(SemaErrors, LoadChecksTheFileAgainstTheDeclaration) {
   EXPECT_TRUE(check("shared c: f32[3] = load(\"c.npy\");").starts_with("1:25: \"c.npy\" holds dtype '<c8', which syn")) << check("shared c: f32[3] = load(\"c.npy\");");
   EXPECT_TRUE(check("shared f: f32[3, 4] = load(\"f.npy\");").starts_with("1:28: \"f.npy\" is stored in Fortran order; save ")) << check("shared f: f32[3, 4] = load(\"f.npy\");");
   EXPECT_EQ(check("shared j: f32[3] = load(\"junk.npy\");"), "1:25: \"junk.npy\" is not a .npy file");
+  // A valid header over too few data bytes, and a directory, are found now, not when run.
+  write_npy(dir / "short.npy", "<f4", "(3, 4)", false, 40);
+  EXPECT_EQ(check("shared s: f32[3, 4] = load(\"short.npy\");"),
+            "1:28: \"short.npy\" is truncated: shape (3, 4) of f32 needs 48 bytes of data, the file has 40");
+  write_npy(dir / "exact.npy", "<f4", "(3, 4)", false, 48);
+  EXPECT_EQ(check("shared s: f32[3, 4] = load(\"exact.npy\");"), "ok");
+  std::filesystem::create_directories(dir / "sub.npy");
+  EXPECT_EQ(check("shared s: f32[3] = load(\"sub.npy\");"),
+            "1:25: \"sub.npy\" is a directory, not an .npy file (looked at " + (dir / "sub.npy").string() + ")");
   // An absolute path is used as is: the file is found and checked.
   std::string absolute = check("shared j: f32[3] = load(\"" + (dir / "w.npy").string() + "\");");
   EXPECT_NE(absolute.find("has shape (3, 4)"), std::string::npos) << absolute;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -203,6 +204,15 @@ TEST(Npy, ErrorsNameTheFile) {
   EXPECT_NE(usage_error_of([&] { synk::load_npy(path); }).find("magic"), std::string::npos);
   std::remove(path.c_str());
   EXPECT_NE(usage_error_of([&] { synk::load_npy(path); }).find("cannot open"), std::string::npos);
+}
+
+TEST(Npy, ADirectoryIsNamedAsOne) {
+  // fopen opens a directory for reading; the message must not be about the magic string.
+  std::string dir = temp_path("npy_dir");
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(usage_error_of([&] { synk::load_npy(dir); }), "'" + dir + "' is a directory, not an .npy file");
+  EXPECT_EQ(usage_error_of([&] { rt::npy::read(dir); }), "'" + dir + "' is a directory, not an .npy file");
+  std::filesystem::remove(dir);
 }
 
 TEST(Npy, EmbeddedFilesAreReadInsteadOfTheFileSystem) {

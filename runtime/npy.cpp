@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,11 @@ File open_file(const std::string& path, const char* mode) {
       return f;
     }
   }
+  // fopen opens a directory for reading on Linux; its first read would fail with a message about
+  // the magic string.
+  std::error_code ec;
+  if (mode[0] == 'r' && std::filesystem::is_directory(path, ec))
+    throw UsageError(fmt::format("'{}' is a directory, not an .npy file", path));
   File f(std::fopen(path.c_str(), mode), &std::fclose);
   if (!f)
     throw UsageError(fmt::format("cannot open '{}' for {}: {}", path,
