@@ -228,7 +228,7 @@ fn pick(scatter x: f32[n, 2], bcast idx: i64[k]) { out rows: gather = take(x, id
   EXPECT_EQ(to_vector<float>(r.get("rows")), (std::vector<float>{1, 2, 3, 4}));
 }
 
-TEST_F(JitApi, ABadLabelIsReportedAtItsRowOfTheWholeCall) {
+TEST_F(JitApi, ABadLabelOrIndexIsReportedAtItsRowOfTheWholeCall) {
   synk::fork(2);
   jit::Module mod = jit::compile_string(R"(
 fn loss(scatter logits: f32[n, 3], scatter labels: i64[n]) { out l: sum = sum(cross_entropy(logits, labels)); }
@@ -250,6 +250,17 @@ fn loss(scatter logits: f32[n, 3], scatter labels: i64[n]) { out l: sum = sum(cr
   // A valid call still works afterwards.
   Data good = data<int64_t>({0, 1, 2, 0, 2, 1}, {6}, {.name = "labels"});
   EXPECT_NEAR(to_vector<float>(f({logits, good}).get("l")).at(0), 6 * std::log(3.0f), 1e-4);
+  // The same for take() with scattered indices; broadcast indices keep their own positions.
+  jit::Module picks = jit::compile_string(R"(
+fn pick(bcast table: f32[m, 2], scatter idx: i64[n]) { out r: gather = take(table, idx); }
+fn pick_all(bcast table: f32[m, 2], bcast idx: i64[k]) { out r: sum = sum(take(table, idx)); }
+)");
+  Data table = data<float>({1, 2, 3, 4, 5, 6}, {3, 2}, {.name = "table"});
+  Data idx = data<int64_t>({0, 2, 1, 1, 9}, {5}, {.name = "idx"});
+  e = error_of<RankError>([&] { picks.function("pick")({table, idx}); });
+  EXPECT_HAS(e, "index 9 at row 4 of the call's 5 scattered rows is out of range for an axis of size 3");
+  e = error_of<RankError>([&] { picks.function("pick_all")({table, idx}); });
+  EXPECT_HAS(e, "index 9 at position 4 is out of range for an axis of size 3");
 }
 
 TEST_F(JitApi, BridgeMapsEveryDtypeAndConvertsArrays) {

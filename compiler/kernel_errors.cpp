@@ -16,7 +16,8 @@ std::string source_position(const ir::Node& node) {
 namespace {
 
 // Whether `node` is a vector along the scattered axis (so an element's position is its row): its
-// size is the symbol that leads a scattered parameter's shape.
+// size is the symbol that leads a scattered parameter's shape. A bad value there is reported with
+// ScatteredRowError, numbered within this run's rows, which the call engine renumbers.
 bool along_scattered_rows(const ir::Function& graph, const ir::Node& node) {
   if (node.type.shape.size() != 1 || !node.type.shape[0].is_symbolic()) return false;
   for (const ir::Param& p : graph.params)
@@ -33,14 +34,17 @@ void throw_kernel_failure(const KernelPlan& plan, const Kernel& kernel, int64_t 
   const std::string op = ir::op_name(root.op);
   const std::string prefix = fmt::format("function '{}': {}{}", graph.name, op, source_position(root));
   switch (KernelError(code)) {
-    case KernelError::IndexOutOfRange:
-      throw dsl::UserError(fmt::format("{}: index {} at position {} is out of range for an axis of size {}", prefix,
-                                       value_of(root.operands.at(1)), position, limit));
+    case KernelError::IndexOutOfRange: {
+      ir::NodeId index = root.operands.at(1);
+      std::string before = fmt::format("{}: index {} at ", prefix, value_of(index));
+      std::string after = fmt::format(" is out of range for an axis of size {}", limit);
+      if (along_scattered_rows(graph, graph.node(index))) throw ScatteredRowError(before, position, after);
+      throw dsl::UserError(fmt::format("{}position {}{}", before, position, after));
+    }
     case KernelError::LabelOutOfRange: {
       ir::NodeId labels = root.op == ir::Op::OneHot ? root.operands.at(0) : root.operands.at(1);
       std::string before = fmt::format("{}: label {} in ", prefix, value_of(labels));
       std::string after = fmt::format(" is out of range [0, {})", limit);
-      // Rows of scattered inputs are numbered within this run's share; the engine renumbers them.
       if (along_scattered_rows(graph, graph.node(labels))) throw ScatteredRowError(before, position, after);
       throw dsl::UserError(fmt::format("{}row {}{}", before, position, after));
     }

@@ -623,7 +623,8 @@ int main_with_exit_codes(int argc, char** argv) {
   app.add_option("-o,--output", options.output, "Write the output to this file instead of stdout")
       ->type_name("FILE");
   app.add_flag("--print-after-all", options.print_after_all,
-               "Print the IR after every compiler pass to stderr");
+               "Print the IR to stderr after every compiler pass that the --emit stage runs (ir-grad and later; "
+               "--emit=ast and ir run none)");
   ArtifactOptions& artifact = options.artifact;
   app.add_option("--header", artifact.header, "With -o libNAME.a: also write the module's C++ header")
       ->type_name("FILE");
