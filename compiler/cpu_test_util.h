@@ -23,6 +23,7 @@
 #include "compiler/grad.h"
 #include "dsl/evaluator.h"
 #include "dsl/frontend.h"
+#include "runtime/errors.h"
 
 namespace synk::compiler::testing {
 
@@ -161,6 +162,21 @@ inline CallArguments call_arguments(const CpuFunction& compiled, const std::vect
   return a;
 }
 
+// The message of the user error `run` throws, or "" when it throws none. A compiled function
+// reports bad data as dsl::UserError, or as synk::ScatteredRowError (a UsageError, which the call
+// engine renumbers) for a bad value in a scattered row.
+template <class Run>
+std::string user_error_of(Run&& run) {
+  try {
+    run();
+  } catch (const dsl::UserError& e) {
+    return e.what();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return {};
+}
+
 struct CaseResult {
   std::string failure;   // empty: passed
   std::string user_error_compiled, user_error_reference;
@@ -192,11 +208,7 @@ inline CaseResult run_differential(const ir::Module& module, const std::string& 
   std::unique_ptr<CpuFunction> compiled = compile_cpu_function(module, fn_name, compile_options);
   CallArguments args = call_arguments(*compiled, inputs, shareds);
   std::vector<rt::Array> outputs(fn->outputs.size()), updates(fn->updates.size());
-  try {
-    compiled->run(args.inputs, args.shareds, outputs, updates);
-  } catch (const dsl::UserError& e) {
-    result.user_error_compiled = e.what();
-  }
+  result.user_error_compiled = user_error_of([&] { compiled->run(args.inputs, args.shareds, outputs, updates); });
   if (!result.user_error_reference.empty() || !result.user_error_compiled.empty()) {
     if (result.user_error_reference.empty() != result.user_error_compiled.empty())
       result.failure = fmt::format("only one side failed: compiled '{}', reference '{}'", result.user_error_compiled,

@@ -29,6 +29,7 @@
 
 #include "compiler/bridge.h"
 #include "compiler/cpu_function.h"
+#include "compiler/cpu_test_util.h"
 #include "compiler/cuda_emulator_test_util.h"
 #include "compiler/cuda_function.h"
 #include "compiler/grad.h"
@@ -151,17 +152,8 @@ void run_trial(const ir::Module& module, const ir::Function& fn, CudaFunction& f
     const ir::Module reference = has_gradients(module) ? expand_gradients(module) : module;
     want = dsl::evaluate(reference, fn.name, inputs, shared_values);
   } catch (const dsl::UserError& e) {
-    // The backend's user error: dsl::UserError, or synk::ScatteredRowError (a UsageError) for a bad
-    // value in a scattered row.
-    bool user_error = false;
-    try {
-      f.run(input_refs, shared_refs, outputs, updates);
-    } catch (const dsl::UserError&) {
-      user_error = true;
-    } catch (const UsageError&) {
-      user_error = true;
-    }
-    EXPECT_TRUE(user_error) << "the reference failed (" << e.what() << ") but the backend did not";
+    EXPECT_NE(testing::user_error_of([&] { f.run(input_refs, shared_refs, outputs, updates); }), "")
+        << "the reference failed (" << e.what() << ") but the backend did not";
     return;
   }
   ASSERT_NO_THROW(f.run(input_refs, shared_refs, outputs, updates));
@@ -312,19 +304,8 @@ TEST_P(CudaExec, DataErrorsMatchTheCpuBackend) {
     std::vector<rt::ArrayRef> refs;
     for (const rt::Array& a : inputs) refs.push_back(a.ref());
     std::vector<rt::Array> out(1), upd;
-    // A user error: dsl::UserError, or synk::ScatteredRowError for a bad value in a scattered row.
-    auto message_of = [&](auto&& function) -> std::string {
-      try {
-        function->run(refs, {}, out, upd);
-      } catch (const dsl::UserError& e) {
-        return e.what();
-      } catch (const UsageError& e) {
-        return e.what();
-      }
-      return {};
-    };
-    const std::string cpu_msg = message_of(compile_cpu_function(m, name));
-    const std::string cuda_msg = message_of(compile(m, name));
+    const std::string cpu_msg = testing::user_error_of([&] { compile_cpu_function(m, name)->run(refs, {}, out, upd); });
+    const std::string cuda_msg = testing::user_error_of([&] { compile(m, name)->run(refs, {}, out, upd); });
     EXPECT_FALSE(cuda_msg.empty()) << name << ": no error reported";
     EXPECT_EQ(cuda_msg, cpu_msg) << name;
   };

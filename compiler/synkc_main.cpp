@@ -37,7 +37,6 @@
 #include "compiler/bridge.h"
 #include "compiler/emit.h"
 #include "compiler/synk_jit.h"
-#include "compiler/train.h"
 #include "dsl/frontend.h"
 #include "dsl/parser.h"
 #include "runtime/dtype.h"
@@ -270,11 +269,11 @@ int write_output(const DriverOptions& options, FrontEnd& front_end, std::ostream
   }
   if (!front_end.analyze()) return kUserError;
   if (options.emit != "stub" && options.emit != "header" && !options.artifact.functions.empty()) {
-    // The later stages also show the update functions of training steps: those names count too.
-    synk::ir::Module expanded = front_end.module();
-    run_stage(front_end, [&] { synk::compiler::expand_training_steps(expanded); });
+    // The later stages also show the update function that each training step's optimizer adds.
     std::vector<std::string> functions;
-    for (const synk::ir::Function& fn : expanded.functions) functions.push_back(fn.name);
+    for (const synk::ir::Function& fn : front_end.module().functions) functions.push_back(fn.name);
+    for (const synk::ir::Optimizer& o : front_end.module().optimizers)
+      if (o.gradient >= 0) functions.push_back(o.update_function());
     check_function_names(options, functions);
   }
   if (options.emit.empty()) return kOk;
@@ -523,9 +522,9 @@ int run_function(const DriverOptions& driver) {
   }
   // Shared variables' values, checked against their declarations before anything runs.
   std::vector<std::pair<std::string, synk::Array>> sets;
+  const std::vector<std::string> names = module.shared_names();
   for (const std::string& spec : options.sets) {
     auto [name, file] = name_and_file(spec, "--set");
-    std::vector<std::string> names = module.shared_names();
     if (std::find(names.begin(), names.end(), name) == names.end())
       throw UsageError{fmt::format("--set {}: '{}' has no shared variable '{}' (shared variables: {})", spec,
                                    driver.input, name, names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")))};

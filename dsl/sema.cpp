@@ -6,6 +6,7 @@
 // in sema_expr.cpp and sema_builtins.cpp.
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "dsl/frontend.h"
 #include "dsl/npy_header.h"
@@ -195,10 +196,11 @@ class InitializerAnalyzer {
                                      ? std::filesystem::path(path)
                                      : std::filesystem::path(ctx_.base_dir) / path;
     std::error_code ec;
-    if (!is_embedded_npy(full.string()) && std::filesystem::is_directory(full, ec))
+    const bool embedded = is_embedded_npy(full.string());
+    if (!embedded && std::filesystem::is_directory(full, ec))
       return error(e.args[0]->loc, fmt::format("\"{}\" is a directory, not an .npy file (looked at {})", path,
                                                full.string()));
-    if (!is_embedded_npy(full.string()) && !std::filesystem::is_regular_file(full, ec))
+    if (!embedded && !std::filesystem::is_regular_file(full, ec))
       return error(e.args[0]->loc, fmt::format("cannot find \"{}\" to initialize shared variable '{}' "
                                                "(looked for {})", path, decl_.name, full.string()));
     if (type_ && !check_npy(full.string(), path, e.args[0]->loc)) return std::nullopt;
@@ -222,6 +224,7 @@ class InitializerAnalyzer {
     if (header->fortran_order)
       return error(loc, fmt::format("\"{}\" is stored in Fortran order; save it in C order "
                                     "(numpy.ascontiguousarray)", path)), false;
+    const std::string dims = fmt::format("{}", fmt::join(header->shape, ", "));
     bool match = header->shape.size() == type_->rank();
     std::map<std::string, int64_t> bound;
     for (size_t i = 0; match && i < header->shape.size(); ++i) {
@@ -229,22 +232,16 @@ class InitializerAnalyzer {
       if (!d.is_symbolic()) match = d.size == header->shape[i];
       else match = bound.emplace(d.symbol, header->shape[i]).first->second == header->shape[i];
     }
-    if (!match) {
-      std::string dims;
-      for (int64_t n : header->shape) dims += (dims.empty() ? "" : ", ") + std::to_string(n);
+    if (!match)
       return error(loc, fmt::format("\"{}\" has shape ({}) but shared variable '{}' is declared {}", path,
                                     dims, decl_.name, ir::type_str(*type_))), false;
-    }
     // A valid header over too few bytes (a copy cut short) would otherwise fail only when run.
     uint64_t need = ir::dtype_size(*header->dtype);
     for (int64_t n : header->shape)
       if (__builtin_mul_overflow(need, uint64_t(n), &need)) need = UINT64_MAX;
-    if (header->data_bytes < need) {
-      std::string dims;
-      for (int64_t n : header->shape) dims += (dims.empty() ? "" : ", ") + std::to_string(n);
+    if (header->data_bytes < need)
       return error(loc, fmt::format("\"{}\" is truncated: shape ({}) of {} needs {} bytes of data, the file has {}",
                                     path, dims, ir::dtype_name(*header->dtype), need, header->data_bytes)), false;
-    }
     return true;
   }
 

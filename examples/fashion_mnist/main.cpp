@@ -36,6 +36,7 @@
 #include <fmt/format.h>
 
 #include "examples/fashion_mnist/idx.h"
+#include "dsl/sema_optimizer.h"
 #include "examples/fashion_mnist/model.h"
 #include "runtime/backend.h"
 #include "runtime/npy.h"
@@ -336,6 +337,20 @@ CLI::Validator at_least(int64_t minimum) {
       fmt::format(">= {}", minimum));
 }
 
+// A CLI11 check for uint64_t options (CLI11 itself takes "-1" as 2^64 - 1).
+CLI::Validator unsigned_integer() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          size_t used = 0;
+          if (!text.empty() && text[0] != '-' && (std::stoull(text, &used), used == text.size())) return {};
+        } catch (const std::exception&) {
+        }
+        return fmt::format("must be an integer from 0 to 2^64 - 1, got '{}'", text);
+      },
+      "UINT");
+}
+
 // A CLI11 check for real options: a finite number in [lo, hi] (hi excluded when `open_high`).
 CLI::Validator in_range(double lo, bool open_low, double hi, bool open_high, const std::string& what) {
   return CLI::Validator(
@@ -392,23 +407,14 @@ int main(int argc, char** argv) {
                      "sgd, momentum, nesterov, adagrad, rmsprop, adadelta, adam or adamax; with --lr and --momentum it "
                      "replaces the optimizer the model declares (momentum(lr=0.05, momentum=0.9) in mlp.synk)")
           ->capture_default_str()
-          ->check(CLI::IsMember({"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adadelta", "adam", "adamax"}));
+          ->check(CLI::IsMember(synk::dsl::update_rule_names()));
   app.add_option("--out", o.out, "Directory for the trained parameters (.npy); empty: do not save")->capture_default_str();
   app.add_option("--data", o.data_dir, "Directory of the gzipped IDX files")->capture_default_str();
   app.add_option("--model", o.model, "The model's .synk file")->capture_default_str();
   app.add_option("--limit", o.limit, "Train on the first N training images only (0: all)")->check(at_least(0));
   app.add_option("--holdout", o.holdout, "Validate on N held-out training images instead of the test set")
       ->check(at_least(0));
-  app.add_option("--seed", o.seed, "Seed of the shuffles")->capture_default_str()->check(CLI::Validator(
-      [](std::string& text) -> std::string {
-        size_t used = 0;
-        try {
-          if (!text.empty() && text[0] != '-' && (std::stoull(text, &used), used == text.size())) return {};
-        } catch (const std::exception&) {
-        }
-        return fmt::format("must be an integer from 0 to 2^64 - 1, got '{}'", text);
-      },
-      "UINT"));
+  app.add_option("--seed", o.seed, "Seed of the shuffles")->capture_default_str()->check(unsigned_integer());
   app.add_option("--require-accuracy", o.require_accuracy,
                  "Exit with status 1 unless the validation loss decreased and the test accuracy is at least this "
                  "fraction (0.86: 86%)")
