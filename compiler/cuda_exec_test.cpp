@@ -71,31 +71,7 @@ class Rng {
   std::mt19937_64 engine_;
 };
 
-rt::Array to_array(const HostTensor& h) {
-  rt::Array a;
-  a.resize(runtime_dtype(h.dtype), h.shape);
-  for (size_t i = 0; i < h.data.size(); ++i) {
-    const double v = h.data[i];
-    switch (h.dtype) {
-      case ir::DType::F32: a.data<float>()[i] = float(v); break;
-      case ir::DType::F64: a.data<double>()[i] = v; break;
-      case ir::DType::I32: a.data<int32_t>()[i] = int32_t(v); break;
-      case ir::DType::I64: a.data<int64_t>()[i] = int64_t(v); break;
-      default: a.data<uint8_t>()[i] = uint8_t(v); break;
-    }
-  }
-  return a;
-}
-
-double element(const rt::Array& a, size_t i) {
-  switch (a.dtype) {
-    case rt::DType::F32: return a.data<float>()[i];
-    case rt::DType::F64: return a.data<double>()[i];
-    case rt::DType::I32: return a.data<int32_t>()[i];
-    case rt::DType::I64: return double(a.data<int64_t>()[i]);
-    default: return a.data<uint8_t>()[i];
-  }
-}
+using testing::to_array;
 
 // Random values; integers in [0, 3) so that they are mostly valid indices and labels.
 HostTensor random_tensor(const ir::TensorType& type, const std::map<std::string, int64_t>& sizes, Rng& rng, double lo,
@@ -119,8 +95,9 @@ void expect_close(const rt::Array& got, const HostTensor& want, const std::strin
   const bool flt = ir::is_float(want.dtype);
   const double rtol = want.dtype == ir::DType::F64 ? 1e-9 : 2e-4;
   int reported = 0;
+  const std::vector<double> values = testing::values_of(got);
   for (size_t i = 0; i < want.data.size(); ++i) {
-    const double g = element(got, i), w = want.data[i];
+    const double g = values[i], w = want.data[i];
     const bool ok = !flt ? g == w : std::isnan(w) ? std::isnan(g) : std::isinf(w) ? g == w : std::abs(g - w) <= rtol * (1 + std::abs(w));
     if (!ok && reported++ < 5) ADD_FAILURE() << what << "[" << i << "]: got " << g << ", reference " << w;
   }
