@@ -16,9 +16,9 @@
 
 #include <fmt/format.h>
 
-#include "compiler/codegen_cpu.h"
-#include "compiler/cpu_function.h"
-#include "compiler/jit.h"
+#include "compiler/cpu/codegen_cpu.h"
+#include "compiler/cpu/cpu_function.h"
+#include "compiler/llvm/jit.h"
 #include "compiler/lower.h"
 #include "dsl/frontend.h"
 

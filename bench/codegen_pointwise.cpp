@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "compiler/cpu_function.h"
+#include "compiler/cpu/cpu_function.h"
 #include "dsl/frontend.h"
 
 namespace {

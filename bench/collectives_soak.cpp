@@ -19,7 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "runtime/synk.h"
+#include "synk/synk.h"
 #include "runtime/testing.h"
 
 using namespace synk;

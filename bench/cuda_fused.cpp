@@ -17,9 +17,9 @@
 
 #include <fmt/format.h>
 
-#include "compiler/cuda_function.h"
+#include "compiler/cuda/cuda_function.h"
 #include "dsl/frontend.h"
-#include "runtime/cuda_driver.h"
+#include "gpu/driver.h"
 
 namespace {
 

@@ -14,10 +14,10 @@
 
 #include <fmt/format.h>
 
-#include "compiler/cuda_function.h"
+#include "compiler/cuda/cuda_function.h"
 #include "dsl/frontend.h"
-#include "runtime/cublas_loader.h"
-#include "runtime/cuda_driver.h"
+#include "gpu/cublas.h"
+#include "gpu/driver.h"
 
 namespace {
 

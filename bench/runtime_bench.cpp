@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/futex.h"
-#include "runtime/shm.h"
-#include "runtime/synk.h"
+#include "runtime/group/futex.h"
+#include "runtime/group/shm.h"
+#include "synk/synk.h"
 #include "runtime/testing.h"
 
 using namespace synk;

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 
-#include "compiler/codegen_cpu.h"
-#include "compiler/codegen_cuda.h"
-#include "compiler/grad.h"
+#include "compiler/cpu/codegen_cpu.h"
+#include "compiler/cuda/codegen_cuda.h"
+#include "compiler/grad/grad.h"
 #include "dsl/frontend.h"
 #include "compiler/lower.h"
-#include "compiler/train.h"
+#include "compiler/grad/train.h"
 
 namespace synk::compiler {
 
@@ -23,9 +23,9 @@ void emit(const ir::Module& module, const std::string& stage, std::ostream& out,
   if (std::find(stages.begin(), stages.end(), stage) == stages.end()) {
     std::string known;
     for (const std::string& s : stages) known += (known.empty() ? "" : ", ") + s;
-    throw dsl::UserError("--emit=" + stage + " is not a compiler stage (known after ir: " + known + ")");
+    throw synk::UserError("--emit=" + stage + " is not a compiler stage (known after ir: " + known + ")");
   }
-  // A training function's optimizer becomes its update function first (compiler/train.h).
+  // A training function's optimizer becomes its update function first (compiler/grad/train.h).
   ir::Module expanded = module;
   expand_training_steps(expanded);
   if (stage == "ir-grad") {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dsl/ir.h"
+#include "ir/ir.h"
 
 namespace synk::compiler {
 
@@ -19,13 +19,13 @@ struct EmitOptions {
 // The stages emit() accepts, in pipeline order.
 const std::vector<std::string>& emit_stages();
 
-// Writes `stage` of `module` to `out`. Throws dsl::UserError for an unknown stage.
+// Writes `stage` of `module` to `out`. Throws synk::UserError for an unknown stage.
 void emit(const ir::Module& module, const std::string& stage, std::ostream& out,
           const EmitOptions& options);
 
 // What `synkc check` runs after the front end: the stages that can still find errors in the
 // user's program (training-step expansion and gradients, i.e. what --emit=ir-grad runs), their
-// output discarded. Throws dsl::UserError (a dsl::LocatedUserError where the construct is known).
+// output discarded. Throws synk::UserError (a synk::LocatedUserError where the construct is known).
 void check_program(const ir::Module& module);
 
 }  // namespace synk::compiler

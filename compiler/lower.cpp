@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "compiler/grad.h"
-#include "compiler/passes.h"
+#include "compiler/grad/grad.h"
+#include "compiler/passes/passes.h"
 #include "dsl/frontend.h"
 
 namespace synk::compiler {
@@ -25,7 +25,7 @@ void check_and_dump(const char* pass, const ir::Module& module, const ir::Functi
   ir::Module m = with_function(module, fn);
   std::vector<std::string> problems = ir::verify(m);
   if (!problems.empty())
-    dsl::internal_error(fmt::format("after pass '{}' on function '{}': {}", pass, fn.name, fmt::join(problems, "; ")));
+    synk::internal_error(fmt::format("after pass '{}' on function '{}': {}", pass, fn.name, fmt::join(problems, "; ")));
   if (options.print_after_all)
     *options.print_after_all << fmt::format("// *** IR after {} (fn {}) ***\n", pass, fn.name) << dsl::print_module(m);
 }

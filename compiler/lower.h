@@ -5,8 +5,8 @@
 #include <ostream>
 #include <string>
 
-#include "compiler/kernel_plan.h"
-#include "dsl/ir.h"
+#include "compiler/passes/kernel_plan.h"
+#include "ir/ir.h"
 
 namespace synk::compiler {
 
@@ -16,7 +16,7 @@ struct LowerOptions {
 };
 
 // Runs the passes over `fn` (a function of `module`) and fuses the result into kernels.
-// Throws dsl::UserError for programs the code generators cannot handle, dsl::InternalError when
+// Throws synk::UserError for programs the code generators cannot handle, synk::InternalError when
 // a pass breaks an IR invariant (checked with ir::verify after every pass).
 KernelPlan lower(const ir::Module& module, const ir::Function& fn, const LowerOptions& options = {});
 

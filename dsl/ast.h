@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "dsl/diagnostics.h"
+#include "base/diagnostics.h"
 
 namespace synk::ast {
 
-using dsl::SourceLoc;
+using synk::SourceLoc;
 
 // `n`, `10`, or `-1` (only meaningful inside reshape shapes, which are expressions).
 struct DimExpr {

@@ -17,7 +17,7 @@
 #include "dsl/builder_internal.h"
 #include "dsl/sema.h"
 #include "dsl/sema_optimizer.h"
-#include "dsl/type_infer.h"
+#include "ir/type_infer.h"
 
 namespace synk::dsl {
 

@@ -12,7 +12,7 @@
 //   f.update(w, w - 0.1 * grad(mean(cross_entropy(logits, y)), w));
 //   ir::Module m = mb.build();
 //
-// An Expr is a typed expression tree: its type is inferred (dsl/type_infer.h) as soon as it is
+// An Expr is a typed expression tree: its type is inferred (ir/type_infer.h) as soon as it is
 // made, so a mistake throws a UserError at the line that made it. Nodes are written into a
 // function only when a statement (let / out / update) uses the Expr, depth first and left to
 // right, exactly as sema walks the same expression; an Expr used twice is written once. To get
@@ -30,8 +30,8 @@
 #include <utility>
 #include <vector>
 
-#include "dsl/diagnostics.h"
-#include "dsl/ir.h"
+#include "base/diagnostics.h"
+#include "ir/ir.h"
 
 namespace synk::dsl {
 

@@ -2,14 +2,14 @@
 // the counterpart of sema's handler for the same call (dsl/sema_expr.cpp, dsl/sema_builtins.cpp):
 // the same literal rules, the same implicit casts, the same normalized attributes and the same
 // checks, with messages that name the operation and the operand types. Type inference itself
-// is infer_type's (dsl/type_infer.h), reached through make_op.
+// is infer_type's (ir/type_infer.h), reached through make_op.
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "dsl/builder.h"
 #include "dsl/builder_internal.h"
-#include "dsl/type_infer.h"
+#include "ir/type_infer.h"
 
 namespace synk::dsl {
 

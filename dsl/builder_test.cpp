@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "dsl/builder.h"
-#include "dsl/evaluator.h"
+#include "ir/evaluator.h"
 #include "dsl/frontend.h"
 
 namespace synk::dsl {

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "dsl/evaluator.h"
+#include "ir/evaluator.h"
 #include "dsl/frontend.h"
 
 namespace synk::dsl {

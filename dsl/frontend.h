@@ -8,8 +8,8 @@
 #include <string>
 
 #include "dsl/ast.h"
-#include "dsl/diagnostics.h"
-#include "dsl/ir.h"
+#include "base/diagnostics.h"
+#include "ir/ir.h"
 
 namespace synk::dsl {
 

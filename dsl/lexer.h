@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dsl/diagnostics.h"
+#include "base/diagnostics.h"
 
 namespace synk::dsl {
 

@@ -397,8 +397,8 @@ TEST(Lexer, AByteOrderMarkIsSkipped) {
 TEST(Diagnostics, InternalErrorIsNotAUserError) {
   EXPECT_THROW(internal_error("broken invariant"), InternalError);
   try {
-    SYNK_DSL_CHECK(1 + 1 == 3, "arithmetic");
-    FAIL() << "SYNK_DSL_CHECK did not throw";
+    SYNK_CHECK(1 + 1 == 3, "arithmetic");
+    FAIL() << "SYNK_CHECK did not throw";
   } catch (const InternalError& e) {
     EXPECT_NE(std::string(e.what()).find("arithmetic"), std::string::npos);
   }

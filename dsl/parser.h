@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "dsl/diagnostics.h"
+#include "base/diagnostics.h"
 
 namespace synk::dsl {
 

@@ -22,16 +22,16 @@ constexpr const char* kBaseDir = "/nonexistent-synk-fuzz-dir";
 }
 
 std::optional<synk::ir::Module> front_end(const std::string& text, std::string* diagnostics) {
-  synk::dsl::SourceFile file("fuzz.synk", text);
-  synk::dsl::DiagnosticEngine diags(file);
+  synk::SourceFile file("fuzz.synk", text);
+  synk::DiagnosticEngine diags(file);
   synk::ast::Program program = synk::dsl::parse_program(file, diags);
   std::string tree = synk::dsl::print_ast(program);
   if (diags.has_errors()) {
-    *diagnostics = synk::dsl::format_diagnostics_in_source_order(diags);
+    *diagnostics = synk::format_diagnostics_in_source_order(diags);
     return std::nullopt;
   }
   std::optional<synk::ir::Module> module = synk::dsl::analyze(program, diags, kBaseDir);
-  *diagnostics = synk::dsl::format_diagnostics_in_source_order(diags);
+  *diagnostics = synk::format_diagnostics_in_source_order(diags);
   if (module.has_value() == diags.has_errors()) {
     finding("analyze returned a module together with errors, or nothing without an error", *diagnostics);
   }

@@ -9,9 +9,9 @@
 #include <fmt/ranges.h>
 
 #include "dsl/frontend.h"
-#include "dsl/npy_header.h"
+#include "base/npy_format.h"
 #include "dsl/sema.h"
-#include "dsl/type_infer.h"
+#include "ir/type_infer.h"
 
 namespace synk::dsl {
 
@@ -216,7 +216,7 @@ class InitializerAnalyzer {
     if (!header->dtype)
       return error(loc, fmt::format("\"{}\" holds dtype '{}', which synk cannot load (it reads f32, f64, "
                                     "i32, i64, u8 and bool, little-endian)", path, header->descr)), false;
-    if (!converts_safely(*header->dtype, type_->dtype))
+    if (!can_cast_safely(*header->dtype, type_->dtype))
       return error(loc, fmt::format("\"{}\" holds {} values, which do not convert safely to {}; declare "
                                     "'{}' as {} or save the file as {}", path, ir::dtype_name(*header->dtype),
                                     ir::dtype_name(type_->dtype), decl_.name, ir::dtype_name(*header->dtype),

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "dsl/ast.h"
-#include "dsl/diagnostics.h"
-#include "dsl/ir.h"
+#include "base/diagnostics.h"
+#include "ir/ir.h"
 
 namespace synk::dsl::sema {
 

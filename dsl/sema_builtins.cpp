@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "dsl/sema.h"
-#include "dsl/type_infer.h"
+#include "ir/type_infer.h"
 
 namespace synk::dsl::sema {
 

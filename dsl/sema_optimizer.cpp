@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "dsl/diagnostics.h"
+#include "base/diagnostics.h"
 
 namespace synk::dsl {
 

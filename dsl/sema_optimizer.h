@@ -1,6 +1,6 @@
 // Optimizer update rules as the front end knows them: the rules by name, their hyper-parameters,
 // defaults and valid ranges, and the state each keeps. Sema checks an `optimizer` declaration with
-// these (so a bad one is reported at its line and column); compiler/update_rules.h re-exports
+// these (so a bad one is reported at its line and column); compiler/grad/update_rules.h re-exports
 // them and generates the update functions (formulas in docs/training.md).
 #pragma once
 
@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "dsl/ir.h"
+#include "ir/ir.h"
 
 namespace synk::dsl {
 

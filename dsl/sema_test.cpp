@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "dsl/frontend.h"
-#include "dsl/ir.h"
+#include "ir/ir.h"
 
 namespace synk::dsl {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "dsl/sema.h"
 #include "dsl/sema_optimizer.h"
-#include "dsl/type_infer.h"
+#include "ir/type_infer.h"
 
 namespace synk::dsl::sema {
 

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "compiler/synk_jit.h"
+#include "synk/jit.h"
 
 int main(int argc, char** argv) try {
   int ranks = 0;                                      // 0: one rank per CPU core

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "compiler/synk_jit.h"
+#include "synk/jit.h"
 
 namespace {
 

@@ -1,32 +1,5 @@
-// Reading and writing NumPy .npy files (format versions 1, 2 and 3; little-endian; C order).
-// Every problem (not an .npy file, Fortran order, big-endian or unsupported dtype, truncated data)
-// is a UsageError naming the file.
+// Forwarding header (kept for one release, until synk 0.3): "runtime/npy.h" moved to "runtime/data/npy.h" in the
+// layout of synk 0.2 (docs/architecture.md). Include <runtime/data/npy.h> instead.
 #pragma once
 
-#include <cstddef>
-#include <string>
-#include <vector>
-
-#include "runtime/descriptor.h"
-
-namespace synk::rt::npy {
-
-struct Header {
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  size_t data_offset = 0;       // where the elements start in the file
-};
-
-Header read_header(const std::string& path);
-// Reads the elements described by `header` (from read_header(path)) into `dst`.
-void read_data(const std::string& path, const Header& header, void* dst);
-Array read(const std::string& path);
-void write(const std::string& path, const ArrayRef& array);
-
-// A file built into the program: reading `path` (read_header, read_data, read) reads these bytes
-// instead of the file system. synkc's artifacts embed the .npy files their load() initialisers
-// name, so that a binary runs without them. `data` must live as long as the program.
-void embed(const std::string& path, const void* data, size_t size);
-bool is_embedded(const std::string& path);
-
-}  // namespace synk::rt::npy
+#include "runtime/data/npy.h"

@@ -16,10 +16,10 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/data.h"
-#include "runtime/descriptor.h"
-#include "runtime/dtype.h"
-#include "runtime/shm.h"
+#include "runtime/data/data.h"
+#include "runtime/call/descriptor.h"
+#include "runtime/data/dtype.h"
+#include "runtime/group/shm.h"
 
 namespace synk::testing {
 

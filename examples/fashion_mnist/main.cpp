@@ -38,8 +38,8 @@
 #include "examples/fashion_mnist/idx.h"
 #include "dsl/sema_optimizer.h"
 #include "examples/fashion_mnist/model.h"
-#include "runtime/backend.h"
-#include "runtime/npy.h"
+#include "runtime/group/backend.h"
+#include "runtime/data/npy.h"
 
 namespace {
 
@@ -439,7 +439,7 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const fashion_mnist::DataError& e) {
     std::cerr << "fashion_mnist: error: " << e.what() << "\n";
-  } catch (const synk::dsl::UserError& e) {
+  } catch (const synk::UserError& e) {
     // A diagnostic from the model's source reads "FILE:LINE:COL: error: ..." already.
     const std::string what = e.what();
     std::cerr << "fashion_mnist: " << (what.find(": error: ") == std::string::npos ? "error: " : "") << what << "\n";

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "compiler/train.h"
+#include "compiler/grad/train.h"
 #include "dsl/frontend.h"
 
 namespace fashion_mnist {
@@ -18,9 +18,9 @@ namespace fashion_mnist {
 Model build_model(const std::string& synk_path, const std::optional<OptimizerChoice>& optimizer) {
   std::error_code ec;
   if (std::filesystem::is_directory(synk_path, ec))
-    throw synk::dsl::UserError(fmt::format("the model '{}' is a directory, not a .synk file", synk_path));
+    throw synk::UserError(fmt::format("the model '{}' is a directory, not a .synk file", synk_path));
   std::ifstream file(synk_path);
-  if (!file) throw synk::dsl::UserError(fmt::format("cannot read the model '{}': {}", synk_path, std::strerror(errno)));
+  if (!file) throw synk::UserError(fmt::format("cannot read the model '{}': {}", synk_path, std::strerror(errno)));
   std::stringstream text;
   text << file.rdbuf();
   synk::ir::Module ir = synk::dsl::compile_source(synk_path, text.str());

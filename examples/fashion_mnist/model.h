@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/synk_jit.h"
+#include "synk/jit.h"
 
 namespace fashion_mnist {
 
@@ -31,7 +31,7 @@ struct Model {
 
 // Compiles `synk_path` (mlp.synk); `optimizer`, when given, replaces the rule declared there.
 // Call before synk::fork() so that workers inherit the compiled functions (after it works too,
-// they are then rebuilt in workers). dsl::UserError for a bad model or optimizer.
+// they are then rebuilt in workers). synk::UserError for a bad model or optimizer.
 Model build_model(const std::string& synk_path, const std::optional<OptimizerChoice>& optimizer = std::nullopt);
 
 }  // namespace fashion_mnist

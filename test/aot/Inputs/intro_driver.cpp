@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "intro.h"
-#include "runtime/npy.h"
+#include "runtime/data/npy.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "runtime/npy.h"
+#include "runtime/data/npy.h"
 #include "shared_variable.h"
 #ifdef WITH_INTRO
 #include "intro.h"

@@ -1,7 +1,8 @@
 // The consumer's driver: fresh random inputs (seed from the command line), score() and two
 // step() calls on RANKS ranks; prints z and w with all digits, and checks both against a float64
 // reference computed here. Built twice: against the AOT module's header, and with USE_JIT
-// through synk::jit; run-consumer.sh compares the two outputs for one seed.
+// through synk::jit (with the new include paths, and with OLD_INCLUDE_PATHS with 0.1's); run-consumer.sh
+// compares the outputs for one seed.
 // Usage: app RANKS SEED
 #include <cmath>
 #include <cstdio>
@@ -9,8 +10,11 @@
 #include <random>
 #include <vector>
 
-#ifdef USE_JIT
-#include "compiler/synk_jit.h"
+#if defined(USE_JIT) && defined(OLD_INCLUDE_PATHS)
+#include "compiler/synk_jit.h"  // the 0.1 path: a forwarding header for one release
+#include "runtime/synk.h"
+#elif defined(USE_JIT)
+#include "synk/jit.h"
 #else
 #include "model.h"
 #endif

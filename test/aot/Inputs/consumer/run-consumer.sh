@@ -1,7 +1,7 @@
 #!/bin/bash
 # CTest "aot_install_consumer": installs the synk build BUILD_DIR into a temporary prefix, then
 # configures, builds and runs this directory as a user's project would (find_package(synk),
-# synk_add_module). Checks: both apps match a float64 reference on 1 and 2 ranks; the AOT app
+# synk_add_module). Checks: the apps (AOT, JIT, JIT through 0.1's include paths) match a float64 reference on 1 and 2 ranks; the AOT app
 # prints exactly what the JIT app prints; the AOT app needs no LLVM; editing the .synk file, or
 # touching a .npy file its load() builds in, re-runs synkc on the next build.
 # Usage: run-consumer.sh BUILD_DIR [CMAKE]
@@ -22,7 +22,9 @@ seed=$((RANDOM + 1))
 for ranks in 1 2; do
   "$work/build/aot_app" $ranks $seed > "$work/aot$ranks.txt" || { cat "$work/aot$ranks.txt"; exit 1; }
   "$work/build/jit_app" $ranks $seed > "$work/jit$ranks.txt" || { cat "$work/jit$ranks.txt"; exit 1; }
+  "$work/build/jit_app_old_paths" $ranks $seed > "$work/old$ranks.txt" || { cat "$work/old$ranks.txt"; exit 1; }
   diff "$work/aot$ranks.txt" "$work/jit$ranks.txt"
+  diff "$work/aot$ranks.txt" "$work/old$ranks.txt"
   cat "$work/aot$ranks.txt"
 done
 if readelf -d "$work/build/aot_app" | grep -E 'NEEDED.*(libLLVM|libclang)'; then

@@ -1,0 +1,255 @@
+// Building ahead-of-time artifacts (aot.h): kernel objects from the in-process Clang, the stub
+// and the user's driver from the system C++ compiler (the one CMake found when synk was built,
+// or $CXX), then `ar` (with an MRI script that merges synk's own static libraries, so that the
+// archive is self-contained) or the final link. Where synk's headers and libraries are depends
+// on where this synkc runs from: its build tree (paths baked at configure time) or an install
+// prefix (../include/synk and ../lib next to the executable, so an installed tree can move).
+#include "compiler/aot/aot.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "compiler/llvm/aot_object.h"
+#include "base/diagnostics.h"
+
+#ifndef SYNK_AOT_CXX
+#error "compiler/aot/CMakeLists.txt defines SYNK_AOT_* for this file"
+#endif
+
+namespace synk::compiler::aot {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Baked lists are '|'-separated (';' would split CMake's compile definitions).
+std::vector<std::string> split_list(const std::string& text, char separator = '|') {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(separator, start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) items.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return items;
+}
+
+// Where synk's headers and static libraries are for this synkc.
+struct Layout {
+  std::vector<std::string> include_dirs;
+  std::vector<std::string> synk_libs;     // in link order
+  std::vector<std::string> system_libs;   // after them
+};
+
+const Layout& layout() {
+  static const Layout l = [] {
+    Layout l;
+    std::error_code ec;
+    fs::path exe_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+    bool in_build_tree = !ec && fs::equivalent(exe_dir, SYNK_AOT_BUILD_BIN_DIR, ec);
+    if (in_build_tree) {
+      l.include_dirs = {SYNK_AOT_SOURCE_DIR};
+      l.synk_libs = split_list(SYNK_AOT_BUILD_LIBS);
+    } else {
+      fs::path prefix = exe_dir.parent_path();
+      l.include_dirs = {(prefix / "include" / "synk").string()};
+      for (const std::string& name : split_list(SYNK_AOT_INSTALL_LIBS))
+        l.synk_libs.push_back((prefix / SYNK_AOT_INSTALL_LIBDIR / name).string());
+    }
+    l.system_libs = split_list(SYNK_AOT_SYSTEM_LIBS);
+    return l;
+  }();
+  return l;
+}
+
+std::string cxx() {
+  const char* env = std::getenv("CXX");
+  return env && *env ? env : SYNK_AOT_CXX;
+}
+
+std::string quote(const std::string& arg) {
+  if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=/.,:@") == std::string::npos)
+    return arg;
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct CommandResult {
+  int status = 0;
+  std::string output;   // stdout and stderr together
+};
+
+CommandResult run_command(const std::vector<std::string>& argv, const std::string& stdin_file = "") {
+  std::string command;
+  for (const std::string& a : argv) command += (command.empty() ? "" : " ") + quote(a);
+  if (!stdin_file.empty()) command += " < " + quote(stdin_file);
+  command += " 2>&1";
+  CommandResult result;
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) synk::internal_error(fmt::format("cannot run '{}': {}", command, std::strerror(errno)));
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
+  int status = ::pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  if (result.status == 127 && result.output.find("not found") != std::string::npos)
+    result.output += fmt::format("(the C++ compiler is '{}'; set $CXX to use another)\n", cxx());
+  return result;
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!(out << text) || !out.flush())
+    throw AotUserError(fmt::format("cannot write '{}': {}", path.string(), std::strerror(errno)));
+}
+
+// A private build directory, removed at the end unless kept (or something failed inside synk).
+class ScratchDir {
+ public:
+  explicit ScratchDir(bool keep) : keep_(keep) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = fmt::format("{}/synkc-aot-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!::mkdtemp(pattern.data())) synk::internal_error(fmt::format("cannot create {}: {}", pattern, std::strerror(errno)));
+    path_ = pattern;
+    if (keep_) std::cerr << "synkc: keeping the build directory " << path_ << "\n";
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!keep_) fs::remove_all(path_, ec);
+  }
+  void keep() { keep_ = true; }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+  bool keep_;
+};
+
+std::vector<std::string> compile_flags() {
+  std::vector<std::string> flags = {"-std=c++20", "-O2", "-fPIC"};
+  for (const std::string& dir : layout().include_dirs) flags.push_back("-I" + dir);
+  return flags;
+}
+
+// Kernel objects and the compiled stub; returns the object paths.
+std::vector<std::string> build_objects(const AotModule& module, const AotOptions& options, ScratchDir& dir) {
+  std::vector<std::string> objects;
+  for (size_t f = 0; f < module.kernels.size(); ++f) {
+    const AotKernels& k = module.kernels[f];
+    if (k.symbols.empty()) continue;
+    fs::path path = dir.path() / fmt::format("{}_kernels{}.o", module.name, f);
+    std::vector<char> object = compile_object_for_cpu(k.source, options.target_cpu,
+                                                      fmt::format("synk_{}_{}", module.name, k.function),
+                                                      (dir.path() / fmt::format("scratch{}.o", f)).string());
+    write_file(path, std::string(object.begin(), object.end()));
+    objects.push_back(path.string());
+  }
+  fs::path stub = dir.path() / (module.name + "_stub.cpp");
+  fs::path stub_object = dir.path() / (module.name + "_stub.o");
+  write_file(stub, module.stub);
+  std::vector<std::string> argv = {cxx()};
+  for (const std::string& flag : compile_flags()) argv.push_back(flag);
+  for (const std::string& a : {std::string("-c"), stub.string(), std::string("-o"), stub_object.string()}) argv.push_back(a);
+  CommandResult result = run_command(argv);
+  if (result.status != 0) {
+    dir.keep();
+    synk::internal_error(fmt::format("the C++ compiler failed on synk's generated stub for module '{}' (saved to {}):\n{}",
+                                    module.name, stub.string(), result.output));
+  }
+  objects.push_back(stub_object.string());
+  return objects;
+}
+
+}  // namespace
+
+std::string include_flags() {
+  std::vector<std::string> flags;
+  for (const std::string& dir : layout().include_dirs) flags.push_back("-I" + quote(dir));
+  return fmt::format("{}", fmt::join(flags, " "));
+}
+
+std::string link_flags(bool bundle) {
+  std::vector<std::string> flags;
+  if (!bundle)
+    for (const std::string& lib : layout().synk_libs) flags.push_back(quote(lib));
+  for (const std::string& lib : layout().system_libs) flags.push_back(quote(lib));
+  return fmt::format("{}", fmt::join(flags, " "));
+}
+
+void build_library(const AotModule& module, const std::string& archive_path, const std::string& header_path,
+                   const AotOptions& options) {
+  ScratchDir dir(options.keep_temps);
+  std::vector<std::string> objects = build_objects(module, options, dir);
+  // Into a scratch archive first, renamed at the end: a failure never leaves half an archive.
+  fs::path scratch = dir.path() / "out.a";
+  CommandResult result;
+  if (options.bundle) {
+    std::string script = "create " + scratch.string() + "\n";
+    for (const std::string& object : objects) script += "addmod " + object + "\n";
+    for (const std::string& lib : layout().synk_libs) script += "addlib " + lib + "\n";
+    script += "save\nend\n";
+    write_file(dir.path() / "archive.mri", script);
+    result = run_command({"ar", "-M"}, (dir.path() / "archive.mri").string());
+  } else {
+    std::vector<std::string> argv = {"ar", "rcs", scratch.string()};
+    argv.insert(argv.end(), objects.begin(), objects.end());
+    result = run_command(argv);
+  }
+  // synk's libraries carry debug information (most of their size): a bundled archive drops it.
+  if (result.status == 0 && result.output.empty() && options.bundle) result = run_command({"strip", "--strip-debug", scratch.string()});
+  if (result.status != 0 || !result.output.empty()) {
+    dir.keep();
+    synk::internal_error(fmt::format("ar failed building {} (files in {}):\n{}", archive_path, dir.path().string(), result.output));
+  }
+  std::error_code ec;
+  fs::copy_file(scratch, archive_path, fs::copy_options::overwrite_existing, ec);
+  if (ec) throw AotUserError(fmt::format("cannot write '{}': {}", archive_path, ec.message()));
+  if (!header_path.empty()) write_file(header_path, module.header);
+}
+
+void build_executable(const AotModule& module, const std::string& driver_path, const std::string& output_path,
+                      const AotOptions& options) {
+  std::error_code ec;
+  if (!fs::is_regular_file(driver_path, ec))
+    throw AotUserError(fmt::format("cannot read the driver '{}': {}", driver_path,
+                                   fs::exists(driver_path, ec) ? "not a regular file" : std::strerror(ENOENT)));
+  ScratchDir dir(options.keep_temps);
+  std::vector<std::string> objects = build_objects(module, options, dir);
+  write_file(dir.path() / (module.name + ".h"), module.header);
+  fs::path driver_object = dir.path() / "driver.o";
+  std::vector<std::string> argv = {cxx()};
+  for (const std::string& flag : compile_flags()) argv.push_back(flag);
+  argv.push_back("-I" + dir.path().string());
+  if (const char* extra = std::getenv("CXXFLAGS"))
+    for (const std::string& flag : split_list(std::string(extra), ' ')) argv.push_back(flag);
+  for (const std::string& a : {std::string("-c"), driver_path, std::string("-o"), driver_object.string()}) argv.push_back(a);
+  CommandResult result = run_command(argv);
+  if (result.status != 0)
+    throw AotUserError(fmt::format("the driver '{}' does not compile:\n{}", driver_path, result.output));
+  argv = {cxx(), driver_object.string()};
+  argv.insert(argv.end(), objects.begin(), objects.end());
+  for (const std::string& lib : layout().synk_libs) argv.push_back(lib);
+  for (const std::string& lib : layout().system_libs) argv.push_back(lib);
+  fs::path scratch = dir.path() / "app";
+  argv.push_back("-o");
+  argv.push_back(scratch.string());
+  result = run_command(argv);
+  if (result.status != 0)
+    throw AotUserError(fmt::format("linking '{}' with module '{}' failed:\n{}", driver_path, module.name, result.output));
+  fs::copy_file(scratch, output_path, fs::copy_options::overwrite_existing, ec);
+  if (ec) throw AotUserError(fmt::format("cannot write '{}': {}", output_path, ec.message()));
+}
+
+}  // namespace synk::compiler::aot

@@ -1,0 +1,301 @@
+// The texts of an ahead-of-time module (aot.h): kernel sources, host stub, header. The stub
+// bakes the user's .synk text (so run-time messages quote its lines) with the absolute directory
+// of its load() paths, exactly as jit::load_file reads it, and the bytes of those .npy files
+// (unless asked not to); lowering that text again at run time
+// (aot_runtime.cpp) reproduces the plan the kernels were compiled from, which the baked hash of
+// each function's kernel source checks.
+#include "compiler/aot/aot.h"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <variant>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/source_hash.h"
+#include "compiler/backend/signature.h"
+#include "compiler/cpu/codegen_cpu.h"
+#include "compiler/cpu/cpu_function.h"
+#include "compiler/lower.h"
+#include "compiler/grad/train.h"
+#include "dsl/frontend.h"
+
+namespace synk::compiler::aot {
+namespace {
+
+constexpr const char* kCxxKeywords[] = {
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
+    "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
+    "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
+    "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
+    "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+    "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
+    "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
+    "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "synk"};
+
+// Names the header declares itself; a function with one of them gets an underscore.
+constexpr const char* kHeaderNames[] = {"module", "shared", "load_all", "function_names",
+                                                     "shared_names"};
+
+ir::Module front_end(const std::string& source_name, const std::string& text, const std::string& base_dir) {
+  synk::SourceFile file(source_name, text);
+  synk::DiagnosticEngine diags(file);
+  ast::Program program = dsl::parse_program(file, diags);
+  if (diags.has_errors()) throw synk::UserError(synk::format_diagnostics_in_source_order(diags));
+  std::optional<ir::Module> module = dsl::analyze(program, diags, base_dir);
+  if (!module || diags.has_errors()) {
+    if (!diags.has_errors()) synk::internal_error("analyze failed without reporting an error for " + source_name);
+    throw synk::UserError(synk::format_diagnostics_in_source_order(diags));
+  }
+  expand_training_steps(*module);   // the update functions of `minimize` steps, as the JIT does
+  return std::move(*module);
+}
+
+// A C++ string literal, one source line per literal piece (octal escapes never run on).
+std::string string_literal(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c == '\n') {
+      out += "\\n\"\n    \"";
+    } else if (c >= 0x20 && c < 0x7f && c != '?') {   // '?': no trigraph surprises
+      out += char(c);
+    } else {
+      out += fmt::format("\\{:03o}", c);
+    }
+  }
+  const std::string open_piece = "\"\n    \"";   // the text ended with a newline: no empty last piece
+  if (out.size() > open_piece.size() && out.ends_with(open_piece)) {
+    out.resize(out.size() - open_piece.size() + 1);
+    return out;
+  }
+  return out + "\"";
+}
+
+std::string entry_name(const std::string& function) {
+  std::string name = cxx_identifier(function);
+  if (std::find(std::begin(kHeaderNames), std::end(kHeaderNames), name) != std::end(kHeaderNames)) name += '_';
+  return name;
+}
+
+// The training steps (`minimize`) whose gradient and update functions are both in this artifact:
+// each gets an entry point `<function>_step()` returning a synk::TrainStep.
+struct StepEntry {
+  std::string entry, function, update, gradient_var;
+  int64_t num_packs = 0;
+};
+
+std::vector<StepEntry> step_entries(const ir::Module& module, const std::vector<const ir::Function*>& functions) {
+  auto compiled = [&](const std::string& name) {
+    return std::any_of(functions.begin(), functions.end(), [&](const ir::Function* f) { return f->name == name; });
+  };
+  std::vector<StepEntry> steps;
+  for (const ir::TrainStep& step : module.train_steps) {
+    const ir::Optimizer& opt = module.optimizers.at(size_t(step.optimizer));
+    if (!compiled(step.function) || !compiled(opt.update_function()) || opt.gradient < 0) continue;
+    std::string entry = entry_name(step.function + "_step");
+    if (compiled(entry)) continue;   // a function of that name exists: no accessor rather than a clash
+    steps.push_back({entry, step.function, opt.update_function(), module.shareds.at(size_t(opt.gradient)).name,
+                     opt.num_packs});
+  }
+  return steps;
+}
+
+// "x: f32[n, 10] scatter" for the comment over each entry point.
+std::string signature_comment(const ir::Module& module, const ir::Function& fn) {
+  std::vector<std::string> inputs, outputs, updates;
+  for (const ir::Param& p : fn.params)
+    inputs.push_back(fmt::format("{}: {} {}", p.name, ir::type_str(p.type), ir::role_name(p.role)));
+  for (const ir::Output& o : fn.outputs)
+    outputs.push_back(fmt::format("{}: {} ({})", o.name, ir::type_str(fn.node(o.node).type), ir::mode_name(o.mode)));
+  for (const ir::Update& u : fn.updates) {
+    const ir::SharedVar& v = module.shareds.at(size_t(u.shared));
+    updates.push_back(fmt::format("{}: {} ({})", v.name, ir::type_str(v.type), ir::mode_name(u.mode)));
+  }
+  std::string text = fmt::format("// {}({})\n//   -> {}\n", fn.name, fmt::join(inputs, ", "),
+                                 outputs.empty() ? std::string("no outputs") : fmt::format("{}", fmt::join(outputs, ", ")));
+  if (!updates.empty()) text += fmt::format("//   updates {}\n", fmt::join(updates, ", "));
+  return text;
+}
+
+std::string make_header(const std::string& name, const std::string& source_name, const ir::Module& module,
+                        const std::vector<const ir::Function*>& functions) {
+  std::string h = fmt::format(
+      "// Generated by synkc from {0}\n"
+      "// The typed entry points of module '{1}' (ahead of time; no LLVM at run time). Link the archive\n"
+      "// synkc wrote with this header, then what `synkc --print-link-flags` prints.\n"
+      "// Every function is built and registered with the runtime on first use (before or after\n"
+      "// synk::fork()); {1}::load_all() does it for all of them at once.\n"
+      "#pragma once\n\n#include <string>\n#include <vector>\n\n#include \"synk/aot_module.h\"\n#include \"synk/train_step.h\"\n\n"
+      "namespace {1} {{\n\n",
+      source_name, name);
+  for (const ir::Function* fn : functions)
+    h += signature_comment(module, *fn) + fmt::format("synk::Function {}();\n\n", entry_name(fn->name));
+  for (const StepEntry& step : step_entries(module, functions))
+    h += fmt::format("// Training step: {}(), all_reduce(avg) of {}, {}() as one call (synk::TrainStep).\n"
+                     "synk::TrainStep {}();\n\n", step.function, step.gradient_var, step.update, step.entry);
+  std::vector<std::string> shareds;
+  for (const ir::SharedVar& v : module.shareds) shareds.push_back(fmt::format("{}: {}", v.name, ir::type_str(v.type)));
+  h += fmt::format("// Shared variables: {}.\n", shareds.empty() ? std::string("none") : fmt::format("{}", fmt::join(shareds, ", ")));
+  h += "// A UsageError for an unknown name (listing the module's shared variables).\n"
+       "synk::aot::Shared shared(const std::string& name);\n"
+       "synk::Module module();   // the runtime's handle on the shared variables\n"
+       "void load_all();\n"
+       "std::vector<std::string> function_names();\n"
+       "std::vector<std::string> shared_names();\n\n";
+  h += fmt::format("}}  // namespace {}\n", name);
+  return h;
+}
+
+// The load() files built into the stub: each file's bytes by the assembler's .incbin (no C++
+// text of the data, however large), registered with the runtime's .npy reader under the path the
+// module's load() names, so the program reads them from memory (aot_runtime.h, embed_data).
+std::string embedded_data(const std::string& name, const std::vector<std::string>& files) {
+  if (files.empty()) return {};
+  std::string s = "// The .npy files of the module's load() initialisers, built in (synkc --no-embed-data reads\n"
+                  "// them from their paths at run time instead).\n";
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::string path;   // as an assembler string
+    for (char c : files[i]) {
+      if (c == '"' || c == '\\') path += '\\';
+      path += c;
+    }
+    const std::string begin = fmt::format("synk_{}__data{}", name, i), end = begin + "_end";
+    const std::string assembly = fmt::format(
+        ".pushsection .rodata.{0},\"a\",@progbits\n.balign 64\n.globl {0}\n.hidden {0}\n{0}:\n.incbin \"{2}\"\n"
+        ".globl {1}\n.hidden {1}\n{1}:\n.popsection\n", begin, end, path);
+    s += fmt::format("__asm__({});\nextern \"C\" const char {}[], {}[];\n", string_literal(assembly), begin, end);
+    s += fmt::format("[[maybe_unused]] const bool kEmbedded{} = synk::aot::embed_data({}, {}, {});\n", i,
+                     string_literal(files[i]), begin, end);
+  }
+  return s + "\n";
+}
+
+std::string make_stub(const std::string& name, const std::string& source_name, const std::string& base_dir,
+                      const std::string& text, const ir::Module& module, const std::vector<const ir::Function*>& functions,
+                      const std::vector<AotKernels>& kernels, const std::vector<std::string>& embedded_files) {
+  std::string s = fmt::format(
+      "// Generated by synkc from {0}\n"
+      "// The host stub of module '{1}': the .synk text, the table of linked kernels and the hash of each\n"
+      "// function's kernel source; synk/aot_module.h builds the functions from them at first use.\n"
+      "#include <string>\n#include <vector>\n\n#include \"synk/aot_module.h\"\n#include \"synk/train_step.h\"\n\n",
+      source_name, name);
+  for (const AotKernels& k : kernels)
+    for (const std::string& sym : k.linked_symbols)
+      s += fmt::format("extern \"C\" int64_t {}(void* const* bufs, const int64_t* syms, int64_t* err);\n", sym);
+  s += "\nnamespace {\n\n";
+  s += embedded_data(name, embedded_files);
+  s += fmt::format("const char kText[] =\n    {};\n\n", string_literal(text));
+  std::vector<std::string> tables;
+  for (size_t f = 0; f < kernels.size(); ++f) {
+    const AotKernels& k = kernels[f];
+    if (!k.symbols.empty()) {
+      s += fmt::format("const synk::aot::KernelSymbol kKernels{}[] = {{\n", f);
+      for (size_t i = 0; i < k.symbols.size(); ++i)
+        s += fmt::format("    {{\"{}\", &{}}},\n", k.symbols[i], k.linked_symbols[i]);
+      s += "};\n";
+    }
+    tables.push_back(fmt::format("    {{\"{}\", 0x{:016x}ull, {}, {}}},", k.function, synk::source_hash(k.source),
+                                 k.symbols.empty() ? "nullptr" : fmt::format("kKernels{}", f), k.symbols.size()));
+  }
+  if (!tables.empty()) s += fmt::format("const synk::aot::FunctionTable kFunctions[] = {{\n{}\n}};\n", fmt::join(tables, "\n"));
+  s += fmt::format(
+      "\nconst synk::aot::ModuleDef kModule = {{\"{}\", {}, {}, kText, {}, {}}};\n"
+      "[[maybe_unused]] const bool kRegistered = synk::aot::register_module(&kModule);\n\n"
+      "}}  // namespace\n\nnamespace {} {{\n\n",
+      name, string_literal(source_name), string_literal(base_dir), tables.empty() ? "nullptr" : "kFunctions",
+      tables.size(), name);
+  for (const ir::Function* fn : functions)
+    s += fmt::format("synk::Function {}() {{ return synk::aot::function(kModule, {}); }}\n", entry_name(fn->name),
+                     string_literal(fn->name));
+  s += "synk::aot::Shared shared(const std::string& name) { return synk::aot::shared(kModule, name); }\n"
+       "synk::Module module() { return synk::aot::runtime_module(kModule); }\n"
+       "void load_all() { synk::aot::load_all(kModule); }\n"
+       "std::vector<std::string> function_names() { return synk::aot::function_names(kModule); }\n"
+       "std::vector<std::string> shared_names() { return synk::aot::shared_names(kModule); }\n\n";
+  for (const StepEntry& step : step_entries(module, functions))
+    s += fmt::format("synk::TrainStep {}() {{\n  return synk::TrainStep({}, {}(), shared({}).var(), {}(), {});\n}}\n",
+                     step.entry, string_literal(step.function), entry_name(step.function),
+                     string_literal(step.gradient_var), entry_name(step.update), step.num_packs);
+  s += fmt::format("}}  // namespace {}\n", name);
+  return s;
+}
+
+}  // namespace
+
+std::string cxx_identifier(const std::string& name) {
+  std::string id;
+  for (char c : name) id += (std::isalnum((unsigned char)c) || c == '_') ? c : '_';
+  if (id.empty() || std::isdigit((unsigned char)id[0])) id = "_" + id;
+  if (std::find(std::begin(kCxxKeywords), std::end(kCxxKeywords), id) != std::end(kCxxKeywords)) id += '_';
+  return id;
+}
+
+std::string module_name_from_path(const std::string& path) {
+  return cxx_identifier(std::filesystem::path(path).stem().string());
+}
+
+AotModule generate(const std::string& source_name, const std::string& text, const AotOptions& options) {
+  namespace fs = std::filesystem;
+  std::string dir = fs::path(source_name).parent_path().string();
+  std::string base_dir = fs::absolute(dir.empty() ? fs::path(".") : fs::path(dir)).lexically_normal().string();
+  if (base_dir.size() > 1 && base_dir.back() == '/') base_dir.pop_back();
+  ir::Module module = front_end(source_name, text, base_dir);
+
+  AotModule result;
+  result.name = options.module_name.empty() ? module_name_from_path(source_name) : options.module_name;
+  if (result.name != cxx_identifier(result.name))
+    throw synk::UserError(fmt::format("module name '{}' is not a C++ identifier (try '{}')", result.name,
+                                     cxx_identifier(result.name)));
+  std::vector<const ir::Function*> functions;
+  for (const ir::Function& fn : module.functions)
+    if (options.functions.empty() ||
+        std::find(options.functions.begin(), options.functions.end(), fn.name) != options.functions.end())
+      functions.push_back(&fn);
+  for (const ir::Function* f : functions) {
+    const ir::Function& fn = *f;
+    KernelPlan plan = lower(module, fn);
+    (void)make_signature(module, fn, plan);   // a dtype the runtime lacks is an error now, not at run time
+    AotKernels k;
+    k.function = fn.name;
+    k.source = generate_cpu_source(module, plan, result.name);
+    for (const Kernel& kernel : plan.kernels) {
+      if (kernel_uses_blas(plan, kernel)) continue;
+      k.symbols.push_back(cpu_kernel_symbol(plan, kernel));
+      k.linked_symbols.push_back(cpu_kernel_symbol(plan, kernel, result.name));
+    }
+    result.kernels.push_back(std::move(k));
+  }
+  // Every load() of the module (the runtime makes every shared variable of a module, whichever
+  // functions the artifact holds), with its path as the runtime will read it (module_spec
+  // resolves it against base_dir alike).
+  if (options.embed_data)
+    for (const ir::SharedVar& v : with_absolute_load_paths(module, base_dir).shareds) {
+      const auto* load = std::get_if<ir::InitLoad>(&v.init);
+      if (!load || std::find(result.data_files.begin(), result.data_files.end(), load->path) != result.data_files.end())
+        continue;
+      // The front end found the file; what the assembler needs beyond that is checked here, so
+      // that it is the user's error, not a failed stub.
+      std::ifstream file(load->path, std::ios::binary);
+      if (!file || load->path.find('\n') != std::string::npos)
+        throw synk::UserError(fmt::format("shared variable '{}' = load(\"{}\"): cannot read '{}' to build it into the "
+                                         "artifact{} (or pass --no-embed-data to read it at run time)",
+                                         v.name, load->path, load->path,
+                                         file ? ": a newline in the path" : fmt::format(": {}", std::strerror(errno))));
+      result.data_files.push_back(load->path);
+    }
+  result.header = make_header(result.name, source_name, module, functions);
+  result.stub = make_stub(result.name, source_name, base_dir, text, module, functions, result.kernels,
+                          result.data_files);
+  return result;
+}
+
+}  // namespace synk::compiler::aot

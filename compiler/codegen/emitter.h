@@ -1,0 +1,115 @@
+// Internals of the CPU code generator shared by its two files: codegen_cpu_expr.cpp (index maps,
+// array accesses, the expression DAG of a fused kernel, loop-nest collapsing and emission) and
+// codegen_cpu.cpp (one emitter per kernel kind, the translation unit). Not a public interface.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/poly.h"
+#include "compiler/passes/kernel_plan.h"
+
+namespace synk::compiler::cpu {
+
+// The fixed start of every generated translation unit (codegen_cpu_prelude.cpp).
+const std::string& cpu_prelude();
+
+// Text with indentation.
+class Writer {
+ public:
+  void line(const std::string& text);
+  void open(const std::string& text);    // line + "{", indent
+  void close(const std::string& suffix = "");   // dedent, "}" + suffix
+  const std::string& str() const { return text_; }
+
+ private:
+  std::string text_;
+  int indent_ = 0;
+};
+
+const char* c_type(ir::DType t);          // storage type: bool is stored as uint8_t
+const char* c_value_type(ir::DType t);    // value type in expressions: bool is bool
+std::string c_literal(ir::DType t, double value, int64_t ivalue);
+std::string c_identity(ir::Op reduction, ir::DType t);            // sum 0, max -inf, ...
+std::string c_combine(ir::Op reduction, ir::DType t, const std::string& a, const std::string& b);
+
+// How one node's index relates to the kernel's loop domain: for each of the node's dims, the
+// domain dim it follows (-1: always 0) plus a constant offset (from slices).
+struct MapDim {
+  int kdim = -1;
+  int64_t off = 0;
+  friend bool operator<(const MapDim& a, const MapDim& b) { return a.kdim != b.kdim ? a.kdim < b.kdim : a.off < b.off; }
+  friend bool operator==(const MapDim&, const MapDim&) = default;
+};
+using IndexMap = std::vector<MapDim>;
+IndexMap identity_map(size_t rank);
+
+// One array read or written inside a loop nest: element = offset + sum_k index_k * stride[k].
+struct Access {
+  int buffer = -1;
+  ir::DType dtype = ir::DType::F32;
+  std::vector<Poly> stride;   // one per domain dim
+  Poly offset;
+  bool store = false;
+};
+// The access to an array of `shape` (contiguous) seen through `map` from a domain of `rank`.
+Access make_access(int buffer, const ir::TensorType& type, const IndexMap& map, size_t rank);
+
+struct Value {
+  enum class Kind { Load, Const, Op } kind = Kind::Op;
+  ir::DType dtype = ir::DType::F32;
+  int access = -1;            // Load
+  ir::NodeId node = -1;       // Const, Op
+  std::vector<int> args;      // Op: operand values
+};
+
+// The expression DAG of a fused kernel over one loop domain. value() evaluates an IR node at an
+// index map: nodes the kernel computes become ops, everything else a load from its buffer.
+class ExprBuilder {
+ public:
+  ExprBuilder(const KernelPlan& plan, const Kernel& kernel, size_t domain_rank);
+  int value(ir::NodeId id, const IndexMap& map);
+  int add_access(Access a);
+  size_t rank() const { return rank_; }
+  const KernelPlan& plan() const { return plan_; }
+  std::vector<Access> accesses;
+  std::vector<Value> values;
+
+ private:
+  bool computed_here(ir::NodeId id) const;
+  const KernelPlan& plan_;
+  const Kernel& kernel_;
+  size_t rank_;
+  std::map<std::pair<ir::NodeId, IndexMap>, int> memo_;
+};
+
+// A loop nest after merging dimensions: dims that are static 1 are dropped, and neighbours k,
+// k+1 of the same class merge when stride[k] == stride[k+1] * size[k+1] for every access.
+struct Nest {
+  std::vector<Poly> size;
+  std::vector<int> cls;
+  std::vector<std::vector<Poly>> stride;   // [access][dim]
+  std::vector<Poly> offset;                // [access]
+};
+Nest collapse(const std::vector<Poly>& domain, const std::vector<int>& cls, const std::vector<Access>& accesses);
+
+// Emits the constants of a nest (sizes n<d>, strides st<a>_<d>, offsets off<a>).
+void emit_nest_constants(Writer& w, const Nest& nest);
+// Opens loops over `outer` dims (in order) and defines a<k>, the base element of each access
+// for the current outer indices. Returns the number of blocks opened (close them with close()).
+int open_outer_loops(Writer& w, const Nest& nest, const std::vector<int>& outer);
+// The element address of access k when the inner dim `inner` (or -1) has index `var`.
+std::string address(const Nest& nest, int k, int inner, const std::string& var);
+// Emits `const T v<i> = ...;` for every value, loads addressed with the inner dim.
+void emit_values(Writer& w, const ExprBuilder& eb, const Nest& nest, int inner, const std::string& var,
+                 const std::string& prefix = "v");
+// The C expression of value i (used by emit_values; exposed for tests of single ops).
+std::string value_expr(const ExprBuilder& eb, const KernelPlan& plan, int i, const std::string& prefix,
+                       const std::function<std::string(int access)>& load);
+
+// Domain sizes of a shape.
+std::vector<Poly> domain_of(const ir::Shape& shape);
+
+}  // namespace synk::compiler::cpu

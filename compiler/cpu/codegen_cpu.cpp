@@ -1,0 +1,511 @@
+// The CPU code generator (see codegen_cpu.h): one emitter per kernel kind, each writing a
+// `static noinline` body whose buffer parameters are `__restrict__` (so LLVM knows arrays do
+// not overlap and vectorises), plus the `extern "C"` entry that unpacks the buffer array.
+#include "compiler/cpu/codegen_cpu.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "compiler/codegen/emitter.h"
+
+namespace synk::compiler {
+using cpu::Writer;
+
+namespace {
+
+constexpr int kLanes = 16;   // independent accumulators in inner reductions (one zmm of f32)
+
+const ir::Node& node_of(const KernelPlan& plan, ir::NodeId id) { return plan.function.node(id); }
+int buffer_of(const KernelPlan& plan, ir::NodeId id) { return plan.node_buffer.at(size_t(id)); }
+std::string buf(int b) { return fmt::format("b{}", b); }
+std::string vtype(ir::DType t) { return cpu::c_value_type(t); }
+
+// Stores a value into a buffer element, converting bool to its byte.
+std::string store(int b, const std::string& index, ir::DType t, const std::string& value) {
+  return fmt::format("{}[{}] = {};", buf(b), index, t == ir::DType::Bool ? "(uint8_t)" + value : value);
+}
+
+// --- pointwise and concat: loop nests over fused expressions ------------------------------------
+
+// One loop nest computing `values` (with `stores`, value index -> store access) over `domain`.
+void emit_pointwise_nest(Writer& w, const cpu::ExprBuilder& eb, const std::vector<Poly>& domain,
+                         const std::vector<std::pair<int, int>>& stores) {
+  cpu::Nest nest = cpu::collapse(domain, {}, eb.accesses);
+  w.open("");
+  cpu::emit_nest_constants(w, nest);
+  int r = int(nest.size.size());
+  std::vector<int> outer;
+  for (int d = 0; d + 1 < r; ++d) outer.push_back(d);
+  int opened = cpu::open_outer_loops(w, nest, outer);
+  int inner = r - 1;
+  std::string var = fmt::format("i{}", inner);
+  if (r > 0) w.open(fmt::format("for (int64_t {0} = 0; {0} < n{1}; ++{0})", var, inner));
+  cpu::emit_values(w, eb, nest, inner, var);
+  for (auto [value, access] : stores) {
+    const cpu::Access& a = eb.accesses.at(size_t(access));
+    w.line(store(a.buffer, cpu::address(nest, access, inner, var), a.dtype, fmt::format("v{}", value)));
+  }
+  if (r > 0) w.close();
+  for (int i = 0; i < opened; ++i) w.close();
+  w.close();
+}
+
+void emit_pointwise(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::TensorType& type = node_of(plan, k.roots[0]).type;
+  cpu::ExprBuilder eb(plan, k, type.rank());
+  std::vector<std::pair<int, int>> stores;
+  for (ir::NodeId root : k.roots) {
+    int v = eb.value(root, cpu::identity_map(type.rank()));
+    cpu::Access a = cpu::make_access(buffer_of(plan, root), node_of(plan, root).type, cpu::identity_map(type.rank()), type.rank());
+    a.store = true;
+    stores.push_back({v, eb.add_access(std::move(a))});
+  }
+  emit_pointwise_nest(w, eb, cpu::domain_of(type.shape), stores);
+}
+
+void emit_concat(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::Node& cat = node_of(plan, k.roots[0]);
+  const size_t axis = size_t(cat.attrs.axis);
+  std::vector<Poly> out_strides = row_major_strides(cat.type.shape);
+  Poly start;
+  for (ir::NodeId part : cat.operands) {
+    const ir::TensorType& pt = node_of(plan, part).type;
+    cpu::ExprBuilder eb(plan, k, pt.rank());
+    int v = eb.value(part, cpu::identity_map(pt.rank()));
+    cpu::Access a;
+    a.buffer = buffer_of(plan, k.roots[0]);
+    a.dtype = cat.type.dtype;
+    a.stride = out_strides;
+    a.offset = start * out_strides.at(axis);
+    a.store = true;
+    int s = eb.add_access(std::move(a));
+    emit_pointwise_nest(w, eb, cpu::domain_of(pt.shape), {{v, s}});
+    start = start + Poly::dim(pt.shape.at(axis));
+  }
+}
+
+// --- reductions ----------------------------------------------------------------------------------
+
+// The output access of a reduction over `domain`: kept dims walk the output row-major, reduced
+// dims stay put.
+cpu::Access reduction_output(int buffer, ir::DType dtype, const ir::Shape& domain, const std::vector<bool>& reduced) {
+  cpu::Access a;
+  a.buffer = buffer;
+  a.dtype = dtype;
+  a.store = true;
+  a.stride.assign(domain.size(), Poly());
+  Poly acc = Poly::constant(1);
+  for (size_t d = domain.size(); d-- > 0;) {
+    if (reduced[d]) continue;
+    a.stride[d] = acc;
+    acc = acc * Poly::dim(domain[d]);
+  }
+  return a;
+}
+
+// `auto elem = [&](int64_t i) -> T { ...; return v; };` for the inner dim.
+void emit_elem_lambda(Writer& w, const cpu::ExprBuilder& eb, const cpu::Nest& nest, int inner, int value) {
+  w.open(fmt::format("auto elem = [&](int64_t i) -> {}", vtype(eb.values.at(size_t(value)).dtype)));
+  cpu::emit_values(w, eb, nest, inner, "i");
+  w.line(fmt::format("return v{};", value));
+  w.close(";");
+}
+
+void emit_reduce(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::Node& red = node_of(plan, k.roots[0]);
+  const ir::TensorType& in = node_of(plan, red.operands[0]).type;
+  const ir::DType t = red.type.dtype;
+  const std::string T = vtype(t);
+  const ir::Op op = red.op;
+  std::vector<bool> reduced(in.rank(), false);
+  for (int64_t a : red.attrs.axes) reduced.at(size_t(a)) = true;
+  std::vector<int> cls;
+  Poly count = Poly::constant(1);
+  for (size_t d = 0; d < in.rank(); ++d) {
+    cls.push_back(reduced[d] ? 1 : 0);
+    if (reduced[d]) count = count * Poly::dim(in.shape[d]);
+  }
+  cpu::ExprBuilder eb(plan, k, in.rank());
+  int v = eb.value(red.operands[0], cpu::identity_map(in.rank()));
+  const int out_buffer = buffer_of(plan, k.roots[0]);
+  int out = eb.add_access(reduction_output(out_buffer, t, in.shape, reduced));
+  cpu::Nest nest = cpu::collapse(cpu::domain_of(in.shape), cls, eb.accesses);
+  const std::string id = cpu::c_identity(op, t);
+  auto combine = [&](const std::string& a, const std::string& b) { return cpu::c_combine(op, t, a, b); };
+
+  w.open("");
+  cpu::emit_nest_constants(w, nest);
+  w.line(fmt::format("const int64_t out_size = {};", Poly::product(red.type.shape, 0, red.type.rank()).c_expr()));
+  if (op == ir::Op::ReduceMax || op == ir::Op::ReduceMin)
+    w.line(fmt::format("if ({} == 0) return {};", count.c_expr(), int64_t(KernelError::EmptyReduction)));
+  const int r = int(nest.size.size());
+  const int inner = r - 1;
+  bool outer_reduced = false;
+  for (int d = 0; d < inner; ++d) outer_reduced |= nest.cls[size_t(d)] == 1;
+  const bool inner_reduced = r > 0 && nest.cls[size_t(inner)] == 1;
+  if (r > 0 && (!inner_reduced || outer_reduced))
+    w.line(fmt::format("for (int64_t q = 0; q < out_size; ++q) {}[q] = {};", buf(out_buffer), id));
+  std::vector<int> outer;
+  for (int d = 0; d < inner; ++d) outer.push_back(d);
+  int opened = cpu::open_outer_loops(w, nest, outer);
+  if (r == 0) {
+    cpu::emit_values(w, eb, nest, -1, "i");
+    w.line(store(out_buffer, cpu::address(nest, out, -1, "i"), t, fmt::format("v{}", v)));
+  } else if (inner_reduced && (op == ir::Op::ReduceSum || op == ir::Op::ReduceMean || op == ir::Op::ReduceProd)) {
+    // The vectoriser keeps VF x interleave partial results (several accumulators); the pragma
+    // allows it to reassociate the float sum, which it would not do on its own.
+    emit_elem_lambda(w, eb, nest, inner, v);
+    w.line(fmt::format("{} r = {};", T, id));
+    w.line("#pragma clang loop vectorize(enable) interleave_count(4)");
+    w.line(fmt::format("for (int64_t i = 0; i < n{}; ++i) r = {};", inner, combine("r", "elem(i)")));
+    std::string target = fmt::format("{}[{}]", buf(out_buffer), cpu::address(nest, out, -1, "i"));
+    w.line(fmt::format("{} = {};", target, outer_reduced ? combine(target, "r") : "r"));
+  } else if (inner_reduced) {
+    // max / min propagate NaN, which is no reduction pattern LLVM knows: explicit lanes make
+    // it an element-wise loop over `acc`, which it vectorises.
+    emit_elem_lambda(w, eb, nest, inner, v);
+    w.line(fmt::format("{} acc[{}];", T, kLanes));
+    w.line(fmt::format("for (int l = 0; l < {}; ++l) acc[l] = {};", kLanes, id));
+    w.line("int64_t i = 0;");
+    w.open(fmt::format("for (; i + {0} <= n{1}; i += {0})", kLanes, inner));
+    w.line(fmt::format("for (int l = 0; l < {}; ++l) acc[l] = {};", kLanes, combine("acc[l]", "elem(i + l)")));
+    w.close();
+    w.line(fmt::format("{} r = {};", T, id));
+    w.line(fmt::format("for (int l = 0; l < {}; ++l) r = {};", kLanes, combine("r", "acc[l]")));
+    w.line(fmt::format("for (; i < n{}; ++i) r = {};", inner, combine("r", "elem(i)")));
+    std::string target = fmt::format("{}[{}]", buf(out_buffer), cpu::address(nest, out, -1, "i"));
+    w.line(fmt::format("{} = {};", target, outer_reduced ? combine(target, "r") : "r"));
+  } else {
+    std::string var = fmt::format("i{}", inner);
+    w.open(fmt::format("for (int64_t {0} = 0; {0} < n{1}; ++{0})", var, inner));
+    cpu::emit_values(w, eb, nest, inner, var);
+    std::string target = fmt::format("{}[{}]", buf(out_buffer), cpu::address(nest, out, inner, var));
+    w.line(fmt::format("{} = {};", target, combine(target, fmt::format("v{}", v))));
+    w.close();
+  }
+  for (int i = 0; i < opened; ++i) w.close();
+  if (op == ir::Op::ReduceMean) {
+    w.line(fmt::format("const {} count = ({})({});", T, T, count.c_expr()));
+    w.line(fmt::format("for (int64_t q = 0; q < out_size; ++q) {0}[q] = {0}[q] / count;", buf(out_buffer)));
+  }
+  w.close();
+}
+
+void emit_argmax(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::Node& am = node_of(plan, k.roots[0]);
+  const ir::TensorType& in = node_of(plan, am.operands[0]).type;
+  const size_t axis = size_t(am.attrs.axes.at(0));
+  std::vector<bool> reduced(in.rank(), false);
+  reduced.at(axis) = true;
+  std::vector<int> cls;
+  for (size_t d = 0; d < in.rank(); ++d) cls.push_back(d < axis ? 0 : d == axis ? 1 : 2);
+  cpu::ExprBuilder eb(plan, k, in.rank());
+  int v = eb.value(am.operands[0], cpu::identity_map(in.rank()));
+  const int out_buffer = buffer_of(plan, k.roots[0]);
+  int out = eb.add_access(reduction_output(out_buffer, am.type.dtype, in.shape, reduced));
+  cpu::Nest nest = cpu::collapse(cpu::domain_of(in.shape), cls, eb.accesses);
+  int axis_dim = -1;
+  std::vector<int> outer;
+  for (int d = 0; d < int(nest.size.size()); ++d) {
+    if (nest.cls[size_t(d)] == 1) axis_dim = d;
+    else outer.push_back(d);
+  }
+  w.open("");
+  cpu::emit_nest_constants(w, nest);
+  if (axis_dim < 0) {   // the axis has static size 1: the answer is always 0
+    w.line(fmt::format("const int64_t out_size = {};", Poly::product(am.type.shape, 0, am.type.rank()).c_expr()));
+    w.line(fmt::format("for (int64_t q = 0; q < out_size; ++q) {}[q] = 0;", buf(out_buffer)));
+    w.close();
+    return;
+  }
+  w.line(fmt::format("if (n{} == 0) return {};", axis_dim, int64_t(KernelError::EmptyReduction)));
+  int opened = cpu::open_outer_loops(w, nest, outer);
+  emit_elem_lambda(w, eb, nest, axis_dim, v);
+  const std::string T = vtype(eb.values.at(size_t(v)).dtype);
+  w.line(fmt::format("{} best = elem(0);", T));
+  w.line("int64_t best_index = 0;");
+  w.open(fmt::format("for (int64_t i = 1; i < n{}; ++i)", axis_dim));
+  w.line(fmt::format("const {} x = elem(i);", T));
+  // The first maximum wins; the first NaN beats everything (numpy's argmax).
+  if (ir::is_float(eb.values.at(size_t(v)).dtype))
+    w.line("if (x > best || (x != x && best == best)) { best = x; best_index = i; }");
+  else
+    w.line("if (x > best) { best = x; best_index = i; }");
+  w.close();
+  w.line(fmt::format("{}[{}] = best_index;", buf(out_buffer), cpu::address(nest, out, -1, "i")));
+  for (int i = 0; i < opened; ++i) w.close();
+  w.close();
+}
+
+// --- whole-array kernels -------------------------------------------------------------------------
+
+// outer * len * inner sizes around `axis` of a contiguous shape.
+struct AxisSplit { Poly outer, len, inner; };
+AxisSplit split_at(const ir::Shape& s, size_t axis) {
+  return {Poly::product(s, 0, axis), Poly::dim(s.at(axis)), Poly::product(s, axis + 1, s.size())};
+}
+
+void emit_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool log) {
+  const ir::Node& sm = node_of(plan, k.roots[0]);
+  const ir::DType t = sm.type.dtype;
+  const std::string T = vtype(t);
+  const char* sfx = t == ir::DType::F32 ? "f32" : "f64";
+  AxisSplit s = split_at(sm.type.shape, size_t(sm.attrs.axis));
+  const bool unit = s.inner.is_constant(1);
+  const std::string x = buf(buffer_of(plan, sm.operands[0])), y = buf(buffer_of(plan, k.roots[0]));
+  auto at = [&](const std::string& row) { return unit ? row + "[t]" : row + "[t * ni]"; };
+  w.open("");
+  w.line(fmt::format("const int64_t no = {}, nl = {}, ni = {};", s.outer.c_expr(), s.len.c_expr(), s.inner.c_expr()));
+  w.open("for (int64_t o = 0; o < no; ++o)");
+  w.open("for (int64_t j = 0; j < ni; ++j)");
+  w.line(fmt::format("const {} *__restrict__ xr = {} + o * nl * ni + j;", T, x));
+  w.line(fmt::format("{} *__restrict__ yr = {} + o * nl * ni + j;", T, y));
+  w.line(fmt::format("{} m = -__builtin_inf{}();", T, t == ir::DType::F32 ? "f" : ""));
+  w.line(fmt::format("for (int64_t t = 0; t < nl; ++t) m = synk_max_{}(m, {});", sfx, at("xr")));
+  w.line(fmt::format("{} s = 0;", T));
+  w.line("#pragma clang loop vectorize(enable)");
+  w.open("for (int64_t t = 0; t < nl; ++t)");
+  w.line(fmt::format("const {} e = synk_exp_{}({} - m);", T, sfx, at("xr")));
+  if (!log) w.line(fmt::format("{} = e;", at("yr")));
+  w.line("s += e;");
+  w.close();
+  if (log) {
+    // (x - m) - log(s), in this order: m + log(s) would absorb log(s) when |m| is huge.
+    w.line(fmt::format("const {} ls = synk_log_{}(s);", T, sfx));
+    w.line(fmt::format("for (int64_t t = 0; t < nl; ++t) {} = ({} - m) - ls;", at("yr"), at("xr")));
+  } else {
+    w.line(fmt::format("const {} inv = ({})1 / s;", T, T));
+    w.line(fmt::format("for (int64_t t = 0; t < nl; ++t) {} *= inv;", at("yr")));
+  }
+  w.close();
+  w.close();
+  w.close();
+}
+
+void emit_cross_entropy(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::Node& ce = node_of(plan, k.roots[0]);
+  const ir::Node& logits = node_of(plan, ce.operands[0]);
+  const ir::Node& labels = node_of(plan, ce.operands[1]);
+  const ir::DType t = ce.type.dtype;
+  const std::string T = vtype(t);
+  const char* sfx = t == ir::DType::F32 ? "f32" : "f64";
+  const std::string x = buf(buffer_of(plan, ce.operands[0])), lab = buf(buffer_of(plan, ce.operands[1]));
+  const std::string y = buf(buffer_of(plan, k.roots[0]));
+  w.open("");
+  w.line(fmt::format("const int64_t n = {}, nk = {};", Poly::dim(logits.type.shape.at(0)).c_expr(),
+                     Poly::dim(logits.type.shape.at(1)).c_expr()));
+  w.open("for (int64_t i = 0; i < n; ++i)");
+  w.line(fmt::format("const {} *__restrict__ xr = {} + i * nk;", T, x));
+  w.line(fmt::format("{} m = -__builtin_inf{}();", T, t == ir::DType::F32 ? "f" : ""));
+  w.line(fmt::format("for (int64_t j = 0; j < nk; ++j) m = synk_max_{}(m, xr[j]);", sfx));
+  w.line(fmt::format("{} s = 0;", T));
+  w.line("#pragma clang loop vectorize(enable)");
+  w.line(fmt::format("for (int64_t j = 0; j < nk; ++j) s += synk_exp_{}(xr[j] - m);", sfx));
+  w.line(fmt::format("const {} ls = synk_log_{}(s);", T, sfx));
+  if (ir::is_float(labels.type.dtype)) {
+    w.line(fmt::format("const {} *__restrict__ pr = {} + i * nk;", cpu::c_type(labels.type.dtype), lab));
+    w.line(fmt::format("{} loss = 0;", T));
+    w.line("#pragma clang loop vectorize(enable)");
+    w.line(fmt::format("for (int64_t j = 0; j < nk; ++j) loss -= ({})pr[j] * ((xr[j] - m) - ls);", T));
+    w.line(fmt::format("{}[i] = loss;", y));
+  } else {
+    w.line(fmt::format("const int64_t label = (int64_t){}[i];", lab));
+    w.line(fmt::format("if (label < 0 || label >= nk) {{ err[1] = i; err[2] = label; err[3] = nk; return {}; }}",
+                       int64_t(KernelError::LabelOutOfRange)));
+    w.line(fmt::format("{}[i] = -((xr[label] - m) - ls);", y));
+  }
+  w.close();
+  w.close();
+}
+
+void emit_take(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::Node& take = node_of(plan, k.roots[0]);
+  const ir::TensorType& xt = node_of(plan, take.operands[0]).type;
+  const std::string x = buf(buffer_of(plan, take.operands[0])), idx = buf(buffer_of(plan, take.operands[1]));
+  const std::string y = buf(buffer_of(plan, k.roots[0]));
+  w.open("");
+  w.line(fmt::format("const int64_t rows = {}, row = {}, n = {};", Poly::dim(xt.shape.at(0)).c_expr(),
+                     Poly::product(xt.shape, 1, xt.rank()).c_expr(), Poly::dim(take.type.shape.at(0)).c_expr()));
+  w.open("for (int64_t i = 0; i < n; ++i)");
+  w.line(fmt::format("const int64_t r = (int64_t){}[i];", idx));
+  w.line(fmt::format("if (r < 0 || r >= rows) {{ err[1] = i; err[2] = r; err[3] = rows; return {}; }}",
+                     int64_t(KernelError::IndexOutOfRange)));
+  w.line(fmt::format("for (int64_t t = 0; t < row; ++t) {}[i * row + t] = {}[r * row + t];", y, x));
+  w.close();
+  w.close();
+}
+
+void emit_one_hot(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::Node& oh = node_of(plan, k.roots[0]);
+  const std::string lab = buf(buffer_of(plan, oh.operands[0])), y = buf(buffer_of(plan, k.roots[0]));
+  const std::string T = cpu::c_type(oh.type.dtype);
+  w.open("");
+  w.line(fmt::format("const int64_t n = {}, nk = {};", Poly::dim(oh.type.shape.at(0)).c_expr(), oh.attrs.num_classes));
+  w.open("for (int64_t i = 0; i < n; ++i)");
+  w.line(fmt::format("const int64_t label = (int64_t){}[i];", lab));
+  w.line(fmt::format("if (label < 0 || label >= nk) {{ err[1] = i; err[2] = label; err[3] = nk; return {}; }}",
+                     int64_t(KernelError::LabelOutOfRange)));
+  w.line(fmt::format("for (int64_t j = 0; j < nk; ++j) {}[i * nk + j] = ({})(j == label);", y, T));
+  w.close();
+  w.close();
+}
+
+// Integer (and any non-BLAS) matrix products: C[i, j] = sum_p A[i, p] * B[p, j] with vector
+// operands as 1 x K / K x 1 matrices, transposes as strides; the j loop is contiguous in C.
+void emit_matmul_loops(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::Node& mm = node_of(plan, k.roots[0]);
+  const ir::TensorType& at = plan.buffers.at(size_t(k.matmul_a)).type;
+  const ir::TensorType& bt = plan.buffers.at(size_t(k.matmul_b)).type;
+  const ir::DType t = mm.type.dtype;
+  const std::string T = vtype(t);
+  const char* sfx = t == ir::DType::I32 ? "i32" : t == ir::DType::I64 ? "i64" : t == ir::DType::U8 ? "u8"
+                    : t == ir::DType::F32 ? "f32" : t == ir::DType::F64 ? "f64" : "b";
+  auto dim = [](const ir::TensorType& tt, size_t i) { return Poly::dim(tt.shape.at(i)).c_expr(); };
+  w.open("");
+  // A as M x K with element (i, p) at i*sam + p*sak; B as K x N with (p, j) at p*sbk + j*sbn.
+  if (at.rank() == 1) {
+    w.line(fmt::format("const int64_t M = 1, K = {}, sam = 0, sak = 1;", dim(at, 0)));
+  } else if (!k.trans_a) {
+    w.line(fmt::format("const int64_t M = {}, K = {}, sam = K, sak = 1;", dim(at, 0), dim(at, 1)));
+  } else {
+    w.line(fmt::format("const int64_t M = {}, K = {}, sam = 1, sak = M;", dim(at, 1), dim(at, 0)));
+  }
+  if (bt.rank() == 1) {
+    w.line("const int64_t N = 1, sbk = 1, sbn = 0;");
+  } else if (!k.trans_b) {
+    w.line(fmt::format("const int64_t N = {}, sbk = N, sbn = 1;", dim(bt, 1)));
+  } else {
+    w.line(fmt::format("const int64_t N = {}, sbk = 1, sbn = K;", dim(bt, 0)));
+  }
+  const std::string a = buf(k.matmul_a), b = buf(k.matmul_b), c = buf(buffer_of(plan, k.roots[0]));
+  w.line(fmt::format("for (int64_t q = 0; q < M * N; ++q) {}[q] = 0;", c));
+  w.open("for (int64_t i = 0; i < M; ++i)");
+  w.open("for (int64_t p = 0; p < K; ++p)");
+  w.line(fmt::format("const {} av = {}[i * sam + p * sak];", T, a));
+  w.line(fmt::format("for (int64_t j = 0; j < N; ++j) {0}[i * N + j] = synk_add_{1}({0}[i * N + j], synk_mul_{1}(av, {2}[p * sbk + j * sbn]));",
+                     c, sfx, b));
+  w.close();
+  w.close();
+  w.close();
+}
+
+void emit_kernel_body(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  switch (k.kind) {
+    case KernelKind::Pointwise: emit_pointwise(w, plan, k); break;
+    case KernelKind::Concat: emit_concat(w, plan, k); break;
+    case KernelKind::Reduce: emit_reduce(w, plan, k); break;
+    case KernelKind::ArgMax: emit_argmax(w, plan, k); break;
+    case KernelKind::Softmax: emit_softmax(w, plan, k, false); break;
+    case KernelKind::LogSoftmax: emit_softmax(w, plan, k, true); break;
+    case KernelKind::CrossEntropy: emit_cross_entropy(w, plan, k); break;
+    case KernelKind::Take: emit_take(w, plan, k); break;
+    case KernelKind::OneHot: emit_one_hot(w, plan, k); break;
+    case KernelKind::MatMul: emit_matmul_loops(w, plan, k); break;
+  }
+}
+
+}  // namespace
+
+bool kernel_uses_blas(const KernelPlan& plan, const Kernel& kernel) {
+  if (kernel.kind != KernelKind::MatMul) return false;
+  ir::DType t = plan.function.node(kernel.roots[0]).type.dtype;
+  return t == ir::DType::F32 || t == ir::DType::F64;
+}
+
+std::vector<int> kernel_buffer_params(const Kernel& kernel) {
+  std::vector<int> params;
+  for (const std::vector<int>* list : {&kernel.outputs, &kernel.inputs})
+    for (int b : *list)
+      if (std::find(params.begin(), params.end(), b) == params.end()) params.push_back(b);
+  return params;
+}
+
+std::string cpu_kernel_symbol(const KernelPlan& plan, const Kernel& kernel, std::string_view module_prefix) {
+  if (module_prefix.empty()) return fmt::format("synk_{}_{}", plan.function.name, kernel.name);
+  return fmt::format("synk_{}__{}_{}", module_prefix, plan.function.name, kernel.name);
+}
+
+CpuSourceParts generate_cpu_source_parts(const ir::Module& module, const KernelPlan& plan, std::string_view module_prefix) {
+  Writer w;
+  w.line(fmt::format("// synk: CPU kernels of function '{}' ({} kernels; BLAS calls run on the host).",
+                     plan.function.name, plan.kernels.size()));
+  CpuSourceParts parts;
+  parts.head = w.str() + cpu::cpu_prelude();
+  for (const Kernel& k : plan.kernels) {
+    Writer kw;
+    kw.line("");
+    std::string sym = cpu_kernel_symbol(plan, k, module_prefix);
+    if (kernel_uses_blas(plan, k)) {
+      kw.line(fmt::format("// {}: {} via BLAS on the host (b{}{} x b{}{} -> b{})", k.name, kernel_kind_name(k.kind),
+                          k.matmul_a, k.trans_a ? "^T" : "", k.matmul_b, k.trans_b ? "^T" : "", k.outputs.at(0)));
+      parts.kernels.push_back(kw.str());
+      continue;
+    }
+    kw.line(fmt::format("// {}: {}", k.name, kernel_kind_name(k.kind)));
+    for (ir::NodeId id : k.nodes) kw.line("//   " + node_str(&module, plan.function, id));
+    std::vector<std::string> params, casts;
+    for (int b : kernel_buffer_params(k)) {
+      bool out = std::count(k.outputs.begin(), k.outputs.end(), b) > 0;
+      const char* ct = cpu::c_type(plan.buffers.at(size_t(b)).type.dtype);
+      params.push_back(fmt::format("{}{} *__restrict__ b{}", out ? "" : "const ", ct, b));
+      casts.push_back(fmt::format("({}{}*)bufs[{}]", out ? "" : "const ", ct, casts.size()));
+    }
+    params.push_back("const int64_t *__restrict__ syms");
+    params.push_back("int64_t *__restrict__ err");
+    kw.open(fmt::format("static __attribute__((noinline)) int64_t {}_body({})", sym, fmt::join(params, ", ")));
+    for (size_t s = 0; s < plan.symbols.size(); ++s)
+      kw.line(fmt::format("const int64_t s_{} = syms[{}]; (void)s_{};", plan.symbols[s], s, plan.symbols[s]));
+    kw.line("bool cast_bad = false; (void)cast_bad;");
+    emit_kernel_body(kw, plan, k);
+    kw.line(fmt::format("return cast_bad ? {} : 0;", int64_t(KernelError::CastOutOfRange)));
+    kw.close();
+    kw.open(fmt::format("extern \"C\" int64_t {}(void* const* bufs, const int64_t* syms, int64_t* err)", sym));
+    casts.push_back("syms");
+    casts.push_back("err");
+    kw.line(fmt::format("return {}_body({});", sym, fmt::join(casts, ", ")));
+    kw.close();
+    parts.kernels.push_back(kw.str());
+  }
+  return parts;
+}
+
+std::string CpuSourceParts::joined() const {
+  std::string text = head;
+  for (const std::string& k : kernels) text += k;
+  return text;
+}
+
+std::string generate_cpu_source(const ir::Module& module, const KernelPlan& plan, std::string_view module_prefix) {
+  return generate_cpu_source_parts(module, plan, module_prefix).joined();
+}
+
+std::vector<std::string> split_translation_units(const CpuSourceParts& parts, int units) {
+  size_t total = 0;
+  for (const std::string& k : parts.kernels) total += k.size();
+  // A unit repeats the head (Clang parses the prelude again): not worth it for a few small
+  // kernels.
+  constexpr size_t kMinKernelText = 2000;
+  const size_t count = std::min<size_t>(size_t(std::max(units, 1)), std::max<size_t>(total / kMinKernelText, 1));
+  if (count <= 1) return {parts.joined()};
+  std::vector<std::string> out;
+  std::string unit = parts.head;
+  size_t done = 0, in_unit = 0;
+  for (const std::string& k : parts.kernels) {
+    // Close the unit once it holds its share of what is left.
+    const size_t share = (total - done + in_unit) / (count - out.size());
+    if (in_unit > 0 && in_unit + k.size() / 2 > share && out.size() + 1 < count) {
+      out.push_back(std::move(unit));
+      unit = parts.head;
+      in_unit = 0;
+    }
+    unit += k;
+    in_unit += k.size();
+    done += k.size();
+  }
+  out.push_back(std::move(unit));
+  return out;
+}
+
+}  // namespace synk::compiler

@@ -1,0 +1,430 @@
+// The host side of a CPU-compiled function (see cpu_function.h): argument checks that name the
+// argument, symbol binding, buffer management, kernel and BLAS dispatch, output/update copies.
+#include "compiler/cpu/cpu_function.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "compiler/backend/signature.h"
+#include "compiler/cpu/codegen_cpu.h"
+#include "compiler/codegen/kernel_errors.h"
+#include "runtime/data/dtype.h"
+
+namespace synk::compiler {
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+// Temporaries that need no storage of their own because they are a contiguous piece of another
+// buffer, and the kernels that then have nothing left to do:
+//  - a concatenation along axis 0 into an output or update: the kernels that produce its operands
+//    write straight into their piece of it (the flat gradient of a training step: ~1 MB less to
+//    copy per call);
+//  - a copy of a leading-axis slice of an argument (an input or shared variable, which no kernel
+//    writes): its readers read the argument in place (an update rule's per-parameter piece of a
+//    flat gradient).
+// Found from the plan alone; the offsets depend on the call's shapes.
+constexpr int kPlacedTemp = -2;   // temp_slot_ of a temporary that lives inside another buffer
+
+int base_buffer(const KernelPlan& plan, int b) {
+  while (plan.buffers[size_t(b)].kind == Buffer::Kind::Alias) b = int(plan.buffers[size_t(b)].index);
+  return b;
+}
+
+std::vector<CopyElision> find_elisions(const KernelPlan& plan) {
+  std::vector<CopyElision> found;
+  std::vector<int> writer(plan.buffers.size(), -1);   // per base buffer: the only kernel writing it, or -2
+  for (size_t s = 0; s < plan.kernels.size(); ++s)
+    for (int b : plan.kernels[s].outputs) {
+      int& w = writer[size_t(base_buffer(plan, b))];
+      w = w == -1 ? int(s) : -2;
+    }
+  std::vector<bool> placed(plan.buffers.size(), false);
+  auto is_temp = [&](int b) { return plan.buffers[size_t(b)].kind == Buffer::Kind::Temp; };
+  for (size_t s = 0; s < plan.kernels.size(); ++s) {
+    const Kernel& k = plan.kernels[s];
+    if (k.nodes.size() != 1 || k.roots.size() != 1 || k.outputs.size() != 1) continue;
+    const ir::Node& n = plan.function.node(k.roots[0]);
+    if (k.kind == KernelKind::Concat && n.op == ir::Op::Concat && n.attrs.axis == 0) {
+      const Buffer& out = plan.buffers.at(size_t(k.outputs[0]));
+      if (out.kind != Buffer::Kind::Output && out.kind != Buffer::Kind::Update) continue;
+      CopyElision e{s, true, k.outputs[0], {}};
+      std::vector<bool> mine(plan.buffers.size(), false);
+      for (ir::NodeId o : n.operands) {
+        int b = plan.node_buffer.at(size_t(o));
+        int t = b < 0 ? -1 : base_buffer(plan, b);
+        if (t < 0 || !is_temp(t) || placed[size_t(t)] || mine[size_t(t)] || writer[size_t(t)] < 0 ||
+            size_t(writer[size_t(t)]) >= s || plan.buffers[size_t(t)].type.dtype != n.type.dtype) {
+          e.temps.clear();
+          break;
+        }
+        mine[size_t(t)] = true;
+        e.temps.push_back(t);
+      }
+      if (e.temps.size() != n.operands.size()) continue;
+      for (int t : e.temps) placed[size_t(t)] = true;
+      found.push_back(std::move(e));
+    } else if (k.kind == KernelKind::Pointwise && n.op == ir::Op::Slice && n.attrs.axis == 0) {
+      int t = k.outputs[0];
+      int src = plan.node_buffer.at(size_t(n.operands[0]));
+      if (!is_temp(t) || placed[size_t(t)] || src < 0) continue;
+      Buffer::Kind src_kind = plan.buffers[size_t(base_buffer(plan, src))].kind;
+      if (src_kind != Buffer::Kind::Input && src_kind != Buffer::Kind::Shared) continue;
+      placed[size_t(t)] = true;
+      found.push_back(CopyElision{s, false, src, {t}});
+    }
+  }
+  return found;
+}
+
+// A profile row's label: the kernel, and for BLAS calls the routine and its M, N, K.
+std::string step_label(const Kernel& k, bool blas, const std::vector<std::vector<int64_t>>& shapes) {
+  std::string label = fmt::format("{} {}", k.name, kernel_kind_name(k.kind));
+  if (!blas) {
+    label += fmt::format(" -> {}", shape_text(shapes.at(size_t(k.outputs.at(0)))));
+    return label;
+  }
+  const std::vector<int64_t>& as = shapes.at(size_t(k.matmul_a));
+  const std::vector<int64_t>& bs = shapes.at(size_t(k.matmul_b));
+  if (as.size() == 2 && bs.size() == 2) {
+    int64_t M = k.trans_a ? as[1] : as[0], K = k.trans_a ? as[0] : as[1], N = k.trans_b ? bs[0] : bs[1];
+    label += fmt::format(" gemm {}{} M={} N={} K={} ({:.1f} MFLOP)", k.trans_a ? 'T' : 'N', k.trans_b ? 'T' : 'N', M,
+                         N, K, 2e-6 * double(M) * double(N) * double(K));
+  } else {
+    label += fmt::format(" {} {} @ {}", as.size() == 2 || bs.size() == 2 ? "gemv" : "dot", shape_text(as),
+                         shape_text(bs));
+  }
+  return label;
+}
+
+}  // namespace
+
+bool CpuFunction::needs_kernel_code(const KernelPlan& plan) {
+  for (const Kernel& k : plan.kernels)
+    if (!kernel_uses_blas(plan, k)) return true;
+  return false;
+}
+
+CpuFunction::CpuFunction(const ir::Module& module, KernelPlan plan, std::string source, KernelCode code)
+    : plan_(std::move(plan)), source_(std::move(source)), outcome_(code.outcome),
+      code_owner_(std::move(code.keep_alive)) {
+  const ir::Function* fn = module.find_function(plan_.function.name);
+  signature_ = make_signature(module, fn ? *fn : plan_.function, plan_);
+  for (int32_t s : plan_.shareds_read) {
+    shared_names_.push_back(module.shareds.at(size_t(s)).name);
+    shared_types_.push_back(module.shareds.at(size_t(s)).type);
+  }
+  if (needs_kernel_code(plan_) && !code.lookup)
+    synk::internal_error(fmt::format("function '{}': no kernel code to run it", plan_.function.name));
+  for (const Kernel& k : plan_.kernels) {
+    Step step;
+    step.kernel = &k;
+    if (!kernel_uses_blas(plan_, k)) {
+      step.entry = reinterpret_cast<KernelEntry>(code.lookup(cpu_kernel_symbol(plan_, k)));
+      step.params = kernel_buffer_params(k);
+    }
+    steps_.push_back(std::move(step));
+  }
+  auto symbols_of = [&](const ir::TensorType& t) {
+    std::vector<int> out;
+    for (const ir::Dim& d : t.shape) out.push_back(d.is_symbolic() ? plan_.symbol_index(d.symbol) : -1);
+    return out;
+  };
+  for (const ir::Param& p : plan_.function.params) arg_symbols_.push_back(symbols_of(p.type));
+  for (const ir::TensorType& t : shared_types_) arg_symbols_.push_back(symbols_of(t));
+  bound_by_.assign(plan_.symbols.size(), {-1, -1});
+  for (const Buffer& b : plan_.buffers) buffer_symbols_.push_back(symbols_of(b.type));
+  pointers_.assign(plan_.buffers.size(), nullptr);
+  shapes_.assign(plan_.buffers.size(), {});
+  assign_temp_slots();
+  syms_.assign(plan_.symbols.size(), 0);
+}
+
+std::vector<int64_t> CpuFunction::shape_of(const ir::Shape& shape) const {
+  std::vector<int64_t> out;
+  for (const ir::Dim& d : shape) out.push_back(d.is_symbolic() ? syms_.at(size_t(plan_.symbol_index(d.symbol))) : d.size);
+  return out;
+}
+
+// Lifetimes of temporaries in steps: from the step that writes one to the last step that reads
+// it or an alias of it (values copied out after the last step live to the end). A temporary
+// takes a slot whose previous occupant was last read by an earlier step, never one read by the
+// step that writes it (a kernel's inputs and outputs must not overlap).
+void CpuFunction::assign_temp_slots() {
+  const size_t nb = plan_.buffers.size();
+  const int end = int(steps_.size());
+  auto base_of = [&](int b) {
+    while (plan_.buffers[size_t(b)].kind == Buffer::Kind::Alias) b = int(plan_.buffers[size_t(b)].index);
+    return size_t(b);
+  };
+  std::vector<int> first_write(nb, end), last_read(nb, -1);
+  for (int s = 0; s < end; ++s) {
+    const Kernel& k = *steps_[size_t(s)].kernel;
+    for (int b : k.outputs) first_write[base_of(b)] = std::min(first_write[base_of(b)], s);
+    for (int b : k.inputs) last_read[base_of(b)] = std::max(last_read[base_of(b)], s);
+  }
+  const ir::Function& fn = plan_.function;
+  auto copied_out = [&](ir::NodeId node) { last_read[base_of(plan_.node_buffer.at(size_t(node)))] = end; };
+  for (const ir::Output& o : fn.outputs) copied_out(o.node);
+  for (const ir::Update& u : fn.updates) copied_out(u.node);
+  temp_slot_.assign(nb, -1);
+  elisions_ = find_elisions(plan_);
+  step_elided_.assign(steps_.size(), 0);
+  for (const CopyElision& e : elisions_) {
+    step_elided_.at(e.step) = 1;
+    for (int t : e.temps) temp_slot_[size_t(t)] = kPlacedTemp;
+  }
+  std::vector<int> free_after;   // per slot: the last step that reads its current occupant
+  for (int s = 0; s < end; ++s)
+    for (int b : steps_[size_t(s)].kernel->outputs) {
+      if (plan_.buffers[size_t(b)].kind != Buffer::Kind::Temp || temp_slot_[size_t(b)] != -1) continue;
+      int slot = -1;
+      for (size_t i = 0; i < free_after.size() && slot < 0; ++i)
+        if (free_after[i] < s) slot = int(i);
+      if (slot < 0) {
+        slot = int(free_after.size());
+        free_after.push_back(0);
+      }
+      temp_slot_[size_t(b)] = slot;
+      free_after[size_t(slot)] = std::max(last_read[size_t(b)], s);
+    }
+  for (size_t b = 0; b < nb; ++b)
+    if (plan_.buffers[b].kind == Buffer::Kind::Temp && temp_slot_[b] == -1)
+      synk::internal_error(fmt::format("function '{}': temporary b{} is written by no kernel", fn.name, b));
+  slots_.assign(free_after.size(), {});
+  slot_bytes_.assign(free_after.size(), 0);
+}
+
+// Checks every argument against its declared type and binds the symbols. Runs on every call:
+// no allocation unless there is an error to report.
+void CpuFunction::bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds) {
+  const std::string& fname = plan_.function.name;
+  const ir::Function& fn = plan_.function;
+  if (inputs.size() != fn.params.size())
+    throw synk::UserError(fmt::format("function '{}' takes {} inputs, got {}", fname, fn.params.size(), inputs.size()));
+  if (shareds.size() != plan_.shareds_read.size())
+    synk::internal_error(fmt::format("function '{}' reads {} shared variables, the engine passed {}", fname,
+                                    plan_.shareds_read.size(), shareds.size()));
+  // Argument k: inputs first, then shareds. bound_by_[s] = {argument, dim} that bound symbol s.
+  auto who = [&](size_t k) {
+    return k < inputs.size() ? fmt::format("argument '{}'", fn.params[k].name)
+                             : fmt::format("shared variable '{}'", shared_names_[k - inputs.size()]);
+  };
+  std::fill(bound_by_.begin(), bound_by_.end(), std::pair<int, int>{-1, -1});
+  const size_t total = inputs.size() + shareds.size();
+  for (size_t k = 0; k < total; ++k) {
+    const rt::ArrayRef& arg = k < inputs.size() ? inputs[k] : shareds[k - inputs.size()];
+    const ir::TensorType& want = k < inputs.size() ? fn.params[k].type : shared_types_[k - inputs.size()];
+    const std::vector<int>& dim_symbols = arg_symbols_[k];
+    if (arg.dtype != runtime_dtype(want.dtype))
+      throw synk::UserError(fmt::format("{} of function '{}': expected dtype {}, got {}", who(k), fname,
+                                       ir::dtype_name(want.dtype), rt::dtype_name(arg.dtype)));
+    if (arg.shape.size() != want.rank())
+      throw synk::UserError(fmt::format("{} of function '{}': expected rank {} ({}), got shape {}", who(k), fname,
+                                       want.rank(), ir::type_str(want), shape_text(arg.shape)));
+    for (size_t d = 0; d < want.rank(); ++d) {
+      const int64_t got = arg.shape[d];
+      if (got < 0) throw synk::UserError(fmt::format("{} of function '{}': negative dimension {}", who(k), fname, got));
+      const int s = dim_symbols[d];
+      if (s < 0) {
+        if (got != want.shape[d].size)
+          throw synk::UserError(fmt::format("{} of function '{}': dimension {} must be {} ({}), got shape {}", who(k),
+                                           fname, d, want.shape[d].size, ir::type_str(want), shape_text(arg.shape)));
+      } else if (bound_by_[size_t(s)].first < 0) {
+        syms_[size_t(s)] = got;
+        bound_by_[size_t(s)] = {int(k), int(d)};
+      } else if (syms_[size_t(s)] != got) {
+        auto [bk, bd] = bound_by_[size_t(s)];
+        throw synk::UserError(fmt::format(
+            "{} of function '{}': dimension {} is {}, but symbol '{}' is {} (from dimension {} of {})", who(k), fname,
+            d, got, plan_.symbols[size_t(s)], syms_[size_t(s)], bd, who(size_t(bk))));
+      }
+    }
+  }
+  for (size_t s = 0; s < plan_.symbols.size(); ++s)
+    if (bound_by_[s].first < 0)
+      throw synk::UserError(fmt::format("function '{}': the size '{}' is not determined by any argument", fname,
+                                       plan_.symbols[s]));
+}
+
+void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
+                      std::span<rt::Array> outputs, std::span<rt::Array> updates) {
+  const ir::Function& fn = plan_.function;
+  if (outputs.size() != fn.outputs.size() || updates.size() != fn.updates.size())
+    synk::internal_error(fmt::format("function '{}': the engine passed {} outputs and {} updates, expected {} and {}",
+                                    fn.name, outputs.size(), updates.size(), fn.outputs.size(), fn.updates.size()));
+  const bool profiling = rt::profile::enabled();
+  const int64_t t_start = profiling ? rt::profile::now_ns() : 0;
+  bind_symbols(inputs, shareds);
+  std::fill(slot_bytes_.begin(), slot_bytes_.end(), 0);
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    const Buffer& buffer = plan_.buffers[b];
+    std::vector<int64_t>& shape = shapes_[b];
+    shape.resize(buffer.type.rank());
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const ir::Dim& dim = buffer.type.shape[d];
+      shape[d] = dim.is_symbolic() ? syms_[size_t(buffer_symbols_[b][d])] : dim.size;
+    }
+    rt::DType dt = runtime_dtype(buffer.type.dtype);
+    auto fit = [&](rt::Array& a) {   // Array::resize takes the shape by value: skip it when unchanged
+      if (a.dtype != dt || a.shape != shape || a.bytes.size() != size_t(rt::shape_size(shape)) * rt::dtype_size(dt))
+        a.resize(dt, shape);
+    };
+    switch (buffer.kind) {
+      case Buffer::Kind::Input: pointers_[b] = const_cast<void*>(inputs[size_t(buffer.index)].data); break;
+      case Buffer::Kind::Shared: pointers_[b] = const_cast<void*>(shareds[size_t(buffer.index)].data); break;
+      case Buffer::Kind::Output:
+        fit(outputs[size_t(buffer.index)]);
+        pointers_[b] = outputs[size_t(buffer.index)].bytes.data();
+        break;
+      case Buffer::Kind::Update:
+        fit(updates[size_t(buffer.index)]);
+        pointers_[b] = updates[size_t(buffer.index)].bytes.data();
+        break;
+      case Buffer::Kind::Temp: {
+        if (temp_slot_[b] == kPlacedTemp) break;   // set below, inside the buffer it lives in
+        size_t slot = size_t(temp_slot_[b]);
+        slot_bytes_[slot] = std::max(slot_bytes_[slot], size_t(rt::shape_size(shapes_[b])) * rt::dtype_size(dt));
+        break;   // the pointer is set once every slot has its size
+      }
+      case Buffer::Kind::Alias: pointers_[b] = pointers_.at(size_t(buffer.index)); break;
+    }
+  }
+  for (size_t slot = 0; slot < slots_.size(); ++slot)
+    if (slots_[slot].size() < slot_bytes_[slot]) slots_[slot].resize(slot_bytes_[slot]);
+  for (const CopyElision& e : elisions_) {
+    auto* base = static_cast<std::byte*>(pointers_.at(size_t(e.within)));
+    const size_t elem = rt::dtype_size(runtime_dtype(plan_.buffers[size_t(e.within)].type.dtype));
+    if (e.concat) {
+      size_t offset = 0;
+      for (int t : e.temps) {
+        pointers_[size_t(t)] = base + offset;
+        offset += size_t(rt::shape_size(shapes_[size_t(t)])) * elem;
+      }
+    } else {
+      const ir::Node& slice = fn.node(plan_.kernels.at(e.step).roots[0]);
+      const std::vector<int64_t>& src = shapes_[size_t(e.within)];
+      const int64_t row = rt::shape_size(src) / std::max<int64_t>(src.at(0), 1);
+      pointers_[size_t(e.temps[0])] = base + size_t(slice.attrs.start * row) * elem;
+    }
+  }
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    if (plan_.buffers[b].kind == Buffer::Kind::Temp && temp_slot_[b] != kPlacedTemp)
+      pointers_[b] = slots_[size_t(temp_slot_[b])].data();
+    // Aliases come after their base; re-resolve those whose base is a temporary.
+    if (plan_.buffers[b].kind == Buffer::Kind::Alias) pointers_[b] = pointers_.at(size_t(plan_.buffers[b].index));
+  }
+  if (profiling && !profile_) profile_.emplace("CpuFunction::run '" + fn.name + "'");
+  rt::profile::Table* table = profiling ? &*profile_ : nullptr;
+  int64_t t_last = 0;
+  if (profiling) {
+    t_last = rt::profile::now_ns();
+    table->add(0, t_last - t_start, "argument checks, symbols, buffers");
+  }
+  std::vector<void*> args;
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const Step& step = steps_[s];
+    if (step_elided_[s]) {
+      // nothing to do: its operands were written in place, or its readers read the argument
+    } else if (!step.entry) {
+      run_blas(step);
+    } else {
+      args.clear();
+      for (int b : step.params) args.push_back(pointers_[size_t(b)]);
+      int64_t err[4] = {0, 0, 0, 0};
+      int64_t rc = step.entry(args.data(), syms_.data(), err);
+      if (rc != 0) kernel_failed(step, rc, err);
+    }
+    if (profiling) {
+      int64_t t = rt::profile::now_ns();
+      table->add(s + 1, t - t_last,
+                 table->has_label(s + 1) ? std::string()
+                                         : step_label(*step.kernel, !step.entry, shapes_) + (step_elided_[s] ? " (elided)" : ""));
+      t_last = t;
+    }
+  }
+  auto copy_out = [&](rt::Array& dst, ir::NodeId node) {
+    int b = plan_.node_buffer.at(size_t(node));
+    const ir::TensorType& t = fn.node(node).type;
+    dst.resize(runtime_dtype(t.dtype), shape_of(t.shape));
+    if (!dst.bytes.empty()) std::memcpy(dst.bytes.data(), pointers_.at(size_t(b)), dst.bytes.size());
+  };
+  for (size_t o = 0; o < fn.outputs.size(); ++o) {
+    const Buffer& b = plan_.buffers.at(size_t(plan_.node_buffer.at(size_t(fn.outputs[o].node))));
+    if (!(b.kind == Buffer::Kind::Output && b.index == int64_t(o))) copy_out(outputs[o], fn.outputs[o].node);
+  }
+  for (size_t u = 0; u < fn.updates.size(); ++u) {
+    const Buffer& b = plan_.buffers.at(size_t(plan_.node_buffer.at(size_t(fn.updates[u].node))));
+    if (!(b.kind == Buffer::Kind::Update && b.index == int64_t(u))) copy_out(updates[u], fn.updates[u].node);
+  }
+  if (profiling) {
+    table->add(steps_.size() + 1, rt::profile::now_ns() - t_last, "copies of outputs and updates");
+    table->end_call();
+  }
+}
+
+void CpuFunction::run_blas(const Step& step) {
+  const Kernel& k = *step.kernel;
+  const ir::Node& mm = plan_.function.node(k.roots[0]);
+  const bool f32 = mm.type.dtype == ir::DType::F32;
+  const std::vector<int64_t>& as = shapes_.at(size_t(k.matmul_a));
+  const std::vector<int64_t>& bs = shapes_.at(size_t(k.matmul_b));
+  void* a = pointers_.at(size_t(k.matmul_a));
+  void* b = pointers_.at(size_t(k.matmul_b));
+  int c_buffer = k.outputs.at(0);
+  void* c = pointers_.at(size_t(c_buffer));
+  const int64_t c_size = rt::shape_size(shapes_.at(size_t(c_buffer)));
+  if (c_size == 0) return;
+  const size_t elem = f32 ? 4 : 8;
+  int64_t K = as.size() == 1 ? as[0] : (k.trans_a ? as[0] : as[1]);
+  if (K == 0) {   // an empty sum: BLAS may leave C untouched
+    std::memset(c, 0, size_t(c_size) * elem);
+    return;
+  }
+  auto blas_int = [](int64_t v) { return blasint(v); };
+  if (as.size() == 2 && bs.size() == 2) {
+    int64_t M = k.trans_a ? as[1] : as[0];
+    int64_t N = k.trans_b ? bs[0] : bs[1];
+    CBLAS_TRANSPOSE ta = k.trans_a ? CblasTrans : CblasNoTrans, tb = k.trans_b ? CblasTrans : CblasNoTrans;
+    if (f32)
+      cblas_sgemm(CblasRowMajor, ta, tb, blas_int(M), blas_int(N), blas_int(K), 1.0f, static_cast<const float*>(a),
+                  blas_int(as[1]), static_cast<const float*>(b), blas_int(bs[1]), 0.0f, static_cast<float*>(c), blas_int(N));
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, blas_int(M), blas_int(N), blas_int(K), 1.0, static_cast<const double*>(a),
+                  blas_int(as[1]), static_cast<const double*>(b), blas_int(bs[1]), 0.0, static_cast<double*>(c), blas_int(N));
+  } else if (as.size() == 2 || bs.size() == 2) {
+    // y = op(M) x with M the stored matrix: A @ v reads A as stored (transposed if folded);
+    // v @ B is B^T v, so the flag flips.
+    bool matrix_is_a = as.size() == 2;
+    const std::vector<int64_t>& ms = matrix_is_a ? as : bs;
+    bool trans = matrix_is_a ? k.trans_a : !k.trans_b;
+    const void* m = matrix_is_a ? a : b;
+    const void* x = matrix_is_a ? b : a;
+    CBLAS_TRANSPOSE t = trans ? CblasTrans : CblasNoTrans;
+    if (f32)
+      cblas_sgemv(CblasRowMajor, t, blas_int(ms[0]), blas_int(ms[1]), 1.0f, static_cast<const float*>(m),
+                  blas_int(ms[1]), static_cast<const float*>(x), 1, 0.0f, static_cast<float*>(c), 1);
+    else
+      cblas_dgemv(CblasRowMajor, t, blas_int(ms[0]), blas_int(ms[1]), 1.0, static_cast<const double*>(m),
+                  blas_int(ms[1]), static_cast<const double*>(x), 1, 0.0, static_cast<double*>(c), 1);
+  } else {
+    if (f32)
+      *static_cast<float*>(c) = cblas_sdot(blas_int(K), static_cast<const float*>(a), 1, static_cast<const float*>(b), 1);
+    else
+      *static_cast<double*>(c) = cblas_ddot(blas_int(K), static_cast<const double*>(a), 1, static_cast<const double*>(b), 1);
+  }
+}
+
+void CpuFunction::kernel_failed(const Step& step, int64_t code, const int64_t* err) const {
+  // The failure record holds the offending value itself (err[2]), whichever operand it came from.
+  throw_kernel_failure(plan_, *step.kernel, code, err[1], err[3], [err](ir::NodeId) { return err[2]; },
+                       cpu_kernel_symbol(plan_, *step.kernel));
+}
+
+}  // namespace synk::compiler

@@ -1,0 +1,367 @@
+// The CUDA code generator (see codegen_cuda.h): the translation unit, the kernel signature, and
+// the grid-stride kernels (pointwise, concat, take, one_hot, integer matmul). Reductions and the
+// row kernels (softmax, log_softmax, cross_entropy) are in codegen_cuda_reduce.cpp.
+#include "compiler/cuda/codegen_cuda.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "compiler/cpu/codegen_cpu.h"
+#include "compiler/codegen/emitter.h"
+
+namespace synk::compiler {
+
+using cpu::Writer;
+
+const char* cuda_launch_kind_name(CudaLaunchKind k) {
+  switch (k) {
+    case CudaLaunchKind::Flat: return "flat";
+    case CudaLaunchKind::RowTeams: return "row-teams";
+    case CudaLaunchKind::Columns: return "columns";
+    case CudaLaunchKind::Blas: return "cublas";
+  }
+  return "?";
+}
+
+namespace cuda_detail {
+
+std::string buf(int b) { return fmt::format("b{}", b); }
+
+std::string store(int b, const std::string& index, ir::DType t, const std::string& value) {
+  return fmt::format("{}[{}] = {};", buf(b), index, t == ir::DType::Bool ? "(uint8_t)(" + value + ")" : value);
+}
+
+std::string stride_term(const cpu::Nest& nest, size_t k, size_t d, const std::string& var) {
+  const Poly& s = nest.stride.at(k).at(d);
+  if (s.is_zero()) return "";
+  if (s.is_constant(1)) return " + " + var;
+  return fmt::format(" + {} * st{}_{}", var, k, d);
+}
+
+void emit_decompose(Writer& w, const std::string& index, const std::vector<int>& dims, const std::string& tag) {
+  if (dims.empty()) return;
+  if (dims.size() == 1) {
+    w.line(fmt::format("const int64_t i{} = {};", dims[0], index));
+    return;
+  }
+  const std::string rem = "rem_" + tag;
+  w.line(fmt::format("int64_t {} = {};", rem, index));
+  for (size_t j = dims.size(); j-- > 1;) {
+    w.line(fmt::format("const int64_t i{0} = {1} % n{0};", dims[j], rem));
+    w.line(fmt::format("{} /= n{};", rem, dims[j]));
+  }
+  w.line(fmt::format("const int64_t i{} = {};", dims[0], rem));
+}
+
+void emit_addresses(Writer& w, const cpu::Nest& nest, const std::string& name, const std::string& base,
+                    const std::vector<int>& dims) {
+  for (size_t k = 0; k < nest.stride.size(); ++k) {
+    std::string a = fmt::format("{}{}", base, k);
+    for (int d : dims) a += stride_term(nest, k, size_t(d), fmt::format("i{}", d));
+    w.line(fmt::format("const int64_t {}{} = {};", name, k, a));
+  }
+}
+
+std::string product_of(const cpu::Nest& nest, const std::vector<int>& dims) {
+  if (dims.empty()) return "1";
+  std::string s;
+  for (int d : dims) s += (s.empty() ? "" : " * ") + fmt::format("n{}", d);
+  return s;
+}
+
+int vector_width(const cpu::ExprBuilder& eb, const cpu::Nest& nest, int d) {
+  if (d < 0 || size_t(d) >= nest.size.size()) return 1;
+  size_t widest = 0;
+  for (size_t k = 0; k < eb.accesses.size(); ++k) {
+    const Poly& s = nest.stride[k][size_t(d)];
+    if (s.is_zero()) continue;
+    if (!s.is_constant(1)) return 1;
+    widest = std::max(widest, ir::dtype_size(eb.accesses[k].dtype == ir::DType::Bool ? ir::DType::U8 : eb.accesses[k].dtype));
+  }
+  return widest == 0 ? 1 : int(16 / widest);
+}
+
+std::string vector_aligned_condition(const cpu::ExprBuilder& eb, const cpu::Nest& nest, int d, int width,
+                                     const std::string& base) {
+  std::vector<std::string> terms;
+  for (size_t k = 0; k < eb.accesses.size(); ++k) {
+    if (!nest.stride[k][size_t(d)].is_constant(1)) continue;
+    terms.push_back(fmt::format("synk_aligned16({})", buf(eb.accesses[k].buffer)));
+    terms.push_back(fmt::format("{}{} % {} == 0", base, k, width));
+  }
+  std::string c;
+  for (const std::string& t : terms) c += (c.empty() ? "" : " && ") + t;
+  return c.empty() ? "true" : c;
+}
+
+void emit_vector_values(Writer& w, const cpu::ExprBuilder& eb, const cpu::Nest& nest, int d, int width,
+                        const std::string& base, const std::string& index) {
+  for (size_t k = 0; k < eb.accesses.size(); ++k) {
+    const cpu::Access& a = eb.accesses[k];
+    if (a.store) continue;
+    const char* ct = cpu::c_type(a.dtype);
+    if (nest.stride[k][size_t(d)].is_constant(1))
+      w.line(fmt::format("const SynkVec<{0}, {1}> x{2} = *(const SynkVec<{0}, {1}>*)({3} + {4}{2} + {5});", ct, width, k,
+                         buf(a.buffer), base, index));
+    else
+      w.line(fmt::format("const {} x{} = {}[{}{}];", ct, k, buf(a.buffer), base, k));
+  }
+  for (int l = 0; l < width; ++l) {
+    const std::string prefix = fmt::format("v{}_", l);
+    for (size_t i = 0; i < eb.values.size(); ++i) {
+      std::string e = cpu::value_expr(eb, eb.plan(), int(i), prefix, [&](int k) {
+        return nest.stride[size_t(k)][size_t(d)].is_constant(1) ? fmt::format("x{}.v[{}]", k, l) : fmt::format("x{}", k);
+      });
+      w.line(fmt::format("const {} {}{} = {};", cpu::c_value_type(eb.values[i].dtype), prefix, i, e));
+    }
+  }
+}
+
+std::vector<int> all_dims(const cpu::Nest& nest) {
+  std::vector<int> dims;
+  for (size_t d = 0; d < nest.size.size(); ++d) dims.push_back(int(d));
+  return dims;
+}
+
+}  // namespace cuda_detail
+
+namespace {
+
+using namespace cuda_detail;
+
+const ir::Node& node_of(const KernelPlan& plan, ir::NodeId id) { return plan.function.node(id); }
+int buffer_of(const KernelPlan& plan, ir::NodeId id) { return plan.node_buffer.at(size_t(id)); }
+
+// One grid-stride loop nest computing `stores` (value index, store access) over `domain`; the
+// vector path when the collapsed nest is one contiguous dimension. Returns its vector width.
+int emit_flat_nest(Writer& w, const cpu::ExprBuilder& eb, const std::vector<Poly>& domain,
+                   const std::vector<std::pair<int, int>>& stores) {
+  cpu::Nest nest = cpu::collapse(domain, {}, eb.accesses);
+  const int r = int(nest.size.size());
+  w.open("");
+  cpu::emit_nest_constants(w, nest);
+  w.line(fmt::format("const int64_t total = {};", product_of(nest, all_dims(nest))));
+  const int width = r == 1 ? vector_width(eb, nest, 0) : 1;
+  std::string start = "synk_thread()";
+  if (width > 1) {
+    w.line("int64_t vector_end = 0;");
+    w.open(fmt::format("if ({})", vector_aligned_condition(eb, nest, 0, width, "off")));
+    w.line(fmt::format("vector_end = total / {0} * {0};", width));
+    w.open(fmt::format("for (int64_t e = synk_thread() * {0}; e < vector_end; e += synk_threads() * {0})", width));
+    emit_vector_values(w, eb, nest, 0, width, "off", "e");
+    for (auto [value, access] : stores) {
+      const cpu::Access& a = eb.accesses.at(size_t(access));
+      const char* ct = cpu::c_type(a.dtype);
+      w.line(fmt::format("SynkVec<{}, {}> y{};", ct, width, access));
+      for (int l = 0; l < width; ++l)
+        w.line(fmt::format("y{}.v[{}] = {}v{}_{};", access, l, a.dtype == ir::DType::Bool ? "(uint8_t)" : "", l, value));
+      w.line(fmt::format("*(SynkVec<{0}, {1}>*)({2} + off{3} + e) = y{3};", ct, width, buf(a.buffer), access));
+    }
+    w.close();
+    w.close();
+    start = "vector_end + synk_thread()";
+  }
+  w.open(fmt::format("for (int64_t e = {}; e < total; e += synk_threads())", start));
+  emit_decompose(w, "e", all_dims(nest), "e");
+  emit_addresses(w, nest, "a", "off", all_dims(nest));
+  cpu::emit_values(w, eb, nest, -1, "");
+  for (auto [value, access] : stores) {
+    const cpu::Access& a = eb.accesses.at(size_t(access));
+    w.line(store(a.buffer, fmt::format("a{}", access), a.dtype, fmt::format("v{}", value)));
+  }
+  w.close();
+  w.close();
+  return width;
+}
+
+void emit_pointwise(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
+  const ir::TensorType& type = node_of(plan, k.roots[0]).type;
+  cpu::ExprBuilder eb(plan, k, type.rank());
+  std::vector<std::pair<int, int>> stores;
+  for (ir::NodeId root : k.roots) {
+    int v = eb.value(root, cpu::identity_map(type.rank()));
+    cpu::Access a = cpu::make_access(buffer_of(plan, root), node_of(plan, root).type, cpu::identity_map(type.rank()),
+                                     type.rank());
+    a.store = true;
+    stores.push_back({v, eb.add_access(std::move(a))});
+  }
+  launch.kind = CudaLaunchKind::Flat;
+  launch.work = type.shape;
+  launch.vector_width = emit_flat_nest(w, eb, cpu::domain_of(type.shape), stores);
+}
+
+void emit_concat(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
+  const ir::Node& cat = node_of(plan, k.roots[0]);
+  const size_t axis = size_t(cat.attrs.axis);
+  std::vector<Poly> out_strides = row_major_strides(cat.type.shape);
+  Poly start;
+  int width = 16;
+  for (ir::NodeId part : cat.operands) {
+    const ir::TensorType& pt = node_of(plan, part).type;
+    cpu::ExprBuilder eb(plan, k, pt.rank());
+    int v = eb.value(part, cpu::identity_map(pt.rank()));
+    cpu::Access a;
+    a.buffer = buffer_of(plan, k.roots[0]);
+    a.dtype = cat.type.dtype;
+    a.stride = out_strides;
+    a.offset = start * out_strides.at(axis);
+    a.store = true;
+    int s = eb.add_access(std::move(a));
+    width = std::min(width, emit_flat_nest(w, eb, cpu::domain_of(pt.shape), {{v, s}}));
+    start = start + Poly::dim(pt.shape.at(axis));
+  }
+  launch.kind = CudaLaunchKind::Flat;
+  launch.work = cat.type.shape;
+  launch.vector_width = width;
+}
+
+void emit_take(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
+  const ir::Node& take = node_of(plan, k.roots[0]);
+  const ir::TensorType& xt = node_of(plan, take.operands[0]).type;
+  const std::string x = buf(buffer_of(plan, take.operands[0])), idx = buf(buffer_of(plan, take.operands[1]));
+  const std::string y = buf(buffer_of(plan, k.roots[0]));
+  w.open("");
+  w.line(fmt::format("const int64_t rows = {}, row = {}, n = {};", Poly::dim(xt.shape.at(0)).c_expr(),
+                     Poly::product(xt.shape, 1, xt.rank()).c_expr(), Poly::dim(take.type.shape.at(0)).c_expr()));
+  // Rows of length 0 still have their index checked (one step per row).
+  w.line("const int64_t per_row = row > 0 ? row : 1;");
+  w.open("for (int64_t e = synk_thread(); e < n * per_row; e += synk_threads())");
+  w.line("const int64_t i = e / per_row, t = e - i * per_row;");
+  w.line(fmt::format("const int64_t r = (int64_t){}[i];", idx));
+  w.line(fmt::format("if (r < 0 || r >= rows) synk_fail(err, {}, i, rows);", int64_t(KernelError::IndexOutOfRange)));
+  w.line(fmt::format("else if (row > 0) {}[i * row + t] = {}[r * row + t];", y, x));
+  w.close();
+  w.close();
+  launch.kind = CudaLaunchKind::Flat;
+  launch.work = take.type.shape;
+}
+
+void emit_one_hot(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
+  const ir::Node& oh = node_of(plan, k.roots[0]);
+  const std::string lab = buf(buffer_of(plan, oh.operands[0])), y = buf(buffer_of(plan, k.roots[0]));
+  const std::string T = cpu::c_type(oh.type.dtype);
+  w.open("");
+  w.line(fmt::format("const int64_t n = {}, nk = {};", Poly::dim(oh.type.shape.at(0)).c_expr(), oh.attrs.num_classes));
+  w.line("const int64_t per_row = nk > 0 ? nk : 1;");
+  w.open("for (int64_t e = synk_thread(); e < n * per_row; e += synk_threads())");
+  w.line("const int64_t i = e / per_row, j = e - i * per_row;");
+  w.line(fmt::format("const int64_t label = (int64_t){}[i];", lab));
+  w.line(fmt::format("if (label < 0 || label >= nk) synk_fail(err, {}, i, nk);", int64_t(KernelError::LabelOutOfRange)));
+  w.line(fmt::format("else {}[e] = ({})(j == label);", y, T));
+  w.close();
+  w.close();
+  launch.kind = CudaLaunchKind::Flat;
+  launch.work = oh.type.shape;
+}
+
+// Integer matrix products (float ones go to cuBLAS): one thread per element of C.
+void emit_matmul_loops(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
+  const ir::Node& mm = node_of(plan, k.roots[0]);
+  const ir::TensorType& at = plan.buffers.at(size_t(k.matmul_a)).type;
+  const ir::TensorType& bt = plan.buffers.at(size_t(k.matmul_b)).type;
+  const ir::DType t = mm.type.dtype;
+  const std::string T = cpu::c_value_type(t);
+  const char* sfx = t == ir::DType::I32 ? "i32" : t == ir::DType::I64 ? "i64" : t == ir::DType::U8 ? "u8"
+                    : t == ir::DType::F32 ? "f32" : t == ir::DType::F64 ? "f64" : "b";
+  auto dim = [](const ir::TensorType& tt, size_t i) { return Poly::dim(tt.shape.at(i)).c_expr(); };
+  w.open("");
+  if (at.rank() == 1) w.line(fmt::format("const int64_t M = 1, K = {}, sam = 0, sak = 1;", dim(at, 0)));
+  else if (!k.trans_a) w.line(fmt::format("const int64_t M = {}, K = {}, sam = K, sak = 1;", dim(at, 0), dim(at, 1)));
+  else w.line(fmt::format("const int64_t M = {}, K = {}, sam = 1, sak = M;", dim(at, 1), dim(at, 0)));
+  if (bt.rank() == 1) w.line("const int64_t N = 1, sbk = 1, sbn = 0;");
+  else if (!k.trans_b) w.line(fmt::format("const int64_t N = {}, sbk = N, sbn = 1;", dim(bt, 1)));
+  else w.line(fmt::format("const int64_t N = {}, sbk = 1, sbn = K;", dim(bt, 0)));
+  const std::string a = buf(k.matmul_a), b = buf(k.matmul_b);
+  w.open("for (int64_t e = synk_thread(); e < M * N; e += synk_threads())");
+  w.line("const int64_t i = e / N, j = e - i * N;");
+  w.line(fmt::format("{} acc = 0;", T));
+  w.line(fmt::format("for (int64_t p = 0; p < K; ++p) acc = synk_add_{0}(acc, synk_mul_{0}({1}[i * sam + p * sak], {2}[p * sbk + j * sbn]));",
+                     sfx, a, b));
+  w.line(store(buffer_of(plan, k.roots[0]), "e", t, "acc"));
+  w.close();
+  w.close();
+  launch.kind = CudaLaunchKind::Flat;
+  launch.work = mm.type.shape;
+}
+
+void emit_kernel_body(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
+  switch (k.kind) {
+    case KernelKind::Pointwise: emit_pointwise(w, plan, k, launch); break;
+    case KernelKind::Concat: emit_concat(w, plan, k, launch); break;
+    case KernelKind::Take: emit_take(w, plan, k, launch); break;
+    case KernelKind::OneHot: emit_one_hot(w, plan, k, launch); break;
+    case KernelKind::MatMul: emit_matmul_loops(w, plan, k, launch); break;
+    case KernelKind::Reduce: emit_cuda_reduce(w, plan, k, launch); break;
+    case KernelKind::ArgMax: emit_cuda_argmax(w, plan, k, launch); break;
+    case KernelKind::Softmax: emit_cuda_softmax(w, plan, k, false, launch); break;
+    case KernelKind::LogSoftmax: emit_cuda_softmax(w, plan, k, true, launch); break;
+    case KernelKind::CrossEntropy: emit_cuda_cross_entropy(w, plan, k, launch); break;
+  }
+}
+
+}  // namespace
+
+CudaProgram generate_cuda_program(const ir::Module& module, const KernelPlan& plan) {
+  for (const Buffer& b : plan.buffers)
+    if (ir::is_reserved(b.type.dtype))
+      throw synk::UserError(fmt::format("function '{}': dtype {} is not supported by the CUDA backend yet",
+                                       plan.function.name, ir::dtype_name(b.type.dtype)));
+  CudaProgram program;
+  Writer head;
+  head.line(fmt::format("// synk: CUDA kernels of function '{}' ({} kernels; float matrix products run in cuBLAS).",
+                        plan.function.name, plan.kernels.size()));
+  program.source = head.str() + cuda_prelude();
+  Writer syms;
+  syms.line("");
+  syms.line("// The values of the plan's symbolic dimensions, passed by value to every kernel.");
+  syms.line(fmt::format("struct SynkSyms {{ int64_t v[{}]; }};", std::max<size_t>(1, plan.symbols.size())));
+  program.source += syms.str();
+  for (size_t ki = 0; ki < plan.kernels.size(); ++ki) {
+    const Kernel& k = plan.kernels[ki];
+    CudaKernelLaunch launch;
+    launch.kernel = int(ki);
+    launch.params = kernel_buffer_params(k);
+    Writer kw;
+    kw.line("");
+    if (kernel_uses_blas(plan, k)) {
+      launch.kind = CudaLaunchKind::Blas;
+      launch.params.clear();
+      kw.line(fmt::format("// {}: {} via cuBLAS on the host (b{}{} x b{}{} -> b{})", k.name, kernel_kind_name(k.kind),
+                          k.matmul_a, k.trans_a ? "^T" : "", k.matmul_b, k.trans_b ? "^T" : "", k.outputs.at(0)));
+      program.source += kw.str();
+      program.launches.push_back(std::move(launch));
+      continue;
+    }
+    launch.symbol = cpu_kernel_symbol(plan, k);
+    kw.line(fmt::format("// {}: {}", k.name, kernel_kind_name(k.kind)));
+    for (ir::NodeId id : k.nodes) kw.line("//   " + node_str(&module, plan.function, id));
+    std::vector<std::string> params;
+    for (int b : launch.params) {
+      bool out = std::count(k.outputs.begin(), k.outputs.end(), b) > 0;
+      params.push_back(fmt::format("{}{}* __restrict__ b{}", out ? "" : "const ", cpu::c_type(plan.buffers.at(size_t(b)).type.dtype), b));
+    }
+    params.push_back("const SynkSyms syms");
+    params.push_back("unsigned long long* __restrict__ err");
+    params.push_back("void* __restrict__ scratch");
+    params.push_back("long long splits");
+    kw.open(fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({})", kCudaMaxThreads, launch.symbol,
+                        fmt::join(params, ", ")));
+    for (size_t s = 0; s < plan.symbols.size(); ++s)
+      kw.line(fmt::format("const int64_t s_{0} = syms.v[{1}]; (void)s_{0};", plan.symbols[s], s));
+    kw.line("bool cast_bad = false;");
+    emit_kernel_body(kw, plan, k, launch);
+    kw.line(fmt::format("if (cast_bad) synk_fail(err, {}, 0, 0);", int64_t(KernelError::CastOutOfRange)));
+    kw.line("(void)scratch; (void)splits;");
+    kw.close();
+    program.source += kw.str();
+    program.launches.push_back(std::move(launch));
+  }
+  return program;
+}
+
+std::string generate_cuda(const ir::Module& module, const KernelPlan& plan) {
+  return generate_cuda_program(module, plan).source;
+}
+
+}  // namespace synk::compiler

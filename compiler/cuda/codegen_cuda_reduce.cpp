@@ -1,0 +1,347 @@
+// CUDA kernels that combine many elements into one (see codegen_cuda.h): reductions with their
+// fused pointwise producers, argmax, softmax / log_softmax and cross_entropy. Rows whose reduced
+// elements are contiguous get a block each (RowTeams: threads stride over the row, 16-byte
+// vector loads when aligned, then synk_block_reduce); reductions over outer dims get a thread per
+// output (Columns), which keeps a warp's loads coalesced along the kept inner dim. Large
+// reductions with few outputs split each output over several blocks: every block leaves a
+// partial in scratch, and the last one to arrive (an atomic counter per output) combines them in
+// a fixed order, so the result is deterministic and the whole thing stays one launch.
+#include <fmt/format.h>
+
+#include "compiler/cpu/codegen_cpu.h"
+#include "compiler/codegen/emitter.h"
+#include "compiler/cuda/codegen_cuda.h"
+
+namespace synk::compiler::cuda_detail {
+namespace {
+
+using cpu::Writer;
+
+const ir::Node& node_of(const KernelPlan& plan, ir::NodeId id) { return plan.function.node(id); }
+int buffer_of(const KernelPlan& plan, ir::NodeId id) { return plan.node_buffer.at(size_t(id)); }
+std::string vtype(ir::DType t) { return cpu::c_value_type(t); }
+
+ir::Shape dims_where(const ir::Shape& shape, const std::vector<bool>& pick, bool value) {
+  ir::Shape out;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (pick[d] == value) out.push_back(shape[d]);
+  return out;
+}
+
+// Nest dims of class 0 (kept) and class 1 (reduced).
+void split_dims(const cpu::Nest& nest, std::vector<int>* kept, std::vector<int>* reduced) {
+  for (size_t d = 0; d < nest.size.size(); ++d) (nest.cls[d] == 1 ? reduced : kept)->push_back(int(d));
+}
+
+// The scalar (non-vector) step over reduced index `r`: addresses, values, and `accumulate`
+// applied to the reduced value's name.
+void emit_scalar_step(Writer& w, const cpu::ExprBuilder& eb, const cpu::Nest& nest, const std::vector<int>& reduced,
+                      const std::string& accumulate_line) {
+  emit_decompose(w, "r", reduced, "r");
+  emit_addresses(w, nest, "a", "c", reduced);
+  cpu::emit_values(w, eb, nest, -1, "");
+  w.line(accumulate_line);
+}
+
+}  // namespace
+
+void emit_cuda_reduce(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
+  const ir::Node& red = node_of(plan, k.roots[0]);
+  const ir::TensorType& in = node_of(plan, red.operands[0]).type;
+  const ir::DType t = red.type.dtype;
+  const std::string T = vtype(t);
+  const ir::Op op = red.op;
+  std::vector<bool> reduced_axis(in.rank(), false);
+  for (int64_t a : red.attrs.axes) reduced_axis.at(size_t(a)) = true;
+  std::vector<int> cls;
+  for (size_t d = 0; d < in.rank(); ++d) cls.push_back(reduced_axis[d] ? 1 : 0);
+  cpu::ExprBuilder eb(plan, k, in.rank());
+  const int v = eb.value(red.operands[0], cpu::identity_map(in.rank()));
+  cpu::Nest nest = cpu::collapse(cpu::domain_of(in.shape), cls, eb.accesses);
+  std::vector<int> kept, reduced;
+  split_dims(nest, &kept, &reduced);
+  const int out_buffer = buffer_of(plan, k.roots[0]);
+  const bool columns = !nest.size.empty() && nest.cls.back() == 0;
+
+  launch.kind = columns ? CudaLaunchKind::Columns : CudaLaunchKind::RowTeams;
+  launch.work = red.type.shape;
+  launch.reduced = dims_where(in.shape, reduced_axis, true);
+  launch.splittable = true;
+  launch.partial_bytes = int(ir::dtype_size(t == ir::DType::Bool ? ir::DType::U8 : t));
+  launch.empty_reduction_error = op == ir::Op::ReduceMax || op == ir::Op::ReduceMin;
+
+  const std::string accumulate = fmt::format("acc = combine(acc, ({})(v{}));", T, v);
+  auto finish = [&](const std::string& x) {
+    return op == ir::Op::ReduceMean ? fmt::format("{} / ({})count", x, T) : x;
+  };
+  w.open("");
+  cpu::emit_nest_constants(w, nest);
+  w.line(fmt::format("const int64_t out_size = {};", product_of(nest, kept)));
+  w.line(fmt::format("const int64_t count = {};", product_of(nest, reduced)));
+  w.line(fmt::format("const {} identity = {};", T, cpu::c_identity(op, t)));
+  w.line(fmt::format("auto combine = []({0} a, {0} b) -> {0} {{ return {1}; }};", T, cpu::c_combine(op, t, "a", "b")));
+  w.line("unsigned int* counters = (unsigned int*)scratch;");
+  if (!columns) {
+    // RowTeams: block-stride over (output, split) work items.
+    const bool contiguous_row = reduced.size() == 1 && reduced[0] == int(nest.size.size()) - 1;
+    const int width = contiguous_row ? vector_width(eb, nest, reduced[0]) : 1;
+    launch.vector_width = width;
+    w.line(fmt::format("{0}* partials = ({0}*)((char*)scratch + (out_size * 4 + 15) / 16 * 16);", T));
+    w.line(fmt::format("const int64_t chunk = splits > 1 ? synk_split_chunk(count, splits, (int64_t)blockDim.x * {}) : count;",
+                       width));
+    w.open("for (int64_t w = blockIdx.x; w < out_size * splits; w += gridDim.x)");
+    w.line("const int64_t q = w / splits, part = w - q * splits;");
+    emit_decompose(w, "q", kept, "q");
+    emit_addresses(w, nest, "c", "off", kept);
+    w.line("const int64_t lo = part * chunk < count ? part * chunk : count;");
+    w.line("const int64_t hi = count - lo > chunk ? lo + chunk : count;");
+    w.line(fmt::format("{} acc = identity;", T));
+    w.line("int64_t scalar_lo = lo;");
+    if (width > 1) {
+      w.open(fmt::format("if ({})", vector_aligned_condition(eb, nest, reduced[0], width, "c")));
+      w.line(fmt::format("const int64_t vector_hi = lo + (hi - lo) / {0} * {0};", width));
+      w.open(fmt::format("for (int64_t r = lo + (int64_t)threadIdx.x * {0}; r < vector_hi; r += (int64_t)blockDim.x * {0})",
+                         width));
+      emit_vector_values(w, eb, nest, reduced[0], width, "c", "r");
+      for (int l = 0; l < width; ++l) w.line(fmt::format("acc = combine(acc, ({})(v{}_{}));", T, l, v));
+      w.close();
+      w.line("scalar_lo = vector_hi;");
+      w.close();
+    }
+    w.open("for (int64_t r = scalar_lo + threadIdx.x; r < hi; r += blockDim.x)");
+    emit_scalar_step(w, eb, nest, reduced, accumulate);
+    w.close();
+    w.line("acc = synk_block_reduce(acc, identity, combine);");
+    w.open("if (splits == 1)");
+    w.line("if (threadIdx.x == 0) " + store(out_buffer, "q", t, finish("acc")));
+    w.close();
+    w.open("else");
+    // The last block to finish a part of output q combines every part, the whole block reading
+    // the partials in a fixed assignment (deterministic).
+    w.line("__shared__ bool last_block;");
+    w.open("if (threadIdx.x == 0)");
+    w.line("partials[w] = acc;");
+    w.line("__threadfence();");
+    w.line("last_block = atomicAdd(&counters[q], 1u) == (unsigned int)(splits - 1);");
+    w.close();
+    w.line("__syncthreads();");
+    w.open("if (last_block)");
+    w.line("__threadfence();");
+    w.line(fmt::format("{} total = identity;", T));
+    w.line(fmt::format("for (int64_t s = threadIdx.x; s < splits; s += blockDim.x) total = combine(total, ((volatile {}*)partials)[q * splits + s]);", T));
+    w.line("total = synk_block_reduce(total, identity, combine);");
+    w.line("if (threadIdx.x == 0) " + store(out_buffer, "q", t, finish("total")));
+    w.close();
+    w.close();
+    w.close();
+  } else {
+    // Columns: thread per output, grid.y splits the reduced range.
+    w.line(fmt::format("{0}* partials = ({0}*)((char*)scratch + ((int64_t)gridDim.x * 4 + 15) / 16 * 16);", T));
+    w.line("const int64_t q = synk_thread(), part = blockIdx.y;");
+    w.line("const int64_t chunk = (count + splits - 1) / splits;");
+    w.line(fmt::format("{} acc = identity;", T));
+    w.open("if (q < out_size)");
+    emit_decompose(w, "q", kept, "q");
+    emit_addresses(w, nest, "c", "off", kept);
+    w.line("const int64_t lo = part * chunk < count ? part * chunk : count;");
+    w.line("const int64_t hi = count - lo > chunk ? lo + chunk : count;");
+    w.open("for (int64_t r = lo; r < hi; ++r)");
+    emit_scalar_step(w, eb, nest, reduced, accumulate);
+    w.close();
+    w.close();
+    w.open("if (splits == 1)");
+    w.line("if (q < out_size) " + store(out_buffer, "q", t, finish("acc")));
+    w.close();
+    w.open("else");
+    w.line("__shared__ bool last_block;");
+    w.line("if (q < out_size) partials[part * out_size + q] = acc;");
+    w.line("__threadfence();");
+    w.line("__syncthreads();");
+    w.line("if (threadIdx.x == 0) last_block = atomicAdd(&counters[blockIdx.x], 1u) == (unsigned int)(splits - 1);");
+    w.line("__syncthreads();");
+    w.open("if (last_block && q < out_size)");
+    w.line("__threadfence();");
+    w.line(fmt::format("{} total = identity;", T));
+    w.line(fmt::format("for (int64_t s = 0; s < splits; ++s) total = combine(total, ((volatile {}*)partials)[s * out_size + q]);", T));
+    w.line(store(out_buffer, "q", t, finish("total")));
+    w.close();
+    w.close();
+  }
+  w.close();
+}
+
+void emit_cuda_argmax(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
+  const ir::Node& am = node_of(plan, k.roots[0]);
+  const ir::TensorType& in = node_of(plan, am.operands[0]).type;
+  const size_t axis = size_t(am.attrs.axes.at(0));
+  std::vector<bool> reduced_axis(in.rank(), false);
+  reduced_axis.at(axis) = true;
+  std::vector<int> cls;
+  for (size_t d = 0; d < in.rank(); ++d) cls.push_back(d < axis ? 0 : d == axis ? 1 : 2);
+  cpu::ExprBuilder eb(plan, k, in.rank());
+  const int v = eb.value(am.operands[0], cpu::identity_map(in.rank()));
+  cpu::Nest nest = cpu::collapse(cpu::domain_of(in.shape), cls, eb.accesses);
+  int axis_dim = -1;
+  std::vector<int> kept;
+  for (int d = 0; d < int(nest.size.size()); ++d) {
+    if (nest.cls[size_t(d)] == 1) axis_dim = d;
+    else kept.push_back(d);
+  }
+  const int out_buffer = buffer_of(plan, k.roots[0]);
+  launch.work = am.type.shape;
+  launch.reduced = {in.shape.at(axis)};
+  launch.empty_reduction_error = true;
+  w.open("");
+  cpu::emit_nest_constants(w, nest);
+  if (axis_dim < 0) {   // the axis has static size 1: the answer is always 0
+    launch.kind = CudaLaunchKind::Flat;
+    launch.empty_reduction_error = false;
+    w.line(fmt::format("const int64_t out_size = {};", Poly::product(am.type.shape, 0, am.type.rank()).c_expr()));
+    w.line(fmt::format("for (int64_t e = synk_thread(); e < out_size; e += synk_threads()) {}[e] = 0;", buf(out_buffer)));
+    w.close();
+    return;
+  }
+  const std::string T = vtype(eb.values.at(size_t(v)).dtype);
+  const bool columns = nest.cls.back() != 1;
+  launch.kind = columns ? CudaLaunchKind::Columns : CudaLaunchKind::RowTeams;
+  w.line(fmt::format("const int64_t out_size = {}, count = n{};", product_of(nest, kept), axis_dim));
+  const std::string step = fmt::format("synk_argmax_combine(best, best_index, ({})(v{}), r);", T, v);
+  if (!columns) {
+    w.open("for (int64_t q = blockIdx.x; q < out_size; q += gridDim.x)");
+    emit_decompose(w, "q", kept, "q");
+    emit_addresses(w, nest, "c", "off", kept);
+    w.line(fmt::format("{} best = ({})0;", T, T));
+    w.line("int64_t best_index = -1;");
+    w.open("for (int64_t r = threadIdx.x; r < count; r += blockDim.x)");
+    emit_scalar_step(w, eb, nest, {axis_dim}, step);
+    w.close();
+    w.line("synk_block_argmax(best, best_index);");
+    w.line(fmt::format("if (threadIdx.x == 0) {}[q] = best_index;", buf(out_buffer)));
+    w.close();
+  } else {
+    w.open("for (int64_t q = synk_thread(); q < out_size; q += synk_threads())");
+    emit_decompose(w, "q", kept, "q");
+    emit_addresses(w, nest, "c", "off", kept);
+    w.line(fmt::format("{} best = ({})0;", T, T));
+    w.line("int64_t best_index = -1;");
+    w.open("for (int64_t r = 0; r < count; ++r)");
+    emit_scalar_step(w, eb, nest, {axis_dim}, step);
+    w.close();
+    w.line(fmt::format("{}[q] = best_index;", buf(out_buffer)));
+    w.close();
+  }
+  w.close();
+}
+
+void emit_cuda_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool log, CudaKernelLaunch& launch) {
+  const ir::Node& sm = node_of(plan, k.roots[0]);
+  const ir::DType t = sm.type.dtype;
+  const std::string T = vtype(t);
+  const char* sfx = t == ir::DType::F32 ? "f32" : "f64";
+  const size_t axis = size_t(sm.attrs.axis);
+  const ir::Shape& shape = sm.type.shape;
+  const Poly outer = Poly::product(shape, 0, axis), len = Poly::dim(shape.at(axis));
+  const Poly inner = Poly::product(shape, axis + 1, shape.size());
+  const std::string x = buf(buffer_of(plan, sm.operands[0])), y = buf(buffer_of(plan, k.roots[0]));
+  const std::string minus_inf = fmt::format("-__builtin_inf{}()", t == ir::DType::F32 ? "f" : "");
+  w.open("");
+  w.line(fmt::format("const int64_t no = {}, nl = {}, ni = {};", outer.c_expr(), len.c_expr(), inner.c_expr()));
+  if (inner.is_constant(1)) {
+    launch.kind = CudaLaunchKind::RowTeams;
+    launch.work = ir::Shape(shape.begin(), shape.begin() + long(axis));
+    launch.reduced = {shape.at(axis)};
+    w.open("for (int64_t row = blockIdx.x; row < no; row += gridDim.x)");
+    w.line(fmt::format("const {} *__restrict__ xr = {} + row * nl;", T, x));
+    w.line(fmt::format("{} *__restrict__ yr = {} + row * nl;", T, y));
+    w.line(fmt::format("{} m = {};", T, minus_inf));
+    w.line(fmt::format("for (int64_t t = threadIdx.x; t < nl; t += blockDim.x) m = synk_max_{}(m, xr[t]);", sfx));
+    w.line(fmt::format("m = synk_block_reduce(m, {0}, []({1} a, {1} b) {{ return synk_max_{2}(a, b); }});", minus_inf, T, sfx));
+    w.line(fmt::format("{} s = 0;", T));
+    w.open("for (int64_t t = threadIdx.x; t < nl; t += blockDim.x)");
+    w.line(fmt::format("const {} e = synk_exp_{}(xr[t] - m);", T, sfx));
+    if (!log) w.line("yr[t] = e;");
+    w.line("s += e;");
+    w.close();
+    w.line(fmt::format("s = synk_block_reduce(s, ({0})0, []({0} a, {0} b) {{ return a + b; }});", T));
+    if (log) {
+      w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
+      w.line("for (int64_t t = threadIdx.x; t < nl; t += blockDim.x) yr[t] = xr[t] - lse;");
+    } else {
+      w.line(fmt::format("const {0} inv = ({0})1 / s;", T));
+      w.line("for (int64_t t = threadIdx.x; t < nl; t += blockDim.x) yr[t] *= inv;");
+    }
+    w.close();
+  } else {
+    // Softmax along a non-last axis: a thread per (outer, inner) pair walks the axis with
+    // stride ni; neighbouring threads read neighbouring inner elements (coalesced).
+    launch.kind = CudaLaunchKind::Flat;
+    ir::Shape work = shape;
+    work.erase(work.begin() + long(axis));
+    launch.work = work;
+    w.open("for (int64_t e = synk_thread(); e < no * ni; e += synk_threads())");
+    w.line("const int64_t o = e / ni, j = e - o * ni;");
+    w.line(fmt::format("const {} *__restrict__ xr = {} + o * nl * ni + j;", T, x));
+    w.line(fmt::format("{} *__restrict__ yr = {} + o * nl * ni + j;", T, y));
+    w.line(fmt::format("{} m = {};", T, minus_inf));
+    w.line(fmt::format("for (int64_t t = 0; t < nl; ++t) m = synk_max_{}(m, xr[t * ni]);", sfx));
+    w.line(fmt::format("{} s = 0;", T));
+    w.open("for (int64_t t = 0; t < nl; ++t)");
+    w.line(fmt::format("const {} e = synk_exp_{}(xr[t * ni] - m);", T, sfx));
+    if (!log) w.line("yr[t * ni] = e;");
+    w.line("s += e;");
+    w.close();
+    if (log) {
+      w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
+      w.line("for (int64_t t = 0; t < nl; ++t) yr[t * ni] = xr[t * ni] - lse;");
+    } else {
+      w.line(fmt::format("const {0} inv = ({0})1 / s;", T));
+      w.line("for (int64_t t = 0; t < nl; ++t) yr[t * ni] *= inv;");
+    }
+    w.close();
+  }
+  w.close();
+}
+
+void emit_cuda_cross_entropy(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
+  const ir::Node& ce = node_of(plan, k.roots[0]);
+  const ir::Node& logits = node_of(plan, ce.operands[0]);
+  const ir::Node& labels = node_of(plan, ce.operands[1]);
+  const ir::DType t = ce.type.dtype;
+  const std::string T = vtype(t);
+  const char* sfx = t == ir::DType::F32 ? "f32" : "f64";
+  const std::string x = buf(buffer_of(plan, ce.operands[0])), lab = buf(buffer_of(plan, ce.operands[1]));
+  const std::string y = buf(buffer_of(plan, k.roots[0]));
+  const std::string minus_inf = fmt::format("-__builtin_inf{}()", t == ir::DType::F32 ? "f" : "");
+  launch.kind = CudaLaunchKind::RowTeams;
+  launch.work = {logits.type.shape.at(0)};
+  launch.reduced = {logits.type.shape.at(1)};
+  w.open("");
+  w.line(fmt::format("const int64_t n = {}, nk = {};", Poly::dim(logits.type.shape.at(0)).c_expr(),
+                     Poly::dim(logits.type.shape.at(1)).c_expr()));
+  w.open("for (int64_t row = blockIdx.x; row < n; row += gridDim.x)");
+  w.line(fmt::format("const {} *__restrict__ xr = {} + row * nk;", T, x));
+  w.line(fmt::format("{} m = {};", T, minus_inf));
+  w.line(fmt::format("for (int64_t j = threadIdx.x; j < nk; j += blockDim.x) m = synk_max_{}(m, xr[j]);", sfx));
+  w.line(fmt::format("m = synk_block_reduce(m, {0}, []({1} a, {1} b) {{ return synk_max_{2}(a, b); }});", minus_inf, T, sfx));
+  w.line(fmt::format("{} s = 0;", T));
+  w.line(fmt::format("for (int64_t j = threadIdx.x; j < nk; j += blockDim.x) s += synk_exp_{}(xr[j] - m);", sfx));
+  w.line(fmt::format("s = synk_block_reduce(s, ({0})0, []({0} a, {0} b) {{ return a + b; }});", T));
+  w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
+  if (ir::is_float(labels.type.dtype)) {
+    w.line(fmt::format("const {} *__restrict__ pr = {} + row * nk;", cpu::c_type(labels.type.dtype), lab));
+    w.line(fmt::format("{} loss = 0;", T));
+    w.line(fmt::format("for (int64_t j = threadIdx.x; j < nk; j += blockDim.x) loss += ({})pr[j] * (lse - xr[j]);", T));
+    w.line(fmt::format("loss = synk_block_reduce(loss, ({0})0, []({0} a, {0} b) {{ return a + b; }});", T));
+    w.line(fmt::format("if (threadIdx.x == 0) {}[row] = loss;", y));
+  } else {
+    w.open("if (threadIdx.x == 0)");
+    w.line(fmt::format("const int64_t label = (int64_t){}[row];", lab));
+    w.line(fmt::format("if (label < 0 || label >= nk) synk_fail(err, {}, row, nk);", int64_t(KernelError::LabelOutOfRange)));
+    w.line(fmt::format("else {}[row] = lse - xr[label];", y));
+    w.close();
+  }
+  w.close();
+  w.close();
+}
+
+}  // namespace synk::compiler::cuda_detail

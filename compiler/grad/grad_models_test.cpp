@@ -1,0 +1,234 @@
+// Gradient checks for whole models written in `.synk` and compiled by the front end: a 2-layer
+// MLP with cross_entropy, softmax regression with soft labels, a tied-weight autoencoder that
+// uses its parameter twice, an embedding model (take, concat, slice, maximum, log_softmax), each
+// with a symbolic batch; every element of the flat gradient is compared with float64 central
+// differences through the reference evaluator. The expanded IR must also print as `.synk` that
+// the front end reads back to the same graph (what `synkc --emit=ir-grad` relies on).
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "compiler/grad/grad.h"
+#include "compiler/grad/grad_test_util.h"
+#include "compiler/grad/update_rules.h"
+#include "dsl/frontend.h"
+
+namespace synk::compiler {
+namespace {
+
+using dsl::HostTensor;
+using ir::DType;
+using testing::Rng;
+
+struct Model {
+  std::string name;
+  std::string source;
+  std::vector<std::string> vars;   // the grad's variables, in order
+  std::function<std::vector<HostTensor>(Rng&)> inputs;
+};
+void PrintTo(const Model& m, std::ostream* os) { *os << m.name; }
+
+HostTensor labels(Rng& rng, int64_t n, int64_t classes) {
+  return testing::tensor_from(DType::I64, {n}, [&](size_t) { return double(rng.integer(0, classes - 1)); });
+}
+
+std::vector<Model> models() {
+  return {
+      {"mlp_cross_entropy", R"(
+shared w1: f64[4, 6];
+shared b1: f64[6];
+shared w2: f64[6, 3];
+shared b2: f64[3];
+fn train(scatter x: f64[n, 4], scatter y: i64[n]) {
+  let h = relu(x @ w1 + b1);
+  let logits = h @ w2 + b2;
+  let loss = mean(cross_entropy(logits, y));
+  out loss: avg = loss;
+  out g: avg = grad(loss, w1, b1, w2, b2);
+}
+)",
+       {"w1", "b1", "w2", "b2"},
+       [](Rng& rng) { return std::vector{testing::uniform_tensor(rng, DType::F64, {7, 4}), labels(rng, 7, 3)}; }},
+      {"softmax_regression_soft_labels", R"(
+shared w: f64[5, 4];
+shared b: f64[4];
+fn train(scatter x: f64[n, 5], scatter t: f64[n, 4]) {
+  let p = softmax(x @ w + b, axis=-1);
+  let loss = -mean(sum(t * log(p), axis=1));
+  out loss: avg = loss;
+  out g: avg = grad(loss, w, b);
+}
+)",
+       {"w", "b"},
+       [](Rng& rng) {
+         HostTensor t = testing::uniform_tensor(rng, DType::F64, {6, 4}, 0, 1);
+         for (int i = 0; i < 6; ++i) {
+           double total = 0;
+           for (int j = 0; j < 4; ++j) total += t.data[size_t(i * 4 + j)];
+           for (int j = 0; j < 4; ++j) t.data[size_t(i * 4 + j)] /= total;
+         }
+         return std::vector{testing::uniform_tensor(rng, DType::F64, {6, 5}), t};
+       }},
+      {"tied_autoencoder_uses_parameter_twice", R"(
+shared w: f64[5, 3];
+shared c: f64[3];
+fn train(scatter x: f64[n, 5]) {
+  let code = tanh(x @ w + c);
+  let recon = code @ transpose(w);
+  let loss = mean((recon - x) ** 2) + 0.01 * sum(w * w);
+  out loss: avg = loss;
+  out g: avg = grad(loss, c, w);
+}
+)",
+       {"c", "w"},
+       [](Rng& rng) { return std::vector{testing::uniform_tensor(rng, DType::F64, {8, 5})}; }},
+      {"embedding_take_concat_slice", R"(
+shared emb: f64[6, 3];
+shared v: f64[5, 2];
+shared scale: f64;
+fn train(bcast idx: i64[m], bcast y: i64[m]) {
+  let e = take(emb, idx);
+  let z = concat(e, maximum(slice(e, 1, 3, axis=1), 0.1) * scale, axis=1);
+  let logits = z @ v;
+  let loss = -mean(sum(log_softmax(logits) * one_hot(y, 2, dtype=f64), axis=1)) + 0.1 * max(abs(z));
+  out loss: avg = loss;
+  out g: avg = grad(loss, emb, v, scale);
+}
+)",
+       {"emb", "v", "scale"},
+       [](Rng& rng) {
+         return std::vector{testing::tensor_from(DType::I64, {9}, [&](size_t) { return double(rng.integer(0, 5)); }),
+                            labels(rng, 9, 2)};
+       }},
+      {"mean_squared_error_f32_params", R"(
+shared w: f32[3, 2];
+fn train(scatter x: f32[n, 3], scatter y: f32[n, 2]) {
+  let d = cast(x @ w, f64) - cast(y, f64);
+  let loss = mean(d * d);
+  out loss: avg = loss;
+  out g: avg = grad(loss, w);
+}
+)",
+       {"w"},
+       [](Rng& rng) {
+         return std::vector{testing::uniform_tensor(rng, DType::F32, {5, 3}), testing::uniform_tensor(rng, DType::F32, {5, 2})};
+       }},
+  };
+}
+
+class ModelGradient : public ::testing::TestWithParam<Model> {};
+
+TEST_P(ModelGradient, MatchesCentralDifferences) {
+  const Model& model = GetParam();
+  Rng rng(model.name);
+  const ir::Module module = dsl::compile_source(model.name + ".synk", model.source);
+  ASSERT_TRUE(has_gradients(module));
+  const ir::Module expanded = expand_gradients(module);
+  const std::vector<std::string> problems = ir::verify(expanded);
+  ASSERT_TRUE(problems.empty()) << problems.front();
+  ASSERT_FALSE(has_gradients(expanded));
+
+  std::vector<HostTensor> shareds;
+  for (const ir::SharedVar& s : module.shareds)
+    shareds.push_back(testing::uniform_tensor(rng, s.type.dtype, testing::static_sizes(s.type), -1, 1));
+  std::vector<int64_t> vars;
+  for (const std::string& v : model.vars) vars.push_back(module.find_shared(v));
+  testing::FiniteDifferenceOptions fd;
+  if (module.shareds[size_t(vars[0])].type.dtype == DType::F32) fd = {1e-3, 1e-4};
+  testing::check_gradient(expanded, "train", model.inputs(rng), shareds, 0, 1, vars, fd);
+}
+
+TEST_P(ModelGradient, ExpandedIrPrintsAsSynkThatReadsBack) {
+  const Model& model = GetParam();
+  const ir::Module expanded = expand_gradients(dsl::compile_source(model.name + ".synk", model.source));
+  const std::string text = dsl::print_module(expanded);
+  ir::Module reread;
+  try {
+    reread = dsl::compile_source(model.name + ".ir-grad.synk", text);
+  } catch (const synk::UserError& e) {
+    FAIL() << e.what() << "\n--- printed:\n" << text;
+  }
+  std::string difference;
+  EXPECT_TRUE(ir::structurally_equal(expanded, reread, &difference)) << difference << "\n--- printed:\n" << text;
+}
+
+// docs/training.md's example: its hand-written update function must do exactly what
+// add_update_function() generates for the same rule, and its gradient must be right.
+std::string docs_example() {
+  std::ifstream file(std::string(SYNK_SOURCE_DIR) + "/docs/training.md");
+  std::stringstream text;
+  text << file.rdbuf();
+  const std::string doc = text.str();
+  const size_t section = doc.find("## Example");
+  const size_t begin = doc.find("```synk\n", section);
+  const size_t end = doc.find("```", begin + 8);
+  if (section == std::string::npos || begin == std::string::npos || end == std::string::npos) return {};
+  return doc.substr(begin + 8, end - begin - 8);
+}
+
+TEST(DocsExample, HandWrittenUpdateMatchesGeneratedUpdate) {
+  Rng rng("HandWrittenUpdateMatchesGeneratedUpdate");
+  const std::string source = docs_example();
+  ASSERT_FALSE(source.empty()) << "no ```synk block under '## Example' in docs/training.md";
+  const ir::Module doc = expand_gradients(dsl::compile_source("training.md.synk", source));
+  ASSERT_TRUE(ir::verify(doc).empty());
+
+  // The generated form: the same parameters (declared first), without the doc's state and update.
+  ir::Module generated = doc;
+  generated.shareds.resize(4);
+  generated.functions = {*doc.find_function("gradient")};
+  add_update_function(generated, "train_step", std::vector<std::string>{"w1", "b1", "w2", "b2"},
+                      UpdateRule::with_momentum(0.05));
+  ASSERT_TRUE(ir::verify(generated).empty());
+  ASSERT_EQ(generated.shareds.size(), doc.shareds.size());
+  for (size_t s = 0; s < doc.shareds.size(); ++s) {
+    EXPECT_EQ(generated.shareds[s].name, doc.shareds[s].name);
+    EXPECT_EQ(generated.shareds[s].type, doc.shareds[s].type);
+  }
+
+  std::vector<HostTensor> values;
+  for (const ir::SharedVar& s : doc.shareds)
+    values.push_back(testing::uniform_tensor(rng, s.type.dtype, testing::static_sizes(s.type), -0.1, 0.1));
+  std::vector<HostTensor> doc_values = values, generated_values = values;
+  const HostTensor x = testing::uniform_tensor(rng, DType::F32, {3, 784}, 0, 1);
+  const HostTensor y = labels(rng, 3, 10);
+  for (int step = 0; step < 2; ++step) {
+    const HostTensor grad = dsl::evaluate(doc, "gradient", std::vector{x, y}, doc_values).outputs[1];
+    ASSERT_EQ(grad.shape, std::vector<int64_t>{203530});
+    auto apply = [&](const ir::Module& m, std::vector<HostTensor>& state) {
+      const ir::Function& fn = *m.find_function("train_step");
+      const dsl::EvalResult r = dsl::evaluate(m, fn, std::vector{grad}, state);
+      for (size_t u = 0; u < fn.updates.size(); ++u) state[size_t(fn.updates[u].shared)] = r.updates[u];
+    };
+    apply(doc, doc_values);
+    apply(generated, generated_values);
+    for (size_t s = 0; s < values.size(); ++s)
+      for (size_t i = 0; i < values[s].data.size(); ++i)
+        ASSERT_NEAR(doc_values[s].data[i], generated_values[s].data[i], 1e-12)
+            << doc.shareds[s].name << "[" << i << "] after step " << step + 1;
+  }
+  // The gradient of the example itself, on a few coordinates of each parameter block.
+  const HostTensor analytic = dsl::evaluate(doc, "gradient", std::vector{x, y}, values).outputs[1];
+  const int64_t offsets[] = {0, 200704, 200960, 203520};
+  for (int block = 0; block < 4; ++block)
+    for (int k = 0; k < 3; ++k) {
+      const int64_t j = rng.integer(0, values[size_t(block)].size() - 1);
+      std::vector<HostTensor> plus = values, minus = values;
+      // f32 parameters: the step is what survives rounding to float.
+      const double v = values[size_t(block)].data[size_t(j)];
+      const double up = double(float(v + 1e-3)), down = double(float(v - 1e-3));
+      plus[size_t(block)].data[size_t(j)] = up;
+      minus[size_t(block)].data[size_t(j)] = down;
+      const double numeric = (dsl::evaluate(doc, "gradient", std::vector{x, y}, plus).outputs[0].data[0] -
+                              dsl::evaluate(doc, "gradient", std::vector{x, y}, minus).outputs[0].data[0]) / (up - down);
+      EXPECT_NEAR(analytic.data[size_t(offsets[block] + j)], numeric, 1e-4 * (1 + std::fabs(numeric)))
+          << doc.shareds[size_t(block)].name << "[" << j << "]";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ModelGradient, ::testing::ValuesIn(models()),
+                         [](const ::testing::TestParamInfo<Model>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace synk::compiler

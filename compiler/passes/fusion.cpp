@@ -1,0 +1,384 @@
+// Fusion: decides which values exist in memory and groups every other node into the kernel that
+// consumes it. The rules, in order:
+//  1. Leaves (inputs, shared reads), every non-pointwise op (reductions, argmax, matmul, softmax,
+//     log_softmax, cross_entropy, concat, take, one_hot), outputs and updates get a buffer.
+//     A reshape is an alias of its operand's buffer, so the operand must be in memory too.
+//  2. Operands that a kernel reads as whole arrays get a buffer: matmul operands (except a 2-D
+//     transpose of a buffer, which BLAS reads with a transpose flag), softmax, log_softmax and
+//     cross_entropy operands, take and one_hot operands.
+//  3. A pointwise or view node feeding two or more kernels gets a buffer (computed once) unless
+//     it is free to recompute (a constant, or views of a buffer: only index arithmetic).
+//  4. Every node with a buffer that is not a leaf or alias roots a kernel, which also computes
+//     every bufferless node it consumes: a pointwise DAG becomes one loop nest, a pointwise DAG
+//     feeding a reduction is computed inside the reduction's loop (one pass over memory).
+//  5. Pointwise kernels of the same shape merge into one multi-output loop when one consumes the
+//     other element for element (vertical) or they read a common buffer (horizontal), provided
+//     the merge creates no cycle between kernels.
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "compiler/passes/passes.h"
+
+namespace synk::compiler {
+namespace {
+
+using ir::NodeId;
+using ir::Op;
+
+enum class Class { Leaf, Const, Pointwise, View, Alias, Opaque };
+
+Class classify(Op op) {
+  switch (op) {
+    case Op::Input: case Op::SharedRead: return Class::Leaf;
+    case Op::Constant: return Class::Const;
+    case Op::Transpose: case Op::Slice: case Op::BroadcastTo: return Class::View;
+    case Op::Reshape: return Class::Alias;
+    default: return ir::is_pointwise(op) ? Class::Pointwise : Class::Opaque;
+  }
+}
+
+KernelKind kind_of(Op op) {
+  switch (op) {
+    case Op::ReduceSum: case Op::ReduceMean: case Op::ReduceMax: case Op::ReduceMin: case Op::ReduceProd:
+      return KernelKind::Reduce;
+    case Op::ArgMax: return KernelKind::ArgMax;
+    case Op::MatMul: return KernelKind::MatMul;
+    case Op::Softmax: return KernelKind::Softmax;
+    case Op::LogSoftmax: return KernelKind::LogSoftmax;
+    case Op::CrossEntropy: return KernelKind::CrossEntropy;
+    case Op::Concat: return KernelKind::Concat;
+    case Op::Take: return KernelKind::Take;
+    case Op::OneHot: return KernelKind::OneHot;
+    default: return KernelKind::Pointwise;
+  }
+}
+
+bool is_transpose_2d(const ir::Node& n) {
+  return n.op == Op::Transpose && n.attrs.perm == std::vector<int64_t>{1, 0};
+}
+
+class Fusion {
+ public:
+  Fusion(const ir::Module& module, const ir::Function& fn, const FusionOptions& options)
+      : module_(module), fn_(fn), options_(options), n_(fn.nodes.size()) {}
+
+  KernelPlan run() {
+    plan_.function = fn_;
+    find_consumers();
+    mark_buffers();
+    form_kernels();
+    if (options_.fuse) merge_pointwise_kernels();
+    order_kernels();
+    assign_buffers();
+    collect_symbols();
+    return std::move(plan_);
+  }
+
+ private:
+  const ir::Node& node(NodeId id) const { return fn_.nodes.at(size_t(id)); }
+
+  void find_consumers() {
+    consumers_.assign(n_, {});
+    is_sink_.assign(n_, false);
+    for (size_t i = 0; i < n_; ++i)
+      for (NodeId o : fn_.nodes[i].operands) consumers_.at(size_t(o)).push_back(NodeId(i));
+    for (const ir::Output& o : fn_.outputs) is_sink_.at(size_t(o.node)) = true;
+    for (const ir::Update& u : fn_.updates) is_sink_.at(size_t(u.node)) = true;
+  }
+
+  // Rules 1-3.
+  void mark_buffers() {
+    has_buffer_.assign(n_, false);
+    for (size_t i = 0; i < n_; ++i) {
+      const ir::Node& nd = fn_.nodes[i];
+      if (nd.op == Op::Grad)
+        throw synk::UserError(fmt::format("{}:{}: grad() in function '{}' must be expanded by the gradient pass "
+                                         "before code generation, and that pass is not available yet",
+                                         nd.loc.line, nd.loc.col, fn_.name));
+      Class c = classify(nd.op);
+      if (c == Class::Leaf || c == Class::Opaque || c == Class::Alias || is_sink_[i]) has_buffer_[i] = true;
+      if (!options_.fuse && (c == Class::Pointwise || c == Class::View)) has_buffer_[i] = true;
+      switch (nd.op) {
+        case Op::MatMul:
+          for (NodeId o : nd.operands) {
+            if (is_transpose_2d(node(o))) has_buffer_[size_t(node(o).operands[0])] = true;
+            else has_buffer_[size_t(o)] = true;
+          }
+          break;
+        case Op::Softmax: case Op::LogSoftmax: case Op::CrossEntropy: case Op::Take: case Op::OneHot:
+        case Op::Reshape:
+          for (NodeId o : nd.operands) has_buffer_[size_t(o)] = true;
+          break;
+        default:
+          break;
+      }
+    }
+    // Rule 3 until nothing changes: a new buffer can make views of it free, never the reverse.
+    for (bool changed = true; changed;) {
+      changed = false;
+      std::vector<std::set<NodeId>> sinks(n_);
+      for (size_t i = n_; i-- > 0;) {
+        std::set<NodeId> s;
+        for (NodeId c : consumers_[i]) {
+          if (has_buffer_[size_t(c)]) s.insert(c);
+          else s.insert(sinks[size_t(c)].begin(), sinks[size_t(c)].end());
+        }
+        if (!has_buffer_[i] && s.size() > 1 && !is_free(NodeId(i))) {
+          has_buffer_[i] = true;
+          changed = true;
+        }
+        sinks[i] = has_buffer_[i] ? std::set<NodeId>{NodeId(i)} : std::move(s);
+      }
+    }
+  }
+
+  // Free to recompute in every consumer: a constant, or views down to a buffer or a constant.
+  bool is_free(NodeId id) const {
+    const ir::Node& nd = node(id);
+    if (nd.op == Op::Constant) return true;
+    if (classify(nd.op) != Class::View) return false;
+    NodeId src = nd.operands[0];
+    return has_buffer_[size_t(src)] || is_free(src);
+  }
+
+  // Rule 4.
+  void form_kernels() {
+    for (size_t i = 0; i < n_; ++i) {
+      Class c = classify(fn_.nodes[i].op);
+      if (!has_buffer_[i] || c == Class::Leaf || c == Class::Alias) continue;
+      Kernel k;
+      k.kind = kind_of(fn_.nodes[i].op);
+      k.roots = {NodeId(i)};
+      std::set<NodeId> members;
+      std::function<void(NodeId)> visit = [&](NodeId id) {
+        if (!members.insert(id).second) return;
+        for (NodeId o : node(id).operands) {
+          if (has_buffer_[size_t(o)]) continue;
+          // MatMul reads a 2-D transpose of a buffer through BLAS flags: the transpose is
+          // listed in the kernel but generates no code.
+          visit(o);
+        }
+      };
+      visit(NodeId(i));
+      k.nodes.assign(members.begin(), members.end());
+      kernels_.push_back(std::move(k));
+    }
+  }
+
+  // Buffers (by node) that kernel k reads: operands of its nodes that it does not compute.
+  std::set<NodeId> reads(const Kernel& k) const {
+    std::set<NodeId> members(k.nodes.begin(), k.nodes.end()), out;
+    for (NodeId id : k.nodes)
+      for (NodeId o : node(id).operands)
+        if (!members.count(o) || (has_buffer_[size_t(o)] && !std::count(k.roots.begin(), k.roots.end(), o)))
+          out.insert(storage_node(o));
+    return out;
+  }
+
+  // A reshape reads the bytes of its operand: dependencies follow aliases to the real producer.
+  NodeId storage_node(NodeId id) const {
+    while (node(id).op == Op::Reshape) id = node(id).operands[0];
+    return id;
+  }
+
+  int producer_of(NodeId buffer_node) const {
+    for (size_t k = 0; k < kernels_.size(); ++k)
+      if (std::count(kernels_[k].roots.begin(), kernels_[k].roots.end(), buffer_node)) return int(k);
+    return -1;
+  }
+
+  std::vector<std::set<int>> kernel_deps() const {
+    std::vector<std::set<int>> deps(kernels_.size());
+    for (size_t k = 0; k < kernels_.size(); ++k)
+      for (NodeId b : reads(kernels_[k])) {
+        int p = producer_of(b);
+        if (p >= 0 && p != int(k)) deps[k].insert(p);
+      }
+    return deps;
+  }
+
+  // Is there a path from kernel `from` to kernel `to` (to depends on from) of length >= min_len?
+  static bool depends(const std::vector<std::set<int>>& deps, int to, int from, int min_len) {
+    std::vector<int> stack;
+    std::set<int> seen;
+    for (int d : deps[size_t(to)]) if (!(min_len > 1 && d == from)) stack.push_back(d);
+    while (!stack.empty()) {
+      int k = stack.back();
+      stack.pop_back();
+      if (k == from) return true;
+      if (!seen.insert(k).second) continue;
+      for (int d : deps[size_t(k)]) stack.push_back(d);
+    }
+    return false;
+  }
+
+  bool mergeable_shape(const Kernel& a, const Kernel& b) const {
+    return a.kind == KernelKind::Pointwise && b.kind == KernelKind::Pointwise &&
+           node(a.roots[0]).type.shape == node(b.roots[0]).type.shape;
+  }
+
+  // Vertical merge of a into b is only element-for-element when nothing in b between a's
+  // value and b's roots changes the index: no views, no broadcasting (every node of b that
+  // depends on a has b's shape).
+  bool elementwise_consumer(const Kernel& a, const Kernel& b) const {
+    std::set<NodeId> depends_on_a(a.roots.begin(), a.roots.end());
+    for (NodeId id : b.nodes) {
+      const ir::Node& nd = node(id);
+      bool uses = false;
+      for (NodeId o : nd.operands) uses |= depends_on_a.count(o) > 0;
+      if (!uses) continue;
+      if (classify(nd.op) == Class::View || nd.type.shape != node(b.roots[0]).type.shape) return false;
+      depends_on_a.insert(id);
+    }
+    return true;
+  }
+
+  // Rule 5.
+  void merge_pointwise_kernels() {
+    for (bool merged = true; merged;) {
+      merged = false;
+      auto deps = kernel_deps();
+      for (size_t b = 0; b < kernels_.size() && !merged; ++b) {
+        for (size_t a = 0; a < kernels_.size() && !merged; ++a) {
+          if (a == b || !mergeable_shape(kernels_[a], kernels_[b])) continue;
+          bool vertical = deps[b].count(int(a)) > 0;
+          bool ok;
+          if (vertical) {
+            ok = elementwise_consumer(kernels_[a], kernels_[b]) && !depends(deps, int(b), int(a), 2);
+          } else {
+            if (a > b) continue;   // each unordered pair once
+            std::set<NodeId> ra = reads(kernels_[a]), rb = reads(kernels_[b]);
+            bool share = std::any_of(ra.begin(), ra.end(), [&](NodeId x) { return rb.count(x) > 0; });
+            ok = share && !depends(deps, int(b), int(a), 1) && !depends(deps, int(a), int(b), 1);
+          }
+          if (!ok) continue;
+          Kernel& into = kernels_[b];
+          Kernel& from = kernels_[a];
+          std::set<NodeId> nodes(into.nodes.begin(), into.nodes.end());
+          nodes.insert(from.nodes.begin(), from.nodes.end());
+          into.nodes.assign(nodes.begin(), nodes.end());
+          into.roots.insert(into.roots.end(), from.roots.begin(), from.roots.end());
+          std::sort(into.roots.begin(), into.roots.end());
+          kernels_.erase(kernels_.begin() + long(a));
+          merged = true;
+        }
+      }
+    }
+  }
+
+  void order_kernels() {
+    auto deps = kernel_deps();
+    std::vector<int> order, state(kernels_.size(), 0);
+    std::function<void(int)> visit = [&](int k) {
+      if (state[size_t(k)] == 2) return;
+      if (state[size_t(k)] == 1) synk::internal_error("fusion produced a cycle between kernels in " + fn_.name);
+      state[size_t(k)] = 1;
+      for (int d : deps[size_t(k)]) visit(d);
+      state[size_t(k)] = 2;
+      order.push_back(k);
+    };
+    for (size_t k = 0; k < kernels_.size(); ++k) visit(int(k));
+    for (size_t i = 0; i < order.size(); ++i) {
+      Kernel k = kernels_[size_t(order[i])];
+      k.name = fmt::format("k{}", i);
+      plan_.kernels.push_back(std::move(k));
+    }
+  }
+
+  int add_buffer(Buffer::Kind kind, int64_t index, NodeId id) {
+    plan_.buffers.push_back(Buffer{kind, index, node(id).type, id});
+    return int(plan_.buffers.size() - 1);
+  }
+
+  void assign_buffers() {
+    plan_.node_buffer.assign(n_, -1);
+    std::set<int64_t> shared_set;
+    for (const ir::Node& nd : fn_.nodes) if (nd.op == Op::SharedRead) shared_set.insert(nd.attrs.index);
+    for (int64_t s : shared_set) plan_.shareds_read.push_back(int32_t(s));
+    std::vector<bool> output_claimed(fn_.outputs.size()), update_claimed(fn_.updates.size());
+    for (size_t i = 0; i < n_; ++i) {
+      if (!has_buffer_[i]) continue;
+      const ir::Node& nd = fn_.nodes[i];
+      NodeId id = NodeId(i);
+      if (nd.op == Op::Input) {
+        plan_.node_buffer[i] = add_buffer(Buffer::Kind::Input, nd.attrs.index, id);
+      } else if (nd.op == Op::SharedRead) {
+        auto pos = std::find(plan_.shareds_read.begin(), plan_.shareds_read.end(), int32_t(nd.attrs.index));
+        plan_.node_buffer[i] = add_buffer(Buffer::Kind::Shared, pos - plan_.shareds_read.begin(), id);
+      } else if (nd.op == Op::Reshape) {
+        plan_.node_buffer[i] = add_buffer(Buffer::Kind::Alias, plan_.node_buffer.at(size_t(nd.operands[0])), id);
+      } else {
+        int b = -1;
+        for (size_t o = 0; o < fn_.outputs.size() && b < 0; ++o)
+          if (fn_.outputs[o].node == id && !output_claimed[o]) {
+            output_claimed[o] = true;
+            b = add_buffer(Buffer::Kind::Output, int64_t(o), id);
+          }
+        for (size_t u = 0; u < fn_.updates.size() && b < 0; ++u)
+          if (fn_.updates[u].node == id && !update_claimed[u]) {
+            update_claimed[u] = true;
+            b = add_buffer(Buffer::Kind::Update, int64_t(u), id);
+          }
+        if (b < 0) b = add_buffer(Buffer::Kind::Temp, -1, id);
+        plan_.node_buffer[i] = b;
+      }
+    }
+    for (Kernel& k : plan_.kernels) {
+      for (NodeId r : k.roots) k.outputs.push_back(plan_.node_buffer.at(size_t(r)));
+      std::set<NodeId> members(k.nodes.begin(), k.nodes.end());
+      auto note_input = [&](NodeId o) {
+        int b = plan_.node_buffer.at(size_t(o));
+        if (b >= 0 && std::find(k.inputs.begin(), k.inputs.end(), b) == k.inputs.end()) k.inputs.push_back(b);
+      };
+      for (NodeId id : k.nodes)
+        for (NodeId o : node(id).operands)
+          if (!members.count(o) || (has_buffer_[size_t(o)] && !std::count(k.roots.begin(), k.roots.end(), o)))
+            note_input(o);
+      if (k.kind == KernelKind::MatMul) {
+        const ir::Node& mm = node(k.roots[0]);
+        auto operand = [&](NodeId o, int& buffer, bool& trans) {
+          if (plan_.node_buffer.at(size_t(o)) >= 0) {
+            buffer = plan_.node_buffer[size_t(o)];
+          } else {
+            trans = true;
+            buffer = plan_.node_buffer.at(size_t(node(o).operands[0]));
+          }
+        };
+        operand(mm.operands[0], k.matmul_a, k.trans_a);
+        operand(mm.operands[1], k.matmul_b, k.trans_b);
+        k.inputs = {k.matmul_a, k.matmul_b};
+      }
+    }
+  }
+
+  void collect_symbols() {
+    auto note = [&](const ir::Shape& shape) {
+      for (const ir::Dim& d : shape)
+        if (d.is_symbolic() && plan_.symbol_index(d.symbol) < 0) plan_.symbols.push_back(d.symbol);
+    };
+    for (const ir::Param& p : fn_.params) note(p.type.shape);
+    for (int32_t s : plan_.shareds_read) note(module_.shareds.at(size_t(s)).type.shape);
+    for (const ir::Update& u : fn_.updates) note(module_.shareds.at(size_t(u.shared)).type.shape);
+    for (const ir::Node& nd : fn_.nodes) note(nd.type.shape);
+  }
+
+  const ir::Module& module_;
+  const ir::Function& fn_;
+  FusionOptions options_;
+  size_t n_;
+  KernelPlan plan_;
+  std::vector<std::vector<NodeId>> consumers_;
+  std::vector<bool> is_sink_, has_buffer_;
+  std::vector<Kernel> kernels_;
+};
+
+}  // namespace
+
+KernelPlan fuse_kernels(const ir::Module& module, const ir::Function& fn, const FusionOptions& options) {
+  return Fusion(module, fn, options).run();
+}
+
+}  // namespace synk::compiler

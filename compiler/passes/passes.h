@@ -1,0 +1,51 @@
+// The passes over the Graph IR that run before fusion, one per file (pass_*.cpp). Each takes a
+// function and returns a rewritten one that computes the same outputs and updates; none changes
+// params, outputs' names or modes, or the module. lower.cpp runs them in order.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "compiler/passes/kernel_plan.h"
+#include "ir/ir.h"
+
+namespace synk::compiler {
+
+// Algebraic identities that hold for every input, NaN and infinity included unless noted:
+// x*1, 1*x, x/1, x+0, 0+x, x-0 (float: turns -0+0 into -0; accepted), x**1 -> x; x**2 -> x*x;
+// neg(neg(x)), not(not(x)) -> x; where with a constant condition -> that branch; cast to the
+// same dtype, reshape/broadcast to the same shape, a full slice, an identity transpose -> x;
+// transpose(transpose(x)) and reshape(reshape(x)) compose. Where the identity's result is wider
+// than x (x broadcast by the constant), x is broadcast explicitly.
+ir::Function simplify(const ir::Function& fn);
+
+// Evaluates pointwise nodes whose operands are all scalar constants, with the rounding of the
+// result's dtype (f32 results are rounded to float, integers wrap).
+ir::Function fold_constants(const ir::Function& fn);
+
+// Merges nodes with the same op, type, operands and attributes (constants by bit pattern).
+ir::Function eliminate_common_subexpressions(const ir::Function& fn);
+
+// Drops nodes that no output or update depends on.
+ir::Function eliminate_dead_nodes(const ir::Function& fn);
+
+// Fusion: groups the nodes into kernels (see kernel_plan.h and docs/compiler.md for the rules)
+// and assigns every value that must exist in memory a buffer. Throws synk::UserError for ops the
+// CPU code generator does not handle (grad before the gradient pass exists).
+struct FusionOptions {
+  bool fuse = true;   // false: every pointwise op and view is its own kernel (benchmarks, debugging)
+};
+KernelPlan fuse_kernels(const ir::Module& module, const ir::Function& fn, const FusionOptions& options = {});
+
+// Shared by the passes: rebuilds a function node by node. `rewrite` sees each old node with its
+// operands already renumbered and returns the id of the node (in `out`) that replaces it: a fresh
+// add() or an existing id.
+ir::Function rebuild(const ir::Function& fn,
+                     const std::function<ir::NodeId(ir::Function& out, ir::Node node)>& rewrite);
+
+// Scalar constant helpers used by several passes.
+bool is_scalar_constant(const ir::Node& n);
+double constant_as_double(const ir::Node& n);   // value, or ivalue for integer/bool dtypes
+bool constant_equals(const ir::Node& n, double v);
+
+}  // namespace synk::compiler

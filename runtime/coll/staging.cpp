@@ -1,0 +1,154 @@
+// The collectives' staging area, its failure-aware barrier, Pieces and exchange() (see
+// coll_staging.h).
+#include "runtime/coll/staging.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "runtime/group/process_group.h"
+
+namespace synk::rt {
+
+CollectiveAborted::CollectiveAborted(int failed_rank)
+    : Error(fmt::format("collective abandoned because rank {} failed", failed_rank)),
+      failed_rank_(failed_rank) {}
+
+struct Staging::Header {
+  WaitWord generation;                        // bumped when a barrier completes (or fails)
+  alignas(64) std::atomic<uint32_t> arrived{0};
+  alignas(64) std::atomic<uint32_t> failed{0};   // 0, or 1 + the first rank that failed
+};
+
+namespace {
+// Bit added to the generation by a failure: it changes the word (so no sleeper misses it) without
+// looking like a completed barrier to anyone who checks the failure flag afterwards.
+constexpr uint32_t kFailureBump = 1u << 31;
+}  // namespace
+
+Staging::Staging(RankContext& ctx, std::byte* base, size_t bytes)
+    : ctx_(ctx), base_(base), data_(base + kStagingHeaderBytes), data_bytes_(bytes - kStagingHeaderBytes),
+      rank_(ctx.rank()), size_(ctx.size()) {
+  static_assert(sizeof(Header) <= kStagingHeaderBytes);
+  if (bytes <= kStagingHeaderBytes) throw InternalError("collectives: staging segment too small");
+}
+
+void Staging::reset(std::byte* base, int) {
+  // Constructs the header on first use (the segment starts zeroed, which is a valid state).
+  auto* h = reinterpret_cast<Header*>(base);
+  h->arrived.store(0, std::memory_order_relaxed);
+  h->failed.store(0, std::memory_order_seq_cst);
+}
+
+void Staging::check() const {
+  uint32_t f = header()->failed.load(std::memory_order_acquire);
+  if (f != 0) throw CollectiveAborted(int(f) - 1);
+}
+
+void Staging::barrier() {
+  Header& h = *header();
+  check();
+  if (size_ == 1) return;
+  RankContext::Waiting waiting(ctx_);
+  const uint32_t gen = h.generation.value.load(std::memory_order_acquire);
+  if (h.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == uint32_t(size_)) {
+    h.arrived.store(0, std::memory_order_relaxed);
+    h.generation.add(1);
+  } else {
+    wait_until(
+        h.generation,
+        [gen, &h](uint32_t v) { return v != gen || h.failed.load(std::memory_order_relaxed) != 0; },
+        ctx_.policy(), [this] { ctx_.poll(); });
+  }
+  check();
+}
+
+void Staging::fail() noexcept {
+  Header& h = *header();
+  uint32_t expected = 0;
+  h.failed.compare_exchange_strong(expected, uint32_t(rank_) + 1);
+  h.generation.add(kFailureBump);
+}
+
+size_t Staging::slot_bytes(int slots, size_t cap) const {
+  size_t per = data_bytes_ / (2 * size_t(std::max(slots, 1)));
+  if (cap > 0) per = std::min(per, cap);
+  per &= ~size_t(63);
+  if (per == 0)
+    throw InternalError(fmt::format("collectives: a staging area of {} bytes cannot hold {} slots",
+                                    data_bytes_, 2 * slots));
+  return per;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void Pieces::add(std::byte* data, size_t bytes) {
+  if (bytes == 0) return;
+  ranges_.push_back(Range{data, bytes, total_});
+  total_ += bytes;
+}
+
+size_t Pieces::find(size_t offset) const {
+  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), offset,
+                             [](size_t off, const Range& r) { return off < r.start; });
+  return size_t(it - ranges_.begin()) - 1;   // ranges_ starts at stream offset 0
+}
+
+void Pieces::throw_past_end(size_t offset, size_t n) const {
+  throw InternalError(fmt::format("collectives: stream range [{}, {}) past its end {}", offset,
+                                  offset + n, total_));
+}
+
+void Pieces::read(size_t offset, size_t n, std::byte* dst) const {
+  visit(offset, n, [dst](std::byte* p, size_t at, size_t take) { copy_bytes(dst + at, p, take); });
+}
+
+void Pieces::write(size_t offset, size_t n, const std::byte* src) const {
+  visit(offset, n, [src](std::byte* p, size_t at, size_t take) { copy_bytes(p, src + at, take); });
+}
+
+std::byte* Pieces::contiguous(size_t offset, size_t n) const {
+  if (n == 0 || offset + n > total_) return nullptr;
+  const Range& r = ranges_[find(offset)];
+  size_t within = offset - r.start;
+  return within + n <= r.bytes ? r.data + within : nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void exchange(Staging& staging, const ExchangeSpec& spec) {
+  const int n = staging.size(), me = staging.rank();
+  std::vector<int> slot_of(size_t(n), -1);
+  std::vector<int> producers;
+  uint64_t longest = 0;
+  for (int r = 0; r < n; ++r) {
+    if (spec.lengths[size_t(r)] == 0) continue;
+    slot_of[size_t(r)] = int(producers.size());
+    producers.push_back(r);
+    longest = std::max(longest, spec.lengths[size_t(r)]);
+  }
+  if (producers.empty()) return;
+  const int slots = int(producers.size());
+  const size_t chunk = staging.slot_bytes(slots, spec.chunk_cap ? spec.chunk_cap : kDefaultChunkBytes);
+  const uint64_t mine = spec.lengths[size_t(me)];
+  if (mine > 0 && (!spec.mine || spec.mine->total() != mine))
+    throw InternalError(fmt::format("collectives: rank {} should send {} bytes but holds {}", me, mine,
+                                    spec.mine ? spec.mine->total() : 0));
+  for (uint64_t offset = 0; offset < longest; offset += chunk) {
+    const int buffer = int(staging.round & 1);
+    if (mine > offset)
+      spec.mine->read(offset, size_t(std::min<uint64_t>(chunk, mine - offset)),
+                      staging.slot(buffer, slot_of[size_t(me)], slots, chunk));
+    staging.barrier();
+    for (int s : producers) {
+      uint64_t len = spec.lengths[size_t(s)];
+      if (len <= offset || (spec.wants && !spec.wants(s))) continue;
+      spec.consume(s, size_t(offset), size_t(std::min<uint64_t>(chunk, len - offset)),
+                   staging.slot(buffer, slot_of[size_t(s)], slots, chunk));
+    }
+    ++staging.round;
+  }
+}
+
+}  // namespace synk::rt

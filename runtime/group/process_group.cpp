@@ -1,0 +1,720 @@
+// The process group (see process_group.h): control-segment layout, fork and worker loop, the
+// command protocol, liveness checks, shutdown and cleanup.
+#include "runtime/group/process_group.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "runtime/call/call_engine.h"
+#include "runtime/coll/exec.h"
+#include "runtime/coll/staging.h"
+#include "gpu/driver.h"
+#include "base/errors.h"
+#include "runtime/data/shared_vars.h"
+#include "base/wire.h"
+
+namespace synk::rt {
+
+namespace {
+constexpr uint64_t kControlMagic = 0x53594e4b4354524cull;   // "SYNKCTRL"
+constexpr size_t kPayloadCapacity = size_t(1) << 20;
+constexpr size_t kErrorCapacity = 4000;
+constexpr size_t kRetireSlots = 256;
+constexpr size_t kRetireNameMax = 128;
+
+size_t align64(size_t n) { return (n + 63) & ~size_t(63); }
+}  // namespace
+
+struct alignas(64) RankSlot {
+  std::atomic<int32_t> pid{0};
+  std::atomic<uint32_t> done_seq{0};
+  std::atomic<uint32_t> error_seq{0};
+  std::atomic<uint32_t> waiting{0};       // > 0 while the rank waits for its peers (RankContext::Waiting)
+  uint32_t error_len = 0;
+  std::atomic<uint64_t> results_gen{0};
+  uint64_t results_size = 0;
+  char error[kErrorCapacity];
+};
+
+struct ControlBlock {
+  uint64_t magic = 0;
+  uint32_t nranks = 0;
+  int32_t master_pid = 0;
+  WaitWord command;                       // command sequence number, bumped by the master
+  WaitWord done;                          // +1 by each worker that finished a command
+  SharedBarrier barrier;                  // over every rank, for rank handlers
+  alignas(64) std::atomic<uint32_t> abort{0};
+  uint32_t kind = 0;
+  uint32_t commit_pending = 1;
+  uint64_t payload_len = 0;
+  alignas(64) std::atomic<uint64_t> retired_count{0};
+  char retired[kRetireSlots][kRetireNameMax];
+
+  static size_t slots_offset() { return align64(sizeof(ControlBlock)); }
+  static size_t payload_offset(int n) { return slots_offset() + align64(sizeof(RankSlot) * size_t(n)); }
+  static size_t bytes(int n) { return payload_offset(n) + kPayloadCapacity; }
+  RankSlot& slot(int r) {
+    return reinterpret_cast<RankSlot*>(reinterpret_cast<char*>(this) + slots_offset())[r];
+  }
+  char* payload() { return reinterpret_cast<char*>(this) + payload_offset(int(nranks)); }
+};
+
+std::string describe_signal(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? fmt::format("signal {} (SIG{})", sig, abbrev) : fmt::format("signal {}", sig);
+}
+
+namespace {
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) return "was killed by " + describe_signal(WTERMSIG(status));
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  return fmt::format("stopped (wait status {:#x})", status);
+}
+
+std::vector<int> allowed_cpus(const cpu_set_t& mask) {
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mask)) cpus.push_back(c);
+  return cpus;
+}
+
+void pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof set, &set);   // best effort: pinning is a performance hint
+}
+
+// --- Cleanup when the master dies (rank 1 only). Async-signal-safe: raw system calls only. ---
+int g_janitor_dir_fd = -1;
+char g_janitor_prefixes[2][160];
+pid_t g_janitor_master = 0;
+
+struct LinuxDirent64 {
+  uint64_t d_ino;
+  int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[];
+};
+
+bool starts_with(const char* s, const char* prefix) {
+  while (*prefix)
+    if (*s++ != *prefix++) return false;
+  return true;
+}
+
+void janitor_clean() {
+  if (g_janitor_dir_fd < 0) return;
+  alignas(8) char buf[8192];
+  for (int pass = 0; pass < 2; ++pass) {
+    lseek(g_janitor_dir_fd, 0, SEEK_SET);
+    for (;;) {
+      long n = syscall(SYS_getdents64, g_janitor_dir_fd, buf, sizeof buf);
+      if (n <= 0) break;
+      for (long off = 0; off < n;) {
+        auto* d = reinterpret_cast<LinuxDirent64*>(buf + off);
+        if (starts_with(d->d_name, g_janitor_prefixes[0]) || starts_with(d->d_name, g_janitor_prefixes[1]))
+          unlinkat(g_janitor_dir_fd, d->d_name, 0);
+        off += d->d_reclen;
+      }
+    }
+  }
+}
+
+void on_parent_death_signal(int sig) {
+  if (getppid() == g_janitor_master) {
+    // A SIGTERM from someone else while the master lives: die of it, as without the handler.
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  janitor_clean();
+  _exit(0);
+}
+
+[[noreturn]] void worker_exit_master_gone(int rank) {
+  if (rank == 1) janitor_clean();
+  _exit(0);
+}
+
+// A wait phase from the environment (SYNK_SPIN_US, SYNK_YIELD_US: microseconds), else `fallback`.
+int64_t wait_phase_ns(const char* variable, int64_t fallback) {
+  const char* text = std::getenv(variable);
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  long long us = std::strtoll(text, &end, 10);
+  if (*end != '\0' || errno != 0 || us < 0 || us > 10'000'000)
+    throw UsageError(fmt::format("fork: {} must be a whole number of microseconds from 0 to 10000000, got '{}'",
+                                 variable, text));
+  return int64_t(us) * 1000;
+}
+
+ProcessGroup* g_listening_group = nullptr;
+void forward_retired(const std::string& name) {
+  if (g_listening_group && g_listening_group->alive()) g_listening_group->retire(name);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// RankContext
+
+ModuleEntry& RankContext::module(int32_t id) {
+  Registry& reg = registry();
+  if (id >= 0 && size_t(id) < reg.modules.size() && reg.modules[size_t(id)])
+    return *reg.modules[size_t(id)];
+  if (id < 0 || !store_) throw InternalError(fmt::format("module #{} is not known on rank {}", id, rank_));
+  std::optional<std::string> bytes = store_->get(module_key(id));
+  if (!bytes) throw InternalError(fmt::format("module #{} was never published to rank {}", id, rank_));
+  auto entry = std::make_unique<ModuleEntry>();
+  entry->spec = decode_module(*bytes);
+  entry->values = initial_values(entry->spec);
+  if (reg.modules.size() <= size_t(id)) reg.modules.resize(size_t(id) + 1);
+  reg.modules[size_t(id)] = std::move(entry);
+  return *reg.modules[size_t(id)];
+}
+
+FunctionEntry& RankContext::function(int32_t id) {
+  Registry& reg = registry();
+  if (id >= 0 && size_t(id) < reg.functions.size() && reg.functions[size_t(id)])
+    return *reg.functions[size_t(id)];
+  if (id < 0 || !store_) throw InternalError(fmt::format("function #{} is not known on rank {}", id, rank_));
+  std::optional<std::string> bytes = store_->get(function_key(id));
+  if (!bytes) throw InternalError(fmt::format("function #{} was never published to rank {}", id, rank_));
+  auto entry = std::make_unique<FunctionEntry>();
+  decode_function_entry(*bytes, entry.get());
+  auto loader = reg.loaders.find(entry->kind);
+  if (loader == reg.loaders.end())
+    throw Error(fmt::format("no loader for functions of kind '{}' in this process (loaders must "
+                            "be registered before synk::fork())", entry->kind));
+  entry->fn = loader->second(entry->payload);
+  if (!entry->fn) throw Error(fmt::format("the '{}' loader returned no function", entry->kind));
+  module(entry->module);
+  if (reg.functions.size() <= size_t(id)) reg.functions.resize(size_t(id) + 1);
+  reg.functions[size_t(id)] = std::move(entry);
+  return *reg.functions[size_t(id)];
+}
+
+const std::byte* RankContext::map(const std::string& name) {
+  auto it = mapped_.find(name);
+  if (it == mapped_.end()) it = mapped_.emplace(name, shm::Segment::open(name)).first;
+  return it->second.bytes();
+}
+
+std::span<std::byte> RankContext::map_writable(const std::string& name) {
+  auto it = mapped_.find(name);
+  if (it == mapped_.end()) it = mapped_.emplace(name, shm::Segment::open(name)).first;
+  return {it->second.bytes(), it->second.size()};
+}
+
+std::byte* RankContext::results(size_t bytes) {
+  RankSlot& slot = ctl_->slot(rank_);
+  slot.results_size = bytes;
+  if (rank_ == 0) {
+    if (local_results_.size() < bytes) local_results_.resize(bytes);
+    return local_results_.data();
+  }
+  if (!results_segment_.valid() || results_segment_.size() < bytes) {
+    size_t want = std::max({bytes, results_segment_.size() * 2, size_t(64) << 10});
+    shm::Segment fresh =
+        shm::Segment::create(fmt::format("{}r{}-{}", group_prefix_, rank_, results_gen_ + 1), want);
+    results_segment_ = std::move(fresh);   // unlinks the old one: the master maps by generation
+    ++results_gen_;
+    slot.results_gen.store(results_gen_, std::memory_order_release);
+  }
+  return results_segment_.bytes();
+}
+
+void RankContext::barrier() {
+  Waiting waiting(*this);
+  ctl_->barrier.arrive_and_wait(policy_, poll_);
+}
+
+RankContext::Waiting::Waiting(RankContext& ctx) : ctx_(ctx) {
+  ctx_.ctl_->slot(ctx_.rank_).waiting.fetch_add(1, std::memory_order_relaxed);
+}
+
+RankContext::Waiting::~Waiting() {
+  // The master's context loses its control block when a dead worker made it tear the group down.
+  if (ctx_.ctl_) ctx_.ctl_->slot(ctx_.rank_).waiting.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker side
+
+struct WorkerLoop {
+  RankContext ctx;
+  ControlBlock* ctl;
+  pid_t master;
+  uint64_t retired_seen = 0;
+
+  void init(Store* store, const std::string& prefix, int rank, int size, const WaitPolicy& policy) {
+    ctx.rank_ = rank;
+    ctx.size_ = size;
+    ctx.ctl_ = ctl;
+    ctx.store_ = store;
+    ctx.policy_ = policy;
+    ctx.group_prefix_ = prefix;
+    ctx.poll_ = [this] { poll(); };
+  }
+
+  void poll() {
+    if (getppid() != master) worker_exit_master_gone(ctx.rank());
+    if (ctl->abort.load(std::memory_order_acquire)) _exit(0);
+  }
+
+  void drop_retired() {
+    uint64_t count = ctl->retired_count.load(std::memory_order_acquire);
+    if (count - retired_seen > kRetireSlots) {
+      ctx.mapped_.clear();   // fell behind the ring: forget every mapping, re-map on demand
+    } else {
+      for (uint64_t i = retired_seen; i < count; ++i) ctx.mapped_.erase(std::string(ctl->retired[i % kRetireSlots]));
+    }
+    retired_seen = count;
+  }
+
+  void dispatch(CommandKind kind, std::string_view payload) {
+    wire::Reader r(payload);
+    switch (kind) {
+      case CommandKind::Call: worker_execute_call(ctx, payload); break;
+      case CommandKind::Distribute: {
+        int32_t functions = r.pod<int32_t>(), modules = r.pod<int32_t>();
+        for (int32_t m = 0; m < modules; ++m) ctx.module(m);
+        for (int32_t f = 0; f < functions; ++f) ctx.function(f);
+        break;
+      }
+      case CommandKind::Handler: {
+        std::string name = r.str();
+        std::string body = r.str();
+        auto it = ctx.registry().handlers.find(name);
+        if (it == ctx.registry().handlers.end())
+          throw Error(fmt::format("no rank handler named '{}' in this process (handlers must be "
+                                  "registered before synk::fork())", name));
+        it->second(ctx, body);
+        break;
+      }
+      case CommandKind::Collective: run_collective_rank(ctx, payload); break;
+      case CommandKind::Shutdown:
+      case CommandKind::Ping: break;
+    }
+  }
+
+  [[noreturn]] void run() {
+    uint32_t seen = 0;
+    RankSlot& slot = ctl->slot(ctx.rank());
+    for (;;) {
+      uint32_t seq = wait_until(ctl->command, [seen](uint32_t v) { return v != seen; }, ctx.policy_,
+                                [this] { poll(); });
+      seen = seq;
+      if (ctl->abort.load(std::memory_order_acquire)) _exit(0);
+      auto kind = CommandKind(ctl->kind);
+      try {
+        drop_retired();
+        settle_pending_updates(ctl->commit_pending != 0);
+        dispatch(kind, std::string_view(ctl->payload(), ctl->payload_len));
+      } catch (const std::exception& e) {
+        size_t n = std::min(std::strlen(e.what()), kErrorCapacity - 1);
+        std::memcpy(slot.error, e.what(), n);
+        slot.error_len = uint32_t(n);
+        slot.error_seq.store(seq, std::memory_order_release);
+      }
+      slot.done_seq.store(seq, std::memory_order_release);
+      ctl->done.add(1);
+      if (kind == CommandKind::Shutdown) _exit(0);
+    }
+  }
+};
+
+[[noreturn]] static void worker_main(ControlBlock* ctl, Store* store, const std::string& prefix,
+                                     int rank, int size, pid_t master, int cpu,
+                                     const WaitPolicy& policy, int gpu) {
+  shm::set_retire_listener(nullptr);
+  if (rank == 1) {
+    // Rank 1 removes the master's segments if the master dies (before prctl: it may die already).
+    g_janitor_master = master;
+    g_janitor_dir_fd = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    std::snprintf(g_janitor_prefixes[0], sizeof g_janitor_prefixes[0], "%s", prefix.c_str());
+    std::snprintf(g_janitor_prefixes[1], sizeof g_janitor_prefixes[1], "%sp%d-",
+                  shm::session_prefix().c_str(), int(master));
+    struct sigaction sa {};
+    sa.sa_handler = on_parent_death_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+  }
+  prctl(PR_SET_PDEATHSIG, rank == 1 ? SIGTERM : SIGKILL);
+  if (getppid() != master) worker_exit_master_gone(rank);
+  if (cpu >= 0) pin_to(cpu);
+  ctl->slot(rank).pid.store(getpid());
+  try {
+    // Only records the ordinal: the driver is initialised by the first CUDA use in this rank.
+    if (gpu >= 0) cuda::CudaDevice::select(gpu);
+    WorkerLoop loop{RankContext{}, ctl, master};
+    loop.init(store, prefix, rank, size, policy);
+    loop.run();
+  } catch (...) {
+  }
+  _exit(70);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Master side
+
+std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const GroupOptions& options) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0) CPU_SET(0, &mask);
+  std::vector<int> cpus = allowed_cpus(mask);
+  if (n < 0)
+    throw UsageError(fmt::format("fork: n must be >= 0 (0 means one rank per CPU core), received {}", n));
+  if (n == 0) n = int(cpus.size());
+  if (n > 1024) throw UsageError(fmt::format("fork: n must be at most 1024, received {}", n));
+  if (options.poll_ns <= 0 || options.poll_ns > 1'000'000'000)
+    throw UsageError(fmt::format("fork: poll_ns must be in (0, 1e9], received {}", options.poll_ns));
+  if (options.call_timeout_s < 0)
+    throw UsageError(fmt::format("fork: call_timeout_s must be >= 0 (0: no limit), received {}",
+                                 options.call_timeout_s));
+  // The collectives need two buffers of N+1 slots of at least 256 bytes after the header.
+  const size_t least_staging = std::max(size_t(64) << 10, kStagingHeaderBytes + 2 * (size_t(n) + 1) * 256);
+  if (options.collective_staging_bytes < least_staging)
+    throw UsageError(fmt::format("fork: collective_staging_bytes must be at least {} for {} ranks, received {}",
+                                 least_staging, n, options.collective_staging_bytes));
+
+  // With a core per rank, a rank that waits longer than the spin keeps polling (yielding) for 2 ms
+  // before it sleeps: a futex sleep idles the core, and waking it up again costs a training step
+  // more than the wait itself (docs/performance.md, "Waiting for a peer"). Ranks that share cores
+  // yield only briefly. Explicit options win over the environment, which wins over these.
+  WaitPolicy policy;
+  const bool core_per_rank = size_t(n) <= cpus.size();
+  policy.spin_ns = options.spin_ns >= 0 ? options.spin_ns : wait_phase_ns("SYNK_SPIN_US", core_per_rank ? 50'000 : 0);
+  policy.yield_ns =
+      options.yield_ns >= 0 ? options.yield_ns : wait_phase_ns("SYNK_YIELD_US", core_per_rank ? 2'000'000 : 50'000);
+  policy.sleep_slice_ns = options.poll_ns;
+
+  GroupBackend chosen = choose_group_backend(backend, n);
+  if (chosen.backend == Backend::Gpu) {
+    try {
+      cuda::CudaDevice::select(gpu_for_rank(0, chosen.device_count));   // records only; no CUDA call
+    } catch (const cuda::CudaError& e) {
+      throw UsageError(fmt::format("fork: Backend::Gpu: rank 0 cannot use GPU 0: {}", e.what()));
+    }
+  }
+  if (const char* v = std::getenv("SYNK_VERBOSE"); v && *v && std::strcmp(v, "0") != 0) {
+    if (chosen.backend == Backend::Gpu)
+      std::fprintf(stderr, "synk: fork: %d rank%s on the GPU (%d device%s; rank r uses GPU r %% %d)\n", n,
+                   n == 1 ? "" : "s", chosen.device_count, chosen.device_count == 1 ? "" : "s", chosen.device_count);
+    else
+      std::fprintf(stderr, "synk: fork: %d rank%s on the CPU%s\n", n, n == 1 ? "" : "s",
+                   chosen.reason.empty() ? "" : fmt::format(" (backend auto: {})", chosen.reason).c_str());
+  }
+
+  std::unique_ptr<ProcessGroup> g(new ProcessGroup());
+  g->size_ = n;
+  g->backend_ = chosen;
+  g->options_ = options;
+  g->policy_ = policy;
+  g->prefix_ = shm::session_prefix() + "g" + shm::random_hex(8) + "-";
+  try {
+    g->control_ = shm::Segment::create(g->prefix_ + "control", ControlBlock::bytes(n));
+    g->ctl_ = new (g->control_.data()) ControlBlock();
+    g->ctl_->nranks = uint32_t(n);
+    g->ctl_->master_pid = getpid();
+    g->ctl_->barrier.parties = uint32_t(n);
+    for (int r = 0; r < n; ++r) new (&g->ctl_->slot(r)) RankSlot();
+    g->ctl_->magic = kControlMagic;
+    g->store_ = Store::create(g->prefix_ + "store");
+  } catch (...) {
+    shm::remove_all(g->prefix_);
+    throw;
+  }
+  Registry& reg = Registry::instance();
+  for (size_t m = 0; m < reg.modules.size(); ++m)
+    if (reg.modules[m]) g->snapshot_module_shapes(int32_t(m));
+
+  g->pids_.assign(size_t(n), 0);
+  g->reaped_.assign(size_t(n), false);
+  g->pids_[0] = getpid();
+  g->ctl_->slot(0).pid.store(getpid());
+  g->worker_results_.resize(size_t(n));
+  g->worker_results_gen_.assign(size_t(n), 0);
+  std::fflush(nullptr);   // buffered output would otherwise be written once per process
+  const pid_t master = getpid();
+  set_active_backend(chosen.backend);   // before the fork: workers inherit it
+  for (int r = 1; r < n; ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0)
+      worker_main(g->ctl_, &g->store_, g->prefix_, r, n, master,
+                  options.pin ? cpus[size_t(r) % cpus.size()] : -1, g->policy_,
+                  chosen.backend == Backend::Gpu ? gpu_for_rank(r, chosen.device_count) : -1);
+    if (pid < 0) {
+      int err = errno;
+      g->alive_ = true;
+      g->size_ = r;   // only ranks that exist
+      g->teardown(false);
+      throw Error(fmt::format("fork: could not start rank {}: {}", r, std::strerror(err)));
+    }
+    g->pids_[size_t(r)] = pid;
+  }
+  if (options.pin) {
+    g->saved_affinity_ = mask;
+    g->affinity_saved_ = true;
+    pin_to(cpus[0]);
+  }
+  RankContext& ctx = g->master_ctx_;
+  ctx.rank_ = 0;
+  ctx.size_ = n;
+  ctx.ctl_ = g->ctl_;
+  ctx.store_ = &g->store_;
+  ctx.master_ = g.get();
+  ctx.policy_ = g->policy_;
+  ctx.group_prefix_ = g->prefix_;
+  ProcessGroup* self = g.get();
+  ctx.poll_ = [self] { self->poll_master(self->command_deadline_ns_); };
+  g->alive_ = true;
+  g_listening_group = self;
+  shm::set_retire_listener(&forward_retired);
+  return g;
+}
+
+ProcessGroup::~ProcessGroup() {
+  try {
+    teardown(true);
+  } catch (...) {
+  }
+  if (g_listening_group == this) g_listening_group = nullptr;
+}
+
+void ProcessGroup::close() { teardown(true); }
+
+void ProcessGroup::check_workers() {
+  for (int r = 1; r < size_; ++r) {
+    if (reaped_[size_t(r)]) continue;
+    int status = 0;
+    pid_t got = waitpid(pids_[size_t(r)], &status, WNOHANG);
+    if (got == 0) continue;
+    reaped_[size_t(r)] = true;
+    std::string cause = got > 0 ? describe_status(status)
+                                : fmt::format("disappeared (waitpid: {})", std::strerror(errno));
+    fatal(fmt::format("rank {} (pid {}) {}", r, pids_[size_t(r)], cause), {r});
+  }
+}
+
+void ProcessGroup::poll_master(int64_t deadline_ns) {
+  check_workers();
+  if (deadline_ns > 0 && now_ns() > deadline_ns) timed_out();
+}
+
+namespace {
+// The state letter of /proc/<pid>/stat ('R', 'S', 'T' for stopped, ...), or 0.
+char process_state(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[512];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* paren = std::strrchr(buf, ')');
+  return paren && paren[1] == ' ' ? paren[2] : 0;
+}
+}  // namespace
+
+void ProcessGroup::timed_out() {
+  // Which ranks kept the others waiting: stopped processes first (SIGSTOP, a debugger), else
+  // ranks that had not finished and were not themselves waiting for peers.
+  std::vector<int> late, stopped, busy;
+  for (int r = 1; r < size_; ++r) {
+    if (ctl_->slot(r).done_seq.load() == seq_) continue;
+    late.push_back(r);
+    char state = process_state(pids_[size_t(r)]);
+    if (state == 'T' || state == 't') stopped.push_back(r);
+    else if (ctl_->slot(r).waiting.load() == 0) busy.push_back(r);
+  }
+  std::vector<int> culprits = !stopped.empty() ? stopped : !busy.empty() ? busy : late;
+  std::vector<std::string> parts;
+  for (int r : culprits) {
+    bool is_stopped = std::find(stopped.begin(), stopped.end(), r) != stopped.end();
+    parts.push_back(fmt::format("rank {} (pid {}{})", r, pids_[size_t(r)],
+                                is_stopped ? ", stopped: SIGSTOP or a debugger" : ""));
+  }
+  fatal(fmt::format("{} did not finish the command within {} s (GroupOptions::call_timeout_s)",
+                    fmt::join(parts, ", "), options_.call_timeout_s),
+        culprits);
+}
+
+void ProcessGroup::fatal(const std::string& message, std::vector<int> ranks) {
+  teardown(false);
+  throw RankError(message + "; the process group was shut down and its shared memory removed "
+                            "(call synk::fork() to start a new one)",
+                  std::move(ranks), true);
+}
+
+const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_view payload,
+                                                  const std::function<void()>& master_part) {
+  if (!alive_) throw UsageError("the process group is closed: call synk::fork() first");
+  if (payload.size() > kPayloadCapacity)
+    throw InternalError(fmt::format("command payload of {} bytes exceeds {}", payload.size(), kPayloadCapacity));
+  ctl_->kind = uint32_t(kind);
+  ctl_->commit_pending = commit_pending_ ? 1 : 0;
+  ctl_->payload_len = payload.size();
+  if (!payload.empty()) std::memcpy(ctl_->payload(), payload.data(), payload.size());
+  commit_pending_ = true;
+  const uint32_t base = ctl_->done.value.load(std::memory_order_acquire);
+  ++seq_;
+  if (seq_ == 0) ++seq_;   // 0 means "no command yet" to the workers
+  const int64_t deadline = options_.call_timeout_s > 0 ? now_ns() + int64_t(options_.call_timeout_s * 1e9) : 0;
+  command_deadline_ns_ = deadline;
+  ctl_->command.store(seq_);
+
+  std::vector<std::string>& errors = errors_;
+  errors.resize(size_t(size_));
+  for (std::string& e : errors) e.clear();
+  try {
+    if (master_part) master_part();
+  } catch (const RankError& e) {
+    if (e.group_lost()) throw;   // a worker died while rank 0 waited on it (e.g. in a barrier)
+    errors[0] = e.what();
+  } catch (const std::exception& e) {
+    errors[0] = e.what();
+    if (errors[0].empty()) errors[0] = "unknown error";
+  }
+  const uint32_t workers = uint32_t(size_ - 1);
+  if (workers > 0) {
+    wait_until(ctl_->done, [base, workers](uint32_t v) { return v - base >= workers; }, policy_,
+               [this, deadline] { poll_master(deadline); });
+  }
+  for (int r = 1; r < size_; ++r) {
+    RankSlot& slot = ctl_->slot(r);
+    if (slot.error_seq.load(std::memory_order_acquire) == seq_) {
+      errors[size_t(r)] = std::string(slot.error, slot.error_len);
+      if (errors[size_t(r)].empty()) errors[size_t(r)] = "unknown error";
+    }
+  }
+  return errors;
+}
+
+std::span<const std::byte> ProcessGroup::worker_results(int rank) {
+  RankSlot& slot = ctl_->slot(rank);
+  uint64_t gen = slot.results_gen.load(std::memory_order_acquire);
+  if (gen == 0) return {};
+  if (worker_results_gen_[size_t(rank)] != gen) {
+    worker_results_[size_t(rank)] = shm::Segment::open(fmt::format("{}r{}-{}", prefix_, rank, gen));
+    worker_results_gen_[size_t(rank)] = gen;
+  }
+  return {worker_results_[size_t(rank)].bytes(), size_t(slot.results_size)};
+}
+
+shm::Segment& ProcessGroup::collective_staging() {
+  if (!staging_.valid()) staging_ = shm::Segment::create(prefix_ + "coll", options_.collective_staging_bytes);
+  return staging_;
+}
+
+std::byte* ProcessGroup::scratch(size_t bytes) {
+  if (!scratch_.valid() || scratch_.size() < bytes) {
+    if (scratch_.valid()) retire(scratch_.name());
+    size_t want = std::max({bytes, scratch_.size() * 2, size_t(1) << 16});
+    scratch_ = shm::Segment::create(fmt::format("{}s{}", prefix_, ++scratch_gen_), want);
+  }
+  return scratch_.bytes();
+}
+
+void ProcessGroup::retire(const std::string& name) {
+  if (!alive_) return;
+  master_ctx_.mapped_.erase(name);
+  if (name.size() >= kRetireNameMax) {
+    ctl_->retired_count.fetch_add(kRetireSlots + 1, std::memory_order_release);   // forces a flush
+    return;
+  }
+  uint64_t i = ctl_->retired_count.load(std::memory_order_relaxed);
+  std::memcpy(ctl_->retired[i % kRetireSlots], name.c_str(), name.size() + 1);
+  ctl_->retired_count.store(i + 1, std::memory_order_release);
+}
+
+const std::vector<int64_t>& ProcessGroup::shared_shape(int rank, int32_t module, int32_t var) {
+  if (rank == 0) return Registry::instance().modules.at(size_t(module))->values.at(size_t(var)).shape;
+  auto it = shapes_.find({module, var, rank});
+  if (it == shapes_.end())
+    throw InternalError(fmt::format("no shape recorded for shared #{} of module #{} on rank {}", var, module, rank));
+  return it->second;
+}
+
+void ProcessGroup::note_shared_shape(int rank, int32_t module, int32_t var, std::vector<int64_t> shape) {
+  if (rank != 0) shapes_[{module, var, rank}] = std::move(shape);
+}
+
+void ProcessGroup::snapshot_module_shapes(int32_t module) {
+  const ModuleEntry& m = *Registry::instance().modules.at(size_t(module));
+  for (int r = 1; r < size_; ++r)
+    for (size_t v = 0; v < m.values.size(); ++v) shapes_[{module, int32_t(v), r}] = m.values[v].shape;
+}
+
+void ProcessGroup::teardown(bool orderly) {
+  if (!alive_) return;
+  alive_ = false;
+  if (getpid() != pids_[0]) return;   // a copy in a process the user forked: not ours to end
+  if (g_listening_group == this) g_listening_group = nullptr;
+  set_active_backend(Backend::Cpu);
+  bool any_left = false;
+  for (int r = 1; r < size_; ++r) any_left |= !reaped_[size_t(r)];
+  if (orderly && any_left) {
+    ctl_->kind = uint32_t(CommandKind::Shutdown);
+    ctl_->commit_pending = commit_pending_ ? 1 : 0;
+    ctl_->payload_len = 0;
+    if (++seq_ == 0) ++seq_;
+    ctl_->command.store(seq_);
+    // Workers exit right after acknowledging; allow them a few seconds, then stop waiting.
+    int64_t deadline = now_ns() + 5'000'000'000;
+    for (int r = 1; r < size_; ++r) {
+      while (!reaped_[size_t(r)]) {
+        int status;
+        pid_t got = waitpid(pids_[size_t(r)], &status, WNOHANG);
+        if (got != 0) { reaped_[size_t(r)] = true; break; }
+        if (now_ns() > deadline) break;
+        usleep(200);
+      }
+    }
+  }
+  if (ctl_) {
+    ctl_->abort.store(1, std::memory_order_release);
+    ctl_->command.add(1);
+    ctl_->barrier.generation.add(1);
+  }
+  for (int r = 1; r < size_; ++r)
+    if (!reaped_[size_t(r)] && pids_[size_t(r)] > 0) kill(pids_[size_t(r)], SIGKILL);
+  for (int r = 1; r < size_; ++r) {
+    if (reaped_[size_t(r)] || pids_[size_t(r)] <= 0) continue;
+    int status;
+    while (waitpid(pids_[size_t(r)], &status, 0) < 0 && errno == EINTR) {}
+    reaped_[size_t(r)] = true;
+  }
+  master_ctx_.mapped_.clear();
+  master_ctx_.ctl_ = nullptr;
+  worker_results_.clear();
+  worker_results_gen_.clear();
+  scratch_.reset();
+  staging_.reset();
+  store_ = Store();
+  ctl_ = nullptr;
+  control_.reset();
+  shm::remove_all(prefix_);
+  if (affinity_saved_) sched_setaffinity(0, sizeof saved_affinity_, &saved_affinity_);
+  affinity_saved_ = false;
+}
+
+}  // namespace synk::rt

@@ -1,0 +1,202 @@
+// The process group: fork() of one worker process per extra rank (CPU ranks pinned to cores),
+// the control segment they share with the master, the command protocol, death detection and
+// shutdown. The call engine, distribution and collectives are all "commands": the master writes
+// a payload, releases every worker at once, runs its own part as rank 0, and waits for all.
+//
+// Guarantees: no wait is unbounded (waiters sleep in short slices and check that their peers are
+// alive); a worker that dies is noticed within one slice by the master, which then kills the
+// rest and removes every segment of the group; workers die with the master (PR_SET_PDEATHSIG,
+// plus a getppid() check), and rank 1 removes the master's segments when it does.
+#pragma once
+
+#include <sched.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "runtime/group/backend.h"
+#include "runtime/group/futex.h"
+#include "runtime/group/registry.h"
+#include "runtime/group/shm.h"
+#include "runtime/group/store.h"
+
+namespace synk::rt {
+
+struct GroupOptions {
+  int64_t spin_ns = -1;              // busy-wait before sleeping; -1: 50 µs if every rank has a core
+  int64_t yield_ns = -1;             // then poll yielding the CPU; -1: 2 ms if every rank has a core,
+                                     // else 50 µs (0: sleep at once)
+  int64_t poll_ns = 20'000'000;      // sleep slice between liveness checks (death seen within it)
+  double call_timeout_s = 0;         // > 0: a command still running after this is fatal
+  bool pin = true;                   // pin rank r to the r-th allowed core (round-robin)
+  // Size of the collectives' staging segment (created on the first collective): every
+  // collective moves data through it in chunks, so it never grows with the data.
+  size_t collective_staging_bytes = size_t(8) << 20;
+};
+
+enum class CommandKind : uint32_t { Call = 1, Distribute, Handler, Shutdown, Ping, Collective };
+
+struct ControlBlock;   // layout in process_group.cpp
+class ProcessGroup;
+
+// What code running on one rank for a command sees: its rank, its registry (loading functions
+// and modules registered after the fork on demand), cached mappings of segments by name, its
+// results area (read by the master after the command), and a barrier over every rank.
+class RankContext {
+ public:
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  Registry& registry() const { return Registry::instance(); }
+  ModuleEntry& module(int32_t id);
+  FunctionEntry& function(int32_t id);
+  // The mapping of segment `name` (kept until the master retires the name).
+  const std::byte* map(const std::string& name);
+  // The same, writable, with its size.
+  std::span<std::byte> map_writable(const std::string& name);
+  // The group's store and segment-name prefix (collectives bootstrap NCCL through the store).
+  Store& store() const { return *store_; }
+  const std::string& group_prefix() const { return group_prefix_; }
+  // This rank's results area for the current command, at least `bytes` long.
+  std::byte* results(size_t bytes);
+  void barrier();
+
+  // For code that waits on its own words (collectives): the group's wait policy, and the
+  // liveness check to call between sleep slices (throws RankError on the master when a worker
+  // died or the command timed out; exits a worker whose master is gone).
+  const WaitPolicy& policy() const { return policy_; }
+  void poll() { poll_(); }
+  // Marks this rank as waiting for its peers (not computing) while a scope lives, so that a
+  // timeout names the ranks that kept the others waiting.
+  class Waiting {
+   public:
+    explicit Waiting(RankContext& ctx);
+    ~Waiting();
+    Waiting(const Waiting&) = delete;
+    Waiting& operator=(const Waiting&) = delete;
+
+   private:
+    RankContext& ctx_;
+  };
+
+ private:
+  friend class ProcessGroup;
+  friend struct WorkerLoop;
+  int rank_ = 0, size_ = 1;
+  ControlBlock* ctl_ = nullptr;
+  Store* store_ = nullptr;
+  ProcessGroup* master_ = nullptr;        // set on rank 0 only
+  WaitPolicy policy_;
+  std::function<void()> poll_;
+  std::map<std::string, shm::Segment, std::less<>> mapped_;
+  // Results: a segment of our own on workers, a plain buffer on the master.
+  shm::Segment results_segment_;
+  uint64_t results_gen_ = 0;
+  std::vector<std::byte> local_results_;
+  std::string group_prefix_;
+};
+
+class ProcessGroup {
+ public:
+  // Starts N ranks (n = 0: one per allowed CPU core). Returns in the master only: a worker runs
+  // its loop and exits inside this call. `backend`: see backend.h (Backend::Gpu without a usable
+  // GPU is a UsageError naming the probe's reason; Backend::Auto falls back to the CPU). GPU
+  // ranks bind GPU rank % device_count (rt::cuda::CudaDevice::select) before any CUDA call.
+  // SYNK_VERBOSE=1 prints the choice on stderr.
+  static std::unique_ptr<ProcessGroup> start(int n, Backend backend, const GroupOptions& options);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  void close();                               // orderly shutdown; idempotent
+  bool alive() const { return alive_; }
+  int size() const { return size_; }
+  pid_t pid(int rank) const { return pids_.at(size_t(rank)); }
+  const std::string& segment_prefix() const { return prefix_; }
+  Store& store() { return store_; }
+  RankContext& master_context() { return master_ctx_; }
+  const GroupOptions& options() const { return options_; }
+  // How every rank waits for the others (GroupOptions, SYNK_SPIN_US / SYNK_YIELD_US, defaults).
+  const WaitPolicy& wait_policy() const { return policy_; }
+  // The backend the ranks compute on (never Auto), and why the CPU when Auto chose it.
+  Backend backend() const { return backend_.backend; }
+  const GroupBackend& backend_choice() const { return backend_; }
+
+  // One command: `payload` goes to every worker, master_part() runs meanwhile as rank 0, then
+  // waits for every rank. Returns one message per rank ("" when it succeeded). A dead worker or
+  // a timeout throws RankError with group_lost() after shutting the group down.
+  // The messages live until the next command.
+  const std::vector<std::string>& run(CommandKind kind, std::string_view payload,
+                                      const std::function<void()>& master_part);
+  // What worker `rank` wrote to its results area during the last command.
+  std::span<const std::byte> worker_results(int rank);
+
+  // Scratch space for the next command's payload to point into: a segment of at least `bytes`,
+  // its name via scratch_name(). Valid until the following command.
+  std::byte* scratch(size_t bytes);
+  const std::string& scratch_name() const { return scratch_.name(); }
+
+  // Whether workers apply (true) or drop (false) the updates pending from the last call; sent
+  // with the next command.
+  void set_commit_pending(bool commit) { commit_pending_ = commit; }
+
+  // The master's record of each rank's shared-variable shapes (rank 0: its own values).
+  const std::vector<int64_t>& shared_shape(int rank, int32_t module, int32_t var);
+  void note_shared_shape(int rank, int32_t module, int32_t var, std::vector<int64_t> shape);
+  // Records that every worker now holds module `module` with the master's current shapes.
+  void snapshot_module_shapes(int32_t module);
+
+  // Tells workers to unmap a segment name the master no longer uses.
+  void retire(const std::string& name);
+
+  // Checks every worker now; throws like run() if one died.
+  void check_workers();
+
+  // The collectives' staging segment (GroupOptions::collective_staging_bytes), created on first
+  // use under the group's prefix, so teardown removes it with everything else.
+  shm::Segment& collective_staging();
+
+ private:
+  ProcessGroup() = default;
+  [[noreturn]] void fatal(const std::string& message, std::vector<int> ranks);
+  void poll_master(int64_t deadline_ns);
+  [[noreturn]] void timed_out();
+  void teardown(bool orderly);
+
+  bool alive_ = false;
+  int size_ = 1;
+  GroupOptions options_;
+  GroupBackend backend_;
+  WaitPolicy policy_;
+  std::string prefix_;
+  shm::Segment control_;
+  ControlBlock* ctl_ = nullptr;
+  Store store_;
+  shm::Segment scratch_;
+  uint64_t scratch_gen_ = 0;
+  shm::Segment staging_;
+  int64_t command_deadline_ns_ = 0;     // of the command in progress (0: none)
+  std::vector<std::string> errors_;     // run()'s answer, reused
+  std::vector<pid_t> pids_;
+  std::vector<bool> reaped_;
+  std::vector<shm::Segment> worker_results_;
+  std::vector<uint64_t> worker_results_gen_;
+  RankContext master_ctx_;
+  bool commit_pending_ = true;
+  uint32_t seq_ = 0;
+  std::map<std::tuple<int32_t, int32_t, int>, std::vector<int64_t>> shapes_;
+  cpu_set_t saved_affinity_;
+  bool affinity_saved_ = false;
+};
+
+// Name of a signal with its abbreviation, e.g. "signal 9 (SIGKILL)".
+std::string describe_signal(int sig);
+
+}  // namespace synk::rt

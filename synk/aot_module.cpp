@@ -1,0 +1,209 @@
+// The run-time half of ahead-of-time modules (aot_runtime.h): a per-process table of the modules
+// linked into the binary, their front-end result built once, and CpuFunctions whose kernel
+// entries come from the stub's static symbol table. The kernel source is regenerated here (same
+// lower(), same code generator) only to compare its hash with the one synkc baked in: a binary
+// whose objects and stub disagree fails loudly instead of running kernels of another plan.
+#include "synk/aot_module.h"
+
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "compiler/backend/signature.h"
+#include "compiler/cpu/codegen_cpu.h"
+#include "compiler/cpu/cpu_function.h"
+#include "compiler/lower.h"
+#include "compiler/grad/train.h"
+#include "dsl/frontend.h"
+#include "base/npy_format.h"
+#include "runtime/data/npy.h"
+
+namespace synk::aot {
+namespace {
+
+// What one process knows of one linked module.
+struct ModuleState {
+  const ModuleDef* def = nullptr;
+  int definitions = 0;                        // > 1: two artifacts with one name
+  std::shared_ptr<const ir::Module> ir;       // built on first use
+  synk::Module runtime;                       // registered on first use (master side)
+  bool runtime_registered = false;
+  std::map<std::string, synk::Function, std::less<>> functions;
+};
+
+std::mutex& table_mutex() {
+  static auto* m = new std::mutex();
+  return *m;
+}
+
+std::map<std::string, ModuleState, std::less<>>& table() {
+  static auto* t = new std::map<std::string, ModuleState, std::less<>>();
+  return *t;
+}
+
+ir::Module front_end(const ModuleDef& def) {
+  synk::SourceFile file(def.source_name, def.text);
+  synk::DiagnosticEngine diags(file);
+  ast::Program program = dsl::parse_program(file, diags);
+  std::optional<ir::Module> module;
+  if (!diags.has_errors()) module = dsl::analyze(program, diags, def.base_dir);
+  if (!module || diags.has_errors())
+    throw synk::InternalError(fmt::format("aot module '{}': its baked source {} no longer compiles:\n{}", def.name,
+                                          def.source_name, synk::format_diagnostics_in_source_order(diags)));
+  synk::compiler::expand_training_steps(*module);   // the update functions of `minimize` steps, as the JIT does
+  return std::move(*module);
+}
+
+// The state of a registered module; the caller holds table_mutex().
+ModuleState& state_locked(const ModuleDef& def) {
+  auto it = table().find(def.name);
+  if (it == table().end()) {
+    register_module(&def);   // a ModuleDef used without its stub's initialiser (tests)
+    it = table().find(def.name);
+  }
+  ModuleState& s = it->second;
+  if (s.definitions > 1)
+    throw synk::InternalError(fmt::format("aot module '{}' is linked into this program {} times (two artifacts "
+                                          "with one module name; rename one .synk file or pass --name)",
+                                          def.name, s.definitions));
+  if (!s.ir) s.ir = std::make_shared<const ir::Module>(front_end(*s.def));
+  return s;
+}
+
+// The linked function, checked against the code regenerated from the baked source.
+std::shared_ptr<rt::CompiledFunction> build_function(const ModuleDef& def, const ir::Module& module,
+                                                     const std::string& name) {
+  const ir::Function* fn = module.find_function(name);
+  const FunctionTable* table_entry = nullptr;
+  for (size_t i = 0; i < def.function_count; ++i)
+    if (name == def.functions[i].name) table_entry = &def.functions[i];
+  if (!fn || !table_entry)
+    throw synk::InternalError(fmt::format("aot module '{}': function '{}' is {}", def.name, name,
+                                          fn ? "not in the linked kernel table" : "not in the baked source"));
+  compiler::KernelPlan plan = compiler::lower(module, *fn);
+  std::string source = compiler::generate_cpu_source(module, plan, def.name);
+  uint64_t hash = source_hash(source);
+  if (hash != table_entry->source_hash)
+    throw synk::InternalError(fmt::format(
+        "aot module '{}', function '{}': the linked kernels were generated from other code (hash {:016x}, this "
+        "program's synk regenerates {:016x}); rebuild the artifact with the synkc of the synk it links",
+        def.name, name, table_entry->source_hash, hash));
+  compiler::KernelCode code;
+  code.lookup = [&def, table_entry](const std::string& symbol) -> void* {
+    for (size_t i = 0; i < table_entry->kernel_count; ++i)
+      if (symbol == table_entry->kernels[i].name) return reinterpret_cast<void*>(table_entry->kernels[i].entry);
+    throw synk::InternalError(fmt::format("aot module '{}', function '{}': no linked kernel '{}'", def.name,
+                                          table_entry->name, symbol));
+  };
+  return std::make_shared<compiler::CpuFunction>(module, std::move(plan), std::move(source), std::move(code));
+}
+
+// Payload of an "aot" function: module name, '\0', function name.
+std::shared_ptr<rt::CompiledFunction> load_in_worker(const std::string& payload) {
+  size_t zero = payload.find('\0');
+  if (zero == std::string::npos) throw synk::InternalError("aot loader: a malformed payload");
+  std::string module_name = payload.substr(0, zero), function_name = payload.substr(zero + 1);
+  std::shared_ptr<const ir::Module> module;
+  const ModuleDef* def = nullptr;
+  {
+    std::lock_guard lock(table_mutex());
+    auto it = table().find(module_name);
+    if (it == table().end())
+      throw synk::InternalError(fmt::format("aot loader: module '{}' is not linked into this worker", module_name));
+    ModuleState& s = state_locked(*it->second.def);
+    module = s.ir;
+    def = s.def;
+  }
+  return build_function(*def, *module, function_name);
+}
+
+std::string names_or(const std::vector<std::string>& names, const char* none) {
+  return names.empty() ? std::string(none) : fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+bool embed_data(const char* path, const char* begin, const char* end) {
+  embed_npy(path, begin, size_t(end - begin));
+  rt::npy::embed(path, begin, size_t(end - begin));
+  return true;
+}
+
+bool register_module(const ModuleDef* def) {
+  static const bool loader_registered = [] {
+    synk::register_loader(kLoaderKind, load_in_worker);
+    return true;
+  }();
+  (void)loader_registered;
+  std::lock_guard lock(table_mutex());
+  ModuleState& s = table()[def->name];
+  if (s.def != def) {
+    s.definitions++;
+    if (!s.def) s.def = def;
+  }
+  return true;
+}
+
+synk::Module runtime_module(const ModuleDef& def) {
+  std::lock_guard lock(table_mutex());
+  ModuleState& s = state_locked(def);
+  if (!s.runtime_registered) {
+    // Every dtype must exist in the runtime before anything is registered.
+    for (const ir::SharedVar& v : s.ir->shareds) (void)compiler::runtime_dtype(v.type.dtype);
+    s.runtime = synk::module(compiler::module_spec(*s.ir, def.base_dir));
+    s.runtime_registered = true;
+  }
+  return s.runtime;
+}
+
+synk::Function function(const ModuleDef& def, const std::string& name) {
+  synk::Module runtime = runtime_module(def);
+  std::shared_ptr<const ir::Module> module;
+  {
+    std::lock_guard lock(table_mutex());
+    ModuleState& s = state_locked(def);
+    if (auto it = s.functions.find(name); it != s.functions.end()) return it->second;
+    module = s.ir;
+  }
+  bool linked = false;
+  for (size_t i = 0; i < def.function_count; ++i) linked |= name == def.functions[i].name;
+  if (module->find_function(name) && !linked)
+    throw UsageError(fmt::format("aot module '{}': function '{}' was left out of this artifact (synkc --fn); it has: {}",
+                                 def.name, name, names_or(function_names(def), "no functions")));
+  if (!linked)
+    throw UsageError(fmt::format("aot module '{}': no function named '{}' (the module has: {})", def.name, name,
+                                 names_or(function_names(def), "no functions")));
+  synk::Function f = synk::function(build_function(def, *module, name), runtime, kLoaderKind,
+                                    std::string(def.name) + '\0' + name);
+  std::lock_guard lock(table_mutex());
+  return table()[def.name].functions.emplace(name, f).first->second;
+}
+
+void load_all(const ModuleDef& def) {
+  for (const std::string& name : function_names(def)) function(def, name);
+}
+
+std::vector<std::string> function_names(const ModuleDef& def) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < def.function_count; ++i) names.push_back(def.functions[i].name);
+  return names;
+}
+
+std::vector<std::string> shared_names(const ModuleDef& def) {
+  std::lock_guard lock(table_mutex());
+  std::vector<std::string> names;
+  for (const ir::SharedVar& v : state_locked(def).ir->shareds) names.push_back(v.name);
+  return names;
+}
+
+Shared shared(const ModuleDef& def, const std::string& name) {
+  std::vector<std::string> names = shared_names(def);
+  if (std::find(names.begin(), names.end(), name) == names.end())
+    throw UsageError(fmt::format("aot module '{}': no shared variable named '{}' (the module has: {})", def.name,
+                                 name, names_or(names, "no shared variables")));
+  return Shared(runtime_module(def), name);
+}
+
+}  // namespace synk::aot

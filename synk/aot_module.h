@@ -1,0 +1,83 @@
+// What the host stub of an ahead-of-time module (written by `synkc -o libX.a` / `--main`) links
+// against: a module's baked description (its .synk text, the kernel symbols it was compiled
+// with and a hash of their generated source) and the calls its generated header's entry points
+// make. Everything here runs without LLVM: the text goes through the front end and lower() at
+// first use, and the CpuFunction takes its kernels from the linked table, not from a JIT.
+//
+// Functions are registered with the runtime under loader kind "aot" (payload: module name, then
+// '\0', then function name), so that workers forked before a function was first used rebuild it
+// from the same linked table; every stub registers its module at static-initialisation time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/source_hash.h"
+#include "synk/shared_variable.h"
+#include "synk/synk.h"
+
+namespace synk::aot {
+
+inline constexpr const char* kLoaderKind = "aot";
+
+using KernelEntry = int64_t (*)(void* const* bufs, const int64_t* syms, int64_t* err);
+
+// One generated kernel: its JIT name (cpu_kernel_symbol without prefix) and the linked entry.
+struct KernelSymbol {
+  const char* name;
+  KernelEntry entry;
+};
+
+// One function of the module as synkc compiled it.
+struct FunctionTable {
+  const char* name;
+  uint64_t source_hash;           // source_hash() of the kernel source synkc compiled
+  const KernelSymbol* kernels;
+  size_t kernel_count;
+};
+
+// Everything the stub bakes in. All pointers are to static data of the stub.
+struct ModuleDef {
+  const char* name;               // the C++ namespace of the header; also the symbol prefix
+  const char* source_name;        // the .synk path as given to synkc (messages quote it)
+  const char* base_dir;           // absolute directory of relative load("...") paths
+  const char* text;               // the .synk source
+  const FunctionTable* functions;
+  size_t function_count;
+};
+
+// FNV-1a 64 of the text; stable across builds and machines (baked into stubs).
+using synk::source_hash;
+
+// Makes `def` known to this process (and, through fork, to workers). Called by every stub's
+// static initialiser; also registers the "aot" loader. A second module with the same name is an
+// internal error at first use of either (two artifacts of one name linked into one binary).
+bool register_module(const ModuleDef* def);
+
+// A .npy file of a load() initialiser, built into the stub (its absolute path as the module's
+// load() resolves it, and its bytes): both the front end, which checks the file when the stub's
+// source is analysed at run time, and the runtime, which reads the values, find it in memory.
+// Called by the stub's static initialisers; returns true.
+bool embed_data(const char* path, const char* begin, const char* end);
+
+// The module's shared variables, registered with the runtime on first use.
+synk::Module runtime_module(const ModuleDef& def);
+// Function `name`, built and registered on first use (later calls return the same handle).
+// UsageError for an unknown name; InternalError when the linked kernels do not match the code the
+// stub regenerates (an artifact built by another synkc).
+synk::Function function(const ModuleDef& def, const std::string& name);
+// Builds and registers every function now (before synk::fork(): workers inherit them).
+void load_all(const ModuleDef& def);
+std::vector<std::string> function_names(const ModuleDef& def);
+std::vector<std::string> shared_names(const ModuleDef& def);
+
+// One shared variable of an AOT module (the same type as synk::jit::Shared).
+using Shared = synk::SharedVariable;
+
+// UsageError for an unknown name (listing the module's shared variables).
+Shared shared(const ModuleDef& def, const std::string& name);
+
+}  // namespace synk::aot

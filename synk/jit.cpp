@@ -1,0 +1,273 @@
+// The JIT API (synk_jit.h): front end -> canonical module -> runtime registration, functions
+// compiled on demand through the CPU pipeline and the kernel cache, and the "jit" loader that
+// rebuilds them in workers forked before they existed.
+//
+// One text per module: a module is always the front end's result on some text (the user's
+// source; for a module built in C++, its printed IR with load paths made absolute), and workers
+// receive that text, its name and its directory and run the same front end on it. So both sides
+// hold identical IR (source locations included), generate byte-identical kernel source, and the
+// workers' compiles are kernel-cache hits.
+#include "synk/jit.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "compiler/backend/backend_function.h"
+#include "compiler/backend/signature.h"
+#include "compiler/cpu/cpu_function.h"
+#include "compiler/grad/train.h"
+#include "dsl/frontend.h"
+
+namespace synk::jit {
+
+// What a worker needs to build exactly the module the master compiled: the text the front end
+// read (the user's own source, or the printed IR of a module built in C++), the name it was read
+// under (diagnostics and run-time messages quote it with line and column) and the absolute
+// directory of relative load() paths.
+struct ModuleSource {
+  std::string name;
+  std::string base_dir;
+  std::string text;
+};
+
+namespace {
+
+// parse + analyze with an explicit directory for relative load() paths.
+ir::Module front_end(const std::string& source_name, const std::string& text, const std::string& base_dir) {
+  synk::SourceFile file(source_name, text);
+  synk::DiagnosticEngine diags(file);
+  ast::Program program = dsl::parse_program(file, diags);
+  if (diags.has_errors()) throw synk::UserError(synk::format_diagnostics_in_source_order(diags));
+  std::optional<ir::Module> module = dsl::analyze(program, diags, base_dir.empty() ? "." : base_dir);
+  if (!module || diags.has_errors()) {
+    if (!diags.has_errors()) synk::internal_error("analyze failed without reporting an error for " + source_name);
+    throw synk::UserError(synk::format_diagnostics_in_source_order(diags));
+  }
+  compiler::expand_training_steps(*module);
+  return std::move(*module);
+}
+
+ir::Module read_source(const ModuleSource& source) { return front_end(source.name, source.text, source.base_dir); }
+
+// Runs on the backend of the group it is called in (compiler/backend/backend_function.h).
+std::shared_ptr<rt::CompiledFunction> make_function(std::shared_ptr<const ir::Module> module, const std::string& name,
+                                                    const compiler::CpuCompileOptions& options) {
+  compiler::CudaCompileOptions cuda;
+  cuda.use_disk_cache = options.use_disk_cache;
+  return std::make_shared<compiler::BackendFunction>(
+      module, name, [module, name, options] { return compiler::compile_cpu_function(*module, name, options); }, cuda);
+}
+
+// Payload of a "jit" function: four length-prefixed fields (function, source name, base
+// directory, text), each as "<decimal length>:<bytes>".
+std::string encode_payload(const std::string& function, const ModuleSource& source) {
+  std::string out;
+  for (const std::string* field : {&function, &source.name, &source.base_dir, &source.text})
+    out += std::to_string(field->size()) + ":" + *field;
+  return out;
+}
+
+std::vector<std::string> decode_payload(const std::string& payload) {
+  std::vector<std::string> fields;
+  size_t pos = 0;
+  while (pos < payload.size()) {
+    size_t colon = payload.find(':', pos);
+    if (colon == std::string::npos || colon == pos) break;
+    size_t length = std::stoull(payload.substr(pos, colon - pos));
+    if (colon + 1 + length > payload.size()) break;
+    fields.push_back(payload.substr(colon + 1, length));
+    pos = colon + 1 + length;
+  }
+  if (pos != payload.size() || fields.size() != 4)
+    throw InternalError("jit loader: a malformed payload (" + std::to_string(payload.size()) + " bytes)");
+  return fields;
+}
+
+std::shared_ptr<rt::CompiledFunction> load_in_worker(const std::string& payload) {
+  std::vector<std::string> fields = decode_payload(payload);
+  ModuleSource source{fields[1], fields[2], fields[3]};
+  // Functions of one module arrive one by one; run the front end once per module and process.
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const ir::Module>> modules;
+  std::shared_ptr<const ir::Module> module;
+  {
+    std::lock_guard lock(mutex);
+    auto& slot = modules[source.name + '\0' + source.base_dir + '\0' + source.text];
+    if (!slot) slot = std::make_shared<const ir::Module>(read_source(source));
+    module = slot;
+  }
+  return make_function(module, fields[0], {});
+}
+
+[[maybe_unused]] const bool g_loader_registered_at_startup = [] {
+  register_loader();
+  return true;
+}();
+
+}  // namespace
+
+void register_loader() {
+  static bool done = false;
+  if (done) return;
+  synk::register_loader(kLoaderKind, load_in_worker);
+  done = true;
+}
+
+struct Module::State {
+  ModuleSource source;
+  ir::Module ir;                        // what the front end made of source
+  std::string ir_text;                  // printed on demand
+  synk::Module runtime;
+  compiler::CpuCompileOptions compile_options;
+  std::shared_ptr<const ir::Module> shared_ir;   // a copy of ir that functions keep for their other backend
+  std::map<std::string, synk::Function, std::less<>> functions;
+};
+
+Module::State& Module::state() const {
+  if (!state_) throw UsageError("use of an empty synk::jit::Module handle (create it with jit::load_file or jit::compile)");
+  return *state_;
+}
+
+synk::Function Module::function(const std::string& name) {
+  State& s = state();
+  if (auto it = s.functions.find(name); it != s.functions.end()) return it->second;
+  if (!s.ir.find_function(name))
+    throw UsageError(fmt::format("jit::Module::function: no function named '{}' (the module has: {})", name,
+                                 function_names().empty() ? std::string("no functions")
+                                                          : fmt::format("{}", fmt::join(function_names(), ", "))));
+  if (!s.shared_ir) s.shared_ir = std::make_shared<const ir::Module>(s.ir);
+  std::shared_ptr<rt::CompiledFunction> compiled = make_function(s.shared_ir, name, s.compile_options);
+  synk::Function f = synk::function(std::move(compiled), s.runtime, kLoaderKind, encode_payload(name, s.source));
+  s.functions.emplace(name, f);
+  return f;
+}
+
+void Module::compile_all() {
+  for (const std::string& name : function_names()) function(name);
+}
+
+Shared Module::shared(const std::string& name) const {
+  State& s = state();
+  if (s.ir.find_shared(name) < 0)
+    throw UsageError(fmt::format("jit::Module::shared: no shared variable named '{}' (the module has: {})", name,
+                                 shared_names().empty() ? std::string("no shared variables")
+                                                        : fmt::format("{}", fmt::join(shared_names(), ", "))));
+  return Shared(s.runtime, name);
+}
+
+synk::TrainStep Module::train_step(const std::string& name, int64_t num_packs) {
+  State& s = state();
+  const ir::TrainStep* step = s.ir.find_train_step(name);
+  if (!step) {
+    std::vector<std::string> names = train_step_names();
+    throw UsageError(fmt::format("jit::Module::train_step: '{}' is not a training function (one with 'minimize'); {}",
+                                 name, names.empty() ? std::string("the module has none")
+                                                     : fmt::format("the module has: {}", fmt::join(names, ", "))));
+  }
+  const ir::Optimizer& optimizer = s.ir.optimizers.at(size_t(step->optimizer));
+  const std::string gradient_var = s.ir.shareds.at(size_t(optimizer.gradient)).name;
+  return synk::TrainStep(name, function(name), shared(gradient_var).var(), function(optimizer.update_function()),
+                         num_packs > 0 ? num_packs : optimizer.num_packs);
+}
+
+std::vector<std::string> Module::train_step_names() const {
+  std::vector<std::string> names;
+  for (const ir::TrainStep& step : state().ir.train_steps) names.push_back(step.function);
+  return names;
+}
+
+
+std::vector<std::string> Module::function_names() const {
+  std::vector<std::string> names;
+  for (const ir::Function& f : state().ir.functions) names.push_back(f.name);
+  return names;
+}
+
+std::vector<std::string> Module::shared_names() const {
+  std::vector<std::string> names;
+  for (const ir::SharedVar& v : state().ir.shareds) names.push_back(v.name);
+  return names;
+}
+
+const ir::Module& Module::ir() const { return state().ir; }
+const std::string& Module::ir_text() const {
+  State& s = state();
+  if (s.ir_text.empty()) s.ir_text = dsl::print_module(s.ir);
+  return s.ir_text;
+}
+synk::Module Module::runtime_module() const { return state().runtime; }
+
+namespace {
+
+std::string absolute_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  return (dir.empty() ? fs::current_path() : fs::absolute(dir)).lexically_normal().string();
+}
+
+}  // namespace
+
+struct ModuleFactory {
+  static Module make(ModuleSource source, ir::Module ir, const CompileOptions& options);
+};
+
+Module ModuleFactory::make(ModuleSource source, ir::Module ir, const CompileOptions& options) {
+  auto state = std::make_shared<Module::State>();
+  // Every dtype must exist in the runtime before anything is registered.
+  for (const ir::SharedVar& v : ir.shareds) (void)compiler::runtime_dtype(v.type.dtype);
+  state->runtime = synk::module(compiler::module_spec(ir, source.base_dir));
+  state->source = std::move(source);
+  state->ir = std::move(ir);
+  state->compile_options.use_disk_cache = options.use_disk_cache;
+  return Module(std::move(state));
+}
+
+Module compile(const ir::Module& module, const CompileOptions& options) {
+  if (compiler::training_steps_expanded(module))
+    throw UsageError("jit::compile: the module's training steps are already expanded (compiler::"
+                     "expand_training_steps); pass the front end's module, which jit::compile expands itself");
+  // A module built in C++ has no text of its own: workers get its printed IR, which must read
+  // back; the master compiles the read-back module too, so both generate the same kernels.
+  ModuleSource source{"<jit module>", "/",
+                      dsl::print_module(compiler::with_absolute_load_paths(module, absolute_dir(options.base_dir)))};
+  ir::Module ir;
+  try {
+    ir = read_source(source);
+  } catch (const synk::UserError& e) {
+    synk::internal_error(fmt::format("the printed module does not compile again: {}\n--- printed module ---\n{}",
+                                    e.what(), source.text));
+  }
+  return ModuleFactory::make(std::move(source), std::move(ir), options);
+}
+
+Module compile(const dsl::ModuleBuilder& builder, const CompileOptions& options) {
+  return compile(builder.build(), options);
+}
+
+Module compile_string(const std::string& text, const CompileOptions& options, const std::string& source_name) {
+  ModuleSource source{source_name, absolute_dir(options.base_dir), text};
+  ir::Module ir = read_source(source);
+  return ModuleFactory::make(std::move(source), std::move(ir), options);
+}
+
+Module load_file(const std::string& path, const CompileOptions& options) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw synk::UserError(fmt::format("cannot read '{}': {}", path, std::strerror(EISDIR)));
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw synk::UserError(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad()) throw synk::UserError(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return compile_string(text.str(), CompileOptions{.base_dir = dir.empty() ? "." : dir,
+                                                   .use_disk_cache = options.use_disk_cache}, path);
+}
+
+}  // namespace synk::jit

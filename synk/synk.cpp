@@ -1,0 +1,374 @@
+// The user-facing API (see synk.h): the current process group, registration of modules and
+// functions (published to workers forked earlier through the group's Store), shared-variable
+// access, and calls.
+#include "synk/synk.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "runtime/call/call_engine.h"
+#include "runtime/call/call_plan.h"
+#include "runtime/data/shared_vars.h"
+#include "base/wire.h"
+
+namespace synk {
+
+namespace {
+
+std::unique_ptr<rt::ProcessGroup> g_group;
+pid_t g_master_pid = 0;
+std::set<std::string> g_loaders_at_fork;
+std::set<std::string> g_handlers_at_fork;
+
+void at_exit() {
+  if (getpid() != g_master_pid) return;   // a child forked by the user: not our group
+  if (g_group) {
+    try { g_group->close(); } catch (...) {}
+  }
+  rt::shm::remove_all(rt::shm::process_prefix());   // Data the program never destroyed
+}
+
+rt::ProcessGroup& group_or_throw(const char* what) {
+  if (!g_group || !g_group->alive()) {
+    g_group.reset();
+    throw UsageError(fmt::format("{}: no process group is running; call synk::fork() first", what));
+  }
+  return *g_group;
+}
+
+rt::ModuleEntry& module_entry(int32_t id) {
+  rt::Registry& reg = rt::Registry::instance();
+  if (id < 0 || size_t(id) >= reg.modules.size() || !reg.modules[size_t(id)])
+    throw UsageError("use of an empty synk::Module handle (create it with synk::module(spec))");
+  return *reg.modules[size_t(id)];
+}
+
+void throw_rank_errors(const std::string& what, const std::vector<std::string>& errors) {
+  std::vector<int> ranks;
+  std::vector<std::string> parts;
+  for (size_t r = 0; r < errors.size(); ++r)
+    if (!errors[r].empty()) {
+      ranks.push_back(int(r));
+      parts.push_back(fmt::format("rank {}: {}", r, errors[r]));
+    }
+  if (!ranks.empty())
+    throw RankError(fmt::format("{} failed on {}", what, fmt::join(parts, "; ")), ranks);
+}
+
+void check_rank(int rank, const char* what) {
+  int n = g_group && g_group->alive() ? g_group->size() : 1;
+  if (rank < 0 || rank >= n)
+    throw UsageError(fmt::format("{}: rank must be in [0, {}), received {}", what, n, rank));
+}
+
+}  // namespace
+
+int fork(int n, Backend backend, const ForkOptions& options) {
+  if (g_group && g_group->alive())
+    throw UsageError(fmt::format("fork: a process group of {} ranks is already running; call "
+                                 "synk::close() before forking again", g_group->size()));
+  g_group.reset();
+  static bool registered = false;
+  if (!registered) {
+    std::atexit(&at_exit);
+    registered = true;
+  }
+  g_master_pid = getpid();
+  g_loaders_at_fork.clear();
+  g_handlers_at_fork.clear();
+  for (const auto& [kind, loader] : rt::Registry::instance().loaders) g_loaders_at_fork.insert(kind);
+  for (const auto& [name, handler] : rt::Registry::instance().handlers) g_handlers_at_fork.insert(name);
+  g_group = rt::ProcessGroup::start(n, backend, options);
+  return g_group->size();
+}
+
+void close() {
+  if (g_group) g_group->close();
+  g_group.reset();
+}
+
+bool forked() { return g_group && g_group->alive(); }
+
+Backend backend() { return forked() ? g_group->backend() : Backend::Cpu; }
+
+int size() { return group_or_throw("size").size(); }
+
+pid_t worker_pid(int rank) {
+  rt::ProcessGroup& g = group_or_throw("worker_pid");
+  check_rank(rank, "worker_pid");
+  return g.pid(rank);
+}
+
+rt::ProcessGroup* current_group() { return forked() ? g_group.get() : nullptr; }
+
+void distribute() {
+  rt::ProcessGroup& g = group_or_throw("distribute");
+  rt::Registry& reg = rt::Registry::instance();
+  rt::wire::Writer w;
+  w.pod<int32_t>(int32_t(reg.functions.size()));
+  w.pod<int32_t>(int32_t(reg.modules.size()));
+  throw_rank_errors("distribute", g.run(rt::CommandKind::Distribute, w.bytes(), nullptr));
+}
+
+void register_loader(const std::string& kind, rt::FunctionLoader loader) {
+  if (kind.empty()) throw UsageError("register_loader: the kind must not be empty");
+  if (!loader) throw UsageError("register_loader: the loader is empty");
+  rt::Registry::instance().loaders[kind] = std::move(loader);
+}
+
+void register_rank_handler(const std::string& name, rt::RankHandler handler) {
+  if (name.empty() || !handler) throw UsageError("register_rank_handler: needs a name and a handler");
+  rt::Registry::instance().handlers[name] = std::move(handler);
+}
+
+void run_on_all_ranks(const std::string& name, std::string_view payload) {
+  rt::ProcessGroup& g = group_or_throw("run_on_all_ranks");
+  auto it = rt::Registry::instance().handlers.find(name);
+  if (it == rt::Registry::instance().handlers.end())
+    throw UsageError(fmt::format("run_on_all_ranks: no handler named '{}'", name));
+  if (g.size() > 1 && !g_handlers_at_fork.count(name))
+    throw UsageError(fmt::format("run_on_all_ranks: handler '{}' was registered after fork(), so "
+                                 "the workers do not have it", name));
+  rt::wire::Writer w;
+  w.str(name);
+  w.str(payload);
+  rt::RankHandler& handler = it->second;
+  throw_rank_errors(name, g.run(rt::CommandKind::Handler, w.bytes(),
+                                [&] { handler(g.master_context(), payload); }));
+}
+
+// --- Module -------------------------------------------------------------------------------------
+
+Module module(rt::ModuleSpec spec) {
+  auto entry = std::make_unique<rt::ModuleEntry>();
+  entry->values = rt::initial_values(spec);   // validates; UsageError on a bad spec or file
+  entry->spec = std::move(spec);
+  rt::Registry& reg = rt::Registry::instance();
+  int32_t id = int32_t(reg.modules.size());
+  std::string encoded = rt::encode_module(entry->spec);
+  reg.modules.push_back(std::move(entry));
+  if (forked()) {
+    g_group->store().set(rt::module_key(id), encoded);
+    g_group->snapshot_module_shapes(id);
+  }
+  return Module(id);
+}
+
+const rt::ModuleSpec& Module::spec() const { return module_entry(id_).spec; }
+
+int32_t Module::index_of(std::string_view name) const {
+  const rt::ModuleSpec& s = spec();
+  for (size_t v = 0; v < s.shareds.size(); ++v)
+    if (s.shareds[v].name == name) return int32_t(v);
+  std::vector<std::string> names;
+  for (const rt::SharedSpec& sh : s.shareds) names.push_back(sh.name);
+  throw UsageError(fmt::format("no shared variable named '{}' (the module has: {})", name,
+                               names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
+}
+
+Array Module::get_value(std::string_view name) const {
+  return module_entry(id_).values[size_t(index_of(name))];
+}
+
+void Module::set_value(std::string_view name, const ArrayRef& value, bool force_cast) {
+  rt::ModuleEntry& m = module_entry(id_);
+  int32_t v = index_of(name);
+  m.values[size_t(v)] = rt::conform_shared_value(m.spec.shareds[size_t(v)], m.spec.symbols, value,
+                                                 force_cast, fmt::format("set_value('{}')", name));
+}
+
+Array Module::get_value(int rank, std::string_view name) const {
+  check_rank(rank, "get_value");
+  if (rank == 0) return get_value(name);
+  group_or_throw("get_value");
+  std::string what = fmt::format("get_value('{}')", name);
+  return std::move(detail::get_values(rank, {var(name)}, what.c_str())[0]);
+}
+
+void Module::set_value(int rank, std::string_view name, const ArrayRef& value, bool force_cast) {
+  check_rank(rank, "set_value");
+  if (rank == 0) return set_value(name, value, force_cast);
+  group_or_throw("set_value");
+  rt::ModuleEntry& m = module_entry(id_);
+  int32_t v = index_of(name);
+  std::string what = fmt::format("set_value('{}')", name);
+  std::vector<Array> conformed;
+  conformed.push_back(rt::conform_shared_value(m.spec.shareds[size_t(v)], m.spec.symbols, value,
+                                               force_cast, what));
+  detail::set_conformed(rank, {var(name)}, std::move(conformed), what.c_str());
+}
+
+Var Module::var(std::string_view name) const { return Var(id_, index_of(name)); }
+
+std::vector<Var> Module::vars() const {
+  std::vector<Var> out;
+  for (size_t v = 0; v < spec().shareds.size(); ++v) out.push_back(Var(id_, int32_t(v)));
+  return out;
+}
+
+const std::string& Var::name() const {
+  rt::Registry& reg = rt::Registry::instance();
+  if (!valid() || size_t(module_) >= reg.modules.size() || !reg.modules[size_t(module_)] ||
+      size_t(index_) >= reg.modules[size_t(module_)]->spec.shareds.size())
+    throw UsageError("use of an empty synk::Var handle (get one with module.var(name))");
+  return reg.modules[size_t(module_)]->spec.shareds[size_t(index_)].name;
+}
+
+SelectedRows BatchAccess::select(const Batch& batch, int64_t length, const std::string& what) {
+  SelectedRows out;
+  const rt::RowSelection& sel = batch.sel_;
+  switch (sel.kind) {
+    case rt::RowSelection::Kind::All: out.count = length; break;
+    case rt::RowSelection::Kind::Count:
+      if (sel.stop < 0 || sel.stop > length)
+        throw UsageError(fmt::format("{}: a count of {} rows is outside [0, {}] (the value has {} rows)", what,
+                                     sel.stop, length, length));
+      out.count = sel.stop;
+      break;
+    case rt::RowSelection::Kind::Range:
+      if (sel.start < 0 || sel.start > sel.stop || sel.stop > length)
+        throw UsageError(fmt::format("{}: range [{}, {}) is not within [0, {}] with start <= stop", what,
+                                     sel.start, sel.stop, length));
+      out.first = sel.start;
+      out.count = sel.stop - sel.start;
+      break;
+    case rt::RowSelection::Kind::List: {
+      out.contiguous = false;
+      if (batch.data_.valid()) {
+        const Data& d = batch.data_;
+        if (d.ndim() != 1 || is_float(d.dtype()) || d.dtype() == DType::Bool)
+          throw UsageError(fmt::format("{}: an index Data must be a 1-D integer array, received {} of shape {}",
+                                       what, rt::dtype_name(d.dtype()), rt::shape_string(d.shape())));
+        rt::IndexSource src{d.raw(), d.dtype(), d.size()};
+        for (int64_t i = 0; i < d.size(); ++i) out.list.push_back(src.at(i));
+      } else {
+        out.list = batch.list_;
+      }
+      for (size_t i = 0; i < out.list.size(); ++i)
+        if (out.list[i] < 0 || out.list[i] >= length)
+          throw UsageError(fmt::format("{}: index {} at position {} is out of range for {} rows", what,
+                                       out.list[i], i, length));
+      out.count = int64_t(out.list.size());
+      break;
+    }
+  }
+  return out;
+}
+
+// --- Function -----------------------------------------------------------------------------------
+
+Function function(std::shared_ptr<rt::CompiledFunction> fn, const Module& module, std::string kind,
+                  std::string payload) {
+  if (!fn) throw UsageError("function: the compiled function is null");
+  rt::ModuleEntry& m = module_entry(module.id());
+  rt::validate_signature(fn->signature(), m.spec);
+  rt::Registry& reg = rt::Registry::instance();
+  bool has_workers = forked() && g_group->size() > 1;
+  if (has_workers) {
+    if (kind.empty())
+      throw UsageError(fmt::format(
+          "function '{}': registered after fork() without a kind; workers forked earlier cannot "
+          "rebuild it. Register it before synk::fork(), or give a kind and payload with a loader "
+          "(synk::register_loader) registered before the fork", fn->signature().name));
+    if (!g_loaders_at_fork.count(kind))
+      throw UsageError(fmt::format(
+          "function '{}': kind '{}' has no loader in the workers (loaders must be registered with "
+          "synk::register_loader before synk::fork())", fn->signature().name, kind));
+  }
+  auto entry = std::make_unique<rt::FunctionEntry>();
+  entry->fn = std::move(fn);
+  entry->module = module.id();
+  entry->kind = std::move(kind);
+  entry->payload = std::move(payload);
+  int32_t id = int32_t(reg.functions.size());
+  if (forked()) g_group->store().set(rt::function_key(id), rt::encode_function_entry(*entry));
+  reg.functions.push_back(std::move(entry));
+  return Function(id);
+}
+
+const rt::FunctionSignature& Function::signature() const {
+  rt::Registry& reg = rt::Registry::instance();
+  if (id_ < 0 || size_t(id_) >= reg.functions.size())
+    throw UsageError("use of an empty synk::Function handle (create it with synk::function(...))");
+  return reg.functions[size_t(id_)]->fn->signature();
+}
+
+std::vector<ReduceMode> Function::output_modes() const {
+  std::vector<ReduceMode> modes;
+  for (const rt::OutputSpec& o : signature().outputs) modes.push_back(o.mode);
+  return modes;
+}
+
+std::vector<ReduceMode> Function::update_modes() const {
+  std::vector<ReduceMode> modes;
+  for (const rt::UpdateSpec& u : signature().updates) modes.push_back(u.mode);
+  return modes;
+}
+
+std::vector<Data> Function::build_inputs(const std::vector<ArrayRef>& values, DataOptions options) const {
+  const rt::FunctionSignature& sig = signature();
+  if (values.size() != sig.inputs.size())
+    throw UsageError(fmt::format("build_inputs: {} has {} inputs, received {} values", sig.name,
+                                 sig.inputs.size(), values.size()));
+  std::vector<Data> out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    DataOptions o = options;
+    if (o.name.empty()) o.name = sig.inputs[i].name;
+    o.minibatch = options.minibatch || sig.inputs[i].role == rt::Role::Minibatch;
+    out.push_back(synk::data(values[i], sig.inputs[i].dtype, o));
+  }
+  return out;
+}
+
+Outputs Function::operator()(const std::vector<Data>& inputs, const CallOptions& options) const {
+  signature();
+  return call(&group_or_throw(signature().name.c_str()), inputs, options);
+}
+
+Outputs Function::run_local(const std::vector<Data>& inputs, const CallOptions& options) const {
+  return call(nullptr, inputs, options);
+}
+
+Outputs Function::call(rt::ProcessGroup* group, const std::vector<Data>& inputs,
+                       const CallOptions& options) const {
+  const rt::FunctionSignature& sig = signature();
+  rt::CallRequest req;
+  req.function = id_;
+  req.inputs = inputs;
+  req.batch = options.batch.sel_;
+  req.batch_list = options.batch.list_;
+  if (options.batch.sel_.kind == rt::RowSelection::Kind::List && options.batch.data_.valid())
+    req.batch_data = options.batch.data_;
+  const int nranks = group ? group->size() : 1;
+  if (options.batch_s.per_rank_ && options.batch_s.rows_.size() != size_t(nranks))
+    throw UsageError(fmt::format("batch_s: expected a list of exactly {} selections (one per rank), "
+                                 "received a list of {}", nranks, options.batch_s.rows_.size()));
+  for (const Rows& rows : options.batch_s.rows_) {
+    req.batch_s.push_back(rows.sel_);
+    if (rows.sel_.kind == rt::RowSelection::Kind::List) req.batch_s_lists.push_back(rows.list_);
+  }
+  req.num_slices = options.num_slices;
+  req.output_subset = options.output_subset;
+  Outputs out;
+  static_cast<std::vector<Array>&>(out) = rt::run_call(group, req);
+  if (options.output_subset.empty()) {
+    for (const rt::OutputSpec& o : sig.outputs) out.names_.push_back(o.name);
+  } else {
+    out.names_ = options.output_subset;
+  }
+  return out;
+}
+
+const Array& Outputs::get(std::string_view name) const {
+  for (size_t k = 0; k < names_.size(); ++k)
+    if (names_[k] == name) return (*this)[k];
+  throw UsageError(fmt::format("outputs: no output named '{}' in this result (it has: {})", name,
+                               fmt::join(names_, ", ")));
+}
+
+}  // namespace synk

@@ -1,0 +1,68 @@
+// synk::TrainStep (train_step.h).
+#include "synk/train_step.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace synk {
+
+namespace {
+
+// Runs `part` and rethrows its error with the step and the part named first, same type.
+template <class F>
+auto named(const std::string& step, const char* part, F&& f) -> decltype(f()) {
+  auto prefix = [&](const Error& e) { return fmt::format("training step '{}', {}: {}", step, part, e.what()); };
+  try {
+    return f();
+  } catch (const UsageError& e) {
+    throw UsageError(prefix(e));
+  } catch (const RankError& e) {
+    throw RankError(prefix(e), e.ranks(), e.group_lost());
+  } catch (const InternalError& e) {
+    throw InternalError(prefix(e));
+  }
+}
+
+}  // namespace
+
+TrainStep::TrainStep(std::string name, Function gradient, Var gradient_var, Function update, int64_t num_packs)
+    : name_(std::move(name)),
+      gradient_(std::move(gradient)),
+      gradient_var_(gradient_var),
+      update_(std::move(update)) {
+  if (gradient_.id() < 0 || update_.id() < 0 || !gradient_var_.valid())
+    throw UsageError(fmt::format("training step '{}': the gradient function, the gradient variable and the "
+                                 "update function must all be given", name_));
+  const rt::FunctionSignature& g = gradient_.signature();
+  const bool writes = std::any_of(g.updates.begin(), g.updates.end(),
+                                  [&](const rt::UpdateSpec& u) { return u.shared == gradient_var_.index(); });
+  if (!writes)
+    throw UsageError(fmt::format("training step '{}': function '{}' does not update the gradient variable '{}'",
+                                 name_, g.name, gradient_var_.name()));
+  if (!update_.signature().inputs.empty())
+    throw UsageError(fmt::format("training step '{}': the update function '{}' must take no inputs (it reads the "
+                                 "averaged gradient from '{}'), but it takes {}",
+                                 name_, update_.name(), gradient_var_.name(), update_.signature().inputs.size()));
+  set_num_packs(num_packs);
+}
+
+void TrainStep::set_num_packs(int64_t num_packs) {
+  if (num_packs < 0)
+    throw UsageError(fmt::format("training step '{}': num_packs must be >= 0 (0: the default), got {}", name_,
+                                 num_packs));
+  num_packs_ = num_packs;
+}
+
+Outputs TrainStep::operator()(const std::vector<Data>& inputs, const CallOptions& options) const {
+  if (!valid()) throw UsageError("use of an empty synk::TrainStep (get one from jit::Module::train_step)");
+  Outputs out = named(name_, "gradient function", [&] { return gradient_(inputs, options); });
+  CollectiveOptions reduce;
+  if (num_packs_ > 0) reduce.num_packs = num_packs_;
+  named(name_, "all_reduce of the gradient", [&] { all_reduce(gradient_var_, Op::Avg, reduce); });
+  named(name_, "update function", [&] { return update_({}); });
+  return out;
+}
+
+}  // namespace synk
