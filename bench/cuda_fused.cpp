@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/backend_function.h"
 #include "compiler/cuda/cuda_function.h"
 #include "dsl/frontend.h"
 #include "gpu/driver.h"

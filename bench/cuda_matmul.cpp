@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/backend_function.h"
 #include "compiler/cuda/cuda_function.h"
 #include "dsl/frontend.h"
 #include "gpu/cublas.h"

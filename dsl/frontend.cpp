@@ -1,25 +1,38 @@
-// compile_source: the whole front end in one call (parse, then analyze), for the C++ API and
-// tests. Syntax errors stop before semantic analysis: a partial AST would only produce follow-on
-// errors. Every diagnostic, in source order, ends up in the UserError's message.
+// FrontEnd and compile_source (see frontend.h): the one driver of the front end's stages.
+#include "dsl/frontend.h"
+
 #include <filesystem>
 
-#include "dsl/frontend.h"
 #include "dsl/parser.h"
 
 namespace synk::dsl {
 
+FrontEnd::FrontEnd(std::string source_name, std::string text, std::string base_dir)
+    : file_(std::move(source_name), std::move(text)), diags_(file_), base_dir_(base_dir.empty() ? "." : base_dir) {}
+
+bool FrontEnd::parse() {
+  program_ = parse_program(file_, diags_);
+  return !diags_.has_errors();
+}
+
+bool FrontEnd::analyze() {
+  module_ = dsl::analyze(program_, diags_, base_dir_);
+  if (!module_ && !diags_.has_errors()) internal_error("analyze failed without reporting an error for " + file_.path());
+  return !diags_.has_errors() && module_.has_value();
+}
+
+std::string FrontEnd::take_new_diagnostics() {
+  if (diags_.diagnostics().size() <= reported_) return {};
+  reported_ = diags_.diagnostics().size();
+  return format_diagnostics_in_source_order(diags_);
+}
+
+std::string FrontEnd::all_diagnostics() const { return format_diagnostics_in_source_order(diags_); }
+
 ir::Module compile_source(const std::string& path, const std::string& text) {
-  SourceFile file(path, text);
-  DiagnosticEngine diags(file);
-  ast::Program program = parse_program(file, diags);
-  if (diags.has_errors()) throw UserError(format_diagnostics_in_source_order(diags));
-  std::string base_dir = std::filesystem::path(path).parent_path().string();
-  std::optional<ir::Module> module = analyze(program, diags, base_dir.empty() ? "." : base_dir);
-  if (!module || diags.has_errors()) {
-    if (!diags.has_errors()) internal_error("analyze failed without reporting an error for " + path);
-    throw UserError(format_diagnostics_in_source_order(diags));
-  }
-  return std::move(*module);
+  FrontEnd front_end(path, text, std::filesystem::path(path).parent_path().string());
+  if (!front_end.parse() || !front_end.analyze()) throw UserError(front_end.all_diagnostics());
+  return front_end.take_module();
 }
 
 }  // namespace synk::dsl

@@ -1,7 +1,7 @@
-// The front end's entry points, one per stage, so that synkc and tests can stop after any stage.
-// parse_program: text -> AST (lexer.cpp, parser.cpp); analyze: AST -> typed Graph IR (sema.cpp);
-// print_ast / print_module: back to text (ast_printer.cpp, ir_printer.cpp); compile_source runs
-// the whole front end and returns the IR only when there were no errors.
+// The front end: text -> AST (parse_program: lexer.cpp, parser.cpp) -> typed Graph IR (analyze:
+// sema.cpp), and back to text (print_ast, print_module). FrontEnd is the one place that runs the
+// stages in order over one file; every user of the language (the JIT, synkc, the AOT generator and
+// loader, through compiler/pipeline.h's prepare_module) goes through it.
 #pragma once
 
 #include <optional>
@@ -29,8 +29,42 @@ std::string print_ast(const ast::Program& program);
 // `synkc --emit=ir`: the module as valid .synk text, one typed `let` per node.
 std::string print_module(const ir::Module& module);
 
-// Convenience: parse + analyze. Throws UserError with every diagnostic formatted when the
-// program has errors.
+// One run of the front end over one file, stage by stage. Stops at the first stage with errors
+// (syntax errors stop before semantic analysis, whose messages on a partial tree would only be
+// follow-on errors).
+class FrontEnd {
+ public:
+  // base_dir resolves relative load("...") paths ("" is ".").
+  FrontEnd(std::string source_name, std::string text, std::string base_dir);
+  FrontEnd(const FrontEnd&) = delete;
+  FrontEnd& operator=(const FrontEnd&) = delete;
+
+  bool parse();     // false when there were syntax errors
+  bool analyze();   // after parse(); false when there were errors
+  // Every diagnostic so far (warnings too), formatted in source order, if any was reported since
+  // the last call; else "". (Only parse() warnings can come before analyze()'s, and the parser
+  // reports none, so a driver printing this after each stage prints each diagnostic once.)
+  std::string take_new_diagnostics();
+  // Every diagnostic so far, formatted in source order.
+  std::string all_diagnostics() const;
+
+  const SourceFile& file() const { return file_; }
+  const ast::Program& program() const { return program_; }
+  const ir::Module& module() const { return *module_; }   // after a successful analyze()
+  ir::Module take_module() { return std::move(*module_); }
+
+ private:
+  SourceFile file_;
+  DiagnosticEngine diags_;
+  std::string base_dir_;
+  ast::Program program_;
+  std::optional<ir::Module> module_;
+  size_t reported_ = 0;
+};
+
+// Parse + analyze (base_dir: the file's directory). Throws UserError with every diagnostic
+// formatted when the program has errors. Training steps are not expanded: for a module that
+// runs, use compiler/pipeline.h's prepare_module.
 ir::Module compile_source(const std::string& path, const std::string& text);
 
 }  // namespace synk::dsl

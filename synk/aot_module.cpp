@@ -15,8 +15,7 @@
 #include "compiler/cpu/codegen_cpu.h"
 #include "compiler/cpu/cpu_function.h"
 #include "compiler/lower.h"
-#include "compiler/grad/train.h"
-#include "dsl/frontend.h"
+#include "compiler/pipeline.h"
 #include "base/npy_format.h"
 #include "runtime/data/npy.h"
 
@@ -43,17 +42,15 @@ std::map<std::string, ModuleState, std::less<>>& table() {
   return *t;
 }
 
+// The module as synkc saw it, from the source baked into the stub. It compiled then, so an error
+// now is synk's (a changed front end), not the user's.
 ir::Module front_end(const ModuleDef& def) {
-  synk::SourceFile file(def.source_name, def.text);
-  synk::DiagnosticEngine diags(file);
-  ast::Program program = dsl::parse_program(file, diags);
-  std::optional<ir::Module> module;
-  if (!diags.has_errors()) module = dsl::analyze(program, diags, def.base_dir);
-  if (!module || diags.has_errors())
+  try {
+    return synk::compiler::prepare_module(def.source_name, def.text, def.base_dir);
+  } catch (const synk::UserError& e) {
     throw synk::InternalError(fmt::format("aot module '{}': its baked source {} no longer compiles:\n{}", def.name,
-                                          def.source_name, synk::format_diagnostics_in_source_order(diags)));
-  synk::compiler::expand_training_steps(*module);   // the update functions of `minimize` steps, as the JIT does
-  return std::move(*module);
+                                          def.source_name, e.what()));
+  }
 }
 
 // The state of a registered module; the caller holds table_mutex().

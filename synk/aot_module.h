@@ -25,7 +25,7 @@ inline constexpr const char* kLoaderKind = "aot";
 
 using KernelEntry = int64_t (*)(void* const* bufs, const int64_t* syms, int64_t* err);
 
-// One generated kernel: its JIT name (cpu_kernel_symbol without prefix) and the linked entry.
+// One generated kernel: its JIT name (kernel_symbol without prefix) and the linked entry.
 struct KernelSymbol {
   const char* name;
   KernelEntry entry;

@@ -50,9 +50,9 @@ struct FakeStub {
     object = compiler::compile_cached(source, "aot_test").object;
     for (const compiler::Kernel& k : plan.kernels) {
       if (compiler::kernel_uses_blas(plan, k)) continue;
-      names.push_back(compiler::cpu_kernel_symbol(plan, k));
+      names.push_back(compiler::kernel_symbol(plan, k));
       kernels.push_back({nullptr, reinterpret_cast<aot::KernelEntry>(
-                                      object->lookup(compiler::cpu_kernel_symbol(plan, k, module_name)))});
+                                      object->lookup(compiler::kernel_symbol(plan, k, module_name)))});
     }
     for (size_t i = 0; i < kernels.size(); ++i) kernels[i].name = names[i].c_str();
     if (drop_kernel) kernels.pop_back();

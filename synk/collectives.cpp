@@ -241,7 +241,7 @@ void run(const char* what, rt::ProcessGroup& g, CollDescriptor& d, const std::ve
     rt::MasterIO& io;
   } part{g, d, io};
   // One pointer captured: std::function keeps it without allocating.
-  const std::vector<std::string>& errors = g.run(rt::CommandKind::Collective, payload, [p = &part] {
+  const std::vector<std::string>& errors = g.run(rt::collective_command(), payload, [p = &part] {
     rt::execute_collective(p->g.master_context(), p->d, &p->io);
   });
   std::vector<int> no_report;   // workers whose shape report is missing (a bug, reported as one)

@@ -19,10 +19,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "compiler/backend/backend_function.h"
+#include "compiler/backend_function.h"
 #include "compiler/backend/signature.h"
 #include "compiler/cpu/cpu_function.h"
 #include "compiler/grad/train.h"
+#include "compiler/pipeline.h"
 #include "dsl/frontend.h"
 
 namespace synk::jit {
@@ -39,24 +40,11 @@ struct ModuleSource {
 
 namespace {
 
-// parse + analyze with an explicit directory for relative load() paths.
-ir::Module front_end(const std::string& source_name, const std::string& text, const std::string& base_dir) {
-  synk::SourceFile file(source_name, text);
-  synk::DiagnosticEngine diags(file);
-  ast::Program program = dsl::parse_program(file, diags);
-  if (diags.has_errors()) throw synk::UserError(synk::format_diagnostics_in_source_order(diags));
-  std::optional<ir::Module> module = dsl::analyze(program, diags, base_dir.empty() ? "." : base_dir);
-  if (!module || diags.has_errors()) {
-    if (!diags.has_errors()) synk::internal_error("analyze failed without reporting an error for " + source_name);
-    throw synk::UserError(synk::format_diagnostics_in_source_order(diags));
-  }
-  compiler::expand_training_steps(*module);
-  return std::move(*module);
+ir::Module read_source(const ModuleSource& source) {
+  return compiler::prepare_module(source.name, source.text, source.base_dir);
 }
 
-ir::Module read_source(const ModuleSource& source) { return front_end(source.name, source.text, source.base_dir); }
-
-// Runs on the backend of the group it is called in (compiler/backend/backend_function.h).
+// Runs on the backend of the group it is called in (compiler/backend_function.h).
 std::shared_ptr<rt::CompiledFunction> make_function(std::shared_ptr<const ir::Module> module, const std::string& name,
                                                     const compiler::CpuCompileOptions& options) {
   compiler::CudaCompileOptions cuda;

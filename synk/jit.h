@@ -53,7 +53,7 @@ class Module {
  public:
   Module() = default;
 
-  // Function `name`, compiled for the group's backend (CPU or GPU: compiler/backend/backend_function.h)
+  // Function `name`, compiled for the group's backend (CPU or GPU: compiler/backend_function.h)
   // and registered with the runtime on first use; later calls return the same handle.
   // UsageError for an unknown name (listing the module's functions); synk::UserError when the
   // backend cannot compile it.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "ir/ir.h"
 
 namespace synk::compiler::aot {
 
@@ -34,7 +35,7 @@ struct AotOptions {
 struct AotKernels {
   std::string function;
   std::string source;
-  std::vector<std::string> symbols;          // JIT names (cpu_kernel_symbol, no prefix)
+  std::vector<std::string> symbols;          // JIT names (kernel_symbol, no prefix)
   std::vector<std::string> linked_symbols;   // the same with the module prefix
 };
 
@@ -59,6 +60,10 @@ std::string cxx_identifier(const std::string& name);
 
 // Front end + lower() + code generation. `source_name` is the path as the user gave it.
 AotModule generate(const std::string& source_name, const std::string& text, const AotOptions& options);
+// The same for a module the caller has already prepared (compiler/pipeline.h) from `text`, so
+// that synkc parses its input once.
+AotModule generate(const ir::Module& prepared, const std::string& source_name, const std::string& text,
+                   const AotOptions& options);
 
 // -o libX.a (+ header when header_path is not empty).
 void build_library(const AotModule& module, const std::string& archive_path, const std::string& header_path,

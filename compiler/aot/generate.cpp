@@ -18,12 +18,11 @@
 #include <fmt/ranges.h>
 
 #include "base/source_hash.h"
+#include "compiler/pipeline.h"
 #include "compiler/backend/signature.h"
 #include "compiler/cpu/codegen_cpu.h"
 #include "compiler/cpu/cpu_function.h"
 #include "compiler/lower.h"
-#include "compiler/grad/train.h"
-#include "dsl/frontend.h"
 
 namespace synk::compiler::aot {
 namespace {
@@ -42,20 +41,6 @@ constexpr const char* kCxxKeywords[] = {
 // Names the header declares itself; a function with one of them gets an underscore.
 constexpr const char* kHeaderNames[] = {"module", "shared", "load_all", "function_names",
                                                      "shared_names"};
-
-ir::Module front_end(const std::string& source_name, const std::string& text, const std::string& base_dir) {
-  synk::SourceFile file(source_name, text);
-  synk::DiagnosticEngine diags(file);
-  ast::Program program = dsl::parse_program(file, diags);
-  if (diags.has_errors()) throw synk::UserError(synk::format_diagnostics_in_source_order(diags));
-  std::optional<ir::Module> module = dsl::analyze(program, diags, base_dir);
-  if (!module || diags.has_errors()) {
-    if (!diags.has_errors()) synk::internal_error("analyze failed without reporting an error for " + source_name);
-    throw synk::UserError(synk::format_diagnostics_in_source_order(diags));
-  }
-  expand_training_steps(*module);   // the update functions of `minimize` steps, as the JIT does
-  return std::move(*module);
-}
 
 // A C++ string literal, one source line per literal piece (octal escapes never run on).
 std::string string_literal(const std::string& text) {
@@ -243,12 +228,21 @@ std::string module_name_from_path(const std::string& path) {
   return cxx_identifier(std::filesystem::path(path).stem().string());
 }
 
-AotModule generate(const std::string& source_name, const std::string& text, const AotOptions& options) {
+static std::string absolute_base_dir(const std::string& source_name) {
   namespace fs = std::filesystem;
   std::string dir = fs::path(source_name).parent_path().string();
   std::string base_dir = fs::absolute(dir.empty() ? fs::path(".") : fs::path(dir)).lexically_normal().string();
   if (base_dir.size() > 1 && base_dir.back() == '/') base_dir.pop_back();
-  ir::Module module = front_end(source_name, text, base_dir);
+  return base_dir;
+}
+
+AotModule generate(const std::string& source_name, const std::string& text, const AotOptions& options) {
+  return generate(prepare_module(source_name, text, absolute_base_dir(source_name)), source_name, text, options);
+}
+
+AotModule generate(const ir::Module& module, const std::string& source_name, const std::string& text,
+                   const AotOptions& options) {
+  const std::string base_dir = absolute_base_dir(source_name);
 
   AotModule result;
   result.name = options.module_name.empty() ? module_name_from_path(source_name) : options.module_name;
@@ -269,8 +263,8 @@ AotModule generate(const std::string& source_name, const std::string& text, cons
     k.source = generate_cpu_source(module, plan, result.name);
     for (const Kernel& kernel : plan.kernels) {
       if (kernel_uses_blas(plan, kernel)) continue;
-      k.symbols.push_back(cpu_kernel_symbol(plan, kernel));
-      k.linked_symbols.push_back(cpu_kernel_symbol(plan, kernel, result.name));
+      k.symbols.push_back(kernel_symbol(plan, kernel));
+      k.linked_symbols.push_back(kernel_symbol(plan, kernel, result.name));
     }
     result.kernels.push_back(std::move(k));
   }

@@ -16,6 +16,10 @@
 
 namespace synk::compiler {
 
+// How a compiled function got its code, for tests and benchmarks: from this process's table of
+// loaded objects, from the on-disk cache, or from the compiler.
+enum class CacheOutcome { MemoryHit, DiskHit, Compiled };
+
 // 32 hex digits of XXH3-128 over the parts, each length-prefixed so that ("ab","c") and
 // ("a","bc") differ.
 std::string cache_key(const std::vector<std::string_view>& parts);

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "compiler/cpu/codegen_cpu.h"
+#include "compiler/codegen/kernel_abi.h"
 #include "base/diagnostics.h"
 #include "base/errors.h"
 

@@ -408,25 +408,6 @@ void emit_kernel_body(Writer& w, const KernelPlan& plan, const Kernel& k) {
 
 }  // namespace
 
-bool kernel_uses_blas(const KernelPlan& plan, const Kernel& kernel) {
-  if (kernel.kind != KernelKind::MatMul) return false;
-  ir::DType t = plan.function.node(kernel.roots[0]).type.dtype;
-  return t == ir::DType::F32 || t == ir::DType::F64;
-}
-
-std::vector<int> kernel_buffer_params(const Kernel& kernel) {
-  std::vector<int> params;
-  for (const std::vector<int>* list : {&kernel.outputs, &kernel.inputs})
-    for (int b : *list)
-      if (std::find(params.begin(), params.end(), b) == params.end()) params.push_back(b);
-  return params;
-}
-
-std::string cpu_kernel_symbol(const KernelPlan& plan, const Kernel& kernel, std::string_view module_prefix) {
-  if (module_prefix.empty()) return fmt::format("synk_{}_{}", plan.function.name, kernel.name);
-  return fmt::format("synk_{}__{}_{}", module_prefix, plan.function.name, kernel.name);
-}
-
 CpuSourceParts generate_cpu_source_parts(const ir::Module& module, const KernelPlan& plan, std::string_view module_prefix) {
   Writer w;
   w.line(fmt::format("// synk: CPU kernels of function '{}' ({} kernels; BLAS calls run on the host).",
@@ -436,7 +417,7 @@ CpuSourceParts generate_cpu_source_parts(const ir::Module& module, const KernelP
   for (const Kernel& k : plan.kernels) {
     Writer kw;
     kw.line("");
-    std::string sym = cpu_kernel_symbol(plan, k, module_prefix);
+    std::string sym = kernel_symbol(plan, k, module_prefix);
     if (kernel_uses_blas(plan, k)) {
       kw.line(fmt::format("// {}: {} via BLAS on the host (b{}{} x b{}{} -> b{})", k.name, kernel_kind_name(k.kind),
                           k.matmul_a, k.trans_a ? "^T" : "", k.matmul_b, k.trans_b ? "^T" : "", k.outputs.at(0)));

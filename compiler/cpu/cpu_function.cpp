@@ -19,8 +19,6 @@ namespace synk::compiler {
 
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
-
 // Temporaries that need no storage of their own because they are a contiguous piece of another
 // buffer, and the kernels that then have nothing left to do:
 //  - a concatenation along axis 0 into an output or update: the kernels that produce its operands
@@ -116,17 +114,14 @@ CpuFunction::CpuFunction(const ir::Module& module, KernelPlan plan, std::string 
       code_owner_(std::move(code.keep_alive)) {
   const ir::Function* fn = module.find_function(plan_.function.name);
   signature_ = make_signature(module, fn ? *fn : plan_.function, plan_);
-  for (int32_t s : plan_.shareds_read) {
-    shared_names_.push_back(module.shareds.at(size_t(s)).name);
-    shared_types_.push_back(module.shareds.at(size_t(s)).type);
-  }
+  binding_.emplace(module, plan_);
   if (needs_kernel_code(plan_) && !code.lookup)
     synk::internal_error(fmt::format("function '{}': no kernel code to run it", plan_.function.name));
   for (const Kernel& k : plan_.kernels) {
     Step step;
     step.kernel = &k;
     if (!kernel_uses_blas(plan_, k)) {
-      step.entry = reinterpret_cast<KernelEntry>(code.lookup(cpu_kernel_symbol(plan_, k)));
+      step.entry = reinterpret_cast<KernelEntry>(code.lookup(kernel_symbol(plan_, k)));
       step.params = kernel_buffer_params(k);
     }
     steps_.push_back(std::move(step));
@@ -136,20 +131,10 @@ CpuFunction::CpuFunction(const ir::Module& module, KernelPlan plan, std::string 
     for (const ir::Dim& d : t.shape) out.push_back(d.is_symbolic() ? plan_.symbol_index(d.symbol) : -1);
     return out;
   };
-  for (const ir::Param& p : plan_.function.params) arg_symbols_.push_back(symbols_of(p.type));
-  for (const ir::TensorType& t : shared_types_) arg_symbols_.push_back(symbols_of(t));
-  bound_by_.assign(plan_.symbols.size(), {-1, -1});
   for (const Buffer& b : plan_.buffers) buffer_symbols_.push_back(symbols_of(b.type));
   pointers_.assign(plan_.buffers.size(), nullptr);
   shapes_.assign(plan_.buffers.size(), {});
   assign_temp_slots();
-  syms_.assign(plan_.symbols.size(), 0);
-}
-
-std::vector<int64_t> CpuFunction::shape_of(const ir::Shape& shape) const {
-  std::vector<int64_t> out;
-  for (const ir::Dim& d : shape) out.push_back(d.is_symbolic() ? syms_.at(size_t(plan_.symbol_index(d.symbol))) : d.size);
-  return out;
 }
 
 // Lifetimes of temporaries in steps: from the step that writes one to the last step that reads
@@ -201,58 +186,6 @@ void CpuFunction::assign_temp_slots() {
   slot_bytes_.assign(free_after.size(), 0);
 }
 
-// Checks every argument against its declared type and binds the symbols. Runs on every call:
-// no allocation unless there is an error to report.
-void CpuFunction::bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds) {
-  const std::string& fname = plan_.function.name;
-  const ir::Function& fn = plan_.function;
-  if (inputs.size() != fn.params.size())
-    throw synk::UserError(fmt::format("function '{}' takes {} inputs, got {}", fname, fn.params.size(), inputs.size()));
-  if (shareds.size() != plan_.shareds_read.size())
-    synk::internal_error(fmt::format("function '{}' reads {} shared variables, the engine passed {}", fname,
-                                    plan_.shareds_read.size(), shareds.size()));
-  // Argument k: inputs first, then shareds. bound_by_[s] = {argument, dim} that bound symbol s.
-  auto who = [&](size_t k) {
-    return k < inputs.size() ? fmt::format("argument '{}'", fn.params[k].name)
-                             : fmt::format("shared variable '{}'", shared_names_[k - inputs.size()]);
-  };
-  std::fill(bound_by_.begin(), bound_by_.end(), std::pair<int, int>{-1, -1});
-  const size_t total = inputs.size() + shareds.size();
-  for (size_t k = 0; k < total; ++k) {
-    const rt::ArrayRef& arg = k < inputs.size() ? inputs[k] : shareds[k - inputs.size()];
-    const ir::TensorType& want = k < inputs.size() ? fn.params[k].type : shared_types_[k - inputs.size()];
-    const std::vector<int>& dim_symbols = arg_symbols_[k];
-    if (arg.dtype != runtime_dtype(want.dtype))
-      throw synk::UserError(fmt::format("{} of function '{}': expected dtype {}, got {}", who(k), fname,
-                                       ir::dtype_name(want.dtype), rt::dtype_name(arg.dtype)));
-    if (arg.shape.size() != want.rank())
-      throw synk::UserError(fmt::format("{} of function '{}': expected rank {} ({}), got shape {}", who(k), fname,
-                                       want.rank(), ir::type_str(want), shape_text(arg.shape)));
-    for (size_t d = 0; d < want.rank(); ++d) {
-      const int64_t got = arg.shape[d];
-      if (got < 0) throw synk::UserError(fmt::format("{} of function '{}': negative dimension {}", who(k), fname, got));
-      const int s = dim_symbols[d];
-      if (s < 0) {
-        if (got != want.shape[d].size)
-          throw synk::UserError(fmt::format("{} of function '{}': dimension {} must be {} ({}), got shape {}", who(k),
-                                           fname, d, want.shape[d].size, ir::type_str(want), shape_text(arg.shape)));
-      } else if (bound_by_[size_t(s)].first < 0) {
-        syms_[size_t(s)] = got;
-        bound_by_[size_t(s)] = {int(k), int(d)};
-      } else if (syms_[size_t(s)] != got) {
-        auto [bk, bd] = bound_by_[size_t(s)];
-        throw synk::UserError(fmt::format(
-            "{} of function '{}': dimension {} is {}, but symbol '{}' is {} (from dimension {} of {})", who(k), fname,
-            d, got, plan_.symbols[size_t(s)], syms_[size_t(s)], bd, who(size_t(bk))));
-      }
-    }
-  }
-  for (size_t s = 0; s < plan_.symbols.size(); ++s)
-    if (bound_by_[s].first < 0)
-      throw synk::UserError(fmt::format("function '{}': the size '{}' is not determined by any argument", fname,
-                                       plan_.symbols[s]));
-}
-
 void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
                       std::span<rt::Array> outputs, std::span<rt::Array> updates) {
   const ir::Function& fn = plan_.function;
@@ -261,7 +194,8 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
                                     fn.name, outputs.size(), updates.size(), fn.outputs.size(), fn.updates.size()));
   const bool profiling = rt::profile::enabled();
   const int64_t t_start = profiling ? rt::profile::now_ns() : 0;
-  bind_symbols(inputs, shareds);
+  binding_->bind(inputs, shareds);
+  const std::vector<int64_t>& syms = binding_->values();
   std::fill(slot_bytes_.begin(), slot_bytes_.end(), 0);
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     const Buffer& buffer = plan_.buffers[b];
@@ -269,7 +203,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
     shape.resize(buffer.type.rank());
     for (size_t d = 0; d < shape.size(); ++d) {
       const ir::Dim& dim = buffer.type.shape[d];
-      shape[d] = dim.is_symbolic() ? syms_[size_t(buffer_symbols_[b][d])] : dim.size;
+      shape[d] = dim.is_symbolic() ? syms[size_t(buffer_symbols_[b][d])] : dim.size;
     }
     rt::DType dt = runtime_dtype(buffer.type.dtype);
     auto fit = [&](rt::Array& a) {   // Array::resize takes the shape by value: skip it when unchanged
@@ -338,7 +272,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
       args.clear();
       for (int b : step.params) args.push_back(pointers_[size_t(b)]);
       int64_t err[4] = {0, 0, 0, 0};
-      int64_t rc = step.entry(args.data(), syms_.data(), err);
+      int64_t rc = step.entry(args.data(), binding_->values().data(), err);
       if (rc != 0) kernel_failed(step, rc, err);
     }
     if (profiling) {
@@ -352,7 +286,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
   auto copy_out = [&](rt::Array& dst, ir::NodeId node) {
     int b = plan_.node_buffer.at(size_t(node));
     const ir::TensorType& t = fn.node(node).type;
-    dst.resize(runtime_dtype(t.dtype), shape_of(t.shape));
+    dst.resize(runtime_dtype(t.dtype), binding_->shape_of(t.shape));
     if (!dst.bytes.empty()) std::memcpy(dst.bytes.data(), pointers_.at(size_t(b)), dst.bytes.size());
   };
   for (size_t o = 0; o < fn.outputs.size(); ++o) {
@@ -424,7 +358,7 @@ void CpuFunction::run_blas(const Step& step) {
 void CpuFunction::kernel_failed(const Step& step, int64_t code, const int64_t* err) const {
   // The failure record holds the offending value itself (err[2]), whichever operand it came from.
   throw_kernel_failure(plan_, *step.kernel, code, err[1], err[3], [err](ir::NodeId) { return err[2]; },
-                       cpu_kernel_symbol(plan_, *step.kernel));
+                       kernel_symbol(plan_, *step.kernel));
 }
 
 }  // namespace synk::compiler

@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "compiler/llvm/jit.h"
+#include "compiler/backend/kernel_cache.h"
+#include "compiler/backend/symbol_binding.h"
 #include "compiler/passes/kernel_plan.h"
 #include "ir/ir.h"
 #include "runtime/call/descriptor.h"
@@ -66,25 +67,19 @@ class CpuFunction : public rt::CompiledFunction {
     KernelEntry entry = nullptr;      // null for BLAS steps
     std::vector<int> params;          // buffers passed to the entry
   };
-  void bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds);
-  std::vector<int64_t> shape_of(const ir::Shape& shape) const;
   void run_blas(const Step& step);
   void assign_temp_slots();
   [[noreturn]] void kernel_failed(const Step& step, int64_t code, const int64_t* err) const;
 
-  std::vector<std::string> shared_names_;   // per plan.shareds_read, for messages
-  std::vector<ir::TensorType> shared_types_;
   KernelPlan plan_;
   std::string source_;
   rt::FunctionSignature signature_;
   CacheOutcome outcome_ = CacheOutcome::Compiled;
   std::shared_ptr<const void> code_owner_;
   std::vector<Step> steps_;
-  std::vector<std::vector<int>> arg_symbols_;     // per input then shared: symbol index per dim, or -1
   std::vector<std::vector<int>> buffer_symbols_;  // per buffer: symbol index per dim, or -1
   // Per call.
-  std::vector<std::pair<int, int>> bound_by_;    // per symbol: (argument, dim) that bound it
-  std::vector<int64_t> syms_;
+  std::optional<SymbolBinding> binding_;   // argument checks and the symbols' values of this call
   std::vector<void*> pointers_;             // per buffer
   std::vector<std::vector<int64_t>> shapes_; // per buffer
   // Temporaries share storage when their lifetimes (in steps) do not overlap: temp_slot_[b] is

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "compiler/cpu/codegen_cpu.h"
+#include "compiler/codegen/kernel_abi.h"
 #include "compiler/codegen/emitter.h"
 
 namespace synk::compiler {
@@ -333,7 +333,7 @@ CudaProgram generate_cuda_program(const ir::Module& module, const KernelPlan& pl
       program.launches.push_back(std::move(launch));
       continue;
     }
-    launch.symbol = cpu_kernel_symbol(plan, k);
+    launch.symbol = kernel_symbol(plan, k);
     kw.line(fmt::format("// {}: {}", k.name, kernel_kind_name(k.kind)));
     for (ir::NodeId id : k.nodes) kw.line("//   " + node_str(&module, plan.function, id));
     std::vector<std::string> params;

@@ -8,7 +8,7 @@
 // a fixed order, so the result is deterministic and the whole thing stays one launch.
 #include <fmt/format.h>
 
-#include "compiler/cpu/codegen_cpu.h"
+#include "compiler/codegen/kernel_abi.h"
 #include "compiler/codegen/emitter.h"
 #include "compiler/cuda/codegen_cuda.h"
 

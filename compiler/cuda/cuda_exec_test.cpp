@@ -32,6 +32,7 @@
 #include "compiler/cpu/cpu_function.h"
 #include "compiler/cpu/cpu_test_util.h"
 #include "compiler/cuda/emulator.h"
+#include "compiler/backend_function.h"
 #include "compiler/cuda/cuda_function.h"
 #include "compiler/grad/grad.h"
 #include "ir/evaluator.h"

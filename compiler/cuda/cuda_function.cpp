@@ -14,9 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "compiler/cpu/codegen_cpu.h"
-#include "compiler/cpu/cpu_function.h"
-#include "compiler/lower.h"
+#include "compiler/codegen/kernel_abi.h"
 #include "gpu/cublas.h"
 #include "gpu/driver.h"
 
@@ -118,8 +116,6 @@ class GpuExecutor : public CudaExecutor {
   cu::CUstream stream_ = nullptr;
   std::unique_ptr<cu::CublasHandle> cublas_;
 };
-
-std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 // The target for this process's GPU without initialising CUDA here (the probe runs in a child).
 CudaTarget default_target() {
@@ -254,10 +250,7 @@ CudaFunction::CudaFunction(const ir::Module& module, KernelPlan plan, CudaProgra
   }
   const ir::Function* fn = module.find_function(plan_.function.name);
   signature_ = make_signature(module, fn ? *fn : plan_.function, plan_);
-  for (int32_t s : plan_.shareds_read) {
-    shared_names_.push_back(module.shareds.at(size_t(s)).name);
-    shared_types_.push_back(module.shareds.at(size_t(s)).type);
-  }
+  binding_.emplace(module, plan_);
   target_ = options_.target ? *options_.target : default_target();
   bool any_kernel = std::any_of(program_.launches.begin(), program_.launches.end(),
                                 [](const CudaKernelLaunch& l) { return l.kind != CudaLaunchKind::Blas; });
@@ -267,7 +260,6 @@ CudaFunction::CudaFunction(const ir::Module& module, KernelPlan plan, CudaProgra
     image_ = std::move(bin.binary.image);
     from_disk_cache_ = bin.from_disk_cache;
   }
-  syms_.assign(plan_.symbols.size(), 0);
   shapes_.assign(plan_.buffers.size(), {});
 }
 
@@ -293,74 +285,15 @@ void CudaFunction::load_module() {
   state_ = std::move(state);
 }
 
-std::vector<int64_t> CudaFunction::shape_of(const ir::Shape& shape) const {
-  std::vector<int64_t> out;
-  for (const ir::Dim& d : shape) out.push_back(d.is_symbolic() ? syms_.at(size_t(plan_.symbol_index(d.symbol))) : d.size);
-  return out;
-}
-
-int64_t CudaFunction::count_of(const ir::Shape& shape) const {
-  int64_t n = 1;
-  for (int64_t d : shape_of(shape)) n *= d;
-  return n;
-}
-
-// Same checks and messages as the CPU backend (cpu_function.cpp), which keeps its version private.
-void CudaFunction::bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds) {
-  const std::string& fname = plan_.function.name;
-  std::vector<std::string> bound_by(plan_.symbols.size());
-  auto check = [&](const std::string& what, const rt::ArrayRef& arg, const ir::TensorType& want) {
-    if (arg.dtype != runtime_dtype(want.dtype))
-      throw synk::UserError(fmt::format("{} of function '{}': expected dtype {}, got {}", what, fname,
-                                       ir::dtype_name(want.dtype), rt::dtype_name(arg.dtype)));
-    if (arg.shape.size() != want.rank())
-      throw synk::UserError(fmt::format("{} of function '{}': expected rank {} ({}), got shape {}", what, fname,
-                                       want.rank(), ir::type_str(want), shape_text(arg.shape)));
-    for (size_t d = 0; d < want.rank(); ++d) {
-      const ir::Dim& dim = want.shape[d];
-      int64_t got = arg.shape[d];
-      if (got < 0) throw synk::UserError(fmt::format("{} of function '{}': negative dimension {}", what, fname, got));
-      if (!dim.is_symbolic()) {
-        if (got != dim.size)
-          throw synk::UserError(fmt::format("{} of function '{}': dimension {} must be {} ({}), got shape {}", what,
-                                           fname, d, dim.size, ir::type_str(want), shape_text(arg.shape)));
-        continue;
-      }
-      size_t s = size_t(plan_.symbol_index(dim.symbol));
-      if (bound_by[s].empty()) {
-        syms_[s] = got;
-        bound_by[s] = fmt::format("dimension {} of {}", d, what);
-      } else if (syms_[s] != got) {
-        throw synk::UserError(fmt::format("{} of function '{}': dimension {} is {}, but symbol '{}' is {} (from {})",
-                                         what, fname, d, got, dim.symbol, syms_[s], bound_by[s]));
-      }
-    }
-  };
-  const ir::Function& fn = plan_.function;
-  if (inputs.size() != fn.params.size())
-    throw synk::UserError(fmt::format("function '{}' takes {} inputs, got {}", fname, fn.params.size(), inputs.size()));
-  if (shareds.size() != plan_.shareds_read.size())
-    synk::internal_error(fmt::format("function '{}' reads {} shared variables, the engine passed {}", fname,
-                                    plan_.shareds_read.size(), shareds.size()));
-  for (size_t i = 0; i < inputs.size(); ++i)
-    check(fmt::format("argument '{}'", fn.params[i].name), inputs[i], fn.params[i].type);
-  for (size_t i = 0; i < shareds.size(); ++i)
-    check(fmt::format("shared variable '{}'", shared_names_[i]), shareds[i], shared_types_[i]);
-  for (size_t s = 0; s < plan_.symbols.size(); ++s)
-    if (bound_by[s].empty())
-      throw synk::UserError(fmt::format("function '{}': the size '{}' is not determined by any argument", fname,
-                                       plan_.symbols[s]));
-}
-
 void CudaFunction::prepare(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds, bool resident) {
   const ir::Function& fn = plan_.function;
-  bind_symbols(inputs, shareds);
+  binding_->bind(inputs, shareds);
   if (!state_) load_module();
   State& st = *state_;
   CudaExecutor& exec = *st.exec;
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     const Buffer& buffer = plan_.buffers[b];
-    shapes_[b] = shape_of(buffer.type.shape);
+    shapes_[b] = binding_->shape_of(buffer.type.shape);
     if (buffer.kind == Buffer::Kind::Alias) continue;
     const rt::ArrayRef* given = buffer.kind == Buffer::Kind::Input    ? &inputs[size_t(buffer.index)]
                                 : buffer.kind == Buffer::Kind::Shared ? &shareds[size_t(buffer.index)]
@@ -383,7 +316,8 @@ void CudaFunction::prepare(std::span<const rt::ArrayRef> inputs, std::span<const
     while (plan_.buffers[target].kind == Buffer::Kind::Alias) target = size_t(plan_.buffers[target].index);
     st.pointers[b] = st.pointers[target];
   }
-  for (size_t s = 0; s < syms_.size(); ++s) st.syms_arg[s] = syms_[s];
+  const std::vector<int64_t>& syms = binding_->values();
+  for (size_t s = 0; s < syms.size(); ++s) st.syms_arg[s] = syms[s];
   st.failures_host.assign(4 * program_.launches.size(), 0);
   const size_t failure_bytes = st.failures_host.size() * sizeof(unsigned long long);
   st.failures.reserve(exec, failure_bytes, fn.name, "kernel failure records");
@@ -418,7 +352,7 @@ void CudaFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt:
     auto copy_out = [&](rt::Array& dst, ir::NodeId node) {
       const int b = plan_.node_buffer.at(size_t(node));
       const ir::TensorType& t = fn.node(node).type;
-      dst.resize(runtime_dtype(t.dtype), shape_of(t.shape));
+      dst.resize(runtime_dtype(t.dtype), binding_->shape_of(t.shape));
       if (!dst.bytes.empty()) state_->exec->copy_to_host(dst.bytes.data(), state_->pointers.at(size_t(b)), dst.bytes.size());
     };
     for (size_t o = 0; o < fn.outputs.size(); ++o) copy_out(outputs[o], fn.outputs[o].node);
@@ -439,7 +373,7 @@ rt::ArrayRef CudaFunction::device_result(size_t index) const {
   const ir::NodeId node = index < fn.outputs.size() ? fn.outputs[index].node : fn.updates[index - fn.outputs.size()].node;
   const ir::TensorType& t = fn.node(node).type;
   const CudaExecutor::DevicePtr p = state_->pointers.at(size_t(plan_.node_buffer.at(size_t(node))));
-  return rt::ArrayRef{reinterpret_cast<const void*>(uintptr_t(p)), runtime_dtype(t.dtype), shape_of(t.shape)};
+  return rt::ArrayRef{reinterpret_cast<const void*>(uintptr_t(p)), runtime_dtype(t.dtype), binding_->shape_of(t.shape)};
 }
 
 void CudaFunction::launch_all() {
@@ -454,7 +388,7 @@ void CudaFunction::launch_all() {
       run_blas(l);
       continue;
     }
-    const int64_t work = count_of(l.work), reduced = count_of(l.reduced);
+    const int64_t work = binding_->count_of(l.work), reduced = binding_->count_of(l.reduced);
     if (l.empty_reduction_error && reduced == 0) {
       exec.synchronize();
       throw synk::UserError(fmt::format("function '{}': {}{}: cannot reduce over an empty axis; {} has no identity",
@@ -537,15 +471,6 @@ void CudaFunction::check_failures() {
     };
     throw_kernel_failure(plan_, k, int64_t(code), position, limit, value_at, program_.launches[li].symbol);
   }
-}
-
-std::unique_ptr<CudaFunction> compile_cuda_function(const ir::Module& module, const std::string& name,
-                                                    const CudaCompileOptions& options) {
-  const ir::Function* fn = module.find_function(name);
-  if (!fn) throw synk::UserError(fmt::format("no function named '{}'", name));
-  KernelPlan plan = lower(module, *fn);
-  CudaProgram program = generate_cuda_program(module, plan);
-  return std::make_unique<CudaFunction>(module, std::move(plan), std::move(program), options);
 }
 
 BackendChoice choose_backend(std::string_view requested) {

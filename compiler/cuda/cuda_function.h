@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "compiler/backend/symbol_binding.h"
 #include "compiler/cuda/codegen_cuda.h"
 #include "compiler/passes/kernel_plan.h"
 #include "compiler/cuda/nvrtc.h"
@@ -103,9 +104,6 @@ class CudaFunction : public rt::CompiledFunction {
  private:
   struct State;   // device-side state (module, buffers), created on the first run()
   CudaExecutor& executor() const;
-  void bind_symbols(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds);
-  std::vector<int64_t> shape_of(const ir::Shape& shape) const;
-  int64_t count_of(const ir::Shape& shape) const;
   void load_module();
   // Binds symbols, allocates buffers, and stages inputs and shared values (or, when resident,
   // takes their device addresses).
@@ -122,11 +120,9 @@ class CudaFunction : public rt::CompiledFunction {
   std::vector<char> image_;                 // CUBIN or PTX
   bool from_disk_cache_ = false;
   rt::FunctionSignature signature_;
-  std::vector<std::string> shared_names_;
-  std::vector<ir::TensorType> shared_types_;
+  std::optional<SymbolBinding> binding_;   // argument checks and the symbols' values of this call
   std::unique_ptr<State> state_;
   // Per call.
-  std::vector<int64_t> syms_;
   std::vector<std::vector<int64_t>> shapes_;   // per buffer
 };
 
@@ -141,10 +137,6 @@ struct CudaLaunchConfig {
   bool skip = false;           // nothing to compute (no outputs)
 };
 CudaLaunchConfig cuda_launch_config(const CudaKernelLaunch& launch, int64_t work, int64_t reduced, int sm_count);
-
-// Lowers, generates, compiles (or finds in the cache) function `name` of `module` for the GPU.
-std::unique_ptr<CudaFunction> compile_cuda_function(const ir::Module& module, const std::string& name,
-                                                    const CudaCompileOptions& options = {});
 
 // backend=auto|cpu|cuda.
 enum class Backend { Cpu, Cuda };

@@ -21,7 +21,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "compiler/backend/backend_function.h"
+#include "compiler/backend_function.h"
 #include "compiler/cuda/emulator.h"
 #include "compiler/cpu/cpu_function.h"
 #include "compiler/cuda/cuda_function.h"

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "compiler/backend/kernel_cache.h"
+
 namespace synk::compiler {
 
 // What the generated code is compiled for. Part of every cache key.
@@ -63,8 +65,6 @@ std::shared_ptr<LoadedObject> load_object(const std::vector<char>& object, const
 // Loads several object files into one fresh JITDylib (their symbols resolve against each other).
 std::shared_ptr<LoadedObject> load_objects(const std::vector<std::vector<char>>& objects, const std::string& name_hint);
 
-// How compile_cached() got its object, for tests and benchmarks.
-enum class CacheOutcome { MemoryHit, DiskHit, Compiled };
 
 struct CachedCompile {
   std::shared_ptr<LoadedObject> object;

@@ -17,6 +17,12 @@
 
 namespace synk::rt {
 
+// Registered with the process group when the program starts, so every worker forked later runs
+// the same code for these kinds.
+const CommandKind kCallCommand = register_command("call", worker_execute_call);
+[[maybe_unused]] const bool kSettleRegistered = (register_command_prologue(settle_pending_updates), true);
+
+
 namespace {
 
 // An index list as the descriptor carries it: a segment name and an offset (empty segment: no list).
@@ -529,7 +535,7 @@ std::vector<Array> run_call(ProcessGroup* group, const CallRequest& req) {
     w.vec(plan.outputs);
     std::string payload = w.take();
     clock.mark(1, "encode the call for the workers");
-    errors = group->run(CommandKind::Call, payload, master_part);
+    errors = group->run(kCallCommand, payload, master_part);
   }
   clock.mark(2, "run every rank (master's share, then waiting)");
 
@@ -566,5 +572,7 @@ std::vector<Array> run_call(ProcessGroup* group, const CallRequest& req) {
   clock.end_call();
   return results;
 }
+
+CommandKind call_command() { return kCallCommand; }
 
 }  // namespace synk::rt

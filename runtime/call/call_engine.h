@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/call/call_plan.h"
+#include "runtime/group/process_group.h"
 #include "runtime/data/data.h"
 #include "runtime/call/descriptor.h"
 
@@ -38,6 +39,8 @@ struct CallRequest {
 // rank failed (updates are then dropped on every rank).
 std::vector<Array> run_call(ProcessGroup* group, const CallRequest& request);
 
+// The kind of the Call command (registered with the process group at start-up).
+CommandKind call_command();
 // Worker side of a Call command.
 void worker_execute_call(RankContext& ctx, std::string_view payload);
 // Applies (or drops) the updates a worker computed in the last call.

@@ -483,4 +483,9 @@ bool read_shape_report(std::span<const std::byte> results, uint64_t stamp,
   return true;
 }
 
+// Registered with the process group when the program starts (see process_group.h).
+const CommandKind kCollectiveCommand = register_command("collective", run_collective_rank);
+
+CommandKind collective_command() { return kCollectiveCommand; }
+
 }  // namespace synk::rt

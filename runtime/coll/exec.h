@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/coll/ops.h"
+#include "runtime/group/process_group.h"
 #include "runtime/coll/staging.h"
 #include "runtime/call/descriptor.h"
 #include "base/wire.h"
@@ -91,6 +92,8 @@ struct MasterIO {
 // Runs the collective on this rank (`io` on the master only).
 void execute_collective(RankContext& ctx, const CollDescriptor& d, MasterIO* io);
 
+// The kind of the Collective command (registered with the process group at start-up).
+CommandKind collective_command();
 // A worker's side of a Collective command: decodes the payload (inline, or in a segment when it
 // was too large), runs the collective, and for shape-changing collectives reports this rank's
 // shapes of the variables in its results area (even when it failed), stamped with d.stamp.

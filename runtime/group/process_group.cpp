@@ -17,8 +17,6 @@
 
 #include <fmt/format.h>
 
-#include "runtime/call/call_engine.h"
-#include "runtime/coll/exec.h"
 #include "runtime/coll/staging.h"
 #include "gpu/driver.h"
 #include "base/errors.h"
@@ -35,7 +33,43 @@ constexpr size_t kRetireSlots = 256;
 constexpr size_t kRetireNameMax = 128;
 
 size_t align64(size_t n) { return (n + 63) & ~size_t(63); }
+
+// Registered commands get kinds from here up, clear of the group's own.
+constexpr uint32_t kFirstRegisteredKind = 64;
+
+struct RegisteredCommand {
+  const char* name;
+  CommandHandler handler;
+};
+
+struct CommandTable {
+  std::vector<RegisteredCommand> commands;   // kind kFirstRegisteredKind + i
+  std::vector<CommandPrologue> prologues;
+};
+
+// Function-local so that registrations from other files' static initialisers find it built.
+CommandTable& command_table() {
+  static CommandTable table;
+  return table;
+}
+
+const RegisteredCommand& registered_command(CommandKind kind) {
+  const std::vector<RegisteredCommand>& commands = command_table().commands;
+  uint32_t k = uint32_t(kind);
+  if (k < kFirstRegisteredKind || k - kFirstRegisteredKind >= commands.size())
+    internal_error(fmt::format("command kind {} is not registered in this process (commands must be registered "
+                               "before synk::fork())", k));
+  return commands[k - kFirstRegisteredKind];
+}
 }  // namespace
+
+CommandKind register_command(const char* name, CommandHandler handler) {
+  std::vector<RegisteredCommand>& commands = command_table().commands;
+  commands.push_back({name, handler});
+  return CommandKind(kFirstRegisteredKind + uint32_t(commands.size() - 1));
+}
+
+void register_command_prologue(CommandPrologue prologue) { command_table().prologues.push_back(prologue); }
 
 struct alignas(64) RankSlot {
   std::atomic<int32_t> pid{0};
@@ -291,7 +325,6 @@ struct WorkerLoop {
   void dispatch(CommandKind kind, std::string_view payload) {
     wire::Reader r(payload);
     switch (kind) {
-      case CommandKind::Call: worker_execute_call(ctx, payload); break;
       case CommandKind::Distribute: {
         int32_t functions = r.pod<int32_t>(), modules = r.pod<int32_t>();
         for (int32_t m = 0; m < modules; ++m) ctx.module(m);
@@ -308,9 +341,9 @@ struct WorkerLoop {
         it->second(ctx, body);
         break;
       }
-      case CommandKind::Collective: run_collective_rank(ctx, payload); break;
       case CommandKind::Shutdown:
       case CommandKind::Ping: break;
+      default: registered_command(kind).handler(ctx, payload); break;
     }
   }
 
@@ -325,7 +358,7 @@ struct WorkerLoop {
       auto kind = CommandKind(ctl->kind);
       try {
         drop_retired();
-        settle_pending_updates(ctl->commit_pending != 0);
+        for (CommandPrologue prologue : command_table().prologues) prologue(ctl->commit_pending != 0);
         dispatch(kind, std::string_view(ctl->payload(), ctl->payload_len));
       } catch (const std::exception& e) {
         size_t n = std::min(std::strlen(e.what()), kErrorCapacity - 1);

@@ -42,10 +42,27 @@ struct GroupOptions {
   size_t collective_staging_bytes = size_t(8) << 20;
 };
 
-enum class CommandKind : uint32_t { Call = 1, Distribute, Handler, Shutdown, Ping, Collective };
+// What the master asks every rank to do. The group's own commands are named here; the layers
+// above (the call engine, the collectives) register theirs with register_command and get a kind
+// of their own, so the group runs them without knowing what they are.
+enum class CommandKind : uint32_t { Distribute = 1, Handler, Shutdown, Ping };
 
 struct ControlBlock;   // layout in process_group.cpp
 class ProcessGroup;
+class RankContext;
+
+// A worker's entry point for a registered command: runs in every worker (the master runs its own
+// part through ProcessGroup::run's master_part) with the payload the master sent.
+using CommandHandler = void (*)(RankContext& ctx, std::string_view payload);
+// Runs in every worker before each command; `commit_pending` is ProcessGroup::commit_pending()
+// of the master (the call engine applies or drops the updates its last call left pending).
+using CommandPrologue = void (*)(bool commit_pending);
+
+// Registers a command (`name` for messages) and returns its kind. Must run before fork() in the
+// master (workers know the commands registered when they were forked): call it from a
+// namespace-scope initialiser of the file that defines the handler.
+CommandKind register_command(const char* name, CommandHandler handler);
+void register_command_prologue(CommandPrologue prologue);
 
 // What code running on one rank for a command sees: its rank, its registry (loading functions
 // and modules registered after the fork on demand), cached mappings of segments by name, its

@@ -33,6 +33,7 @@
 #include <fmt/format.h>
 
 #include "compiler/aot/aot.h"
+#include "compiler/pipeline.h"
 #include "compiler/llvm/aot_object.h"
 #include "compiler/backend/signature.h"
 #include "compiler/emit.h"
@@ -98,12 +99,8 @@ struct DriverOptions {
   ArtifactOptions artifact;
 };
 
-// The stages `--emit` accepts: the front end's own, then whatever the compiler provides.
-std::vector<std::string> known_stages() {
-  std::vector<std::string> stages = {"ast", "ir", "stub", "header"};
-  for (const std::string& stage : synk::compiler::emit_stages()) stages.push_back(stage);
-  return stages;
-}
+// The stages `--emit` accepts, in pipeline order (compiler/pipeline.h).
+const std::vector<std::string>& known_stages() { return synk::compiler::pipeline_stages(); }
 
 std::string read_input(const std::string& path) {
   std::error_code ec;
@@ -123,43 +120,32 @@ std::string read_input(const std::string& path) {
   return text;
 }
 
-// One run of the front end over one file. Stops at the first stage with errors, after printing
-// every diagnostic of that stage (syntax errors stop before semantic analysis, whose messages on a
-// partial tree would only be follow-on errors).
+// The front end over the input file (dsl::FrontEnd), printing each stage's diagnostics to stderr
+// as it finishes. Stops at the first stage with errors.
 class FrontEnd {
  public:
-  explicit FrontEnd(const std::string& path) : file_(path, read_input(path)), diags_(file_) {}
-  const SourceFile& file() const { return file_; }
+  explicit FrontEnd(const std::string& path)
+      : front_end_(path, read_input(path), std::filesystem::path(path).parent_path().string()) {}
+  const SourceFile& file() const { return front_end_.file(); }
 
-  bool parse() {
-    program_ = synk::dsl::parse_program(file_, diags_);
-    return report();
+  bool parse() { return report(front_end_.parse()); }
+  bool analyze() { return report(front_end_.analyze()); }
+  const synk::ast::Program& program() const { return front_end_.program(); }
+  const synk::ir::Module& module() const { return front_end_.module(); }
+  // The analysed module prepared to run (training steps expanded), as the JIT prepares it.
+  synk::ir::Module prepared_module() const {
+    synk::ir::Module module = front_end_.module();
+    synk::compiler::prepare_module(module);
+    return module;
   }
-  bool analyze() {
-    std::string base_dir = std::filesystem::path(file_.path()).parent_path().string();
-    module_ = synk::dsl::analyze(program_, diags_, base_dir.empty() ? "." : base_dir);
-    if (!module_ && !diags_.has_errors()) synk::internal_error("analyze failed without a diagnostic");
-    return report() && module_.has_value();
-  }
-  const synk::ast::Program& program() const { return program_; }
-  const synk::ir::Module& module() const { return *module_; }
 
  private:
-  // Prints what has not been printed yet (warnings too); false when there were errors.
-  bool report() {
-    if (diags_.diagnostics().size() > printed_) {
-      std::cerr << synk::format_diagnostics_in_source_order(diags_);
-      // Later stages append; a second report prints only their diagnostics.
-      printed_ = diags_.diagnostics().size();
-    }
-    return !diags_.has_errors();
+  bool report(bool ok) {
+    std::cerr << front_end_.take_new_diagnostics();
+    return ok;
   }
 
-  SourceFile file_;
-  DiagnosticEngine diags_;
-  synk::ast::Program program_;
-  std::optional<synk::ir::Module> module_;
-  size_t printed_ = 0;
+  synk::dsl::FrontEnd front_end_;
 };
 
 synk::compiler::aot::AotOptions aot_options(const ArtifactOptions& artifact) {
@@ -208,18 +194,18 @@ void run_stage(const FrontEnd& front_end, const std::function<void()>& stage) {
   }
 }
 
-// The artifact's texts for the input (which the front end has accepted already).
-synk::compiler::aot::AotModule generate_artifact(const DriverOptions& options) {
+// The artifact's texts for the input (which the front end has accepted already; not parsed again).
+synk::compiler::aot::AotModule generate_artifact(const DriverOptions& options, const FrontEnd& front_end) {
   const ArtifactOptions& artifact = options.artifact;
-  synk::compiler::aot::AotModule module =
-      synk::compiler::aot::generate(options.input, read_input(options.input), aot_options(artifact));
-  if (artifact.functions.empty()) return module;
-  std::vector<std::string> all;
-  for (const auto& k : module.kernels) all.push_back(k.function);
-  check_function_names(options, all);
+  synk::ir::Module prepared = front_end.prepared_module();
   synk::compiler::aot::AotOptions restricted = aot_options(artifact);
-  restricted.functions = artifact.functions;
-  return synk::compiler::aot::generate(options.input, read_input(options.input), restricted);
+  if (!artifact.functions.empty()) {
+    std::vector<std::string> all;
+    for (const synk::ir::Function& fn : prepared.functions) all.push_back(fn.name);
+    check_function_names(options, all);
+    restricted.functions = artifact.functions;
+  }
+  return synk::compiler::aot::generate(prepared, options.input, front_end.file().text(), restricted);
 }
 
 bool is_archive_name(const std::string& path) { return path.size() > 2 && path.ends_with(".a"); }
@@ -285,7 +271,7 @@ int write_output(const DriverOptions& options, FrontEnd& front_end, std::ostream
     return kOk;
   }
   if (options.emit == "stub" || options.emit == "header") {
-    synk::compiler::aot::AotModule module = generate_artifact(options);
+    synk::compiler::aot::AotModule module = generate_artifact(options, front_end);
     out << (options.emit == "stub" ? module.stub : module.header);
     return kOk;
   }
@@ -304,7 +290,7 @@ int run_compile(const DriverOptions& options) {
   }
   if (options.input.empty()) throw UsageError("no input file (run 'synkc --help' for usage)");
   if (!options.emit.empty()) {
-    std::vector<std::string> stages = known_stages();
+    const std::vector<std::string>& stages = known_stages();
     if (std::find(stages.begin(), stages.end(), options.emit) == stages.end()) {
       throw UsageError(fmt::format("unknown stage '{}' for --emit (known stages: {})", options.emit,
                                    fmt::join(stages, ", ")));
@@ -315,7 +301,7 @@ int run_compile(const DriverOptions& options) {
   if (!front_end.parse()) return kUserError;
   if (artifact != Artifact::None) {
     if (!front_end.analyze()) return kUserError;
-    synk::compiler::aot::AotModule module = generate_artifact(options);
+    synk::compiler::aot::AotModule module = generate_artifact(options, front_end);
     if (artifact == Artifact::Library)
       synk::compiler::aot::build_library(module, options.output, options.artifact.header, aot_options(options.artifact));
     else

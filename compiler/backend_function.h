@@ -23,6 +23,11 @@
 
 namespace synk::compiler {
 
+// Lowers, generates, compiles (or finds in the cache) function `name` of `module` for the GPU.
+// (The CPU's counterpart, compile_cpu_function, needs the JIT: compiler/llvm/.)
+std::unique_ptr<CudaFunction> compile_cuda_function(const ir::Module& module, const std::string& name,
+                                                    const CudaCompileOptions& options = {});
+
 class BackendFunction : public rt::CompiledFunction {
  public:
   // Builds the CPU version (compile_cpu_function, which needs the JIT: passed in so that this

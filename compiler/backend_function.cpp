@@ -1,9 +1,10 @@
 // BackendFunction (backend_function.h): one function, a version per backend, chosen per call.
-#include "compiler/backend/backend_function.h"
+#include "compiler/backend_function.h"
 
 #include <fmt/format.h>
 
 #include "base/diagnostics.h"
+#include "compiler/lower.h"
 
 namespace synk::compiler {
 
@@ -30,6 +31,15 @@ rt::CompiledFunction& BackendFunction::version(rt::Backend backend) {
 void BackendFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
                           std::span<rt::Array> outputs, std::span<rt::Array> updates) {
   version(rt::active_backend()).run(inputs, shareds, outputs, updates);
+}
+
+std::unique_ptr<CudaFunction> compile_cuda_function(const ir::Module& module, const std::string& name,
+                                                    const CudaCompileOptions& options) {
+  const ir::Function* fn = module.find_function(name);
+  if (!fn) throw synk::UserError(fmt::format("no function named '{}'", name));
+  KernelPlan plan = lower(module, *fn);
+  CudaProgram program = generate_cuda_program(module, plan);
+  return std::make_unique<CudaFunction>(module, std::move(plan), std::move(program), options);
 }
 
 }  // namespace synk::compiler
