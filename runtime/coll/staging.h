@@ -25,6 +25,7 @@
 #include "runtime/call/descriptor.h"
 #include "base/errors.h"
 #include "runtime/group/futex.h"
+#include "runtime/group/process_group.h"
 
 namespace synk::rt {
 
@@ -41,8 +42,9 @@ class CollectiveAborted : public Error {
   int failed_rank_;
 };
 
-// Bytes of the staging segment before the data area.
-inline constexpr size_t kStagingHeaderBytes = 4096;
+// Bytes of the staging segment before the data area: kCollectiveStagingHeaderBytes
+// (runtime/group/process_group.h, which sizes the segment).
+inline constexpr size_t kStagingHeaderBytes = kCollectiveStagingHeaderBytes;
 
 class Staging {
  public:

@@ -30,6 +30,11 @@
 
 namespace synk::rt {
 
+// The collectives' staging segment (ProcessGroup::collective_staging) starts with a header of
+// this many bytes (runtime/coll/staging.h lays it out); fork() checks that the segment has room
+// for it and a minimal data area.
+inline constexpr size_t kCollectiveStagingHeaderBytes = 4096;
+
 struct GroupOptions {
   int64_t spin_ns = -1;              // busy-wait before sleeping; -1: 50 µs if every rank has a core
   int64_t yield_ns = -1;             // then poll yielding the CPU; -1: 2 ms if every rank has a core,

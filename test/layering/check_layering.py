@@ -45,10 +45,20 @@ RULES = {
     "synk/": ["base/", "gpu/", "ir/", "dsl/", "runtime/", "compiler/", "synk/"],
     "tools/": ["base/", "gpu/", "ir/", "dsl/", "runtime/", "compiler/", "synk/", "tools/"],
 }
+# Upward includes that are known and explained, each to be removed by a later change. The check
+# fails on any other upward include, and on an entry here that no longer occurs (so the list only
+# shrinks).
+KNOWN_UPWARD = {
+    # The registry of compiled functions and modules (what Distribute ships to workers) still lives
+    # with the group; it holds the call layer's value types and decodes module specs.
+    ("runtime/group/registry.h", "runtime/call/descriptor.h"),
+    ("runtime/group/process_group.cpp", "runtime/data/shared_vars.h"),
+}
 LIBRARY_ROOTS = ("base/", "gpu/", "ir/", "dsl/", "runtime/", "compiler/", "synk/", "tools/")
 LLVM_FOLDER = "compiler/llvm/"
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 TEST_HELPERS = ("testing.h", "test_util.h", "emulator.h")
+KNOWN_SEEN = set()
 
 
 def is_test_file(path):
@@ -95,6 +105,8 @@ def check_file(root, path, problems):
             continue
         if target.endswith(TEST_HELPERS):
             problems.append(f"{path}:{number}: includes the test helper \"{target}\"")
+        elif (path, target) in KNOWN_UPWARD:
+            KNOWN_SEEN.add((path, target))
         elif not allowed(path, target, rule):
             uses = ", ".join(RULES[rule]) or "nothing of synk's"
             problems.append(f'{path}:{number}: includes "{target}" ({rule} may use: {uses})')
@@ -114,9 +126,12 @@ def main():
                     continue
                 files += 1
                 check_file(root, path, problems)
+    for path, target in sorted(KNOWN_UPWARD - KNOWN_SEEN):
+        problems.append(f'{path}: no longer includes "{target}": remove it from KNOWN_UPWARD')
     for p in problems:
         print(p)
-    print(f"layering: {files} library sources checked, {len(problems)} includes point up the layering")
+    print(f"layering: {files} library sources checked, {len(problems)} problems, "
+          f"{len(KNOWN_SEEN)} known upward includes (KNOWN_UPWARD)")
     return 1 if problems else 0
 
 
