@@ -1,6 +1,8 @@
 // Loading cuBLAS with dlopen and the row-major matrix product on top of it (see cublas_loader.h).
 #include "gpu/cublas.h"
 
+#include "gpu/dl.h"
+
 #include <dlfcn.h>
 
 #include <climits>
@@ -20,15 +22,8 @@ LoadedCublas load_cublas() {
   LoadedCublas l;
   void* handle = open_cuda_library("libcublas.so.13", "", &l.error);
   if (!handle) return l;
-  bool ok = true;
-  auto get = [&](auto& fn, const char* name, bool required = true) {
-    if (void* sym = dlsym(handle, name)) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(sym);
-    } else if (required && ok) {
-      l.error = fmt::format("libcublas.so.13 has no entry point {}", name);
-      ok = false;
-    }
-  };
+  SymbolTable table(handle, "libcublas.so.13");
+  auto get = [&](auto& fn, const char* name, bool required = true) { table.resolve(fn, name, required); };
   get(l.api.cublasCreate, "cublasCreate_v2");
   get(l.api.cublasDestroy, "cublasDestroy_v2");
   get(l.api.cublasSetStream, "cublasSetStream_v2");
@@ -38,6 +33,7 @@ LoadedCublas load_cublas() {
   get(l.api.cublasDgemm, "cublasDgemm_v2");
   get(l.api.cublasGetStatusName, "cublasGetStatusName", false);
   get(l.api.cublasGetStatusString, "cublasGetStatusString", false);
+  l.error = table.error();
   return l;
 }
 

@@ -2,6 +2,8 @@
 // per-process device binding and growable device buffers (see cuda_driver.h).
 #include "gpu/driver.h"
 
+#include "gpu/dl.h"
+
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,17 +41,8 @@ struct LoadedDriver {
 
 // Resolves every entry point; a missing one is a load failure naming it.
 bool resolve(void* handle, DriverApi& api, std::string* error) {
-  bool ok = true;
-  auto get = [&](auto& fn, std::initializer_list<const char*> names) {
-    for (const char* name : names) {
-      if (void* sym = dlsym(handle, name)) {
-        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(sym);
-        return;
-      }
-    }
-    if (ok) *error = fmt::format("the CUDA driver has no entry point {}", *names.begin());
-    ok = false;
-  };
+  SymbolTable table(handle, "the CUDA driver");
+  auto get = [&](auto& fn, std::initializer_list<const char*> names) { table.resolve(fn, names); };
   get(api.cuInit, {"cuInit"});
   get(api.cuDriverGetVersion, {"cuDriverGetVersion"});
   get(api.cuDeviceGetCount, {"cuDeviceGetCount"});
@@ -86,7 +79,8 @@ bool resolve(void* handle, DriverApi& api, std::string* error) {
   get(api.cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
   get(api.cuGetErrorName, {"cuGetErrorName"});
   get(api.cuGetErrorString, {"cuGetErrorString"});
-  return ok;
+  if (!table.ok()) *error = table.error();
+  return table.ok();
 }
 
 // Loads and initialises the driver in this process; the result (success or the reason) is kept.

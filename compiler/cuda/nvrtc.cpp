@@ -20,6 +20,7 @@
 #include "compiler/backend/failure_files.h"
 #include "compiler/backend/kernel_cache.h"
 #include "base/diagnostics.h"
+#include "gpu/dl.h"
 #include "gpu/driver.h"
 
 #ifndef SYNK_CUDA_DEFAULT_INCLUDE_DIR
@@ -69,15 +70,8 @@ LoadedNvrtc load_nvrtc() {
   LoadedNvrtc l;
   void* h = rt::cuda::open_cuda_library("libnvrtc.so.13", SYNK_CUDA_DEFAULT_LIB_DIR, &l.error);
   if (!h) return l;
-  bool ok = true;
-  auto get = [&](auto& fn, const char* name) {
-    if (void* sym = dlsym(h, name)) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(sym);
-    } else if (ok) {
-      l.error = fmt::format("libnvrtc.so.13 has no entry point {}", name);
-      ok = false;
-    }
-  };
+  rt::cuda::SymbolTable table(h, "libnvrtc.so.13");
+  auto get = [&](auto& fn, const char* name) { table.resolve(fn, name); };
   get(l.api.GetErrorString, "nvrtcGetErrorString");
   get(l.api.Version, "nvrtcVersion");
   get(l.api.GetNumSupportedArchs, "nvrtcGetNumSupportedArchs");
@@ -91,7 +85,10 @@ LoadedNvrtc load_nvrtc() {
   get(l.api.GetCUBIN, "nvrtcGetCUBIN");
   get(l.api.GetProgramLogSize, "nvrtcGetProgramLogSize");
   get(l.api.GetProgramLog, "nvrtcGetProgramLog");
-  if (!ok) return l;
+  if (!table.ok()) {
+    l.error = table.error();
+    return l;
+  }
   int major = 0, minor = 0;
   if (nvrtcResult r = l.api.Version(&major, &minor); r != 0) {
     l.error = fmt::format("nvrtcVersion failed: {}", l.api.GetErrorString(r));

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "gpu/dl.h"
 #include "gpu/driver.h"
 #include "runtime/group/process_group.h"
 
@@ -33,10 +34,8 @@ const Loaded& loaded() {
       out->error = "cannot load libnccl.so.2: " + error;
       return out;
     }
-    auto resolve = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-      if (!fn && out->error.empty()) out->error = fmt::format("{} has no symbol {}", out->api.path, name);
-    };
+    cuda::SymbolTable table(lib, out->api.path);
+    auto resolve = [&](auto& fn, const char* name) { table.resolve(fn, name); };
     Api& a = out->api;
     resolve(a.GetVersion, "ncclGetVersion");
     resolve(a.GetUniqueId, "ncclGetUniqueId");
@@ -49,6 +48,7 @@ const Loaded& loaded() {
     resolve(a.Reduce, "ncclReduce");
     resolve(a.GroupStart, "ncclGroupStart");
     resolve(a.GroupEnd, "ncclGroupEnd");
+    out->error = table.error();
     if (out->error.empty() && a.GetVersion(&a.version) != kSuccess)
       out->error = "ncclGetVersion failed in " + a.path;
     if (out->error.empty() && a.version < 20700)
