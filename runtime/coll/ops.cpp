@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "runtime/data/dtype.h"
+#include <fmt/format.h>
+
 #include "base/errors.h"
 
 namespace synk::rt {
@@ -166,7 +168,10 @@ void reduce_sources(DType dtype, CollOp op, const std::byte* const* srcs, int ns
       if (op == CollOp::Max) return reduce_typed<uint8_t, Max<uint8_t>>(srcs, nsrc, dst, count, 0);
       if (op == CollOp::Min) return reduce_typed<uint8_t, Min<uint8_t>>(srcs, nsrc, dst, count, 0);
       throw InternalError("reduce_sources: bool supports only max and min");
+    case DType::F16:
+    case DType::BF16: break;   // reserved: never the dtype of a runtime array
   }
+  throw InternalError(fmt::format("reduce_sources: {} values have no runtime representation", dtype_name(dtype)));
 }
 
 }  // namespace synk::rt

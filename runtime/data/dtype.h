@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/errors.h"
 #include "runtime/call/descriptor.h"
 
 namespace synk::rt {
@@ -29,9 +30,11 @@ decltype(auto) visit_dtype(DType t, F&& f) {
     case DType::I32: return f.template operator()<int32_t>();
     case DType::I64: return f.template operator()<int64_t>();
     case DType::U8: return f.template operator()<uint8_t>();
-    case DType::Bool: break;
+    case DType::Bool: return f.template operator()<bool>();
+    case DType::F16:
+    case DType::BF16: break;   // reserved: typed by the front end, never stored by the runtime
   }
-  return f.template operator()<bool>();
+  throw InternalError(std::string("visit_dtype: ") + dtype_name(t) + " values have no runtime representation");
 }
 
 // The safe-cast rule is the one of base/dtype.h.

@@ -135,8 +135,10 @@ const char* descr_of(DType t) {
     case DType::I64: return "<i8";
     case DType::U8: return "|u1";
     case DType::Bool: return "|b1";
+    case DType::F16:
+    case DType::BF16: break;   // reserved: never the dtype of a runtime array
   }
-  return "?";
+  throw InternalError(fmt::format("npy: {} values have no .npy form here", dtype_name(t)));
 }
 
 }  // namespace
