@@ -31,11 +31,7 @@
 
 using namespace synk;
 using Clock = std::chrono::steady_clock;
-using synk::testing::fixed;
-using synk::testing::input;
-using synk::testing::LambdaFunction;
-using synk::testing::output;
-using synk::testing::sym;
+using namespace synk::testing;   // the runtime test helpers (runtime/testing.h)
 
 namespace {
 

@@ -27,3 +27,15 @@ function(synk_library target export_name)
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name})
   install(TARGETS ${target} EXPORT synkTargets ARCHIVE DESTINATION lib)
 endfunction()
+
+# synk_folder(TARGET SOURCES files... [TESTS libs...]): a folder of one of synk's libraries adds
+# its sources (relative to the folder) to TARGET and, when tests are built, its *_test.cpp files
+# linked to the TESTS libraries (synk_add_unit_tests).
+function(synk_folder target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SOURCES;TESTS")
+  list(TRANSFORM arg_SOURCES PREPEND "${CMAKE_CURRENT_SOURCE_DIR}/")
+  target_sources(${target} PRIVATE ${arg_SOURCES})
+  if(SYNK_BUILD_TESTS AND arg_TESTS)
+    synk_add_unit_tests(${CMAKE_CURRENT_SOURCE_DIR} ${arg_TESTS})
+  endif()
+endfunction()

@@ -9,7 +9,7 @@
 
 #include "compiler/codegen/emitter.h"
 
-namespace synk::compiler::cpu {
+namespace synk::compiler::emitter {
 
 void Writer::line(const std::string& text) {
   text_.append(size_t(indent_) * 2, ' ');
@@ -333,4 +333,36 @@ void emit_values(Writer& w, const ExprBuilder& eb, const Nest& nest, int inner, 
   }
 }
 
-}  // namespace synk::compiler::cpu
+void emit_concat_parts(const KernelPlan& plan, const Kernel& k, const ConcatPartEmitter& emit_part) {
+  const ir::Node& cat = node_of(plan, k.roots[0]);
+  const size_t axis = size_t(cat.attrs.axis);
+  std::vector<Poly> out_strides = row_major_strides(cat.type.shape);
+  Poly start;
+  for (ir::NodeId part : cat.operands) {
+    const ir::TensorType& pt = node_of(plan, part).type;
+    ExprBuilder eb(plan, k, pt.rank());
+    int v = eb.value(part, identity_map(pt.rank()));
+    Access a;
+    a.buffer = buffer_of(plan, k.roots[0]);
+    a.dtype = cat.type.dtype;
+    a.stride = out_strides;
+    a.offset = start * out_strides.at(axis);
+    a.store = true;
+    int s = eb.add_access(std::move(a));
+    emit_part(eb, domain_of(pt.shape), v, s);
+    start = start + Poly::dim(pt.shape.at(axis));
+  }
+}
+
+ReductionDims reduction_dims(const ir::Node& reduction, const ir::TensorType& input) {
+  ReductionDims dims;
+  dims.reduced.assign(input.rank(), false);
+  for (int64_t a : reduction.attrs.axes) dims.reduced.at(size_t(a)) = true;
+  for (size_t d = 0; d < input.rank(); ++d) {
+    dims.cls.push_back(dims.reduced[d] ? 1 : 0);
+    if (dims.reduced[d]) dims.count = dims.count * Poly::dim(input.shape[d]);
+  }
+  return dims;
+}
+
+}  // namespace synk::compiler::emitter

@@ -11,10 +11,8 @@
 #include "compiler/codegen/poly.h"
 #include "compiler/passes/kernel_plan.h"
 
-namespace synk::compiler::cpu {
+namespace synk::compiler::emitter {
 
-// The fixed start of every generated translation unit (codegen_cpu_prelude.cpp).
-const std::string& cpu_prelude();
 
 // Text with indentation.
 class Writer {
@@ -112,4 +110,23 @@ std::string value_expr(const ExprBuilder& eb, const KernelPlan& plan, int i, con
 // Domain sizes of a shape.
 std::vector<Poly> domain_of(const ir::Shape& shape);
 
-}  // namespace synk::compiler::cpu
+// The node `id` of the plan's function and the buffer that holds it.
+inline const ir::Node& node_of(const KernelPlan& plan, ir::NodeId id) { return plan.function.node(id); }
+inline int buffer_of(const KernelPlan& plan, ir::NodeId id) { return plan.node_buffer.at(size_t(id)); }
+
+// A concatenation kernel, one operand at a time: `emit_part` gets the expression builder over
+// the part's domain, the domain, the part's value and its store into the output at the part's
+// offset along the axis; it writes the loop nest (each dialect its own).
+using ConcatPartEmitter = std::function<void(ExprBuilder& eb, const std::vector<Poly>& domain, int value, int store)>;
+void emit_concat_parts(const KernelPlan& plan, const Kernel& k, const ConcatPartEmitter& emit_part);
+
+// What every dialect's reduction starts from: per input dim whether it is reduced, the nest
+// class of each dim (1 reduced, 0 kept) and the number of reduced elements.
+struct ReductionDims {
+  std::vector<bool> reduced;
+  std::vector<int> cls;
+  Poly count = Poly::constant(1);
+};
+ReductionDims reduction_dims(const ir::Node& reduction, const ir::TensorType& input);
+
+}  // namespace synk::compiler::emitter

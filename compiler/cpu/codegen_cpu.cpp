@@ -11,16 +11,16 @@
 #include "compiler/codegen/emitter.h"
 
 namespace synk::compiler {
-using cpu::Writer;
+using emitter::Writer;
 
 namespace {
 
 constexpr int kLanes = 16;   // independent accumulators in inner reductions (one zmm of f32)
 
-const ir::Node& node_of(const KernelPlan& plan, ir::NodeId id) { return plan.function.node(id); }
-int buffer_of(const KernelPlan& plan, ir::NodeId id) { return plan.node_buffer.at(size_t(id)); }
+using emitter::buffer_of;
+using emitter::node_of;
 std::string buf(int b) { return fmt::format("b{}", b); }
-std::string vtype(ir::DType t) { return cpu::c_value_type(t); }
+std::string vtype(ir::DType t) { return emitter::c_value_type(t); }
 
 // Stores a value into a buffer element, converting bool to its byte.
 std::string store(int b, const std::string& index, ir::DType t, const std::string& value) {
@@ -30,22 +30,22 @@ std::string store(int b, const std::string& index, ir::DType t, const std::strin
 // --- pointwise and concat: loop nests over fused expressions ------------------------------------
 
 // One loop nest computing `values` (with `stores`, value index -> store access) over `domain`.
-void emit_pointwise_nest(Writer& w, const cpu::ExprBuilder& eb, const std::vector<Poly>& domain,
+void emit_pointwise_nest(Writer& w, const emitter::ExprBuilder& eb, const std::vector<Poly>& domain,
                          const std::vector<std::pair<int, int>>& stores) {
-  cpu::Nest nest = cpu::collapse(domain, {}, eb.accesses);
+  emitter::Nest nest = emitter::collapse(domain, {}, eb.accesses);
   w.open("");
-  cpu::emit_nest_constants(w, nest);
+  emitter::emit_nest_constants(w, nest);
   int r = int(nest.size.size());
   std::vector<int> outer;
   for (int d = 0; d + 1 < r; ++d) outer.push_back(d);
-  int opened = cpu::open_outer_loops(w, nest, outer);
+  int opened = emitter::open_outer_loops(w, nest, outer);
   int inner = r - 1;
   std::string var = fmt::format("i{}", inner);
   if (r > 0) w.open(fmt::format("for (int64_t {0} = 0; {0} < n{1}; ++{0})", var, inner));
-  cpu::emit_values(w, eb, nest, inner, var);
+  emitter::emit_values(w, eb, nest, inner, var);
   for (auto [value, access] : stores) {
-    const cpu::Access& a = eb.accesses.at(size_t(access));
-    w.line(store(a.buffer, cpu::address(nest, access, inner, var), a.dtype, fmt::format("v{}", value)));
+    const emitter::Access& a = eb.accesses.at(size_t(access));
+    w.line(store(a.buffer, emitter::address(nest, access, inner, var), a.dtype, fmt::format("v{}", value)));
   }
   if (r > 0) w.close();
   for (int i = 0; i < opened; ++i) w.close();
@@ -54,44 +54,29 @@ void emit_pointwise_nest(Writer& w, const cpu::ExprBuilder& eb, const std::vecto
 
 void emit_pointwise(Writer& w, const KernelPlan& plan, const Kernel& k) {
   const ir::TensorType& type = node_of(plan, k.roots[0]).type;
-  cpu::ExprBuilder eb(plan, k, type.rank());
+  emitter::ExprBuilder eb(plan, k, type.rank());
   std::vector<std::pair<int, int>> stores;
   for (ir::NodeId root : k.roots) {
-    int v = eb.value(root, cpu::identity_map(type.rank()));
-    cpu::Access a = cpu::make_access(buffer_of(plan, root), node_of(plan, root).type, cpu::identity_map(type.rank()), type.rank());
+    int v = eb.value(root, emitter::identity_map(type.rank()));
+    emitter::Access a = emitter::make_access(buffer_of(plan, root), node_of(plan, root).type, emitter::identity_map(type.rank()), type.rank());
     a.store = true;
     stores.push_back({v, eb.add_access(std::move(a))});
   }
-  emit_pointwise_nest(w, eb, cpu::domain_of(type.shape), stores);
+  emit_pointwise_nest(w, eb, emitter::domain_of(type.shape), stores);
 }
 
 void emit_concat(Writer& w, const KernelPlan& plan, const Kernel& k) {
-  const ir::Node& cat = node_of(plan, k.roots[0]);
-  const size_t axis = size_t(cat.attrs.axis);
-  std::vector<Poly> out_strides = row_major_strides(cat.type.shape);
-  Poly start;
-  for (ir::NodeId part : cat.operands) {
-    const ir::TensorType& pt = node_of(plan, part).type;
-    cpu::ExprBuilder eb(plan, k, pt.rank());
-    int v = eb.value(part, cpu::identity_map(pt.rank()));
-    cpu::Access a;
-    a.buffer = buffer_of(plan, k.roots[0]);
-    a.dtype = cat.type.dtype;
-    a.stride = out_strides;
-    a.offset = start * out_strides.at(axis);
-    a.store = true;
-    int s = eb.add_access(std::move(a));
-    emit_pointwise_nest(w, eb, cpu::domain_of(pt.shape), {{v, s}});
-    start = start + Poly::dim(pt.shape.at(axis));
-  }
+  emitter::emit_concat_parts(plan, k, [&](emitter::ExprBuilder& eb, const std::vector<Poly>& domain, int v, int s) {
+    emit_pointwise_nest(w, eb, domain, {{v, s}});
+  });
 }
 
 // --- reductions ----------------------------------------------------------------------------------
 
 // The output access of a reduction over `domain`: kept dims walk the output row-major, reduced
 // dims stay put.
-cpu::Access reduction_output(int buffer, ir::DType dtype, const ir::Shape& domain, const std::vector<bool>& reduced) {
-  cpu::Access a;
+emitter::Access reduction_output(int buffer, ir::DType dtype, const ir::Shape& domain, const std::vector<bool>& reduced) {
+  emitter::Access a;
   a.buffer = buffer;
   a.dtype = dtype;
   a.store = true;
@@ -106,9 +91,9 @@ cpu::Access reduction_output(int buffer, ir::DType dtype, const ir::Shape& domai
 }
 
 // `auto elem = [&](int64_t i) -> T { ...; return v; };` for the inner dim.
-void emit_elem_lambda(Writer& w, const cpu::ExprBuilder& eb, const cpu::Nest& nest, int inner, int value) {
+void emit_elem_lambda(Writer& w, const emitter::ExprBuilder& eb, const emitter::Nest& nest, int inner, int value) {
   w.open(fmt::format("auto elem = [&](int64_t i) -> {}", vtype(eb.values.at(size_t(value)).dtype)));
-  cpu::emit_values(w, eb, nest, inner, "i");
+  emitter::emit_values(w, eb, nest, inner, "i");
   w.line(fmt::format("return v{};", value));
   w.close(";");
 }
@@ -119,24 +104,20 @@ void emit_reduce(Writer& w, const KernelPlan& plan, const Kernel& k) {
   const ir::DType t = red.type.dtype;
   const std::string T = vtype(t);
   const ir::Op op = red.op;
-  std::vector<bool> reduced(in.rank(), false);
-  for (int64_t a : red.attrs.axes) reduced.at(size_t(a)) = true;
-  std::vector<int> cls;
-  Poly count = Poly::constant(1);
-  for (size_t d = 0; d < in.rank(); ++d) {
-    cls.push_back(reduced[d] ? 1 : 0);
-    if (reduced[d]) count = count * Poly::dim(in.shape[d]);
-  }
-  cpu::ExprBuilder eb(plan, k, in.rank());
-  int v = eb.value(red.operands[0], cpu::identity_map(in.rank()));
+  const emitter::ReductionDims dims = emitter::reduction_dims(red, in);
+  const std::vector<bool>& reduced = dims.reduced;
+  const std::vector<int>& cls = dims.cls;
+  const Poly& count = dims.count;
+  emitter::ExprBuilder eb(plan, k, in.rank());
+  int v = eb.value(red.operands[0], emitter::identity_map(in.rank()));
   const int out_buffer = buffer_of(plan, k.roots[0]);
   int out = eb.add_access(reduction_output(out_buffer, t, in.shape, reduced));
-  cpu::Nest nest = cpu::collapse(cpu::domain_of(in.shape), cls, eb.accesses);
-  const std::string id = cpu::c_identity(op, t);
-  auto combine = [&](const std::string& a, const std::string& b) { return cpu::c_combine(op, t, a, b); };
+  emitter::Nest nest = emitter::collapse(emitter::domain_of(in.shape), cls, eb.accesses);
+  const std::string id = emitter::c_identity(op, t);
+  auto combine = [&](const std::string& a, const std::string& b) { return emitter::c_combine(op, t, a, b); };
 
   w.open("");
-  cpu::emit_nest_constants(w, nest);
+  emitter::emit_nest_constants(w, nest);
   w.line(fmt::format("const int64_t out_size = {};", Poly::product(red.type.shape, 0, red.type.rank()).c_expr()));
   if (op == ir::Op::ReduceMax || op == ir::Op::ReduceMin)
     w.line(fmt::format("if ({} == 0) return {};", count.c_expr(), int64_t(KernelError::EmptyReduction)));
@@ -149,10 +130,10 @@ void emit_reduce(Writer& w, const KernelPlan& plan, const Kernel& k) {
     w.line(fmt::format("for (int64_t q = 0; q < out_size; ++q) {}[q] = {};", buf(out_buffer), id));
   std::vector<int> outer;
   for (int d = 0; d < inner; ++d) outer.push_back(d);
-  int opened = cpu::open_outer_loops(w, nest, outer);
+  int opened = emitter::open_outer_loops(w, nest, outer);
   if (r == 0) {
-    cpu::emit_values(w, eb, nest, -1, "i");
-    w.line(store(out_buffer, cpu::address(nest, out, -1, "i"), t, fmt::format("v{}", v)));
+    emitter::emit_values(w, eb, nest, -1, "i");
+    w.line(store(out_buffer, emitter::address(nest, out, -1, "i"), t, fmt::format("v{}", v)));
   } else if (inner_reduced && (op == ir::Op::ReduceSum || op == ir::Op::ReduceMean || op == ir::Op::ReduceProd)) {
     // The vectoriser keeps VF x interleave partial results (several accumulators); the pragma
     // allows it to reassociate the float sum, which it would not do on its own.
@@ -160,7 +141,7 @@ void emit_reduce(Writer& w, const KernelPlan& plan, const Kernel& k) {
     w.line(fmt::format("{} r = {};", T, id));
     w.line("#pragma clang loop vectorize(enable) interleave_count(4)");
     w.line(fmt::format("for (int64_t i = 0; i < n{}; ++i) r = {};", inner, combine("r", "elem(i)")));
-    std::string target = fmt::format("{}[{}]", buf(out_buffer), cpu::address(nest, out, -1, "i"));
+    std::string target = fmt::format("{}[{}]", buf(out_buffer), emitter::address(nest, out, -1, "i"));
     w.line(fmt::format("{} = {};", target, outer_reduced ? combine(target, "r") : "r"));
   } else if (inner_reduced) {
     // max / min propagate NaN, which is no reduction pattern LLVM knows: explicit lanes make
@@ -175,13 +156,13 @@ void emit_reduce(Writer& w, const KernelPlan& plan, const Kernel& k) {
     w.line(fmt::format("{} r = {};", T, id));
     w.line(fmt::format("for (int l = 0; l < {}; ++l) r = {};", kLanes, combine("r", "acc[l]")));
     w.line(fmt::format("for (; i < n{}; ++i) r = {};", inner, combine("r", "elem(i)")));
-    std::string target = fmt::format("{}[{}]", buf(out_buffer), cpu::address(nest, out, -1, "i"));
+    std::string target = fmt::format("{}[{}]", buf(out_buffer), emitter::address(nest, out, -1, "i"));
     w.line(fmt::format("{} = {};", target, outer_reduced ? combine(target, "r") : "r"));
   } else {
     std::string var = fmt::format("i{}", inner);
     w.open(fmt::format("for (int64_t {0} = 0; {0} < n{1}; ++{0})", var, inner));
-    cpu::emit_values(w, eb, nest, inner, var);
-    std::string target = fmt::format("{}[{}]", buf(out_buffer), cpu::address(nest, out, inner, var));
+    emitter::emit_values(w, eb, nest, inner, var);
+    std::string target = fmt::format("{}[{}]", buf(out_buffer), emitter::address(nest, out, inner, var));
     w.line(fmt::format("{} = {};", target, combine(target, fmt::format("v{}", v))));
     w.close();
   }
@@ -201,11 +182,11 @@ void emit_argmax(Writer& w, const KernelPlan& plan, const Kernel& k) {
   reduced.at(axis) = true;
   std::vector<int> cls;
   for (size_t d = 0; d < in.rank(); ++d) cls.push_back(d < axis ? 0 : d == axis ? 1 : 2);
-  cpu::ExprBuilder eb(plan, k, in.rank());
-  int v = eb.value(am.operands[0], cpu::identity_map(in.rank()));
+  emitter::ExprBuilder eb(plan, k, in.rank());
+  int v = eb.value(am.operands[0], emitter::identity_map(in.rank()));
   const int out_buffer = buffer_of(plan, k.roots[0]);
   int out = eb.add_access(reduction_output(out_buffer, am.type.dtype, in.shape, reduced));
-  cpu::Nest nest = cpu::collapse(cpu::domain_of(in.shape), cls, eb.accesses);
+  emitter::Nest nest = emitter::collapse(emitter::domain_of(in.shape), cls, eb.accesses);
   int axis_dim = -1;
   std::vector<int> outer;
   for (int d = 0; d < int(nest.size.size()); ++d) {
@@ -213,7 +194,7 @@ void emit_argmax(Writer& w, const KernelPlan& plan, const Kernel& k) {
     else outer.push_back(d);
   }
   w.open("");
-  cpu::emit_nest_constants(w, nest);
+  emitter::emit_nest_constants(w, nest);
   if (axis_dim < 0) {   // the axis has static size 1: the answer is always 0
     w.line(fmt::format("const int64_t out_size = {};", Poly::product(am.type.shape, 0, am.type.rank()).c_expr()));
     w.line(fmt::format("for (int64_t q = 0; q < out_size; ++q) {}[q] = 0;", buf(out_buffer)));
@@ -221,7 +202,7 @@ void emit_argmax(Writer& w, const KernelPlan& plan, const Kernel& k) {
     return;
   }
   w.line(fmt::format("if (n{} == 0) return {};", axis_dim, int64_t(KernelError::EmptyReduction)));
-  int opened = cpu::open_outer_loops(w, nest, outer);
+  int opened = emitter::open_outer_loops(w, nest, outer);
   emit_elem_lambda(w, eb, nest, axis_dim, v);
   const std::string T = vtype(eb.values.at(size_t(v)).dtype);
   w.line(fmt::format("{} best = elem(0);", T));
@@ -234,7 +215,7 @@ void emit_argmax(Writer& w, const KernelPlan& plan, const Kernel& k) {
   else
     w.line("if (x > best) { best = x; best_index = i; }");
   w.close();
-  w.line(fmt::format("{}[{}] = best_index;", buf(out_buffer), cpu::address(nest, out, -1, "i")));
+  w.line(fmt::format("{}[{}] = best_index;", buf(out_buffer), emitter::address(nest, out, -1, "i")));
   for (int i = 0; i < opened; ++i) w.close();
   w.close();
 }
@@ -305,7 +286,7 @@ void emit_cross_entropy(Writer& w, const KernelPlan& plan, const Kernel& k) {
   w.line(fmt::format("for (int64_t j = 0; j < nk; ++j) s += synk_exp_{}(xr[j] - m);", sfx));
   w.line(fmt::format("const {} ls = synk_log_{}(s);", T, sfx));
   if (ir::is_float(labels.type.dtype)) {
-    w.line(fmt::format("const {} *__restrict__ pr = {} + i * nk;", cpu::c_type(labels.type.dtype), lab));
+    w.line(fmt::format("const {} *__restrict__ pr = {} + i * nk;", emitter::c_type(labels.type.dtype), lab));
     w.line(fmt::format("{} loss = 0;", T));
     w.line("#pragma clang loop vectorize(enable)");
     w.line(fmt::format("for (int64_t j = 0; j < nk; ++j) loss -= ({})pr[j] * ((xr[j] - m) - ls);", T));
@@ -340,7 +321,7 @@ void emit_take(Writer& w, const KernelPlan& plan, const Kernel& k) {
 void emit_one_hot(Writer& w, const KernelPlan& plan, const Kernel& k) {
   const ir::Node& oh = node_of(plan, k.roots[0]);
   const std::string lab = buf(buffer_of(plan, oh.operands[0])), y = buf(buffer_of(plan, k.roots[0]));
-  const std::string T = cpu::c_type(oh.type.dtype);
+  const std::string T = emitter::c_type(oh.type.dtype);
   w.open("");
   w.line(fmt::format("const int64_t n = {}, nk = {};", Poly::dim(oh.type.shape.at(0)).c_expr(), oh.attrs.num_classes));
   w.open("for (int64_t i = 0; i < n; ++i)");
@@ -429,7 +410,7 @@ CpuSourceParts generate_cpu_source_parts(const ir::Module& module, const KernelP
     std::vector<std::string> params, casts;
     for (int b : kernel_buffer_params(k)) {
       bool out = std::count(k.outputs.begin(), k.outputs.end(), b) > 0;
-      const char* ct = cpu::c_type(plan.buffers.at(size_t(b)).type.dtype);
+      const char* ct = emitter::c_type(plan.buffers.at(size_t(b)).type.dtype);
       params.push_back(fmt::format("{}{} *__restrict__ b{}", out ? "" : "const ", ct, b));
       casts.push_back(fmt::format("({}{}*)bufs[{}]", out ? "" : "const ", ct, casts.size()));
     }

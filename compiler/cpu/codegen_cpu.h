@@ -19,6 +19,11 @@
 
 namespace synk::compiler {
 
+namespace cpu {
+// The fixed start of every generated translation unit (prelude.cpp).
+const std::string& cpu_prelude();
+}  // namespace cpu
+
 // The whole translation unit for the plan's function (entry names as kernel_symbol, codegen/kernel_abi.h).
 std::string generate_cpu_source(const ir::Module& module, const KernelPlan& plan,
                                 std::string_view module_prefix = {});

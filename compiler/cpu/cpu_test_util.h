@@ -113,6 +113,7 @@ inline std::vector<double> values_of(const rt::Array& a) {
       case rt::DType::I32: out[i] = a.data<int32_t>()[i]; break;
       case rt::DType::I64: out[i] = double(a.data<int64_t>()[i]); break;
       case rt::DType::U8: case rt::DType::Bool: out[i] = a.data<uint8_t>()[i]; break;
+      case rt::DType::F16: case rt::DType::BF16: synk::internal_error("values_of: a reserved dtype");
     }
   }
   return out;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "compiler/codegen/scalar_semantics.h"
+#include "compiler/cpu/codegen_cpu.h"
 
 namespace synk::compiler::cpu {
 

@@ -12,7 +12,7 @@
 
 namespace synk::compiler {
 
-using cpu::Writer;
+using emitter::Writer;
 
 const char* cuda_launch_kind_name(CudaLaunchKind k) {
   switch (k) {
@@ -32,7 +32,7 @@ std::string store(int b, const std::string& index, ir::DType t, const std::strin
   return fmt::format("{}[{}] = {};", buf(b), index, t == ir::DType::Bool ? "(uint8_t)(" + value + ")" : value);
 }
 
-std::string stride_term(const cpu::Nest& nest, size_t k, size_t d, const std::string& var) {
+std::string stride_term(const emitter::Nest& nest, size_t k, size_t d, const std::string& var) {
   const Poly& s = nest.stride.at(k).at(d);
   if (s.is_zero()) return "";
   if (s.is_constant(1)) return " + " + var;
@@ -54,7 +54,7 @@ void emit_decompose(Writer& w, const std::string& index, const std::vector<int>&
   w.line(fmt::format("const int64_t i{} = {};", dims[0], rem));
 }
 
-void emit_addresses(Writer& w, const cpu::Nest& nest, const std::string& name, const std::string& base,
+void emit_addresses(Writer& w, const emitter::Nest& nest, const std::string& name, const std::string& base,
                     const std::vector<int>& dims) {
   for (size_t k = 0; k < nest.stride.size(); ++k) {
     std::string a = fmt::format("{}{}", base, k);
@@ -63,14 +63,14 @@ void emit_addresses(Writer& w, const cpu::Nest& nest, const std::string& name, c
   }
 }
 
-std::string product_of(const cpu::Nest& nest, const std::vector<int>& dims) {
+std::string product_of(const emitter::Nest& nest, const std::vector<int>& dims) {
   if (dims.empty()) return "1";
   std::string s;
   for (int d : dims) s += (s.empty() ? "" : " * ") + fmt::format("n{}", d);
   return s;
 }
 
-int vector_width(const cpu::ExprBuilder& eb, const cpu::Nest& nest, int d) {
+int vector_width(const emitter::ExprBuilder& eb, const emitter::Nest& nest, int d) {
   if (d < 0 || size_t(d) >= nest.size.size()) return 1;
   size_t widest = 0;
   for (size_t k = 0; k < eb.accesses.size(); ++k) {
@@ -82,7 +82,7 @@ int vector_width(const cpu::ExprBuilder& eb, const cpu::Nest& nest, int d) {
   return widest == 0 ? 1 : int(16 / widest);
 }
 
-std::string vector_aligned_condition(const cpu::ExprBuilder& eb, const cpu::Nest& nest, int d, int width,
+std::string vector_aligned_condition(const emitter::ExprBuilder& eb, const emitter::Nest& nest, int d, int width,
                                      const std::string& base) {
   std::vector<std::string> terms;
   for (size_t k = 0; k < eb.accesses.size(); ++k) {
@@ -95,12 +95,12 @@ std::string vector_aligned_condition(const cpu::ExprBuilder& eb, const cpu::Nest
   return c.empty() ? "true" : c;
 }
 
-void emit_vector_values(Writer& w, const cpu::ExprBuilder& eb, const cpu::Nest& nest, int d, int width,
+void emit_vector_values(Writer& w, const emitter::ExprBuilder& eb, const emitter::Nest& nest, int d, int width,
                         const std::string& base, const std::string& index) {
   for (size_t k = 0; k < eb.accesses.size(); ++k) {
-    const cpu::Access& a = eb.accesses[k];
+    const emitter::Access& a = eb.accesses[k];
     if (a.store) continue;
-    const char* ct = cpu::c_type(a.dtype);
+    const char* ct = emitter::c_type(a.dtype);
     if (nest.stride[k][size_t(d)].is_constant(1))
       w.line(fmt::format("const SynkVec<{0}, {1}> x{2} = *(const SynkVec<{0}, {1}>*)({3} + {4}{2} + {5});", ct, width, k,
                          buf(a.buffer), base, index));
@@ -110,15 +110,15 @@ void emit_vector_values(Writer& w, const cpu::ExprBuilder& eb, const cpu::Nest& 
   for (int l = 0; l < width; ++l) {
     const std::string prefix = fmt::format("v{}_", l);
     for (size_t i = 0; i < eb.values.size(); ++i) {
-      std::string e = cpu::value_expr(eb, eb.plan(), int(i), prefix, [&](int k) {
+      std::string e = emitter::value_expr(eb, eb.plan(), int(i), prefix, [&](int k) {
         return nest.stride[size_t(k)][size_t(d)].is_constant(1) ? fmt::format("x{}.v[{}]", k, l) : fmt::format("x{}", k);
       });
-      w.line(fmt::format("const {} {}{} = {};", cpu::c_value_type(eb.values[i].dtype), prefix, i, e));
+      w.line(fmt::format("const {} {}{} = {};", emitter::c_value_type(eb.values[i].dtype), prefix, i, e));
     }
   }
 }
 
-std::vector<int> all_dims(const cpu::Nest& nest) {
+std::vector<int> all_dims(const emitter::Nest& nest) {
   std::vector<int> dims;
   for (size_t d = 0; d < nest.size.size(); ++d) dims.push_back(int(d));
   return dims;
@@ -130,17 +130,17 @@ namespace {
 
 using namespace cuda_detail;
 
-const ir::Node& node_of(const KernelPlan& plan, ir::NodeId id) { return plan.function.node(id); }
-int buffer_of(const KernelPlan& plan, ir::NodeId id) { return plan.node_buffer.at(size_t(id)); }
+using emitter::buffer_of;
+using emitter::node_of;
 
 // One grid-stride loop nest computing `stores` (value index, store access) over `domain`; the
 // vector path when the collapsed nest is one contiguous dimension. Returns its vector width.
-int emit_flat_nest(Writer& w, const cpu::ExprBuilder& eb, const std::vector<Poly>& domain,
+int emit_flat_nest(Writer& w, const emitter::ExprBuilder& eb, const std::vector<Poly>& domain,
                    const std::vector<std::pair<int, int>>& stores) {
-  cpu::Nest nest = cpu::collapse(domain, {}, eb.accesses);
+  emitter::Nest nest = emitter::collapse(domain, {}, eb.accesses);
   const int r = int(nest.size.size());
   w.open("");
-  cpu::emit_nest_constants(w, nest);
+  emitter::emit_nest_constants(w, nest);
   w.line(fmt::format("const int64_t total = {};", product_of(nest, all_dims(nest))));
   const int width = r == 1 ? vector_width(eb, nest, 0) : 1;
   std::string start = "synk_thread()";
@@ -151,8 +151,8 @@ int emit_flat_nest(Writer& w, const cpu::ExprBuilder& eb, const std::vector<Poly
     w.open(fmt::format("for (int64_t e = synk_thread() * {0}; e < vector_end; e += synk_threads() * {0})", width));
     emit_vector_values(w, eb, nest, 0, width, "off", "e");
     for (auto [value, access] : stores) {
-      const cpu::Access& a = eb.accesses.at(size_t(access));
-      const char* ct = cpu::c_type(a.dtype);
+      const emitter::Access& a = eb.accesses.at(size_t(access));
+      const char* ct = emitter::c_type(a.dtype);
       w.line(fmt::format("SynkVec<{}, {}> y{};", ct, width, access));
       for (int l = 0; l < width; ++l)
         w.line(fmt::format("y{}.v[{}] = {}v{}_{};", access, l, a.dtype == ir::DType::Bool ? "(uint8_t)" : "", l, value));
@@ -165,9 +165,9 @@ int emit_flat_nest(Writer& w, const cpu::ExprBuilder& eb, const std::vector<Poly
   w.open(fmt::format("for (int64_t e = {}; e < total; e += synk_threads())", start));
   emit_decompose(w, "e", all_dims(nest), "e");
   emit_addresses(w, nest, "a", "off", all_dims(nest));
-  cpu::emit_values(w, eb, nest, -1, "");
+  emitter::emit_values(w, eb, nest, -1, "");
   for (auto [value, access] : stores) {
-    const cpu::Access& a = eb.accesses.at(size_t(access));
+    const emitter::Access& a = eb.accesses.at(size_t(access));
     w.line(store(a.buffer, fmt::format("a{}", access), a.dtype, fmt::format("v{}", value)));
   }
   w.close();
@@ -177,40 +177,26 @@ int emit_flat_nest(Writer& w, const cpu::ExprBuilder& eb, const std::vector<Poly
 
 void emit_pointwise(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
   const ir::TensorType& type = node_of(plan, k.roots[0]).type;
-  cpu::ExprBuilder eb(plan, k, type.rank());
+  emitter::ExprBuilder eb(plan, k, type.rank());
   std::vector<std::pair<int, int>> stores;
   for (ir::NodeId root : k.roots) {
-    int v = eb.value(root, cpu::identity_map(type.rank()));
-    cpu::Access a = cpu::make_access(buffer_of(plan, root), node_of(plan, root).type, cpu::identity_map(type.rank()),
+    int v = eb.value(root, emitter::identity_map(type.rank()));
+    emitter::Access a = emitter::make_access(buffer_of(plan, root), node_of(plan, root).type, emitter::identity_map(type.rank()),
                                      type.rank());
     a.store = true;
     stores.push_back({v, eb.add_access(std::move(a))});
   }
   launch.kind = CudaLaunchKind::Flat;
   launch.work = type.shape;
-  launch.vector_width = emit_flat_nest(w, eb, cpu::domain_of(type.shape), stores);
+  launch.vector_width = emit_flat_nest(w, eb, emitter::domain_of(type.shape), stores);
 }
 
 void emit_concat(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
   const ir::Node& cat = node_of(plan, k.roots[0]);
-  const size_t axis = size_t(cat.attrs.axis);
-  std::vector<Poly> out_strides = row_major_strides(cat.type.shape);
-  Poly start;
   int width = 16;
-  for (ir::NodeId part : cat.operands) {
-    const ir::TensorType& pt = node_of(plan, part).type;
-    cpu::ExprBuilder eb(plan, k, pt.rank());
-    int v = eb.value(part, cpu::identity_map(pt.rank()));
-    cpu::Access a;
-    a.buffer = buffer_of(plan, k.roots[0]);
-    a.dtype = cat.type.dtype;
-    a.stride = out_strides;
-    a.offset = start * out_strides.at(axis);
-    a.store = true;
-    int s = eb.add_access(std::move(a));
-    width = std::min(width, emit_flat_nest(w, eb, cpu::domain_of(pt.shape), {{v, s}}));
-    start = start + Poly::dim(pt.shape.at(axis));
-  }
+  emitter::emit_concat_parts(plan, k, [&](emitter::ExprBuilder& eb, const std::vector<Poly>& domain, int v, int s) {
+    width = std::min(width, emit_flat_nest(w, eb, domain, {{v, s}}));
+  });
   launch.kind = CudaLaunchKind::Flat;
   launch.work = cat.type.shape;
   launch.vector_width = width;
@@ -240,7 +226,7 @@ void emit_take(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLau
 void emit_one_hot(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
   const ir::Node& oh = node_of(plan, k.roots[0]);
   const std::string lab = buf(buffer_of(plan, oh.operands[0])), y = buf(buffer_of(plan, k.roots[0]));
-  const std::string T = cpu::c_type(oh.type.dtype);
+  const std::string T = emitter::c_type(oh.type.dtype);
   w.open("");
   w.line(fmt::format("const int64_t n = {}, nk = {};", Poly::dim(oh.type.shape.at(0)).c_expr(), oh.attrs.num_classes));
   w.line("const int64_t per_row = nk > 0 ? nk : 1;");
@@ -261,7 +247,7 @@ void emit_matmul_loops(Writer& w, const KernelPlan& plan, const Kernel& k, CudaK
   const ir::TensorType& at = plan.buffers.at(size_t(k.matmul_a)).type;
   const ir::TensorType& bt = plan.buffers.at(size_t(k.matmul_b)).type;
   const ir::DType t = mm.type.dtype;
-  const std::string T = cpu::c_value_type(t);
+  const std::string T = emitter::c_value_type(t);
   const char* sfx = t == ir::DType::I32 ? "i32" : t == ir::DType::I64 ? "i64" : t == ir::DType::U8 ? "u8"
                     : t == ir::DType::F32 ? "f32" : t == ir::DType::F64 ? "f64" : "b";
   auto dim = [](const ir::TensorType& tt, size_t i) { return Poly::dim(tt.shape.at(i)).c_expr(); };
@@ -339,7 +325,7 @@ CudaProgram generate_cuda_program(const ir::Module& module, const KernelPlan& pl
     std::vector<std::string> params;
     for (int b : launch.params) {
       bool out = std::count(k.outputs.begin(), k.outputs.end(), b) > 0;
-      params.push_back(fmt::format("{}{}* __restrict__ b{}", out ? "" : "const ", cpu::c_type(plan.buffers.at(size_t(b)).type.dtype), b));
+      params.push_back(fmt::format("{}{}* __restrict__ b{}", out ? "" : "const ", emitter::c_type(plan.buffers.at(size_t(b)).type.dtype), b));
     }
     params.push_back("const SynkSyms syms");
     params.push_back("unsigned long long* __restrict__ err");

@@ -69,40 +69,40 @@ std::string generate_cuda(const ir::Module& module, const KernelPlan& plan);
 const std::string& cuda_prelude();
 
 // Helpers shared by codegen_cuda.cpp and codegen_cuda_reduce.cpp; not a public interface.
-namespace cpu {
+namespace emitter {
 class Writer;
 class ExprBuilder;
 struct Nest;
-}  // namespace cpu
+}  // namespace emitter
 namespace cuda_detail {
 std::string buf(int buffer);                                   // "b3"
 // `b<buffer>[index] = value;`, converting bool to its byte.
 std::string store(int buffer, const std::string& index, ir::DType t, const std::string& value);
 // " + var * st<k>_<d>" (or " + var", or "" for a zero stride).
-std::string stride_term(const cpu::Nest& nest, size_t k, size_t d, const std::string& var);
+std::string stride_term(const emitter::Nest& nest, size_t k, size_t d, const std::string& var);
 // Defines i<d> for each nest dim in `dims` (row-major) from the linear `index`.
-void emit_decompose(cpu::Writer& w, const std::string& index, const std::vector<int>& dims, const std::string& tag);
+void emit_decompose(emitter::Writer& w, const std::string& index, const std::vector<int>& dims, const std::string& tag);
 // Defines <name><k> = <base><k> + sum over `dims` of i<d> * stride, for every access k.
-void emit_addresses(cpu::Writer& w, const cpu::Nest& nest, const std::string& name, const std::string& base,
+void emit_addresses(emitter::Writer& w, const emitter::Nest& nest, const std::string& name, const std::string& base,
                     const std::vector<int>& dims);
-std::string product_of(const cpu::Nest& nest, const std::vector<int>& dims);   // "n0 * n2" or "1"
-std::vector<int> all_dims(const cpu::Nest& nest);
+std::string product_of(const emitter::Nest& nest, const std::vector<int>& dims);   // "n0 * n2" or "1"
+std::vector<int> all_dims(const emitter::Nest& nest);
 // Elements per 16-byte step along nest dim d when every access walks it with stride 0 or 1
 // (and at least one with 1); else 1.
-int vector_width(const cpu::ExprBuilder& eb, const cpu::Nest& nest, int d);
+int vector_width(const emitter::ExprBuilder& eb, const emitter::Nest& nest, int d);
 // The run-time condition for the vector path: stride-1 arrays 16-byte aligned and their base
 // element (<base><k>) a multiple of the width.
-std::string vector_aligned_condition(const cpu::ExprBuilder& eb, const cpu::Nest& nest, int d, int width,
+std::string vector_aligned_condition(const emitter::ExprBuilder& eb, const emitter::Nest& nest, int d, int width,
                                      const std::string& base);
 // Loads x<k> (vectors for stride-1 accesses, scalars for stride 0) at <base><k> + index, then
 // defines v<lane>_<i> for every value and lane.
-void emit_vector_values(cpu::Writer& w, const cpu::ExprBuilder& eb, const cpu::Nest& nest, int d, int width,
+void emit_vector_values(emitter::Writer& w, const emitter::ExprBuilder& eb, const emitter::Nest& nest, int d, int width,
                         const std::string& base, const std::string& index);
 // codegen_cuda_reduce.cpp
-void emit_cuda_reduce(cpu::Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch);
-void emit_cuda_argmax(cpu::Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch);
-void emit_cuda_softmax(cpu::Writer& w, const KernelPlan& plan, const Kernel& k, bool log, CudaKernelLaunch& launch);
-void emit_cuda_cross_entropy(cpu::Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch);
+void emit_cuda_reduce(emitter::Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch);
+void emit_cuda_argmax(emitter::Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch);
+void emit_cuda_softmax(emitter::Writer& w, const KernelPlan& plan, const Kernel& k, bool log, CudaKernelLaunch& launch);
+void emit_cuda_cross_entropy(emitter::Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch);
 }  // namespace cuda_detail
 
 }  // namespace synk::compiler

@@ -15,11 +15,11 @@
 namespace synk::compiler::cuda_detail {
 namespace {
 
-using cpu::Writer;
+using emitter::Writer;
 
-const ir::Node& node_of(const KernelPlan& plan, ir::NodeId id) { return plan.function.node(id); }
-int buffer_of(const KernelPlan& plan, ir::NodeId id) { return plan.node_buffer.at(size_t(id)); }
-std::string vtype(ir::DType t) { return cpu::c_value_type(t); }
+using emitter::buffer_of;
+using emitter::node_of;
+std::string vtype(ir::DType t) { return emitter::c_value_type(t); }
 
 ir::Shape dims_where(const ir::Shape& shape, const std::vector<bool>& pick, bool value) {
   ir::Shape out;
@@ -29,17 +29,17 @@ ir::Shape dims_where(const ir::Shape& shape, const std::vector<bool>& pick, bool
 }
 
 // Nest dims of class 0 (kept) and class 1 (reduced).
-void split_dims(const cpu::Nest& nest, std::vector<int>* kept, std::vector<int>* reduced) {
+void split_dims(const emitter::Nest& nest, std::vector<int>* kept, std::vector<int>* reduced) {
   for (size_t d = 0; d < nest.size.size(); ++d) (nest.cls[d] == 1 ? reduced : kept)->push_back(int(d));
 }
 
 // The scalar (non-vector) step over reduced index `r`: addresses, values, and `accumulate`
 // applied to the reduced value's name.
-void emit_scalar_step(Writer& w, const cpu::ExprBuilder& eb, const cpu::Nest& nest, const std::vector<int>& reduced,
+void emit_scalar_step(Writer& w, const emitter::ExprBuilder& eb, const emitter::Nest& nest, const std::vector<int>& reduced,
                       const std::string& accumulate_line) {
   emit_decompose(w, "r", reduced, "r");
   emit_addresses(w, nest, "a", "c", reduced);
-  cpu::emit_values(w, eb, nest, -1, "");
+  emitter::emit_values(w, eb, nest, -1, "");
   w.line(accumulate_line);
 }
 
@@ -51,13 +51,12 @@ void emit_cuda_reduce(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKe
   const ir::DType t = red.type.dtype;
   const std::string T = vtype(t);
   const ir::Op op = red.op;
-  std::vector<bool> reduced_axis(in.rank(), false);
-  for (int64_t a : red.attrs.axes) reduced_axis.at(size_t(a)) = true;
-  std::vector<int> cls;
-  for (size_t d = 0; d < in.rank(); ++d) cls.push_back(reduced_axis[d] ? 1 : 0);
-  cpu::ExprBuilder eb(plan, k, in.rank());
-  const int v = eb.value(red.operands[0], cpu::identity_map(in.rank()));
-  cpu::Nest nest = cpu::collapse(cpu::domain_of(in.shape), cls, eb.accesses);
+  const emitter::ReductionDims dims = emitter::reduction_dims(red, in);
+  const std::vector<bool>& reduced_axis = dims.reduced;
+  const std::vector<int>& cls = dims.cls;
+  emitter::ExprBuilder eb(plan, k, in.rank());
+  const int v = eb.value(red.operands[0], emitter::identity_map(in.rank()));
+  emitter::Nest nest = emitter::collapse(emitter::domain_of(in.shape), cls, eb.accesses);
   std::vector<int> kept, reduced;
   split_dims(nest, &kept, &reduced);
   const int out_buffer = buffer_of(plan, k.roots[0]);
@@ -75,11 +74,11 @@ void emit_cuda_reduce(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKe
     return op == ir::Op::ReduceMean ? fmt::format("{} / ({})count", x, T) : x;
   };
   w.open("");
-  cpu::emit_nest_constants(w, nest);
+  emitter::emit_nest_constants(w, nest);
   w.line(fmt::format("const int64_t out_size = {};", product_of(nest, kept)));
   w.line(fmt::format("const int64_t count = {};", product_of(nest, reduced)));
-  w.line(fmt::format("const {} identity = {};", T, cpu::c_identity(op, t)));
-  w.line(fmt::format("auto combine = []({0} a, {0} b) -> {0} {{ return {1}; }};", T, cpu::c_combine(op, t, "a", "b")));
+  w.line(fmt::format("const {} identity = {};", T, emitter::c_identity(op, t)));
+  w.line(fmt::format("auto combine = []({0} a, {0} b) -> {0} {{ return {1}; }};", T, emitter::c_combine(op, t, "a", "b")));
   w.line("unsigned int* counters = (unsigned int*)scratch;");
   if (!columns) {
     // RowTeams: block-stride over (output, split) work items.
@@ -178,9 +177,9 @@ void emit_cuda_argmax(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKe
   reduced_axis.at(axis) = true;
   std::vector<int> cls;
   for (size_t d = 0; d < in.rank(); ++d) cls.push_back(d < axis ? 0 : d == axis ? 1 : 2);
-  cpu::ExprBuilder eb(plan, k, in.rank());
-  const int v = eb.value(am.operands[0], cpu::identity_map(in.rank()));
-  cpu::Nest nest = cpu::collapse(cpu::domain_of(in.shape), cls, eb.accesses);
+  emitter::ExprBuilder eb(plan, k, in.rank());
+  const int v = eb.value(am.operands[0], emitter::identity_map(in.rank()));
+  emitter::Nest nest = emitter::collapse(emitter::domain_of(in.shape), cls, eb.accesses);
   int axis_dim = -1;
   std::vector<int> kept;
   for (int d = 0; d < int(nest.size.size()); ++d) {
@@ -192,7 +191,7 @@ void emit_cuda_argmax(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKe
   launch.reduced = {in.shape.at(axis)};
   launch.empty_reduction_error = true;
   w.open("");
-  cpu::emit_nest_constants(w, nest);
+  emitter::emit_nest_constants(w, nest);
   if (axis_dim < 0) {   // the axis has static size 1: the answer is always 0
     launch.kind = CudaLaunchKind::Flat;
     launch.empty_reduction_error = false;
@@ -328,7 +327,7 @@ void emit_cuda_cross_entropy(Writer& w, const KernelPlan& plan, const Kernel& k,
   w.line(fmt::format("s = synk_block_reduce(s, ({0})0, []({0} a, {0} b) {{ return a + b; }});", T));
   w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
   if (ir::is_float(labels.type.dtype)) {
-    w.line(fmt::format("const {} *__restrict__ pr = {} + row * nk;", cpu::c_type(labels.type.dtype), lab));
+    w.line(fmt::format("const {} *__restrict__ pr = {} + row * nk;", emitter::c_type(labels.type.dtype), lab));
     w.line(fmt::format("{} loss = 0;", T));
     w.line(fmt::format("for (int64_t j = threadIdx.x; j < nk; j += blockDim.x) loss += ({})pr[j] * (lse - xr[j]);", T));
     w.line(fmt::format("loss = synk_block_reduce(loss, ({0})0, []({0} a, {0} b) {{ return a + b; }});", T));

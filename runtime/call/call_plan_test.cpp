@@ -11,9 +11,7 @@
 
 using namespace synk;
 using namespace synk::rt;
-using synk::testing::fixed;
-using synk::testing::input;
-using synk::testing::sym;
+using namespace synk::testing;   // the runtime test helpers (runtime/testing.h)
 
 namespace {
 

@@ -17,13 +17,7 @@
 #include "runtime/testing.h"
 
 using namespace synk;
-using synk::testing::fixed;
-using synk::testing::input;
-using synk::testing::LambdaFunction;
-using synk::testing::leftover_segments;
-using synk::testing::random_values;
-using synk::testing::shared;
-using synk::testing::sym;
+using namespace synk::testing;   // the runtime test helpers (runtime/testing.h)
 
 namespace {
 

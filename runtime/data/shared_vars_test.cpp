@@ -15,10 +15,7 @@
 
 using namespace synk;
 using namespace synk::rt;
-using synk::testing::fixed;
-using synk::testing::make_array;
-using synk::testing::shared;
-using synk::testing::sym;
+using namespace synk::testing;   // the runtime test helpers (runtime/testing.h)
 
 namespace {
 std::string error_of(const std::function<void()>& f) {

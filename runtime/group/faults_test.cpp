@@ -25,12 +25,7 @@
 #include "runtime/testing.h"
 
 using namespace synk;
-using synk::testing::counter_module;
-using synk::testing::counting_function;
-using synk::testing::leftover_segments;
-using synk::testing::process_gone;
-using synk::testing::rows_data;
-using synk::testing::scalar;
+using namespace synk::testing;   // the runtime test helpers (runtime/testing.h)
 
 namespace {
 

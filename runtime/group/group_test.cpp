@@ -18,17 +18,7 @@
 #include "runtime/testing.h"
 
 using namespace synk;
-using synk::testing::fixed;
-using synk::testing::input;
-using synk::testing::LambdaFunction;
-using synk::testing::leftover_segments;
-using synk::testing::output;
-using synk::testing::sym;
-using synk::testing::counting_function;
-using synk::testing::counter_module;
-using synk::testing::rows_data;
-using synk::testing::scalar;
-using synk::testing::process_gone;
+using namespace synk::testing;   // the runtime test helpers (runtime/testing.h)
 
 namespace {
 
