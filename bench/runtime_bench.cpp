@@ -37,6 +37,18 @@ namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// The shortest of `reps` runs of f, in seconds.
+template <class F>
+double best_of(int reps, F f) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto t = Clock::now();
+    f();
+    best = std::min(best, seconds_since(t));
+  }
+  return best;
+}
+
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
@@ -112,6 +124,99 @@ Function matmul_function(const Module& m, int64_t k) {
   }), m);
 }
 
+// 1. Round trips: an empty call on 2 ranks against a busy-wait and a futex ping-pong.
+void bench_round_trips(Function& tiny, int calls, std::FILE* csv) {
+  double spin_pp = ping_pong_us(calls, 1'000'000'000);
+  double futex_pp = ping_pong_us(std::min(calls, 5000), 0);
+  synk::fork(2);
+  for (int i = 0; i < 1000; ++i) tiny({});
+  std::vector<double> t_calls;
+  for (int i = 0; i < calls; ++i) {
+    auto t = Clock::now();
+    tiny({});
+    t_calls.push_back(seconds_since(t) * 1e6);
+  }
+  synk::close();
+  std::printf("%-46s %10s %10s\n", "round trip, 2 processes", "median us", "x spin");
+  std::printf("%-46s %10.2f %10.2f\n", "baseline: busy-wait ping-pong", spin_pp, 1.0);
+  std::printf("%-46s %10.2f %10.2f\n", "baseline: futex ping-pong (no spin)", futex_pp, futex_pp / spin_pp);
+  std::printf("%-46s %10.2f %10.2f\n", "synk empty call, 2 ranks (median)", percentile(t_calls, 0.5),
+              percentile(t_calls, 0.5) / spin_pp);
+  std::printf("%-46s %10.2f %10.2f\n", "synk empty call, 2 ranks (p90)", percentile(t_calls, 0.9),
+              percentile(t_calls, 0.9) / spin_pp);
+  std::printf("%-46s %10.2f %10.2f\n\n", "synk empty call, 2 ranks (p99)", percentile(t_calls, 0.99),
+              percentile(t_calls, 0.99) / spin_pp);
+  std::fprintf(csv, "round_trip,2,median_us,%g,%g\nround_trip,2,p90_us,%g,%g\nround_trip,2,p99_us,%g,%g\n",
+               percentile(t_calls, 0.5), spin_pp, percentile(t_calls, 0.9), spin_pp, percentile(t_calls, 0.99), spin_pp);
+}
+
+// 2. Row gather bandwidth: a batch of every row in random order, per rank and in aggregate,
+// against memcpy and a one-process gather.
+void bench_row_gather(Function& touch, int64_t rows, int64_t cols, int ranks, std::FILE* csv) {
+  std::vector<float> host(size_t(rows * cols));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = float(i % 977);
+  Data x = synk::data<float>(host, {rows, cols}, {.name = "x"});
+  std::vector<int64_t> perm(static_cast<size_t>(rows));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(1));
+  const double bytes = double(rows * cols * 4);
+  std::vector<float> dst(host.size());
+  double t_memcpy = best_of(5, [&] { std::memcpy(dst.data(), x.raw(), size_t(bytes)); });
+  double t_gather1 = best_of(5, [&] {
+    const char* src = static_cast<const char*>(x.raw());
+    char* out = reinterpret_cast<char*>(dst.data());
+    for (int64_t p = 0; p < rows; ++p) std::memcpy(out + p * cols * 4, src + perm[size_t(p)] * cols * 4, cols * 4);
+  });
+  std::printf("%-46s %10s %10s %10s\n", ("row gather (" + std::to_string(rows) + " rows of 1 KiB)").c_str(), "ms", "GB/s",
+              "x memcpy");
+  std::printf("%-46s %10.2f %10.2f %10.2f\n", "baseline: memcpy, 1 process", t_memcpy * 1e3, bytes / t_memcpy / 1e9, 1.0);
+  std::printf("%-46s %10.2f %10.2f %10.2f\n", "baseline: gather by index list, 1 process", t_gather1 * 1e3,
+              bytes / t_gather1 / 1e9, t_memcpy / t_gather1);
+  for (int n : {1, ranks}) {
+    synk::fork(n);
+    touch({x}, {.batch = perm});
+    double t_list = best_of(5, [&] { touch({x}, {.batch = perm}); });
+    double t_range = best_of(5, [&] { touch({x}); });
+    synk::close();
+    // Each rank gathers bytes / n; the call lasts as long as the slowest rank.
+    std::printf("%-46s %10.2f %10.2f %10.2f\n", ("synk call, batch = index list, " + std::to_string(n) + " rank(s), per rank").c_str(),
+                t_list * 1e3, bytes / n / t_list / 1e9, (bytes / n / t_list) / (bytes / t_memcpy));
+    std::printf("%-46s %10.2f %10.2f %10.2f\n", ("synk call, aggregate over " + std::to_string(n) + " rank(s)").c_str(),
+                t_list * 1e3, bytes / t_list / 1e9, (bytes / t_list) / (bytes / t_memcpy));
+    std::fprintf(csv, "gather,%d,per_rank_GBps,%g,%g\ngather,%d,aggregate_GBps,%g,%g\n", n, bytes / n / t_list / 1e9,
+                 bytes / t_memcpy / 1e9, n, bytes / t_list / 1e9, bytes / t_memcpy / 1e9);
+    std::printf("%-46s %10.3f %10s %10s\n", ("synk call, no batch (rows in place), " + std::to_string(n) + " rank(s)").c_str(),
+                t_range * 1e3, "-", "-");
+  }
+  x = Data();
+  std::printf("\n");
+}
+
+// 3. Compute-bound scaling: matrix products on 1 to `ranks` ranks.
+void bench_matmul(Function& mm, int64_t k, int ranks, std::FILE* csv) {
+  const int64_t n_rows = 8192;
+  std::vector<float> xv(size_t(n_rows * k)), wv(size_t(k * k));
+  std::mt19937 gen(2);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (float& v : xv) v = dist(gen);
+  for (float& v : wv) v = dist(gen) * 0.05f;
+  Data xm = synk::data<float>(xv, {n_rows, k}), wm = synk::data<float>(wv, {k, k});
+  std::string title = "matmul " + std::to_string(n_rows) + "x" + std::to_string(k) + " @ " + std::to_string(k) + "x" +
+                      std::to_string(k);
+  std::printf("%-46s %10s %10s %10s\n", title.c_str(), "ms", "GFLOP/s", "speedup");
+  double t1 = 0;
+  for (int n = 1; n <= ranks; ++n) {
+    synk::fork(n);
+    mm({xm, wm});
+    double t = best_of(5, [&] { mm({xm, wm}); });
+    synk::close();
+    if (n == 1) t1 = t;
+    std::printf("%-46s %10.2f %10.1f %10.2f\n", (std::to_string(n) + " rank(s)").c_str(), t * 1e3,
+                2.0 * double(n_rows) * k * k / t / 1e9, t1 / t);
+    std::fprintf(csv, "matmul,%d,ms,%g,%g\n", n, t * 1e3, t1 * 1e3);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -150,100 +255,9 @@ int main(int argc, char** argv) {
 
   std::printf("synk runtime benchmarks (%ld online CPUs)\n\n", sysconf(_SC_NPROCESSORS_ONLN));
 
-  // 1. Round trips.
-  double spin_pp = ping_pong_us(calls, 1'000'000'000);
-  double futex_pp = ping_pong_us(std::min(calls, 5000), 0);
-  synk::fork(2);
-  for (int i = 0; i < 1000; ++i) tiny({});
-  std::vector<double> t_calls;
-  for (int i = 0; i < calls; ++i) {
-    auto t = Clock::now();
-    tiny({});
-    t_calls.push_back(seconds_since(t) * 1e6);
-  }
-  synk::close();
-  std::printf("%-46s %10s %10s\n", "round trip, 2 processes", "median us", "x spin");
-  std::printf("%-46s %10.2f %10.2f\n", "baseline: busy-wait ping-pong", spin_pp, 1.0);
-  std::printf("%-46s %10.2f %10.2f\n", "baseline: futex ping-pong (no spin)", futex_pp, futex_pp / spin_pp);
-  std::printf("%-46s %10.2f %10.2f\n", "synk empty call, 2 ranks (median)", percentile(t_calls, 0.5),
-              percentile(t_calls, 0.5) / spin_pp);
-  std::printf("%-46s %10.2f %10.2f\n", "synk empty call, 2 ranks (p90)", percentile(t_calls, 0.9),
-              percentile(t_calls, 0.9) / spin_pp);
-  std::printf("%-46s %10.2f %10.2f\n\n", "synk empty call, 2 ranks (p99)", percentile(t_calls, 0.99),
-              percentile(t_calls, 0.99) / spin_pp);
-  std::fprintf(csv, "round_trip,2,median_us,%g,%g\nround_trip,2,p90_us,%g,%g\nround_trip,2,p99_us,%g,%g\n",
-               percentile(t_calls, 0.5), spin_pp, percentile(t_calls, 0.9), spin_pp, percentile(t_calls, 0.99), spin_pp);
-
-  // 2. Row gather bandwidth.
-  std::vector<float> host(size_t(rows * cols));
-  for (size_t i = 0; i < host.size(); ++i) host[i] = float(i % 977);
-  Data x = synk::data<float>(host, {rows, cols}, {.name = "x"});
-  std::vector<int64_t> perm(static_cast<size_t>(rows));
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(1));
-  const double bytes = double(rows * cols * 4);
-  auto best_of = [](int reps, auto f) {
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-      auto t = Clock::now();
-      f();
-      best = std::min(best, seconds_since(t));
-    }
-    return best;
-  };
-  std::vector<float> dst(host.size());
-  double t_memcpy = best_of(5, [&] { std::memcpy(dst.data(), x.raw(), size_t(bytes)); });
-  double t_gather1 = best_of(5, [&] {
-    const char* src = static_cast<const char*>(x.raw());
-    char* out = reinterpret_cast<char*>(dst.data());
-    for (int64_t p = 0; p < rows; ++p) std::memcpy(out + p * cols * 4, src + perm[size_t(p)] * cols * 4, cols * 4);
-  });
-  std::printf("%-46s %10s %10s %10s\n", ("row gather (" + std::to_string(rows) + " rows of 1 KiB)").c_str(), "ms", "GB/s",
-              "x memcpy");
-  std::printf("%-46s %10.2f %10.2f %10.2f\n", "baseline: memcpy, 1 process", t_memcpy * 1e3, bytes / t_memcpy / 1e9, 1.0);
-  std::printf("%-46s %10.2f %10.2f %10.2f\n", "baseline: gather by index list, 1 process", t_gather1 * 1e3,
-              bytes / t_gather1 / 1e9, t_memcpy / t_gather1);
-  for (int n : {1, ranks}) {
-    synk::fork(n);
-    touch({x}, {.batch = perm});
-    double t_list = best_of(5, [&] { touch({x}, {.batch = perm}); });
-    double t_range = best_of(5, [&] { touch({x}); });
-    synk::close();
-    // Each rank gathers bytes / n; the call lasts as long as the slowest rank.
-    std::printf("%-46s %10.2f %10.2f %10.2f\n", ("synk call, batch = index list, " + std::to_string(n) + " rank(s), per rank").c_str(),
-                t_list * 1e3, bytes / n / t_list / 1e9, (bytes / n / t_list) / (bytes / t_memcpy));
-    std::printf("%-46s %10.2f %10.2f %10.2f\n", ("synk call, aggregate over " + std::to_string(n) + " rank(s)").c_str(),
-                t_list * 1e3, bytes / t_list / 1e9, (bytes / t_list) / (bytes / t_memcpy));
-    std::fprintf(csv, "gather,%d,per_rank_GBps,%g,%g\ngather,%d,aggregate_GBps,%g,%g\n", n, bytes / n / t_list / 1e9,
-                 bytes / t_memcpy / 1e9, n, bytes / t_list / 1e9, bytes / t_memcpy / 1e9);
-    std::printf("%-46s %10.3f %10s %10s\n", ("synk call, no batch (rows in place), " + std::to_string(n) + " rank(s)").c_str(),
-                t_range * 1e3, "-", "-");
-  }
-  x = Data();
-  std::printf("\n");
-
-  // 3. Compute-bound scaling.
-  const int64_t n_rows = 8192;
-  std::vector<float> xv(size_t(n_rows * k)), wv(size_t(k * k));
-  std::mt19937 gen(2);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  for (float& v : xv) v = dist(gen);
-  for (float& v : wv) v = dist(gen) * 0.05f;
-  Data xm = synk::data<float>(xv, {n_rows, k}), wm = synk::data<float>(wv, {k, k});
-  std::string title = "matmul " + std::to_string(n_rows) + "x" + std::to_string(k) + " @ " + std::to_string(k) + "x" +
-                      std::to_string(k);
-  std::printf("%-46s %10s %10s %10s\n", title.c_str(), "ms", "GFLOP/s", "speedup");
-  double t1 = 0;
-  for (int n = 1; n <= ranks; ++n) {
-    synk::fork(n);
-    mm({xm, wm});
-    double t = best_of(5, [&] { mm({xm, wm}); });
-    synk::close();
-    if (n == 1) t1 = t;
-    std::printf("%-46s %10.2f %10.1f %10.2f\n", (std::to_string(n) + " rank(s)").c_str(), t * 1e3,
-                2.0 * double(n_rows) * k * k / t / 1e9, t1 / t);
-    std::fprintf(csv, "matmul,%d,ms,%g,%g\n", n, t * 1e3, t1 * 1e3);
-  }
+  bench_round_trips(tiny, calls, csv);
+  bench_row_gather(touch, rows, cols, ranks, csv);
+  bench_matmul(mm, k, ranks, csv);
   std::fclose(csv);
   std::printf("\nCSV: %s\n", csv_path.c_str());
   if (ranks > 1 && std::system("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null") == 0) {

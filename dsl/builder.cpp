@@ -1,11 +1,11 @@
 // The C++ expression builder's core: expression nodes and literals, typing through infer_type,
 // writing trees into functions in sema's order, the let / out / update statements, parameters,
 // shared variables and the final module with the checks only a whole function shows. The
-// operation constructors are in builder_ops.cpp. Every check mirrors sema (dsl/sema*.cpp) so
-// that a program is accepted or rejected the same way from C++ as from a .synk file.
+// operation constructors are in builder_ops.cpp. The rules it checks are sema's (dsl/checks.h,
+// in sema's order) so that a program is accepted or rejected the same way from C++ as from a
+// .synk file.
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -15,8 +15,8 @@
 
 #include "dsl/builder.h"
 #include "dsl/builder_internal.h"
+#include "dsl/checks.h"
 #include "dsl/sema.h"
-#include "dsl/sema_optimizer.h"
 #include "ir/type_infer.h"
 
 namespace synk::dsl {
@@ -33,63 +33,29 @@ namespace {
 
 std::atomic<uint64_t> next_serial{1};
 
-constexpr const char* kKeywords[] = {"fn",      "shared",  "let",       "out",       "update", "scatter",
-                                     "bcast",   "minibatch", "sliceable", "true",    "false"};
-
-bool is_identifier(const std::string& s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
-  for (const char* k : kKeywords)
-    if (s == k) return false;
-  return true;
+// A check's verdict as the builder reports it.
+void throw_if_error(std::optional<std::string> error) {
+  if (error) throw UserError(std::move(*error));
 }
 
-void require_identifier(const std::string& name, const char* what) {
-  if (!is_identifier(name))
-    throw UserError(fmt::format("'{}' is not a valid {} name: use letters, digits and '_', not starting "
-                                "with a digit, and not a keyword", name, what));
-  if (sema::is_builtin_constant(name))
-    throw UserError(fmt::format("'{}' is a built-in constant and cannot name a {}", name, what));
-}
+// Where something is, in messages: the builder has functions' names, not source locations.
+std::string in_function(const std::string& function) { return fmt::format("in function '{}'", function); }
+std::string of_function(const std::string& function) { return fmt::format(" of function '{}'", function); }
+std::string quoted(const std::string& name) { return fmt::format("'{}'", name); }
 
 // Resolves a declared type: a dtype that is supported and sizes that are 0 or more.
 ir::TensorType declared_type(DType dtype, const ShapeArg& shape) {
-  if (ir::is_reserved(dtype))
-    throw UserError(fmt::format("dtype '{}' is reserved and not supported yet; use f32 or f64", ir::dtype_name(dtype)));
+  throw_if_error(checks::reserved_dtype_error(dtype));
   ir::TensorType t{dtype, {}};
   for (const DimArg& d : shape) {
-    if (d.dim.is_symbolic()) {
-      if (!is_identifier(d.dim.symbol))
-        throw UserError(fmt::format("'{}' is not a valid dimension name", d.dim.symbol));
-    } else if (d.dim.size < 0) {
-      throw UserError(fmt::format("a dimension size must be 0 or more, found {}", d.dim.size));
-    }
+    throw_if_error(d.dim.is_symbolic() ? checks::dimension_name_error(d.dim.symbol)
+                                       : checks::dimension_size_error(d.dim.size));
     t.shape.push_back(d.dim);
   }
   return t;
 }
 
-std::string literal_text(const ExprNode& n) {
-  switch (n.literal) {
-    case LiteralKind::Int: return std::to_string(n.ivalue);
-    case LiteralKind::Bool: return n.ivalue ? "true" : "false";
-    case LiteralKind::Float: return fmt::format("{}", n.fvalue);
-  }
-  return "?";
-}
-
-// Same initial-value rule as sema's shared-variable initializers.
-bool value_fits(double v, DType t) {
-  if (ir::is_float(t)) return true;
-  if (v != std::floor(v)) return false;
-  switch (t) {
-    case DType::Bool: return v == 0 || v == 1;
-    case DType::U8: return v >= 0 && v <= 255;
-    case DType::I32: return v >= -2147483648.0 && v <= 2147483647.0;
-    default: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
-  }
-}
+std::string literal_text(const ExprNode& n) { return checks::literal_text(n.literal, n.ivalue, n.fvalue); }
 
 }  // namespace
 
@@ -153,35 +119,10 @@ Expr make_literal(LiteralKind kind, int64_t ivalue, double fvalue) {
 }
 
 void check_literal_fits(const ExprNode& literal, DType dtype) {
-  switch (literal.literal) {
-    case LiteralKind::Int:
-      if (dtype == DType::Bool)
-        throw UserError(fmt::format("integer {} cannot be used as a bool; use true or false", literal.ivalue));
-      if (!ir::is_float(dtype)) {
-        const int64_t v = literal.ivalue;
-        const bool fits = dtype == DType::I64 || (dtype == DType::I32 && v >= INT32_MIN && v <= INT32_MAX) ||
-                          (dtype == DType::U8 && v >= 0 && v <= 255);
-        if (!fits) throw UserError(fmt::format("integer {} does not fit in {}", v, ir::dtype_name(dtype)));
-      }
-      return;
-    case LiteralKind::Float:
-      if (!ir::is_float(dtype))
-        throw UserError(fmt::format("{} is not an integer but {} is needed here; use cast({}, {})",
-                                    literal_text(literal), ir::dtype_name(dtype), literal_text(literal),
-                                    ir::dtype_name(dtype)));
-      return;
-    case LiteralKind::Bool: return;
-  }
+  throw_if_error(checks::literal_error(literal.literal, literal.ivalue, literal.fvalue, dtype));
 }
 
-DType weak_dtype(DType strong, LiteralKind kind) {
-  switch (kind) {
-    case LiteralKind::Int: return sema::weak_dtype(strong, sema::LiteralKind::Int);
-    case LiteralKind::Float: return sema::weak_dtype(strong, sema::LiteralKind::Float);
-    case LiteralKind::Bool: return sema::weak_dtype(strong, sema::LiteralKind::Bool);
-  }
-  return strong;
-}
+DType weak_dtype(DType strong, LiteralKind kind) { return sema::weak_dtype(strong, kind); }
 
 DType common_dtype(const std::vector<const ExprNode*>& operands) {
   std::optional<DType> strong;
@@ -245,9 +186,7 @@ Expr make_typed_constant(const ExprNode& literal, DType dtype) {
   n->kind = ExprNode::Kind::Op;
   n->op = Op::Constant;
   n->type = ir::TensorType{dtype, {}};
-  if (literal.literal == LiteralKind::Float) n->attrs.value = literal.fvalue;
-  else if (ir::is_float(dtype)) n->attrs.value = double(literal.ivalue);
-  else n->attrs.ivalue = literal.ivalue;
+  n->attrs = checks::constant_attrs(literal.literal, literal.ivalue, literal.fvalue, dtype);
   return Expr(std::move(n));
 }
 
@@ -348,18 +287,7 @@ class Emitter {
     if (named)
       if (auto it = literal.emitted.find({f_.serial, int(dtype)}); it != literal.emitted.end()) return it->second;
     check_literal_fits(literal, dtype);
-    ir::Attrs a;
-    switch (literal.literal) {
-      case LiteralKind::Int:
-        if (ir::is_float(dtype)) a.value = double(literal.ivalue);
-        else a.ivalue = literal.ivalue;
-        break;
-      case LiteralKind::Float: a.value = literal.fvalue; break;
-      case LiteralKind::Bool:
-        if (ir::is_float(dtype)) a.value = double(literal.ivalue);
-        else a.ivalue = literal.ivalue;
-        break;
-    }
+    const ir::Attrs a = checks::constant_attrs(literal.literal, literal.ivalue, literal.fvalue, dtype);
     const ir::NodeId id = add(Op::Constant, {}, a, ir::TensorType{dtype, {}}, literal.let_name);
     if (named) literal.emitted[{f_.serial, int(dtype)}] = id;
     return id;
@@ -432,13 +360,12 @@ namespace {
 // sema's check_local_name, against the shared variables declared so far (build() checks again
 // against all of them).
 void check_local_name(FunctionState& f, const std::string& name, const char* what) {
-  require_identifier(name, what);
+  throw_if_error(checks::name_error(name, what));
   if (f.locals.count(name))
-    throw UserError(fmt::format("'{}' is already declared in function '{}'", name, f.fn.name));
+    throw UserError(checks::already_declared_message("", name, in_function(f.fn.name)));
   auto m = f.lock_module();
   if (auto it = m->globals.find(name); it != m->globals.end() && it->second == "shared variable")
-    throw UserError(fmt::format("{} '{}' would shadow the shared variable '{}'; choose another name", what,
-                                name, name));
+    throw UserError(checks::shadow_message(what, name, "", quoted(name)));
 }
 
 }  // namespace
@@ -446,10 +373,7 @@ void check_local_name(FunctionState& f, const std::string& name, const char* wha
 Expr FunctionBuilder::param(ir::Role role, const std::string& name, DType dtype, ShapeArg shape) {
   FunctionState& f = *state_;
   ir::TensorType type = declared_type(dtype, shape);
-  if (role != ir::Role::Broadcast && (type.rank() == 0 || !type.shape[0].is_symbolic()))
-    throw UserError(fmt::format("{} parameter '{}' is split by rows and needs a symbolic row dimension "
-                                "(axis 0), like f32[n, 10]; found {}", ir::role_name(role), name,
-                                ir::type_str(type)));
+  throw_if_error(checks::row_dimension_error(role, name, type));
   check_local_name(f, name, "parameter");
   f.locals.emplace(name, "parameter");
   f.fn.params.push_back(ir::Param{name, role, type, {}});
@@ -495,18 +419,14 @@ Expr FunctionBuilder::let(const std::string& name, const Expr& value) {
 void FunctionBuilder::out(const std::string& name, const Expr& value, ir::ReduceMode mode) {
   FunctionState& f = *state_;
   const ExprNode& v = *builder_detail::require(value, "out");
-  require_identifier(name, "output");
+  throw_if_error(checks::name_error(name, "output"));
   if (f.output_names.count(name))
-    throw UserError(fmt::format("output '{}' is already declared in function '{}'", name, f.fn.name));
+    throw UserError(checks::already_declared_message("output", name, in_function(f.fn.name)));
   check_belongs(f, v, "output", name);
   const ir::TensorType& type = v.type;   // a literal: its default type, as sema materializes it
-  if (mode == ir::ReduceMode::Avg && !ir::is_float(type.dtype))
-    throw UserError(fmt::format("output '{}' has dtype {}, which cannot be averaged (avg is the default "
-                                "mode); give it another mode, e.g. ReduceMode::Sum or ReduceMode::Gather",
-                                name, ir::dtype_name(type.dtype)));
-  if (mode == ir::ReduceMode::Gather && type.rank() == 0)
-    throw UserError(fmt::format("output '{}' is a scalar, but mode gather concatenates along axis 0; use "
-                                "another mode or reshape(x, {{1}})", name));
+  // The mode is always passed here, so the message says what the default is.
+  throw_if_error(checks::output_avg_error(name, type.dtype, mode, checks::Spelling::Builder, false));
+  throw_if_error(checks::output_gather_error(name, type, mode, checks::Spelling::Builder));
   const ir::NodeId id = Emitter(f).emit(v);
   f.output_names.insert(name);
   f.outputs.push_back(builder_detail::OutputInfo{name, type, mode});
@@ -523,24 +443,15 @@ void FunctionBuilder::update(const Expr& shared, const Expr& value, ir::ReduceMo
                                 s.kind == ExprNode::Kind::Param ? fmt::format(" (parameter '{}')", s.name) : ""));
   check_belongs(f, s, "update", s.name);
   check_belongs(f, v, "update", s.name);
-  if (f.updated.count(s.index))
-    throw UserError(fmt::format("'{}' is already updated in function '{}'; a shared variable is updated at "
-                                "most once per function", s.name, f.fn.name));
-  if (mode == ir::ReduceMode::Gather || mode == ir::ReduceMode::None)
-    throw UserError(fmt::format("an update accumulates over slices with avg, sum, prod, max or min; mode "
-                                "'{}' is for outputs only", ir::mode_name(mode)));
+  if (f.updated.count(s.index)) throw UserError(checks::updated_twice_message(s.name, in_function(f.fn.name)));
+  throw_if_error(checks::update_mode_error(mode));
   ir::TensorType type = v.type;
   if (v.kind == ExprNode::Kind::Literal) {
     builder_detail::check_literal_fits(v, s.type.dtype);
     type = ir::TensorType{s.type.dtype, {}};
   }
-  if (!(type == s.type))
-    throw UserError(fmt::format("update of '{}' needs a value of type {} but this one has type {}", s.name,
-                                ir::type_str(s.type), ir::type_str(type)));
-  if (mode == ir::ReduceMode::Avg && !ir::is_float(s.type.dtype))
-    throw UserError(fmt::format("update of '{}' has dtype {}, which cannot be averaged over slices (avg is "
-                                "the default mode); give it another mode, e.g. ReduceMode::Sum", s.name,
-                                ir::dtype_name(s.type.dtype)));
+  throw_if_error(checks::update_type_error(s.name, s.type, type));
+  throw_if_error(checks::update_avg_error(s.name, s.type.dtype, mode, checks::Spelling::Builder, false));
   f.note_shared_use(s.index);
   Emitter emitter(f);
   const ir::NodeId id = v.kind == ExprNode::Kind::Literal ? emitter.emit_literal(v, s.type.dtype) : emitter.emit(v);
@@ -551,14 +462,13 @@ void FunctionBuilder::update(const Expr& shared, const Expr& value, ir::ReduceMo
 void FunctionBuilder::minimize(const Expr& loss, std::vector<Expr> variables, const std::string& optimizer) {
   FunctionState& f = *state_;
   std::shared_ptr<ModuleState> m = f.lock_module();
-  if (f.train_step)
-    throw UserError(fmt::format("function '{}' already has a training step; a function minimizes one loss", f.fn.name));
+  if (f.train_step) throw UserError(checks::second_training_step_message(f.fn.name, ""));
   auto global = m->globals.find(optimizer);
   if (global == m->globals.end())
     throw UserError(fmt::format("unknown optimizer '{}' (declare one first, e.g. ModuleBuilder::optimizer(\"{}\", "
                                 "\"momentum\", {{{{\"lr\", 0.05}}}}))", optimizer, optimizer));
   if (global->second != "optimizer")
-    throw UserError(fmt::format("'{}' is a {}, not an optimizer", optimizer, global->second));
+    throw UserError(checks::not_an_optimizer_message(optimizer, "a " + global->second));
   const auto found = std::find_if(m->optimizers.begin(), m->optimizers.end(),
                                   [&](const ir::Optimizer& o) { return o.name == optimizer; });
   const int64_t index = int64_t(found - m->optimizers.begin());
@@ -567,53 +477,33 @@ void FunctionBuilder::minimize(const Expr& loss, std::vector<Expr> variables, co
   // module changes (a statement that throws leaves the builders as they were).
   Expr gradient = grad(loss, variables);
   check_belongs(f, *gradient.node(), "minimize using", optimizer);
-  std::vector<int64_t> parameters;
-  DType dtype = DType::F32;
-  int64_t size = 0;
-  for (size_t i = 0; i < variables.size(); ++i) {
-    const ExprNode& v = *variables[i].node();
-    const ElementCount count = element_count(v.type.shape);
-    if (!count.symbols.empty())
-      throw UserError(fmt::format("minimize trains variables of static shape, but '{}' is {}", v.name,
-                                  ir::type_str(v.type)));
-    parameters.push_back(v.index);
-    size += count.fixed;
-    dtype = i == 0 ? v.type.dtype : promote(dtype, v.type.dtype);
+  checks::FlatGradient trained;
+  for (const Expr& variable : variables) {
+    const ExprNode& v = *variable.node();
+    throw_if_error(checks::static_shape_error(v.name, v.type));
+    trained.add(v.index, v.type);
   }
-  if (loss.dtype() != dtype)
-    throw UserError(fmt::format("the loss of minimize is {} but the variables' dtype is {}: the flat gradient must "
-                                "have the variables' dtype; use cast(loss, {})", ir::dtype_name(loss.dtype()),
-                                ir::dtype_name(dtype), ir::dtype_name(dtype)));
+  throw_if_error(checks::loss_dtype_error(loss.dtype(), trained.dtype, "loss"));
 
   // The optimizer's flat gradient variable: made by the first step that uses the optimizer.
   ir::Optimizer& o = m->optimizers[size_t(index)];
-  auto names = [&](const std::vector<int64_t>& indices) {
-    std::vector<std::string> out;
-    for (int64_t i : indices) out.push_back(m->shareds[size_t(i)].name);
-    return fmt::format("{}", fmt::join(out, ", "));
-  };
-  const ir::TensorType flat{dtype, {ir::Dim::fixed(size)}};
+  const std::vector<int64_t>& parameters = trained.parameters;
+  const ir::TensorType flat = trained.type();
+  const int64_t size = trained.size;
   const std::string gradient_name = o.gradient_variable();
   int64_t existing = -1;   // the gradient variable, when it exists already
+  throw_if_error(checks::already_trains_error(o, parameters, m->shareds, ""));
   if (o.gradient >= 0) {
-    if (o.parameters != parameters)
-      throw UserError(fmt::format("optimizer '{}' already trains {}; every step that uses it must train the same "
-                                  "variables in the same order, not {}", o.name, names(o.parameters),
-                                  names(parameters)));
     existing = o.gradient;
   } else if (auto g = m->globals.find(gradient_name); g != m->globals.end()) {
     auto it = std::find_if(m->shareds.begin(), m->shareds.end(),
                            [&](const ir::SharedVar& v) { return v.name == gradient_name; });
-    const bool fits = it != m->shareds.end() && it->type == flat && !it->sliceable;
-    if (!fits)
-      throw UserError(fmt::format("optimizer '{}' keeps the flat gradient in the shared variable '{}: {}', but '{}' "
-                                  "is already a {}; rename it", o.name, gradient_name, ir::type_str(flat),
-                                  gradient_name, g->second));
+    const ir::SharedVar* shared = it != m->shareds.end() ? &*it : nullptr;
+    throw_if_error(checks::gradient_variable_error(o, flat, shared, "a " + g->second));
     existing = int64_t(it - m->shareds.begin());
   }
   if (existing >= 0 && f.updated.count(existing))
-    throw UserError(fmt::format("'{}' is already updated in function '{}'; minimize writes the gradient there",
-                                gradient_name, f.fn.name));
+    throw UserError(checks::gradient_updated_message(gradient_name, in_function(f.fn.name)));
   // Everything is checked: bind the optimizer (making its gradient variable on first use).
   if (existing < 0) {
     m->globals.emplace(gradient_name, "shared variable");
@@ -634,48 +524,16 @@ ModuleBuilder::ModuleBuilder() : state_(std::make_shared<ModuleState>()) { state
 
 namespace {
 
-void declare_global(ModuleState& m, const std::string& name, const char* what) {
-  require_identifier(name, what);
+// A module-level name: shared variables, functions and optimizers share one namespace.
+void check_global_name(const ModuleState& m, const std::string& name, const char* what) {
+  throw_if_error(checks::name_error(name, what));
   if (auto it = m.globals.find(name); it != m.globals.end())
-    throw UserError(fmt::format("'{}' is already declared as a {}", name, it->second));
-  m.globals.emplace(name, what);
+    throw UserError(checks::already_declared_message("", name, "as a " + it->second));
 }
 
-void check_initializer(const std::string& name, const ir::TensorType& type, const ir::Initializer& init) {
-  auto finite = [&](double v, const char* what) {
-    if (!std::isfinite(v)) throw UserError(fmt::format("{} must be a finite number, found {}", what, v));
-  };
-  if (auto* c = std::get_if<ir::InitConstant>(&init)) {
-    if (!value_fits(c->value, type.dtype))
-      throw UserError(fmt::format("initial value {} does not fit shared variable '{}' of dtype {}", c->value,
-                                  name, ir::dtype_name(type.dtype)));
-    return;
-  }
-  const bool normal = std::holds_alternative<ir::InitNormal>(init);
-  if (normal || std::holds_alternative<ir::InitUniform>(init)) {
-    const char* kind = normal ? "normal" : "uniform";
-    uint64_t seed = normal ? std::get<ir::InitNormal>(init).seed : std::get<ir::InitUniform>(init).seed;
-    if (seed > uint64_t(INT64_MAX))
-      throw UserError(fmt::format("{}'s seed must be at most 2^63-1, found {}", kind, seed));
-    if (!ir::is_float(type.dtype))
-      throw UserError(fmt::format("{} initializes floating variables, but '{}' is {}", kind, name,
-                                  ir::dtype_name(type.dtype)));
-    if (normal) {
-      const auto& n = std::get<ir::InitNormal>(init);
-      finite(n.mean, "mean");
-      finite(n.stddev, "std");
-      if (n.stddev < 0) throw UserError(fmt::format("std must be 0 or more, found {}", n.stddev));
-    } else {
-      const auto& u = std::get<ir::InitUniform>(init);
-      finite(u.low, "low");
-      finite(u.high, "high");
-      if (!(u.low < u.high))
-        throw UserError(fmt::format("uniform needs low < high, found low={} and high={}", u.low, u.high));
-    }
-    return;
-  }
-  if (auto* l = std::get_if<ir::InitLoad>(&init); l && l->path.empty())
-    throw UserError(fmt::format("load needs a file name for shared variable '{}'", name));
+void declare_global(ModuleState& m, const std::string& name, const char* what) {
+  check_global_name(m, name, what);
+  m.globals.emplace(name, what);
 }
 
 }  // namespace
@@ -684,10 +542,8 @@ Expr ModuleBuilder::shared(const std::string& name, DType dtype, ShapeArg shape,
                            bool sliceable) {
   ModuleState& m = *state_;
   ir::TensorType type = declared_type(dtype, shape);
-  if (sliceable && (type.rank() == 0 || !type.shape[0].is_symbolic()))
-    throw UserError(fmt::format("sliceable shared variable '{}' holds rows and needs a symbolic row "
-                                "dimension (axis 0), like f32[rows, 10]; found {}", name, ir::type_str(type)));
-  check_initializer(name, type, init);
+  throw_if_error(checks::sliceable_error(name, type, sliceable));
+  throw_if_error(checks::initializer_error(name, type, init));
   declare_global(m, name, "shared variable");
   m.shareds.push_back(ir::SharedVar{name, type, std::move(init), sliceable, {}});
   return shared_expr(m, int64_t(m.shareds.size() - 1));
@@ -707,33 +563,24 @@ FunctionBuilder ModuleBuilder::function(const std::string& name) {
 void ModuleBuilder::optimizer(const std::string& name, const std::string& rule,
                               const std::vector<std::pair<std::string, double>>& hyper_parameters) {
   ModuleState& m = *state_;
-  require_identifier(name, "optimizer");
-  if (auto it = m.globals.find(name); it != m.globals.end())
-    throw UserError(fmt::format("'{}' is already declared as a {}", name, it->second));
-  if (!update_rule_from_name(rule))
-    throw UserError(fmt::format("optimizer '{}': unknown update rule '{}' (known rules: {})", name, rule,
-                                fmt::join(update_rule_names(), ", ")));
+  check_global_name(m, name, "optimizer");
+  throw_if_error(checks::unknown_rule_error(name, rule));
   ir::Optimizer opt;
   opt.name = name;
   opt.rule = rule;
   for (const auto& [keyword, value] : hyper_parameters) {
     if (keyword == "num_packs") {   // the step's all-reduce, not the rule's
-      if (!(value >= 1 && value <= double(INT32_MAX) && value == std::floor(value)))
-        throw UserError(fmt::format("optimizer '{}': num_packs must be an integer >= 1 (the number of buffers the "
-                                    "gradient's all-reduce uses)", name));
+      // A double is a number of packs when it is a whole number that an int32 holds.
+      const bool whole = value >= double(INT32_MIN) && value <= double(INT32_MAX) && value == std::floor(value);
+      throw_if_error(checks::num_packs_error(name, whole ? std::optional<int64_t>(int64_t(value)) : std::nullopt));
       opt.num_packs = int64_t(value);
       continue;
     }
     // One keyword at a time, so that the message names the keyword that is wrong, as sema's does.
-    if (std::optional<std::string> why = hyper_parameter_error(rule, keyword, value))
-      throw UserError(fmt::format("optimizer '{}': {}", name, *why));
+    throw_if_error(checks::hyper_parameter_error(name, rule, keyword, value));
     opt.hyper_parameters.emplace_back(keyword, value);
   }
-  try {
-    make_update_rule(rule, opt.hyper_parameters);
-  } catch (const UserError& e) {
-    throw UserError(fmt::format("optimizer '{}': {}", name, e.what()));
-  }
+  throw_if_error(checks::update_rule_error(name, rule, opt.hyper_parameters));
   m.globals.emplace(name, "optimizer");
   m.optimizers.push_back(std::move(opt));
 }
@@ -744,93 +591,47 @@ namespace {
 // for outputs, the symbols of reshape targets, at least one result), against the final module.
 void check_function(const ModuleState& m, const FunctionState& f) {
   const ir::Function& fn = f.fn;
-  if (fn.outputs.empty() && fn.updates.empty())
-    throw UserError(fmt::format("function '{}' has no 'out' or 'update' statement, so it computes nothing", fn.name));
+  if (fn.outputs.empty() && fn.updates.empty()) throw UserError(checks::no_results_message(fn.name));
   for (int64_t p : f.trained)
     if (f.updated.count(p) && p != m.optimizers[size_t(f.train_step->optimizer)].gradient)
-      throw UserError(fmt::format("'{}' is trained by the step of function '{}' (its optimizer updates it after the "
-                                  "gradient is averaged), so '{}' cannot also update it", m.shareds[size_t(p)].name,
-                                  fn.name, fn.name));
+      throw UserError(checks::trained_update_message(m.shareds[size_t(p)].name,
+                                                     fmt::format("of function '{}'", fn.name), fn.name));
   for (const auto& [name, what] : f.locals)
     if (auto it = m.globals.find(name); it != m.globals.end() && it->second == "shared variable")
-      throw UserError(fmt::format("{} '{}' of function '{}' would shadow the shared variable '{}'; choose "
-                                  "another name", what, name, fn.name, name));
+      throw UserError(checks::shadow_message(what.c_str(), name, of_function(fn.name), quoted(name)));
 
-  std::vector<int64_t> used = f.used_shareds;
-  std::sort(used.begin(), used.end());
-  std::map<std::string, std::string> scattered;   // row symbol -> what scatters it
+  std::vector<int64_t> used_indices = f.used_shareds;
+  std::sort(used_indices.begin(), used_indices.end());
+  std::vector<const ir::SharedVar*> used;
+  for (int64_t index : used_indices) used.push_back(&m.shareds[size_t(index)]);
+  const checks::ScatteredRows scattered = checks::scattered_rows(fn.params, used);
   for (const ir::Param& p : fn.params)
-    if (p.role != ir::Role::Broadcast && !p.type.shape.empty() && p.type.shape[0].is_symbolic())
-      scattered.emplace(p.type.shape[0].symbol,
-                        fmt::format("axis 0 of {} parameter '{}'", ir::role_name(p.role), p.name));
-  for (int64_t index : used) {
-    const ir::SharedVar& s = m.shareds[size_t(index)];
-    if (s.sliceable && !s.type.shape.empty() && s.type.shape[0].is_symbolic())
-      scattered.emplace(s.type.shape[0].symbol, fmt::format("axis 0 of sliceable shared variable '{}'", s.name));
-  }
-  for (const ir::Param& p : fn.params)
-    for (size_t axis = 0; axis < p.type.shape.size(); ++axis) {
-      const ir::Dim& d = p.type.shape[axis];
-      if (!d.is_symbolic() || (axis == 0 && p.role != ir::Role::Broadcast)) continue;
-      if (auto it = scattered.find(d.symbol); it != scattered.end())
-        throw UserError(fmt::format("'{}' is a scattered row dimension ({}), so it cannot also size axis {} "
-                                    "of {} parameter '{}'; use another symbol", d.symbol, it->second, axis,
-                                    ir::role_name(p.role), p.name));
-    }
-  for (int64_t index : used) {
-    const ir::SharedVar& s = m.shareds[size_t(index)];
-    for (size_t axis = 0; axis < s.type.shape.size(); ++axis) {
-      const ir::Dim& d = s.type.shape[axis];
-      if (!d.is_symbolic() || (axis == 0 && s.sliceable)) continue;
-      if (auto it = scattered.find(d.symbol); it != scattered.end())
-        throw UserError(fmt::format("'{}' is a scattered row dimension ({}), but shared variable '{}' of type "
-                                    "{} uses it for a dimension every rank holds whole", d.symbol, it->second,
-                                    s.name, ir::type_str(s.type)));
-    }
-  }
-  for (const builder_detail::OutputInfo& o : f.outputs) {
-    if (o.mode == ir::ReduceMode::Gather || o.mode == ir::ReduceMode::None) continue;
-    for (const ir::Dim& d : o.type.shape)
-      if (d.is_symbolic())
-        if (auto it = scattered.find(d.symbol); it != scattered.end())
-          throw UserError(fmt::format("output '{}' of function '{}' has shape {}, which depends on the "
-                                      "scattered row dimension '{}' ({}); use mode gather or none", o.name,
-                                      fn.name, ir::shape_str(o.type.shape), d.symbol, it->second));
-  }
+    for (size_t axis = 0; axis < p.type.shape.size(); ++axis)
+      throw_if_error(checks::param_axis_error(p, axis, scattered));
+  for (const ir::SharedVar* s : used)
+    for (size_t axis = 0; axis < s->type.shape.size(); ++axis)
+      throw_if_error(checks::shared_axis_error(*s, axis, scattered));
+  for (const builder_detail::OutputInfo& o : f.outputs)
+    throw_if_error(checks::scattered_output_error(o.name, of_function(fn.name), o.type, o.mode, scattered));
 
   std::set<std::string> symbols;
   for (const ir::Param& p : fn.params)
     for (const ir::Dim& d : p.type.shape)
       if (d.is_symbolic()) symbols.insert(d.symbol);
-  for (int64_t index : used)
-    for (const ir::Dim& d : m.shareds[size_t(index)].type.shape)
+  for (const ir::SharedVar* s : used)
+    for (const ir::Dim& d : s->type.shape)
       if (d.is_symbolic()) symbols.insert(d.symbol);
   for (const auto& [symbol, op] : f.shape_symbols)
-    if (!symbols.count(symbol))
-      throw UserError(fmt::format("unknown dimension '{}' in {} of function '{}'; {}", symbol, op, fn.name,
-                                  symbols.empty() ? "this function has no symbolic dimensions"
-                                                  : fmt::format("the dimensions of this function are {}",
-                                                                fmt::join(symbols, ", "))));
+    throw_if_error(checks::unknown_dimension_error(symbol, op + of_function(fn.name), symbols));
 }
 
 // The names jit::compile's expansion adds for every optimizer some step uses (its update
-// function and state) must be free: sema's check_training_names.
+// function and state) must be free, as sema checks them.
 void check_training_names(const ModuleState& m) {
-  std::map<std::string, size_t> added;
-  for (size_t i = 0; i < m.optimizers.size(); ++i) {
-    const ir::Optimizer& o = m.optimizers[i];
-    if (o.gradient < 0) continue;
-    for (const std::string& name : names_added_by(o, m.shareds)) {
-      std::string clash;
-      if (auto g = m.globals.find(name); g != m.globals.end()) clash = "a " + g->second;
-      else if (auto a = added.find(name); a != added.end())
-        clash = fmt::format("what optimizer '{}' adds too", m.optimizers[a->second].name);
-      if (!clash.empty())
-        throw UserError(fmt::format("optimizer '{}' ({}) adds '{}' for its update function and state, but '{}' is "
-                                    "{}; rename one of them", o.name, o.rule, name, name, clash));
-      added.emplace(name, i);
-    }
-  }
+  std::map<std::string, std::string> declared;
+  for (const auto& [name, what] : m.globals) declared.emplace(name, "a " + what);
+  const auto errors = checks::training_name_errors(m.optimizers, m.shareds, declared);
+  if (!errors.empty()) throw UserError(errors.front().second);
 }
 
 }  // namespace

@@ -18,10 +18,11 @@
 #include <vector>
 
 #include "dsl/builder.h"
+#include "dsl/checks.h"
 
 namespace synk::dsl::builder_detail {
 
-enum class LiteralKind : uint8_t { Int, Float, Bool };
+using dsl::LiteralKind;
 
 struct Operand {
   std::shared_ptr<const ExprNode> node;

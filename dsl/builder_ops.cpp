@@ -9,6 +9,7 @@
 
 #include "dsl/builder.h"
 #include "dsl/builder_internal.h"
+#include "dsl/checks.h"
 #include "ir/type_infer.h"
 
 namespace synk::dsl {
@@ -41,9 +42,8 @@ std::string operand_types(const std::vector<NodePtr>& xs) {
 }
 
 void require_supported(DType dtype, const char* op) {
-  if (ir::is_reserved(dtype))
-    throw UserError(fmt::format("{}: dtype '{}' is reserved and not supported yet; use f32 or f64", op,
-                                ir::dtype_name(dtype)));
+  if (std::optional<std::string> why = checks::reserved_dtype_error(dtype))
+    throw UserError(fmt::format("{}: {}", op, *why));
 }
 
 // A call such as exp(x) (sema's call_unary).
@@ -117,9 +117,8 @@ ir::Shape target_shape(const ShapeArg& shape, const char* op, bool allow_infer, 
   for (const DimArg& d : shape) {
     if (d.dim.is_symbolic()) {
       symbols.push_back(d.dim.symbol);
-    } else if (d.dim.size < 0 && !(allow_infer && d.dim.size == -1)) {
-      throw UserError(fmt::format("{}'s sizes must be 0 or more{}, found {}", op,
-                                  allow_infer ? " (or -1 to infer one)" : "", d.dim.size));
+    } else if (std::optional<std::string> why = checks::shape_size_error(op, d.dim.size, allow_infer)) {
+      throw UserError(std::move(*why));
     }
     out.push_back(d.dim);
   }

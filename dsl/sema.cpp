@@ -30,15 +30,15 @@ std::optional<ir::TensorType> resolve_type_expr(const ast::TypeExpr& t, Diagnost
     diags.error(t.loc, fmt::format("unknown dtype '{}'; expected f32, f64, i32, i64, u8 or bool", t.dtype));
     return std::nullopt;
   }
-  if (ir::is_reserved(*dtype)) {
-    diags.error(t.loc, fmt::format("dtype '{}' is reserved and not supported yet; use f32 or f64", t.dtype));
+  if (std::optional<std::string> why = checks::reserved_dtype_error(*dtype)) {
+    diags.error(t.loc, std::move(*why));
     return std::nullopt;
   }
   ir::TensorType type{*dtype, {}};
   for (const ast::DimExpr& d : t.dims) {
     if (d.size) {
-      if (*d.size < 0) {
-        diags.error(d.loc, fmt::format("a dimension size must be 0 or more, found {}", *d.size));
+      if (std::optional<std::string> why = checks::dimension_size_error(*d.size)) {
+        diags.error(d.loc, std::move(*why));
         return std::nullopt;
       }
       type.shape.push_back(ir::Dim::fixed(*d.size));
@@ -63,17 +63,6 @@ std::optional<double> number_of(const ast::Expr& e) {
         if (auto v = number_of(*e.args[0])) return -*v;
       return std::nullopt;
     default: return std::nullopt;
-  }
-}
-
-bool fits(double v, DType t) {
-  if (ir::is_float(t)) return true;
-  if (v != std::floor(v)) return false;
-  switch (t) {
-    case DType::Bool: return v == 0 || v == 1;
-    case DType::U8: return v >= 0 && v <= 255;
-    case DType::I32: return v >= -2147483648.0 && v <= 2147483647.0;
-    default: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
   }
 }
 
@@ -109,9 +98,9 @@ class InitializerAnalyzer {
   }
 
   std::optional<ir::Initializer> constant(double v, SourceLoc loc) {
-    if (type_ && !fits(v, type_->dtype))
-      return error(loc, fmt::format("initial value {} does not fit shared variable '{}' of dtype {}", v,
-                                    decl_.name, ir::dtype_name(type_->dtype)));
+    if (type_)
+      if (std::optional<std::string> why = checks::initial_value_error(decl_.name, *type_, v))
+        return error(loc, std::move(*why));
     return ir::InitConstant{v};
   }
 
@@ -170,17 +159,17 @@ class InitializerAnalyzer {
       error(e.loc, fmt::format("{} needs seed=S (an integer) so that every run draws the same values", e.text));
       ok = false;
     }
-    if (normal && b < 0) {
-      error(b_loc, fmt::format("std must be 0 or more, found {}", b));
+    if (std::optional<std::string> why = normal ? checks::std_error(b) : std::nullopt) {
+      error(b_loc, std::move(*why));
       ok = false;
     }
-    if (!normal && !(a < b)) {
-      error(e.loc, fmt::format("uniform needs low < high, found low={} and high={}", a, b));
+    if (std::optional<std::string> why = normal ? std::nullopt : checks::uniform_bounds_error(a, b)) {
+      error(e.loc, std::move(*why));
       ok = false;
     }
-    if (ok && type_ && !ir::is_float(type_->dtype))
-      return error(e.loc, fmt::format("{} initializes floating variables, but '{}' is {}", e.text,
-                                      decl_.name, ir::dtype_name(type_->dtype)));
+    if (ok && type_)
+      if (std::optional<std::string> why = checks::random_dtype_error(e.text.c_str(), decl_.name, *type_))
+        return error(e.loc, std::move(*why));
     if (!ok) return std::nullopt;
     if (normal) return ir::InitNormal{*seed, a, b};
     return ir::InitUniform{*seed, a, b};
@@ -256,7 +245,7 @@ class InitializerAnalyzer {
 bool declare_global(ModuleContext& ctx, const std::string& name, SourceLoc loc, Global g) {
   auto it = ctx.globals.find(name);
   if (it != ctx.globals.end()) {
-    ctx.diags.error(loc, fmt::format("'{}' is already declared at {}", name, loc_str(it->second.loc)));
+    ctx.diags.error(loc, checks::already_declared_message("", name, "at " + loc_str(it->second.loc)));
     return false;
   }
   if (is_builtin_constant(name)) {
@@ -279,10 +268,8 @@ void analyze_shared(ModuleContext& ctx, const ast::SharedDecl& d) {
   auto type = resolve_type_expr(d.type, ctx.diags);
   if (type) {
     var.type = *type;
-    if (d.sliceable && (type->rank() == 0 || !type->shape[0].is_symbolic())) {
-      ctx.diags.error(d.type.loc, fmt::format("sliceable shared variable '{}' holds rows and needs a "
-                                              "symbolic row dimension (axis 0), like f32[rows, 10]; found {}",
-                                              d.name, ir::type_str(*type)));
+    if (std::optional<std::string> why = checks::sliceable_error(d.name, *type, d.sliceable)) {
+      ctx.diags.error(d.type.loc, std::move(*why));
       ok = false;
     }
   } else {
@@ -329,16 +316,15 @@ std::optional<ir::TensorType> FunctionAnalyzer::resolve_type(const ast::TypeExpr
 
 bool FunctionAnalyzer::check_local_name(const std::string& name, SourceLoc loc, const char* what) {
   if (auto it = scope_.find(name); it != scope_.end()) {
-    error(loc, fmt::format("'{}' is already declared at {}", name, loc_str(it->second.loc)));
+    error(loc, checks::already_declared_message("", name, "at " + loc_str(it->second.loc)));
     return false;
   }
   if (auto it = ctx_.globals.find(name); it != ctx_.globals.end() && it->second.kind == Global::Kind::Shared) {
-    error(loc, fmt::format("{} '{}' would shadow the shared variable declared at {}; choose another name",
-                           what, name, loc_str(it->second.loc)));
+    error(loc, checks::shadow_message(what, name, "", "declared at " + loc_str(it->second.loc)));
     return false;
   }
-  if (is_builtin_constant(name)) {
-    error(loc, fmt::format("'{}' is a built-in constant and cannot name a {}", name, what));
+  if (std::optional<std::string> why = checks::builtin_constant_error(name, what)) {
+    error(loc, std::move(*why));
     return false;
   }
   return true;
@@ -374,10 +360,8 @@ void FunctionAnalyzer::declare_params() {
     auto type = resolve_type(p.type);
     if (type) {
       param.type = *type;
-      if (param.role != ir::Role::Broadcast && (type->rank() == 0 || !type->shape[0].is_symbolic())) {
-        error(p.type.loc, fmt::format("{} parameter '{}' is split by rows and needs a symbolic row "
-                                      "dimension (axis 0), like f32[n, 10]; found {}", p.role, p.name,
-                                      ir::type_str(*type)));
+      if (std::optional<std::string> why = checks::row_dimension_error(param.role, p.name, *type)) {
+        error(p.type.loc, std::move(*why));
         type.reset();
       }
     }
@@ -411,40 +395,20 @@ void FunctionAnalyzer::collect_symbols() {
 // sliceable shared variables) has a different size in every rank, so it cannot also size a
 // dimension that every rank holds whole.
 void FunctionAnalyzer::check_scattered_symbols() {
-  for (size_t i = 0; i < fn_.params.size(); ++i) {
-    const ir::Param& p = fn_.params[i];
-    if (p.role != ir::Role::Broadcast && !p.type.shape.empty() && p.type.shape[0].is_symbolic())
-      scattered_.emplace(p.type.shape[0].symbol, fmt::format("axis 0 of {} parameter '{}'",
-                                                             ir::role_name(p.role), p.name));
-  }
-  for (const auto& [index, loc] : used_shareds_) {
-    const ir::SharedVar& s = ctx_.module.shareds[size_t(index)];
-    if (s.sliceable && !s.type.shape.empty() && s.type.shape[0].is_symbolic())
-      scattered_.emplace(s.type.shape[0].symbol, fmt::format("axis 0 of sliceable shared variable '{}'", s.name));
-  }
+  std::vector<const ir::SharedVar*> used;
+  for (const auto& [index, loc] : used_shareds_) used.push_back(&ctx_.module.shareds[size_t(index)]);
+  scattered_ = checks::scattered_rows(fn_.params, used);
   for (size_t i = 0; i < fn_.params.size(); ++i) {
     const ir::Param& p = fn_.params[i];
     const ast::ParamDecl& pd = decl_.params[i];
-    for (size_t axis = 0; axis < p.type.shape.size() && axis < pd.type.dims.size(); ++axis) {
-      const ir::Dim& d = p.type.shape[axis];
-      if (!d.is_symbolic() || (axis == 0 && p.role != ir::Role::Broadcast)) continue;
-      if (auto it = scattered_.find(d.symbol); it != scattered_.end())
-        error(pd.type.dims[axis].loc,
-              fmt::format("'{}' is a scattered row dimension ({}), so it cannot also size axis {} of {} "
-                          "parameter '{}'; use another symbol", d.symbol, it->second, axis,
-                          ir::role_name(p.role), p.name));
-    }
+    for (size_t axis = 0; axis < p.type.shape.size() && axis < pd.type.dims.size(); ++axis)
+      if (std::optional<std::string> why = checks::param_axis_error(p, axis, scattered_))
+        error(pd.type.dims[axis].loc, std::move(*why));
   }
   for (const auto& [index, loc] : used_shareds_) {
     const ir::SharedVar& s = ctx_.module.shareds[size_t(index)];
-    for (size_t axis = 0; axis < s.type.shape.size(); ++axis) {
-      const ir::Dim& d = s.type.shape[axis];
-      if (!d.is_symbolic() || (axis == 0 && s.sliceable)) continue;
-      if (auto it = scattered_.find(d.symbol); it != scattered_.end())
-        error(loc, fmt::format("'{}' is a scattered row dimension ({}), but shared variable '{}' of type "
-                               "{} uses it for a dimension every rank holds whole", d.symbol, it->second,
-                               s.name, ir::type_str(s.type)));
-    }
+    for (size_t axis = 0; axis < s.type.shape.size(); ++axis)
+      if (std::optional<std::string> why = checks::shared_axis_error(s, axis, scattered_)) error(loc, std::move(*why));
   }
 }
 
@@ -457,9 +421,8 @@ std::optional<ReduceMode> FunctionAnalyzer::resolve_mode(const ast::Stmt& s, boo
                                              : "avg, sum, prod, max, min, gather or none"));
     return std::nullopt;
   }
-  if (for_update && (*mode == ReduceMode::Gather || *mode == ReduceMode::None)) {
-    error(s.mode_loc, fmt::format("an update accumulates over slices with avg, sum, prod, max or min; "
-                                  "mode '{}' is for outputs only", s.mode));
+  if (std::optional<std::string> why = for_update ? checks::update_mode_error(*mode) : std::nullopt) {
+    error(s.mode_loc, std::move(*why));
     return std::nullopt;
   }
   return mode;
@@ -502,7 +465,7 @@ void FunctionAnalyzer::let_statement(const ast::Stmt& s) {
 void FunctionAnalyzer::out_statement(const ast::Stmt& s) {
   bool ok = true;
   if (auto it = outputs_seen_.find(s.name); it != outputs_seen_.end()) {
-    error(s.name_loc, fmt::format("output '{}' is already declared at {}", s.name, loc_str(it->second)));
+    error(s.name_loc, checks::already_declared_message("output", s.name, "at " + loc_str(it->second)));
     ok = false;
   } else {
     outputs_seen_.emplace(s.name, s.name_loc);
@@ -512,24 +475,13 @@ void FunctionAnalyzer::out_statement(const ast::Stmt& s) {
   if (v.is_literal()) v = materialize_default(v, s.value->loc);
   if (!mode || v.failed() || !ok) return;
   SourceLoc where = s.mode.empty() ? s.name_loc : s.mode_loc;
-  if (*mode == ReduceMode::Avg && !ir::is_float(v.type.dtype)) {
-    return error(where, fmt::format("output '{}' has dtype {}, which cannot be averaged{}; give it "
-                                    "another mode, e.g. 'out {}: sum = ...' or 'out {}: gather = ...'",
-                                    s.name, ir::dtype_name(v.type.dtype),
-                                    s.mode.empty() ? " (avg is the default mode)" : "", s.name, s.name));
-  }
-  if (*mode != ReduceMode::Gather && *mode != ReduceMode::None) {
-    for (const ir::Dim& d : v.type.shape) {
-      if (!d.is_symbolic()) continue;
-      if (auto it = scattered_.find(d.symbol); it != scattered_.end())
-        return error(where, fmt::format("output '{}' has shape {}, which depends on the scattered row "
-                                        "dimension '{}' ({}); use mode gather or none",
-                                        s.name, ir::shape_str(v.type.shape), d.symbol, it->second));
-    }
-  }
-  if (*mode == ReduceMode::Gather && v.type.rank() == 0)
-    return error(where, fmt::format("output '{}' is a scalar, but mode gather concatenates along axis 0; "
-                                    "use another mode or reshape(x, [1])", s.name));
+  const bool mode_written = !s.mode.empty();
+  if (auto why = checks::output_avg_error(s.name, v.type.dtype, *mode, checks::Spelling::Synk, mode_written))
+    return error(where, std::move(*why));
+  if (auto why = checks::scattered_output_error(s.name, "", v.type, *mode, scattered_))
+    return error(where, std::move(*why));
+  if (auto why = checks::output_gather_error(s.name, v.type, *mode, checks::Spelling::Synk))
+    return error(where, std::move(*why));
   fn_.outputs.push_back(ir::Output{s.name, v.node, *mode, s.name_loc});
 }
 
@@ -550,8 +502,7 @@ void FunctionAnalyzer::update_statement(const ast::Stmt& s) {
   } else {
     index = global->second.index;
     if (auto seen = updates_seen_.find(index); seen != updates_seen_.end()) {
-      error(s.name_loc, fmt::format("'{}' is already updated at {}; a shared variable is updated at "
-                                    "most once per function", s.name, loc_str(seen->second)));
+      error(s.name_loc, checks::updated_twice_message(s.name, "at " + loc_str(seen->second)));
       ok = false;
     } else {
       updates_seen_.emplace(index, s.name_loc);
@@ -567,15 +518,9 @@ void FunctionAnalyzer::update_statement(const ast::Stmt& s) {
     if (!converted) return;
     v = *converted;
   }
-  if (!(v.type == var.type))
-    return error(s.value->loc, fmt::format("update of '{}' needs a value of type {} but this one has type {}",
-                                           s.name, ir::type_str(var.type), ir::type_str(v.type)));
-  if (*mode == ReduceMode::Avg && !ir::is_float(var.type.dtype))
-    return error(s.mode.empty() ? s.name_loc : s.mode_loc,
-                 fmt::format("update of '{}' has dtype {}, which cannot be averaged over slices{}; give "
-                             "it another mode, e.g. 'update {}: sum = ...'", s.name,
-                             ir::dtype_name(var.type.dtype),
-                             s.mode.empty() ? " (avg is the default mode)" : "", s.name));
+  if (auto why = checks::update_type_error(s.name, var.type, v.type)) return error(s.value->loc, std::move(*why));
+  if (auto why = checks::update_avg_error(s.name, var.type.dtype, *mode, checks::Spelling::Synk, !s.mode.empty()))
+    return error(s.mode.empty() ? s.name_loc : s.mode_loc, std::move(*why));
   fn_.updates.push_back(ir::Update{index, v.node, *mode, s.name_loc});
   if (!s.optimizer.empty()) training_update(s, index, v);
 }
@@ -600,8 +545,7 @@ bool FunctionAnalyzer::run() {
   for (const ast::Stmt& s : decl_.body) any_result |= s.kind != ast::StmtKind::Let;
   // A body with syntax errors may have lost its out statements; do not add to that message.
   if (!any_result && !ctx_.syntax_errors)
-    error(decl_.name_loc, fmt::format("function '{}' has no 'out' or 'update' statement, so it computes "
-                                      "nothing", decl_.name));
+    error(decl_.name_loc, checks::no_results_message(decl_.name));
   return !had_error_ && ctx_.diags.error_count() == errors_at_start_;
 }
 

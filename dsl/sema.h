@@ -14,12 +14,13 @@
 #include <vector>
 
 #include "dsl/ast.h"
+#include "dsl/checks.h"
 #include "base/diagnostics.h"
 #include "ir/ir.h"
 
 namespace synk::dsl::sema {
 
-enum class LiteralKind : uint8_t { Int, Float, Bool };
+using dsl::LiteralKind;
 
 struct Value {
   enum class Kind : uint8_t { Error, Node, Literal };
@@ -54,7 +55,7 @@ ir::DType weak_dtype(ir::DType strong, LiteralKind kind);
 std::string expr_text(const ast::Expr& e);
 
 // Names that sema knows as values without a declaration.
-bool is_builtin_constant(std::string_view name);   // inf, nan
+using checks::is_builtin_constant;                 // inf, nan
 bool is_builtin_op(std::string_view name);          // exp, sum, grad, ...
 
 // What a module-level name denotes.
@@ -115,8 +116,7 @@ class FunctionAnalyzer {
   void minimize_statement(const ast::Stmt& s);
   void training_update(const ast::Stmt& s, int64_t gradient_var, const Value& value);
   std::optional<int64_t> resolve_optimizer(const ast::Stmt& s);
-  bool bind_optimizer(const ast::Stmt& s, int64_t optimizer, const std::vector<int64_t>& parameters,
-                      ir::DType dtype, int64_t size);
+  bool bind_optimizer(const ast::Stmt& s, int64_t optimizer, const checks::FlatGradient& gradient);
   void check_training_conflicts();
   bool check_local_name(const std::string& name, SourceLoc loc, const char* what);
   void poison_name(const std::string& name, SourceLoc loc);
@@ -186,7 +186,7 @@ class FunctionAnalyzer {
   std::map<std::string, Binding> scope_;
   std::map<int64_t, ir::NodeId> shared_reads_;
   std::set<std::string> symbols_;                 // dimension symbols bound in this function
-  std::map<std::string, std::string> scattered_;  // row symbol -> what scatters it ("'x'")
+  checks::ScatteredRows scattered_;               // row symbol -> what scatters it
   std::map<std::string, SourceLoc> outputs_seen_;
   std::map<int64_t, SourceLoc> updates_seen_;
   std::map<int64_t, SourceLoc> used_shareds_;     // first use of each shared variable

@@ -116,19 +116,14 @@ std::optional<ir::Shape> FunctionAnalyzer::shape_argument(const ast::Expr& arg, 
   ir::Shape shape;
   for (const auto& item : arg.args) {
     if (item->kind == ast::ExprKind::IntLiteral) {
-      if (item->int_value < 0 && !(allow_infer && item->int_value == -1)) {
-        error(item->loc, fmt::format("{}'s sizes must be 0 or more{}, found {}", op,
-                                     allow_infer ? " (or -1 to infer one)" : "", item->int_value));
+      if (std::optional<std::string> why = checks::shape_size_error(op, item->int_value, allow_infer)) {
+        error(item->loc, std::move(*why));
         return std::nullopt;
       }
       shape.push_back(ir::Dim::fixed(item->int_value));
     } else if (item->kind == ast::ExprKind::Name) {
-      if (!symbols_.count(item->text)) {
-        std::string known;
-        for (const std::string& s : symbols_) known += (known.empty() ? "" : ", ") + s;
-        error(item->loc, fmt::format("unknown dimension '{}' in {}; {}", item->text, op,
-                                     known.empty() ? "this function has no symbolic dimensions"
-                                                   : "the dimensions of this function are " + known));
+      if (std::optional<std::string> why = checks::unknown_dimension_error(item->text, op, symbols_)) {
+        error(item->loc, std::move(*why));
         return std::nullopt;
       }
       shape.push_back(ir::Dim::sym(item->text));

@@ -60,15 +60,6 @@ Op binary_op(const std::string& spelling) {
   return it->second;
 }
 
-std::string literal_str(const Value& v) {
-  switch (v.literal) {
-    case LiteralKind::Int: return std::to_string(v.ivalue);
-    case LiteralKind::Bool: return v.ivalue ? "true" : "false";
-    case LiteralKind::Float: return fmt::format("{}", v.fvalue);
-  }
-  return "?";
-}
-
 // "'x' is i32[n, 10]", or "'2' is an integer literal".
 std::string what_is(const Value& v, const ast::Expr& e) {
   if (!v.is_literal()) return fmt::format("'{}' is {}", expr_text(e), ir::type_str(v.type));
@@ -115,8 +106,6 @@ DType weak_dtype(DType strong, LiteralKind kind) {
   }
   return strong;
 }
-
-bool is_builtin_constant(std::string_view name) { return name == "inf" || name == "nan"; }
 
 bool is_builtin_op(std::string_view name) {
   return std::find(std::begin(kBuiltinOps), std::end(kBuiltinOps), name) != std::end(kBuiltinOps);
@@ -183,40 +172,12 @@ std::optional<Value> FunctionAnalyzer::convert(const Value& v, DType dtype, Sour
         return Value::of_node(cached->second, ir::TensorType{dtype, {}});
     }
   }
-  ir::Attrs attrs;
-  switch (v.literal) {
-    case LiteralKind::Int:
-      if (dtype == DType::Bool) {
-        error(loc, fmt::format("integer {} cannot be used as a bool; use true or false", v.ivalue));
-        return std::nullopt;
-      }
-      if (ir::is_float(dtype)) {
-        attrs.value = double(v.ivalue);
-      } else {
-        bool fits = dtype == DType::I64 || (dtype == DType::I32 && v.ivalue >= INT32_MIN && v.ivalue <= INT32_MAX) ||
-                    (dtype == DType::U8 && v.ivalue >= 0 && v.ivalue <= 255);
-        if (!fits) {
-          error(loc, fmt::format("integer {} does not fit in {}", v.ivalue, ir::dtype_name(dtype)));
-          return std::nullopt;
-        }
-        attrs.ivalue = v.ivalue;
-      }
-      break;
-    case LiteralKind::Float:
-      if (!ir::is_float(dtype)) {
-        error(loc, fmt::format("{} is not an integer but {} is needed here; use cast({}, {})",
-                               literal_str(v), ir::dtype_name(dtype), literal_str(v), ir::dtype_name(dtype)));
-        return std::nullopt;
-      }
-      attrs.value = v.fvalue;
-      break;
-    case LiteralKind::Bool:
-      if (ir::is_float(dtype)) attrs.value = double(v.ivalue);
-      else attrs.ivalue = v.ivalue;
-      break;
+  if (std::optional<std::string> why = checks::literal_error(v.literal, v.ivalue, v.fvalue, dtype)) {
+    error(loc, std::move(*why));
+    return std::nullopt;
   }
   ir::TensorType t{dtype, {}};
-  ir::NodeId id = add_node(Op::Constant, {}, attrs, t, loc);
+  ir::NodeId id = add_node(Op::Constant, {}, checks::constant_attrs(v.literal, v.ivalue, v.fvalue, dtype), t, loc);
   if (binding) {
     fn_.nodes[size_t(id)].name = v.let_name;
     binding->materialized.emplace(dtype, id);

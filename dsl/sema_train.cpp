@@ -10,10 +10,8 @@
 #include <map>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "dsl/sema.h"
-#include "dsl/sema_optimizer.h"
 #include "ir/type_infer.h"
 
 namespace synk::dsl::sema {
@@ -39,6 +37,11 @@ const char* global_kind_text(Global::Kind kind) {
   return "a name";
 }
 
+// "a function declared at 3:1"
+std::string declared_text(const Global& g) {
+  return fmt::format("{} declared at {}", global_kind_text(g.kind), loc_text(g.loc));
+}
+
 }  // namespace
 
 void analyze_optimizer(ModuleContext& ctx, const ast::OptimizerDecl& d) {
@@ -50,9 +53,8 @@ void analyze_optimizer(ModuleContext& ctx, const ast::OptimizerDecl& d) {
   opt.loc = d.name_loc;
   if (d.rule.empty()) {
     ok = false;   // a syntax error, already reported
-  } else if (!update_rule_from_name(d.rule)) {
-    ctx.diags.error(d.rule_loc, fmt::format("optimizer '{}': unknown update rule '{}' (known rules: {})", d.name,
-                                            d.rule, fmt::join(update_rule_names(), ", ")));
+  } else if (std::optional<std::string> why = checks::unknown_rule_error(d.name, d.rule)) {
+    ctx.diags.error(d.rule_loc, std::move(*why));
     ok = false;
   } else {
     for (const ast::ExprPtr& arg : d.positional) {
@@ -62,12 +64,13 @@ void analyze_optimizer(ModuleContext& ctx, const ast::OptimizerDecl& d) {
     }
     for (const ast::KwArg& kw : d.hyper_parameters) {
       if (kw.name == "num_packs") {   // the step's all-reduce, not the rule's
-        if (!kw.value || kw.value->kind != ast::ExprKind::IntLiteral || kw.value->int_value < 1) {
-          ctx.diags.error(kw.loc, fmt::format("optimizer '{}': num_packs must be an integer >= 1 (the number of "
-                                              "buffers the gradient's all-reduce uses)", d.name));
+        std::optional<int64_t> packs;
+        if (kw.value && kw.value->kind == ast::ExprKind::IntLiteral) packs = kw.value->int_value;
+        if (std::optional<std::string> why = checks::num_packs_error(d.name, packs)) {
+          ctx.diags.error(kw.loc, std::move(*why));
           ok = false;
         } else {
-          opt.num_packs = kw.value->int_value;
+          opt.num_packs = *packs;
         }
         continue;
       }
@@ -80,21 +83,18 @@ void analyze_optimizer(ModuleContext& ctx, const ast::OptimizerDecl& d) {
         continue;
       }
       // One keyword at a time, so that the message points at the keyword that is wrong.
-      if (std::optional<std::string> why = hyper_parameter_error(d.rule, kw.name, *value)) {
-        ctx.diags.error(kw.loc, fmt::format("optimizer '{}': {}", d.name, *why));
+      if (std::optional<std::string> why = checks::hyper_parameter_error(d.name, d.rule, kw.name, *value)) {
+        ctx.diags.error(kw.loc, std::move(*why));
         ok = false;
       } else {
         opt.hyper_parameters.emplace_back(kw.name, *value);
       }
     }
-    if (ok) {
-      try {
-        make_update_rule(d.rule, opt.hyper_parameters);
-      } catch (const UserError& e) {
-        ctx.diags.error(d.rule_loc, fmt::format("optimizer '{}': {}", d.name, e.what()));
+    if (ok)
+      if (std::optional<std::string> why = checks::update_rule_error(d.name, d.rule, opt.hyper_parameters)) {
+        ctx.diags.error(d.rule_loc, std::move(*why));
         ok = false;
       }
-    }
   }
   ctx.module.optimizers.push_back(std::move(opt));
   ctx.optimizer_ok.push_back(ok);
@@ -102,27 +102,11 @@ void analyze_optimizer(ModuleContext& ctx, const ast::OptimizerDecl& d) {
 }
 
 void check_training_names(ModuleContext& ctx) {
-  // Every name the expansion will add, with the optimizer that adds it.
-  std::map<std::string, size_t> added;
-  for (size_t i = 0; i < ctx.module.optimizers.size(); ++i) {
-    const ir::Optimizer& o = ctx.module.optimizers[i];
-    if (o.gradient < 0 || !ctx.optimizer_ok[i]) continue;
-    for (const std::string& name : names_added_by(o, ctx.module.shareds)) {
-      std::string clash;
-      if (auto g = ctx.globals.find(name); g != ctx.globals.end())
-        clash = fmt::format("{} declared at {}", global_kind_text(g->second.kind), loc_text(g->second.loc));
-      else if (auto a = added.find(name); a != added.end())
-        clash = fmt::format("what optimizer '{}' adds too", ctx.module.optimizers[a->second].name);
-      if (!clash.empty()) {
-        ctx.diags.error(ctx.optimizer_bound_at[i],
-                        fmt::format("optimizer '{}' ({}) adds '{}' for its update function and state, but '{}' "
-                                    "is {}; rename one of them",
-                                    o.name, o.rule, name, name, clash));
-        break;
-      }
-      added.emplace(name, i);
-    }
-  }
+  std::map<std::string, std::string> declared;
+  for (const auto& [name, g] : ctx.globals) declared.emplace(name, declared_text(g));
+  for (const auto& [i, why] : checks::training_name_errors(ctx.module.optimizers, ctx.module.shareds, declared,
+                                                           ctx.optimizer_ok))
+    ctx.diags.error(ctx.optimizer_bound_at[i], why);
 }
 
 std::optional<int64_t> FunctionAnalyzer::resolve_optimizer(const ast::Stmt& s) {
@@ -133,7 +117,7 @@ std::optional<int64_t> FunctionAnalyzer::resolve_optimizer(const ast::Stmt& s) {
     return std::nullopt;
   }
   if (it->second.kind != Global::Kind::Optimizer) {
-    error(s.optimizer_loc, fmt::format("'{}' is {}, not an optimizer", s.optimizer, global_kind_text(it->second.kind)));
+    error(s.optimizer_loc, checks::not_an_optimizer_message(s.optimizer, global_kind_text(it->second.kind)));
     return std::nullopt;
   }
   if (!ctx_.optimizer_ok[size_t(it->second.index)]) {
@@ -143,34 +127,22 @@ std::optional<int64_t> FunctionAnalyzer::resolve_optimizer(const ast::Stmt& s) {
   return it->second.index;
 }
 
-bool FunctionAnalyzer::bind_optimizer(const ast::Stmt& s, int64_t optimizer, const std::vector<int64_t>& parameters,
-                                      ir::DType dtype, int64_t size) {
+bool FunctionAnalyzer::bind_optimizer(const ast::Stmt& s, int64_t optimizer, const checks::FlatGradient& gradient) {
   ir::Optimizer& o = ctx_.module.optimizers[size_t(optimizer)];
-  auto names = [&](const std::vector<int64_t>& indices) {
-    std::vector<std::string> out;
-    for (int64_t i : indices) out.push_back(ctx_.module.shareds[size_t(i)].name);
-    return fmt::format("{}", fmt::join(out, ", "));
-  };
-  if (o.gradient >= 0) {
-    if (o.parameters == parameters) return true;
-    error(s.loc, fmt::format("optimizer '{}' already trains {} (at {}); every step that uses it must train the same "
-                             "variables in the same order, not {}",
-                             o.name, names(o.parameters), loc_text(ctx_.optimizer_bound_at[size_t(optimizer)]),
-                             names(parameters)));
+  const std::string bound_at = fmt::format(" (at {})", loc_text(ctx_.optimizer_bound_at[size_t(optimizer)]));
+  if (auto why = checks::already_trains_error(o, gradient.parameters, ctx_.module.shareds, bound_at)) {
+    error(s.loc, std::move(*why));
     return false;
   }
+  if (o.gradient >= 0) return true;
   const std::string name = o.gradient_variable();
-  const ir::TensorType type{dtype, {ir::Dim::fixed(size)}};
+  const ir::TensorType type = gradient.type();
   int64_t index = -1;
   if (auto g = ctx_.globals.find(name); g != ctx_.globals.end()) {
-    const bool fits = g->second.kind == Global::Kind::Shared &&
-                      ctx_.module.shareds[size_t(g->second.index)].type == type &&
-                      !ctx_.module.shareds[size_t(g->second.index)].sliceable;
-    if (!fits) {
-      error(s.loc, fmt::format("optimizer '{}' keeps the flat gradient in the shared variable '{}: {}', but '{}' is "
-                               "already {} declared at {}; rename it",
-                               o.name, name, ir::type_str(type), name, global_kind_text(g->second.kind),
-                               loc_text(g->second.loc)));
+    const ir::SharedVar* existing =
+        g->second.kind == Global::Kind::Shared ? &ctx_.module.shareds[size_t(g->second.index)] : nullptr;
+    if (auto why = checks::gradient_variable_error(o, type, existing, declared_text(g->second))) {
+      error(s.loc, std::move(*why));
       return false;
     }
     index = g->second.index;
@@ -181,30 +153,14 @@ bool FunctionAnalyzer::bind_optimizer(const ast::Stmt& s, int64_t optimizer, con
     ctx_.shared_locs.push_back(s.loc);
     ctx_.globals.emplace(name, Global{Global::Kind::Shared, index, s.loc});
   }
-  o.parameters = parameters;
+  o.parameters = gradient.parameters;
   o.gradient = index;
   ctx_.optimizer_bound_at[size_t(optimizer)] = s.loc;
   return true;
 }
 
-namespace {
-
-// The variables of a Grad node, their promoted dtype and total size; nullopt (after reporting)
-// when one has a symbolic shape.
-struct Trained {
-  std::vector<int64_t> parameters;
-  ir::DType dtype = ir::DType::F32;
-  int64_t size = 0;
-};
-
-}  // namespace
-
 void FunctionAnalyzer::minimize_statement(const ast::Stmt& s) {
-  if (step_at_) {
-    error(s.loc, fmt::format("function '{}' already has a training step at {}; a function minimizes one loss",
-                             decl_.name, loc_text(*step_at_)));
-    return;
-  }
+  if (step_at_) return error(s.loc, checks::second_training_step_message(decl_.name, " at " + loc_text(*step_at_)));
   step_at_ = s.loc;
   std::optional<int64_t> optimizer = resolve_optimizer(s);
   if (!s.value) return;
@@ -213,37 +169,28 @@ void FunctionAnalyzer::minimize_statement(const ast::Stmt& s) {
   if (g.failed() || !optimizer) return;
 
   const ir::Node grad = fn_.nodes[size_t(g.node)];
-  Trained t;
+  checks::FlatGradient t;
   bool ok = true;
   for (size_t i = 1; i < grad.operands.size(); ++i) {
     const int64_t index = fn_.nodes[size_t(grad.operands[i])].attrs.index;
     const ir::SharedVar& var = ctx_.module.shareds[size_t(index)];
-    const ElementCount count = element_count(var.type.shape);
-    if (!count.symbols.empty()) {
-      error(s.over[i - 1].loc, fmt::format("minimize trains variables of static shape, but '{}' is {}", var.name,
-                                           ir::type_str(var.type)));
+    if (std::optional<std::string> why = checks::static_shape_error(var.name, var.type)) {
+      error(s.over[i - 1].loc, std::move(*why));
       ok = false;
     }
-    t.parameters.push_back(index);
-    t.size += count.fixed;
-    t.dtype = i == 1 ? var.type.dtype : promote(t.dtype, var.type.dtype);
+    t.add(index, var.type);
   }
   if (!ok) return;
-  if (loss.type.dtype != t.dtype) {
-    return error(s.value->loc, fmt::format("the loss of minimize is {} but the variables' dtype is {}: the flat "
-                                           "gradient must have the variables' dtype; use cast({}, {})",
-                                           ir::dtype_name(loss.type.dtype), ir::dtype_name(t.dtype),
-                                           expr_text(*s.value), ir::dtype_name(t.dtype)));
-  }
-  if (!bind_optimizer(s, *optimizer, t.parameters, t.dtype, t.size)) return;
+  if (auto why = checks::loss_dtype_error(loss.type.dtype, t.dtype, expr_text(*s.value)))
+    return error(s.value->loc, std::move(*why));
+  if (!bind_optimizer(s, *optimizer, t)) return;
   const int64_t gradient = ctx_.module.optimizers[size_t(*optimizer)].gradient;
-  if (auto seen = updates_seen_.find(gradient); seen != updates_seen_.end()) {
-    return error(s.loc, fmt::format("'{}' is already updated at {}; minimize writes the gradient there",
-                                    ctx_.module.shareds[size_t(gradient)].name, loc_text(seen->second)));
-  }
+  if (auto seen = updates_seen_.find(gradient); seen != updates_seen_.end())
+    return error(s.loc, checks::gradient_updated_message(ctx_.module.shareds[size_t(gradient)].name,
+                                                         "at " + loc_text(seen->second)));
   updates_seen_.emplace(gradient, s.loc);
   ir::NodeId value = g.node;
-  const ir::TensorType flat{t.dtype, {ir::Dim::fixed(t.size)}};
+  const ir::TensorType flat = t.type();
   if (!(g.type == flat)) {   // one variable: grad has its shape
     Value reshaped = apply(Op::Reshape, {g}, ir::Attrs{}, s.loc, &flat);
     if (reshaped.failed()) return;
@@ -255,11 +202,7 @@ void FunctionAnalyzer::minimize_statement(const ast::Stmt& s) {
 }
 
 void FunctionAnalyzer::training_update(const ast::Stmt& s, int64_t gradient_var, const Value& value) {
-  if (step_at_) {
-    error(s.loc, fmt::format("function '{}' already has a training step at {}; a function minimizes one loss",
-                             decl_.name, loc_text(*step_at_)));
-    return;
-  }
+  if (step_at_) return error(s.loc, checks::second_training_step_message(decl_.name, " at " + loc_text(*step_at_)));
   step_at_ = s.loc;
   std::optional<int64_t> optimizer = resolve_optimizer(s);
   if (!optimizer || value.failed() || value.kind != Value::Kind::Node) return;
@@ -274,18 +217,16 @@ void FunctionAnalyzer::training_update(const ast::Stmt& s, int64_t gradient_var,
   if (ctx_.module.shareds[size_t(gradient_var)].name != o.gradient_variable())
     return error(s.name_loc, fmt::format("optimizer '{}' keeps its flat gradient in '{}_grads', not in '{}'", o.name,
                                          o.name, s.name));
-  Trained t;
+  checks::FlatGradient t;
   for (size_t i = 1; i < grad.operands.size(); ++i) {
-    const ir::SharedVar& var = ctx_.module.shareds[size_t(fn_.nodes[size_t(grad.operands[i])].attrs.index)];
-    t.parameters.push_back(fn_.nodes[size_t(grad.operands[i])].attrs.index);
-    t.size += element_count(var.type.shape).fixed;
-    t.dtype = i == 1 ? var.type.dtype : promote(t.dtype, var.type.dtype);
+    const int64_t index = fn_.nodes[size_t(grad.operands[i])].attrs.index;
+    t.add(index, ctx_.module.shareds[size_t(index)].type);
   }
-  const ir::TensorType flat{t.dtype, {ir::Dim::fixed(t.size)}};
+  const ir::TensorType flat = t.type();
   if (!(value.type == flat))
     return error(s.value->loc, fmt::format("the flat gradient of optimizer '{}' must be {}, but this one is {}", o.name,
                                            ir::type_str(flat), ir::type_str(value.type)));
-  if (!bind_optimizer(s, *optimizer, t.parameters, t.dtype, t.size)) return;
+  if (!bind_optimizer(s, *optimizer, t)) return;
   train_step_ = ir::TrainStep{decl_.name, *optimizer, s.loc};
   trained_ = t.parameters;
 }
@@ -295,9 +236,8 @@ void FunctionAnalyzer::check_training_conflicts() {
   for (int64_t p : trained_) {
     auto seen = updates_seen_.find(p);
     if (seen == updates_seen_.end()) continue;
-    error(seen->second, fmt::format("'{}' is trained by the step at {} (its optimizer updates it after the "
-                                    "gradient is averaged), so '{}' cannot also update it",
-                                    ctx_.module.shareds[size_t(p)].name, loc_text(train_step_->loc), decl_.name));
+    error(seen->second, checks::trained_update_message(ctx_.module.shareds[size_t(p)].name,
+                                                       "at " + loc_text(train_step_->loc), decl_.name));
   }
 }
 

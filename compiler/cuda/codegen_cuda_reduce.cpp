@@ -43,44 +43,27 @@ void emit_scalar_step(Writer& w, const emitter::ExprBuilder& eb, const emitter::
   w.line(accumulate_line);
 }
 
-}  // namespace
+// The loops of a reduction kernel after its constants, in one of the two launch shapes: the nest
+// with its kept and reduced dims, the accumulator's C type `T` and the operand's value `v`.
+struct ReduceBody {
+  Writer& w;
+  const emitter::ExprBuilder& eb;
+  const emitter::Nest& nest;
+  const std::vector<int>& kept;
+  const std::vector<int>& reduced;
+  ir::Op op;
+  ir::DType t;
+  std::string T;
+  int v;
+  int out_buffer;
+  std::string accumulate = fmt::format("acc = combine(acc, ({})(v{}));", T, v);
 
-void emit_cuda_reduce(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
-  const ir::Node& red = node_of(plan, k.roots[0]);
-  const ir::TensorType& in = node_of(plan, red.operands[0]).type;
-  const ir::DType t = red.type.dtype;
-  const std::string T = vtype(t);
-  const ir::Op op = red.op;
-  const emitter::ReductionDims dims = emitter::reduction_dims(red, in);
-  const std::vector<bool>& reduced_axis = dims.reduced;
-  const std::vector<int>& cls = dims.cls;
-  emitter::ExprBuilder eb(plan, k, in.rank());
-  const int v = eb.value(red.operands[0], emitter::identity_map(in.rank()));
-  emitter::Nest nest = emitter::collapse(emitter::domain_of(in.shape), cls, eb.accesses);
-  std::vector<int> kept, reduced;
-  split_dims(nest, &kept, &reduced);
-  const int out_buffer = buffer_of(plan, k.roots[0]);
-  const bool columns = !nest.size.empty() && nest.cls.back() == 0;
-
-  launch.kind = columns ? CudaLaunchKind::Columns : CudaLaunchKind::RowTeams;
-  launch.work = red.type.shape;
-  launch.reduced = dims_where(in.shape, reduced_axis, true);
-  launch.splittable = true;
-  launch.partial_bytes = int(ir::dtype_size(t == ir::DType::Bool ? ir::DType::U8 : t));
-  launch.empty_reduction_error = op == ir::Op::ReduceMax || op == ir::Op::ReduceMin;
-
-  const std::string accumulate = fmt::format("acc = combine(acc, ({})(v{}));", T, v);
-  auto finish = [&](const std::string& x) {
+  // The stored result: a mean divides the combined value by the number of elements.
+  std::string finish(const std::string& x) const {
     return op == ir::Op::ReduceMean ? fmt::format("{} / ({})count", x, T) : x;
-  };
-  w.open("");
-  emitter::emit_nest_constants(w, nest);
-  w.line(fmt::format("const int64_t out_size = {};", product_of(nest, kept)));
-  w.line(fmt::format("const int64_t count = {};", product_of(nest, reduced)));
-  w.line(fmt::format("const {} identity = {};", T, emitter::c_identity(op, t)));
-  w.line(fmt::format("auto combine = []({0} a, {0} b) -> {0} {{ return {1}; }};", T, emitter::c_combine(op, t, "a", "b")));
-  w.line("unsigned int* counters = (unsigned int*)scratch;");
-  if (!columns) {
+  }
+
+  void row_teams(CudaKernelLaunch& launch) const {
     // RowTeams: block-stride over (output, split) work items.
     const bool contiguous_row = reduced.size() == 1 && reduced[0] == int(nest.size.size()) - 1;
     const int width = contiguous_row ? vector_width(eb, nest, reduced[0]) : 1;
@@ -133,7 +116,9 @@ void emit_cuda_reduce(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKe
     w.close();
     w.close();
     w.close();
-  } else {
+  }
+
+  void columns() const {
     // Columns: thread per output, grid.y splits the reduced range.
     w.line(fmt::format("{0}* partials = ({0}*)((char*)scratch + ((int64_t)gridDim.x * 4 + 15) / 16 * 16);", T));
     w.line("const int64_t q = synk_thread(), part = blockIdx.y;");
@@ -166,6 +151,44 @@ void emit_cuda_reduce(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKe
     w.close();
     w.close();
   }
+};
+
+}  // namespace
+
+void emit_cuda_reduce(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
+  const ir::Node& red = node_of(plan, k.roots[0]);
+  const ir::TensorType& in = node_of(plan, red.operands[0]).type;
+  const ir::DType t = red.type.dtype;
+  const std::string T = vtype(t);
+  const ir::Op op = red.op;
+  const emitter::ReductionDims dims = emitter::reduction_dims(red, in);
+  const std::vector<bool>& reduced_axis = dims.reduced;
+  const std::vector<int>& cls = dims.cls;
+  emitter::ExprBuilder eb(plan, k, in.rank());
+  const int v = eb.value(red.operands[0], emitter::identity_map(in.rank()));
+  emitter::Nest nest = emitter::collapse(emitter::domain_of(in.shape), cls, eb.accesses);
+  std::vector<int> kept, reduced;
+  split_dims(nest, &kept, &reduced);
+  const int out_buffer = buffer_of(plan, k.roots[0]);
+  const bool columns = !nest.size.empty() && nest.cls.back() == 0;
+
+  launch.kind = columns ? CudaLaunchKind::Columns : CudaLaunchKind::RowTeams;
+  launch.work = red.type.shape;
+  launch.reduced = dims_where(in.shape, reduced_axis, true);
+  launch.splittable = true;
+  launch.partial_bytes = int(ir::dtype_size(t == ir::DType::Bool ? ir::DType::U8 : t));
+  launch.empty_reduction_error = op == ir::Op::ReduceMax || op == ir::Op::ReduceMin;
+
+  const ReduceBody body{w, eb, nest, kept, reduced, op, t, T, v, out_buffer};
+  w.open("");
+  emitter::emit_nest_constants(w, nest);
+  w.line(fmt::format("const int64_t out_size = {};", product_of(nest, kept)));
+  w.line(fmt::format("const int64_t count = {};", product_of(nest, reduced)));
+  w.line(fmt::format("const {} identity = {};", T, emitter::c_identity(op, t)));
+  w.line(fmt::format("auto combine = []({0} a, {0} b) -> {0} {{ return {1}; }};", T, emitter::c_combine(op, t, "a", "b")));
+  w.line("unsigned int* counters = (unsigned int*)scratch;");
+  if (!columns) body.row_teams(launch);
+  else body.columns();
   w.close();
 }
 

@@ -138,10 +138,13 @@ std::optional<fashion_mnist::OptimizerChoice> optimizer_choice(const Options& o)
   return choice;
 }
 
-int train(const Options& o) {
-  // Data first: a missing data set fails before anything is compiled or forked.
-  fashion_mnist::Split train_split = fashion_mnist::read_split(o.data_dir, "train");
-  fashion_mnist::Split test_split = fashion_mnist::read_split(o.data_dir, "t10k");
+// Which training images train and which validate (--holdout, --limit), and the test images.
+struct RowChoice {
+  std::vector<int64_t> train, held_out, test;
+};
+
+RowChoice choose_rows(const Options& o, const fashion_mnist::Split& train_split,
+                      const fashion_mnist::Split& test_split) {
   std::vector<int64_t> pool(size_t(train_split.images.count));
   std::iota(pool.begin(), pool.end(), 0);
   std::vector<int64_t> held_out;
@@ -161,10 +164,11 @@ int train(const Options& o) {
   if (o.limit > 0) pool.resize(size_t(o.limit));
   std::vector<int64_t> test_rows(size_t(test_split.images.count));
   std::iota(test_rows.begin(), test_rows.end(), 0);
+  return {std::move(pool), std::move(held_out), std::move(test_rows)};
+}
 
-  Clock::time_point compile_start = Clock::now();
-  fashion_mnist::Model model = fashion_mnist::build_model(o.model, optimizer_choice(o));   // before the fork: inherited
-  double compile_time = seconds_since(compile_start);
+// Forks the ranks on the backend --backend asks for; returns how many there are.
+int start_ranks(const Options& o) {
   const synk::Backend requested = o.backend == "cpu" ? synk::Backend::Cpu
                                  : o.backend == "gpu" ? synk::Backend::Gpu
                                                       : synk::Backend::Auto;
@@ -174,31 +178,24 @@ int train(const Options& o) {
     synk::rt::GpuProbe probe = synk::rt::probe_gpus();
     if (probe.usable) wanted_ranks = probe.device_count;
   }
-  int ranks = synk::fork(wanted_ranks, requested);
-  const char* backend_label = synk::backend() == synk::Backend::Gpu ? "GPU" : "CPU";
+  return synk::fork(wanted_ranks, requested);
+}
 
-  DataSet train = to_data(train_split, pool, "training");
-  DataSet test = to_data(test_split, test_rows, "test");
-  DataSet validation = o.holdout > 0 ? to_data(train_split, held_out, "validation") : test;
-  const std::string validation_name =
-      o.holdout > 0 ? fmt::format("{} held-out training images", held_out.size()) : "the 10000 test images";
-
-  fmt::print("fashion_mnist: MLP 784-256-256-10 (ReLU, f32), {}, global batch {}, {} rank{} ({})\n",
-             model.optimizer, o.batch, ranks, ranks == 1 ? "" : "s", backend_label);
-  fmt::print("data: {} training images shuffled each epoch{}, validation on {} ({}); compiled in {:.2f} s\n",
-             train.rows(), o.device_data ? " (scattered once into sliceable shared variables; batch_s)" : "",
-             validation_name, o.data_dir, compile_time);
-  Evaluation initial = evaluate(model, validation, ranks);
-  fmt::print("epoch {:>2}  {:>18}  val loss {:.4f}  val acc {:5.2f}%  (before training)\n", 0, "", initial.loss,
-             100 * initial.accuracy);
-  std::fflush(stdout);
-
-  std::mt19937_64 rng(o.seed);
-  // Host-data pattern: one order over the whole set. Device-data pattern: the set is scattered
-  // once (rank r holds rows [floor(r*L/N), floor((r+1)*L/N))) and each rank's own rows are
-  // shuffled; a step takes the next share(batch) rows of every rank's order.
+// The rows the steps of an epoch take. Host-data pattern: one order over the whole set.
+// Device-data pattern: the set is scattered once (rank r holds rows [floor(r*L/N),
+// floor((r+1)*L/N))) and each rank's own rows are shuffled; a step takes the next share(batch)
+// rows of every rank's order.
+struct Schedule {
   std::vector<std::vector<int64_t>> orders;
-  std::vector<int64_t> batch_share(static_cast<size_t>(ranks));
+  std::vector<int64_t> batch_share;
+  int64_t steps = 0;
+};
+
+Schedule make_schedule(const Options& o, const fashion_mnist::Model& model, const DataSet& train, int ranks) {
+  Schedule s;
+  std::vector<std::vector<int64_t>>& orders = s.orders;
+  std::vector<int64_t>& batch_share = s.batch_share;
+  batch_share.resize(static_cast<size_t>(ranks));
   if (o.device_data) {
     synk::scatter({model.train_images, model.train_labels}, {synk::Value(train.images), synk::Value(train.labels)});
     for (int r = 0; r < ranks; ++r) {
@@ -223,74 +220,166 @@ int train(const Options& o) {
       throw synk::UsageError(fmt::format("--device-data: {} training images do not give every one of {} ranks a "
                                          "share of a batch of {}", train.rows(), ranks, o.batch));
   }
-  synk::Data scale = synk::data<float>({1.0f}, {}, {.name = "scale"});
-  int64_t scale_rows = -1;
-  Progress progress;
-  Evaluation last = initial;
-  double total_train_time = 0;
+  s.steps = steps;
+  return s;
+}
 
-  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-    for (std::vector<int64_t>& order : orders) std::shuffle(order.begin(), order.end(), rng);
+struct EpochStats {
+  double train_time = 0;
+  double loss = 0;                 // mean over the epoch's rows
+  double phase[3] = {0, 0, 0};     // gradient, all_reduce, update (with --profile)
+};
+
+// The training loop's state from epoch to epoch. `scale` (ranks / rows of a step) is rewritten
+// only when a step's row count changes, which is rarely.
+class Trainer {
+ public:
+  Trainer(const Options& o, const fashion_mnist::Model& model, const DataSet& train, int ranks, Schedule schedule)
+      : o_(o), model_(model), train_(train), ranks_(ranks), schedule_(std::move(schedule)), rng_(o.seed) {}
+
+  EpochStats run_epoch(int epoch) {
+    for (std::vector<int64_t>& order : schedule_.orders) std::shuffle(order.begin(), order.end(), rng_);
     Clock::time_point start = Clock::now();
+    EpochStats stats;
     double loss_sum = 0;
     int64_t rows_done = 0;
-    double phase[3] = {0, 0, 0};   // gradient, all_reduce, update (with --profile)
-    // One call of the step, or (with --profile) its three parts one by one, timed.
-    auto run_step = [&](const synk::TrainStep& step, const std::vector<synk::Data>& inputs,
-                        const synk::CallOptions& call) {
-      if (!o.profile) return step(inputs, call);
-      Clock::time_point t0 = Clock::now();
-      synk::Outputs out = step.gradient()(inputs, call);
-      Clock::time_point t1 = Clock::now();
-      synk::all_reduce(step.gradient_var(), synk::Op::Avg);
-      Clock::time_point t2 = Clock::now();
-      step.update()({});
-      phase[0] += std::chrono::duration<double>(t1 - t0).count();
-      phase[1] += std::chrono::duration<double>(t2 - t1).count();
-      phase[2] += seconds_since(t2);
-      return out;
-    };
-    for (int64_t step = 0; step < steps; ++step) {
+    for (int64_t step = 0; step < schedule_.steps; ++step) {
       int64_t rows = 0;
-      synk::Outputs out;
-      if (o.device_data) {
-        std::vector<synk::Rows> per_rank;
-        for (int r = 0; r < ranks; ++r) {
-          int64_t share = batch_share[size_t(r)];
-          const std::vector<int64_t>& order = orders[size_t(r)];
-          per_rank.emplace_back(std::vector<int64_t>(order.begin() + step * share, order.begin() + (step + 1) * share));
-          rows += share;
-        }
-        if (rows != scale_rows) {
-          scale_rows = rows;
-          scale.set_value<float>({float(ranks) / float(rows)}, {});
-        }
-        out = run_step(model.train_device, {scale}, {.batch_s = synk::BatchS::per_rank(std::move(per_rank))});
-      } else {
-        int64_t begin = step * o.batch, end = std::min(train.rows(), begin + o.batch);
-        rows = end - begin;
-        if (rows != scale_rows) {   // ranks / rows: changes only for a last, shorter batch
-          scale_rows = rows;
-          scale.set_value<float>({float(ranks) / float(rows)}, {});
-        }
-        std::vector<int64_t> batch(orders[0].begin() + begin, orders[0].begin() + end);
-        out = run_step(model.train, {train.images, train.labels, scale}, {.batch = std::move(batch)});
-      }
+      synk::Outputs out = run_step(step, &rows, stats.phase);
       loss_sum += synk::to_vector<float>(out[0])[0];
       rows_done += rows;
-      progress.update(epoch, o.epochs, step + 1, steps, loss_sum / double(rows_done), rows_done, start);
+      progress_.update(epoch, o_.epochs, step + 1, schedule_.steps, loss_sum / double(rows_done), rows_done, start);
     }
-    double train_time = seconds_since(start);
-    total_train_time += train_time;
-    progress.clear();
+    stats.train_time = seconds_since(start);
+    stats.loss = loss_sum / double(rows_done);
+    progress_.clear();
+    return stats;
+  }
+
+  int64_t steps() const { return schedule_.steps; }
+
+ private:
+  // Step `step` of the epoch; `rows` is set to the number of rows it trains on.
+  synk::Outputs run_step(int64_t step, int64_t* rows_out, double phase[3]) {
+    int64_t rows = 0;
+    synk::Outputs out;
+    if (o_.device_data) {
+      std::vector<synk::Rows> per_rank;
+      for (int r = 0; r < ranks_; ++r) {
+        int64_t share = schedule_.batch_share[size_t(r)];
+        const std::vector<int64_t>& order = schedule_.orders[size_t(r)];
+        per_rank.emplace_back(std::vector<int64_t>(order.begin() + step * share, order.begin() + (step + 1) * share));
+        rows += share;
+      }
+      if (rows != scale_rows_) {
+        scale_rows_ = rows;
+        scale_.set_value<float>({float(ranks_) / float(rows)}, {});
+      }
+      out = call(model_.train_device, {scale_}, {.batch_s = synk::BatchS::per_rank(std::move(per_rank))}, phase);
+    } else {
+      int64_t begin = step * o_.batch, end = std::min(train_.rows(), begin + o_.batch);
+      rows = end - begin;
+      if (rows != scale_rows_) {   // ranks / rows: changes only for a last, shorter batch
+        scale_rows_ = rows;
+        scale_.set_value<float>({float(ranks_) / float(rows)}, {});
+      }
+      std::vector<int64_t> batch(schedule_.orders[0].begin() + begin, schedule_.orders[0].begin() + end);
+      out = call(model_.train, {train_.images, train_.labels, scale_}, {.batch = std::move(batch)}, phase);
+    }
+    *rows_out = rows;
+    return out;
+  }
+
+  // One call of the step, or (with --profile) its three parts one by one, timed.
+  synk::Outputs call(const synk::TrainStep& step, const std::vector<synk::Data>& inputs,
+                     const synk::CallOptions& options, double phase[3]) {
+    if (!o_.profile) return step(inputs, options);
+    Clock::time_point t0 = Clock::now();
+    synk::Outputs out = step.gradient()(inputs, options);
+    Clock::time_point t1 = Clock::now();
+    synk::all_reduce(step.gradient_var(), synk::Op::Avg);
+    Clock::time_point t2 = Clock::now();
+    step.update()({});
+    phase[0] += std::chrono::duration<double>(t1 - t0).count();
+    phase[1] += std::chrono::duration<double>(t2 - t1).count();
+    phase[2] += seconds_since(t2);
+    return out;
+  }
+
+  const Options& o_;
+  const fashion_mnist::Model& model_;
+  const DataSet& train_;
+  const int ranks_;
+  Schedule schedule_;
+  std::mt19937_64 rng_;
+  synk::Data scale_ = synk::data<float>({1.0f}, {}, {.name = "scale"});
+  int64_t scale_rows_ = -1;
+  Progress progress_;
+};
+
+// --require-accuracy: the validation loss must have decreased and the test accuracy reached the
+// bar. Returns the exit status.
+int check_required_accuracy(const Options& o, const Evaluation& initial, const Evaluation& last,
+                            const Evaluation& final_test) {
+  if (o.require_accuracy < 0) return 0;
+  if (!(last.loss < initial.loss)) {
+    fmt::print(stderr, "fashion_mnist: check failed: the validation loss did not decrease ({:.4f} -> {:.4f})\n",
+               initial.loss, last.loss);
+    return 1;
+  }
+  if (!(final_test.accuracy >= o.require_accuracy)) {
+    fmt::print(stderr, "fashion_mnist: check failed: test accuracy {:.2f}% < required {:.2f}%\n",
+               100 * final_test.accuracy, 100 * o.require_accuracy);
+    return 1;
+  }
+  fmt::print("check passed: validation loss {:.4f} -> {:.4f}, test accuracy {:.2f}% >= {:.2f}%\n", initial.loss,
+             last.loss, 100 * final_test.accuracy, 100 * o.require_accuracy);
+  return 0;
+}
+
+int train(const Options& o) {
+  // Data first: a missing data set fails before anything is compiled or forked.
+  fashion_mnist::Split train_split = fashion_mnist::read_split(o.data_dir, "train");
+  fashion_mnist::Split test_split = fashion_mnist::read_split(o.data_dir, "t10k");
+  const RowChoice chosen = choose_rows(o, train_split, test_split);
+
+  Clock::time_point compile_start = Clock::now();
+  fashion_mnist::Model model = fashion_mnist::build_model(o.model, optimizer_choice(o));   // before the fork: inherited
+  double compile_time = seconds_since(compile_start);
+  int ranks = start_ranks(o);
+  const char* backend_label = synk::backend() == synk::Backend::Gpu ? "GPU" : "CPU";
+
+  DataSet train = to_data(train_split, chosen.train, "training");
+  DataSet test = to_data(test_split, chosen.test, "test");
+  DataSet validation = o.holdout > 0 ? to_data(train_split, chosen.held_out, "validation") : test;
+  const std::string validation_name =
+      o.holdout > 0 ? fmt::format("{} held-out training images", chosen.held_out.size()) : "the 10000 test images";
+
+  fmt::print("fashion_mnist: MLP 784-256-256-10 (ReLU, f32), {}, global batch {}, {} rank{} ({})\n",
+             model.optimizer, o.batch, ranks, ranks == 1 ? "" : "s", backend_label);
+  fmt::print("data: {} training images shuffled each epoch{}, validation on {} ({}); compiled in {:.2f} s\n",
+             train.rows(), o.device_data ? " (scattered once into sliceable shared variables; batch_s)" : "",
+             validation_name, o.data_dir, compile_time);
+  Evaluation initial = evaluate(model, validation, ranks);
+  fmt::print("epoch {:>2}  {:>18}  val loss {:.4f}  val acc {:5.2f}%  (before training)\n", 0, "", initial.loss,
+             100 * initial.accuracy);
+  std::fflush(stdout);
+
+  Trainer trainer(o, model, train, ranks, make_schedule(o, model, train, ranks));
+  Evaluation last = initial;
+  double total_train_time = 0;
+  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+    const EpochStats stats = trainer.run_epoch(epoch);
+    total_train_time += stats.train_time;
     Clock::time_point validate_start = Clock::now();
     last = evaluate(model, validation, ranks);
     fmt::print("epoch {:>2}  train {:6.2f} s  loss {:.4f}  val loss {:.4f}  val acc {:5.2f}%  (validation {:.2f} s)\n",
-               epoch, train_time, loss_sum / double(rows_done), last.loss, 100 * last.accuracy,
-               seconds_since(validate_start));
-    if (o.profile)
+               epoch, stats.train_time, stats.loss, last.loss, 100 * last.accuracy, seconds_since(validate_start));
+    if (o.profile) {
+      const double steps = double(trainer.steps());
       fmt::print("          per step: gradient {:.2f} ms, all_reduce {:.2f} ms, update {:.2f} ms\n",
-                 1e3 * phase[0] / double(steps), 1e3 * phase[1] / double(steps), 1e3 * phase[2] / double(steps));
+                 1e3 * stats.phase[0] / steps, 1e3 * stats.phase[1] / steps, 1e3 * stats.phase[2] / steps);
+    }
     std::fflush(stdout);
   }
 
@@ -304,22 +393,7 @@ int train(const Options& o) {
     fmt::print("parameters saved to {}/{{{}}}.npy\n", o.out, fmt::join(model.parameters, ","));
   }
   synk::close();
-
-  if (o.require_accuracy >= 0) {
-    if (!(last.loss < initial.loss)) {
-      fmt::print(stderr, "fashion_mnist: check failed: the validation loss did not decrease ({:.4f} -> {:.4f})\n",
-                 initial.loss, last.loss);
-      return 1;
-    }
-    if (!(final_test.accuracy >= o.require_accuracy)) {
-      fmt::print(stderr, "fashion_mnist: check failed: test accuracy {:.2f}% < required {:.2f}%\n",
-                 100 * final_test.accuracy, 100 * o.require_accuracy);
-      return 1;
-    }
-    fmt::print("check passed: validation loss {:.4f} -> {:.4f}, test accuracy {:.2f}% >= {:.2f}%\n", initial.loss,
-               last.loss, 100 * final_test.accuracy, 100 * o.require_accuracy);
-  }
-  return 0;
+  return check_required_accuracy(o, initial, last, final_test);
 }
 
 // A CLI11 check for integer options: "must be at least N, got X".

@@ -346,6 +346,142 @@ std::string format_rank_errors(const std::string& fn, const std::vector<std::str
   return fmt::format("{} failed on {} ranks: {}", fn, parts.size(), fmt::join(parts, "; "));
 }
 
+// What plan_call needs to know of the request: the inputs as they are, the batch (an index
+// Data is read in place), batch_s, and the shared variables' shapes as every rank holds them.
+PlanRequest plan_request(ProcessGroup* group, const CallRequest& req, const ResolvedCall& call,
+                         const FunctionSignature& sig, int N) {
+  PlanRequest pr;
+  pr.signature = &sig;
+  pr.module = &call.module->spec;
+  pr.nranks = N;
+  for (const Data& d : req.inputs) {
+    InputInfo info;
+    if (!d.valid()) {
+      info.missing = true;
+    } else {
+      info.dtype = d.dtype();
+      info.shape = d.shape();
+      info.minibatch = d.minibatch();
+      info.data_name = d.name();
+    }
+    pr.inputs.push_back(std::move(info));
+  }
+  pr.batch = req.batch;
+  if (req.batch.kind == RowSelection::Kind::List) {
+    if (req.batch_data.valid()) {
+      const Data& b = req.batch_data;
+      if (b.ndim() != 1 || !(b.dtype() == DType::I64 || b.dtype() == DType::I32 || b.dtype() == DType::U8))
+        throw UsageError(fmt::format("batch: an index array must be a 1-D integer Data (i64, i32 or u8), "
+                                     "received {} of dtype {} and shape {}",
+                                     b.name().empty() ? "a Data" : "Data '" + b.name() + "'",
+                                     dtype_name(b.dtype()), shape_string(b.shape())));
+      pr.batch.list = IndexSource{b.raw(), b.dtype(), b.length()};
+    } else {
+      pr.batch.list = IndexSource{req.batch_list.data(), DType::I64, int64_t(req.batch_list.size())};
+    }
+  }
+  pr.batch_s = req.batch_s;
+  for (size_t k = 0, list = 0; k < pr.batch_s.size(); ++k)
+    if (pr.batch_s[k].kind == RowSelection::Kind::List) {
+      const std::vector<int64_t>& l = req.batch_s_lists.at(list++);
+      pr.batch_s[k].list = IndexSource{l.data(), DType::I64, int64_t(l.size())};
+    }
+  pr.num_slices = req.num_slices;
+  pr.output_subset = req.output_subset;
+  pr.shared_shape = [group, &call](int rank, int var) -> const std::vector<int64_t>& {
+    if (group) return group->shared_shape(rank, call.module_id, var);
+    return call.module->values.at(size_t(var)).shape;
+  };
+  return pr;
+}
+
+// The Call command's payload for the workers: the plan, the inputs' segments and every rank's
+// shared-row selection.
+std::string encode_call(ProcessGroup* group, const CallRequest& req, const FunctionSignature& sig,
+                        const CallPlan& plan, int N) {
+  // Index lists the workers read go to the scratch segment (a Data's list is read in place).
+  size_t scratch_bytes = 0;
+  bool batch_in_scratch = plan.select == RowSelection::Kind::List && !req.batch_data.valid();
+  if (batch_in_scratch) scratch_bytes += req.batch_list.size() * 8;
+  for (const auto& l : req.batch_s_lists) scratch_bytes += l.size() * 8;
+  std::byte* scratch = scratch_bytes ? group->scratch(scratch_bytes) : nullptr;
+  size_t used = 0;
+  auto to_scratch = [&](const std::vector<int64_t>& list) {
+    IndexRef ref{group->scratch_name(), used};
+    if (!list.empty()) std::memcpy(scratch + used, list.data(), list.size() * 8);
+    used += list.size() * 8;
+    return ref;
+  };
+  wire::Writer w;
+  w.pod(req.function);
+  w.pod(plan.num_slices);
+  w.pod<uint8_t>(plan.has_scattered);
+  w.pod<uint8_t>(plan.has_sliceable);
+  w.pod<uint8_t>(plan.empty_call);
+  w.pod(plan.positions);
+  w.pod(plan.select);
+  w.pod(plan.select_start);
+  IndexRef batch_ref;
+  if (plan.select == RowSelection::Kind::List)
+    batch_ref = batch_in_scratch ? to_scratch(req.batch_list) : IndexRef{req.batch_data.segment_name(), 0};
+  put_index(w, batch_ref, plan.select_list);
+  w.pod<uint64_t>(sig.inputs.size());
+  for (size_t i = 0; i < sig.inputs.size(); ++i) {
+    w.pod(plan.inputs[i]);
+    w.pod(req.inputs[i].dtype());
+    w.vec(req.inputs[i].shape());
+    w.str(req.inputs[i].size() > 0 ? req.inputs[i].segment_name() : std::string());
+  }
+  w.vec(plan.sliceable_slots);
+  // Each rank's shared-row selection, in rank order; a worker reads its own.
+  if (plan.has_sliceable) {
+    std::vector<IndexRef> list_refs;
+    for (const auto& l : req.batch_s_lists) list_refs.push_back(to_scratch(l));
+    for (int rk = 0; rk < N; ++rk) {
+      const SharedRows& rows = plan.shared_rows[size_t(rk)];
+      w.pod(rows.kind);
+      w.pod(rows.start);
+      w.pod(rows.count);
+      IndexRef ref;
+      if (rows.kind == RowSelection::Kind::List) {
+        // batch_s lists were stored in order; find the one this rank uses.
+        size_t which = req.batch_s.size() == 1 ? 0 : size_t(rk), list_index = 0;
+        for (size_t k = 0; k < which; ++k) list_index += req.batch_s[k].kind == RowSelection::Kind::List;
+        ref = list_refs.at(list_index);
+      }
+      put_index(w, ref, rows.list);
+    }
+  }
+  w.vec(plan.outputs);
+  return w.take();
+}
+
+// The outputs over all ranks, rank 0 (`mine`) first, then every worker in rank order. On a
+// failure the workers are told not to commit their updates.
+std::vector<Array> reduce_outputs(ProcessGroup* group, const FunctionSignature& sig, const CallPlan& plan,
+                                  const RankOutcome& mine, int N) {
+  std::vector<Array> results;
+  try {
+    std::vector<Accumulator> total;
+    for (int32_t o : plan.outputs)
+      total.emplace_back(sig.outputs[size_t(o)].mode, sig.outputs[size_t(o)].dtype, output_label(sig, o));
+    for (size_t k = 0; k < total.size(); ++k)
+      if (!mine.outputs[k].empty()) total[k].add(mine.outputs[k].partial().ref(), mine.outputs[k].weight());
+    for (int r = 1; r < N; ++r) {
+      try {
+        add_results(group->worker_results(r), total);
+      } catch (const Error& e) {
+        throw RankError(fmt::format("{} failed on rank {}: {}", sig.name, r, e.what()), {r});
+      }
+    }
+    for (const Accumulator& acc : total) results.push_back(acc.finish());
+  } catch (...) {
+    if (group) group->set_commit_pending(false);
+    throw;
+  }
+  return results;
+}
+
 }  // namespace
 
 void settle_pending_updates(bool commit) {
@@ -420,49 +556,7 @@ std::vector<Array> run_call(ProcessGroup* group, const CallRequest& req) {
   PhaseClock clock(call.entry, "master");
 
   // Plan and validate: nothing has moved yet.
-  PlanRequest pr;
-  pr.signature = &sig;
-  pr.module = &call.module->spec;
-  pr.nranks = N;
-  for (const Data& d : req.inputs) {
-    InputInfo info;
-    if (!d.valid()) {
-      info.missing = true;
-    } else {
-      info.dtype = d.dtype();
-      info.shape = d.shape();
-      info.minibatch = d.minibatch();
-      info.data_name = d.name();
-    }
-    pr.inputs.push_back(std::move(info));
-  }
-  pr.batch = req.batch;
-  if (req.batch.kind == RowSelection::Kind::List) {
-    if (req.batch_data.valid()) {
-      const Data& b = req.batch_data;
-      if (b.ndim() != 1 || !(b.dtype() == DType::I64 || b.dtype() == DType::I32 || b.dtype() == DType::U8))
-        throw UsageError(fmt::format("batch: an index array must be a 1-D integer Data (i64, i32 or u8), "
-                                     "received {} of dtype {} and shape {}",
-                                     b.name().empty() ? "a Data" : "Data '" + b.name() + "'",
-                                     dtype_name(b.dtype()), shape_string(b.shape())));
-      pr.batch.list = IndexSource{b.raw(), b.dtype(), b.length()};
-    } else {
-      pr.batch.list = IndexSource{req.batch_list.data(), DType::I64, int64_t(req.batch_list.size())};
-    }
-  }
-  pr.batch_s = req.batch_s;
-  for (size_t k = 0, list = 0; k < pr.batch_s.size(); ++k)
-    if (pr.batch_s[k].kind == RowSelection::Kind::List) {
-      const std::vector<int64_t>& l = req.batch_s_lists.at(list++);
-      pr.batch_s[k].list = IndexSource{l.data(), DType::I64, int64_t(l.size())};
-    }
-  pr.num_slices = req.num_slices;
-  pr.output_subset = req.output_subset;
-  pr.shared_shape = [&](int rank, int var) -> const std::vector<int64_t>& {
-    if (group) return group->shared_shape(rank, call.module_id, var);
-    return call.module->values.at(size_t(var)).shape;
-  };
-  call.plan = plan_call(pr);
+  call.plan = plan_call(plan_request(group, req, call, sig, N));
   const CallPlan& plan = call.plan;
   for (const Data& d : req.inputs) call.inputs.push_back(ResolvedInput{static_cast<const std::byte*>(d.raw()), d.dtype(), d.shape()});
   clock.mark(0, "plan and validate the call");
@@ -479,61 +573,7 @@ std::vector<Array> run_call(ProcessGroup* group, const CallRequest& req) {
       errors[0] = e.what();
     }
   } else {
-    // Index lists the workers read go to the scratch segment (a Data's list is read in place).
-    size_t scratch_bytes = 0;
-    bool batch_in_scratch = plan.select == RowSelection::Kind::List && !req.batch_data.valid();
-    if (batch_in_scratch) scratch_bytes += req.batch_list.size() * 8;
-    for (const auto& l : req.batch_s_lists) scratch_bytes += l.size() * 8;
-    std::byte* scratch = scratch_bytes ? group->scratch(scratch_bytes) : nullptr;
-    size_t used = 0;
-    auto to_scratch = [&](const std::vector<int64_t>& list) {
-      IndexRef ref{group->scratch_name(), used};
-      if (!list.empty()) std::memcpy(scratch + used, list.data(), list.size() * 8);
-      used += list.size() * 8;
-      return ref;
-    };
-    wire::Writer w;
-    w.pod(req.function);
-    w.pod(plan.num_slices);
-    w.pod<uint8_t>(plan.has_scattered);
-    w.pod<uint8_t>(plan.has_sliceable);
-    w.pod<uint8_t>(plan.empty_call);
-    w.pod(plan.positions);
-    w.pod(plan.select);
-    w.pod(plan.select_start);
-    IndexRef batch_ref;
-    if (plan.select == RowSelection::Kind::List)
-      batch_ref = batch_in_scratch ? to_scratch(req.batch_list) : IndexRef{req.batch_data.segment_name(), 0};
-    put_index(w, batch_ref, plan.select_list);
-    w.pod<uint64_t>(sig.inputs.size());
-    for (size_t i = 0; i < sig.inputs.size(); ++i) {
-      w.pod(plan.inputs[i]);
-      w.pod(req.inputs[i].dtype());
-      w.vec(req.inputs[i].shape());
-      w.str(req.inputs[i].size() > 0 ? req.inputs[i].segment_name() : std::string());
-    }
-    w.vec(plan.sliceable_slots);
-    // Each rank's shared-row selection, in rank order; a worker reads its own.
-    if (plan.has_sliceable) {
-      std::vector<IndexRef> list_refs;
-      for (const auto& l : req.batch_s_lists) list_refs.push_back(to_scratch(l));
-      for (int rk = 0; rk < N; ++rk) {
-        const SharedRows& rows = plan.shared_rows[size_t(rk)];
-        w.pod(rows.kind);
-        w.pod(rows.start);
-        w.pod(rows.count);
-        IndexRef ref;
-        if (rows.kind == RowSelection::Kind::List) {
-          // batch_s lists were stored in order; find the one this rank uses.
-          size_t which = req.batch_s.size() == 1 ? 0 : size_t(rk), list_index = 0;
-          for (size_t k = 0; k < which; ++k) list_index += req.batch_s[k].kind == RowSelection::Kind::List;
-          ref = list_refs.at(list_index);
-        }
-        put_index(w, ref, rows.list);
-      }
-    }
-    w.vec(plan.outputs);
-    std::string payload = w.take();
+    std::string payload = encode_call(group, req, sig, plan, N);
     clock.mark(1, "encode the call for the workers");
     errors = group->run(kCallCommand, payload, master_part);
   }
@@ -547,25 +587,7 @@ std::vector<Array> run_call(ProcessGroup* group, const CallRequest& req) {
   }
 
   // Reduce: rank 0 first, then every worker in rank order.
-  std::vector<Array> results;
-  try {
-    std::vector<Accumulator> total;
-    for (int32_t o : plan.outputs)
-      total.emplace_back(sig.outputs[size_t(o)].mode, sig.outputs[size_t(o)].dtype, output_label(sig, o));
-    for (size_t k = 0; k < total.size(); ++k)
-      if (!mine.outputs[k].empty()) total[k].add(mine.outputs[k].partial().ref(), mine.outputs[k].weight());
-    for (int r = 1; r < N; ++r) {
-      try {
-        add_results(group->worker_results(r), total);
-      } catch (const Error& e) {
-        throw RankError(fmt::format("{} failed on rank {}: {}", sig.name, r, e.what()), {r});
-      }
-    }
-    for (const Accumulator& acc : total) results.push_back(acc.finish());
-  } catch (...) {
-    if (group) group->set_commit_pending(false);
-    throw;
-  }
+  std::vector<Array> results = reduce_outputs(group, sig, plan, mine, N);
   clock.mark(3, "reduce outputs over ranks");
   for (PendingUpdate& p : mine.updates) commit_update(p);
   clock.mark(4, "commit this rank's updates");

@@ -178,14 +178,11 @@ void validate_signature(const FunctionSignature& sig, const ModuleSpec& module) 
   }
 }
 
-CallPlan plan_call(const PlanRequest& req) {
-  const FunctionSignature& sig = *req.signature;
-  const ModuleSpec& module = *req.module;
-  const int N = req.nranks;
-  CallPlan plan;
-  plan.nranks = N;
+namespace {
 
-  // Arguments: count, dtype, rank, fixed sizes, symbols.
+// The arguments: their count, dtypes, ranks, fixed sizes and symbols, and how each is read.
+void plan_inputs(const PlanRequest& req, CallPlan& plan) {
+  const FunctionSignature& sig = *req.signature;
   if (req.inputs.size() != sig.inputs.size()) {
     std::vector<std::string> names;
     for (const InputSpec& in : sig.inputs) names.push_back(in.name);
@@ -231,8 +228,11 @@ CallPlan plan_call(const PlanRequest& req) {
     plan.inputs.push_back(use);
     if (use != InputUse::Broadcast) plan.has_scattered = true;
   }
+}
 
-  // Rows of the scattered inputs.
+// The rows of the scattered inputs: all of them (equal lengths) or the batch's selection.
+void plan_rows(const PlanRequest& req, CallPlan& plan) {
+  const FunctionSignature& sig = *req.signature;
   const bool batch_given = req.batch.kind != RowSelection::Kind::All;
   if (batch_given && !plan.has_scattered)
     throw UsageError(fmt::format("batch: {} has no scattered inputs to select rows from", sig.name));
@@ -281,8 +281,13 @@ CallPlan plan_call(const PlanRequest& req) {
       }
     }
   }
+}
 
-  // Sliceable shared variables and batch_s.
+// Which shared variables are sliceable, and the rows batch_s selects of them on every rank.
+void plan_shared_rows(const PlanRequest& req, CallPlan& plan) {
+  const FunctionSignature& sig = *req.signature;
+  const ModuleSpec& module = *req.module;
+  const int N = req.nranks;
   for (size_t k = 0; k < sig.shareds_read.size(); ++k)
     if (module.shareds[sig.shareds_read[k]].sliceable) plan.sliceable_slots.push_back(int32_t(k));
   plan.has_sliceable = !plan.sliceable_slots.empty();
@@ -332,12 +337,11 @@ CallPlan plan_call(const PlanRequest& req) {
       }
     }
   }
+}
 
-  if (req.num_slices < 1)
-    throw UsageError(fmt::format("num_slices: must be >= 1, received {}", req.num_slices));
-  plan.num_slices = req.num_slices;
-
-  // Output subset.
+// The outputs computed: all of them, or the output subset in its order.
+void plan_outputs(const PlanRequest& req, CallPlan& plan) {
+  const FunctionSignature& sig = *req.signature;
   if (req.output_subset.empty()) {
     for (size_t o = 0; o < sig.outputs.size(); ++o) plan.outputs.push_back(int32_t(o));
   } else {
@@ -356,6 +360,20 @@ CallPlan plan_call(const PlanRequest& req) {
       plan.outputs.push_back(int32_t(it - sig.outputs.begin()));
     }
   }
+}
+
+}  // namespace
+
+CallPlan plan_call(const PlanRequest& req) {
+  CallPlan plan;
+  plan.nranks = req.nranks;
+  plan_inputs(req, plan);
+  plan_rows(req, plan);
+  plan_shared_rows(req, plan);
+  if (req.num_slices < 1)
+    throw UsageError(fmt::format("num_slices: must be >= 1, received {}", req.num_slices));
+  plan.num_slices = req.num_slices;
+  plan_outputs(req, plan);
 
   // Nothing selected anywhere: rank 0 runs the function once on zero rows, as one device would.
   if (plan.has_scattered) {
