@@ -9,7 +9,7 @@
 #include "compiler/grad/grad.h"
 #include "dsl/frontend.h"
 #include "compiler/lower.h"
-#include "compiler/grad/train.h"
+#include "compiler/pipeline.h"
 
 namespace synk::compiler {
 
@@ -25,9 +25,9 @@ void emit(const ir::Module& module, const std::string& stage, std::ostream& out,
     for (const std::string& s : stages) known += (known.empty() ? "" : ", ") + s;
     throw synk::UserError("--emit=" + stage + " is not a compiler stage (known after ir: " + known + ")");
   }
-  // A training function's optimizer becomes its update function first (compiler/grad/train.h).
+  // A training function's optimizer becomes its update function first (pipeline.h).
   ir::Module expanded = module;
-  expand_training_steps(expanded);
+  prepare_module(expanded);
   if (stage == "ir-grad") {
     out << dsl::print_module(expand_gradients(expanded));
     return;
@@ -47,7 +47,7 @@ void emit(const ir::Module& module, const std::string& stage, std::ostream& out,
 
 void check_program(const ir::Module& module) {
   ir::Module expanded = module;
-  expand_training_steps(expanded);
+  prepare_module(expanded);
   (void)expand_gradients(expanded);
 }
 

@@ -21,7 +21,7 @@ bool FrontEnd::analyze() {
   return !diags_.has_errors() && module_.has_value();
 }
 
-std::string FrontEnd::take_new_diagnostics() {
+std::string FrontEnd::diagnostics_if_new() {
   if (diags_.diagnostics().size() <= reported_) return {};
   reported_ = diags_.diagnostics().size();
   return format_diagnostics_in_source_order(diags_);

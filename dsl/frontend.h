@@ -44,7 +44,7 @@ class FrontEnd {
   // Every diagnostic so far (warnings too), formatted in source order, if any was reported since
   // the last call; else "". (Only parse() warnings can come before analyze()'s, and the parser
   // reports none, so a driver printing this after each stage prints each diagnostic once.)
-  std::string take_new_diagnostics();
+  std::string diagnostics_if_new();
   // Every diagnostic so far, formatted in source order.
   std::string all_diagnostics() const;
 

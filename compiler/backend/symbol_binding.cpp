@@ -36,9 +36,10 @@ std::vector<int64_t> SymbolBinding::shape_of(const ir::Shape& shape) const {
   return out;
 }
 
+// Runs per launch on the GPU: no allocation.
 int64_t SymbolBinding::count_of(const ir::Shape& shape) const {
   int64_t n = 1;
-  for (int64_t d : shape_of(shape)) n *= d;
+  for (const ir::Dim& d : shape) n *= d.is_symbolic() ? values_.at(size_t(plan_->symbol_index(d.symbol))) : d.size;
   return n;
 }
 

@@ -81,7 +81,7 @@ class FrontEnd {
 
  private:
   bool report(bool ok) {
-    std::cerr << front_end_.take_new_diagnostics();
+    std::cerr << front_end_.diagnostics_if_new();
     return ok;
   }
 
