@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "runtime/data/dtype.h"
+#include "base/cancel.h"
 #include "base/errors.h"
 #include "runtime/group/process_group.h"
 #include "runtime/call/reduce.h"
@@ -180,6 +181,7 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
 
   clock.mark(0, "set-up: accumulators, parts, argument lists");
   for (const Part& part : parts) {
+    cancellation_point();   // a lost group stops the master's share between parts (base/cancel.h)
     for (size_t i = 0; i < sig.inputs.size(); ++i) {
       const ResolvedInput& in = call.inputs[i];
       switch (plan.inputs[i]) {
@@ -551,6 +553,8 @@ std::vector<Array> run_call(ProcessGroup* group, const CallRequest& req) {
     for (int r = 1; r < N; ++r) {
       try {
         add_results(group->worker_results(r), total);
+      } catch (const RankError&) {
+        throw;   // the group was lost meanwhile: reported as it is
       } catch (const Error& e) {
         throw RankError(fmt::format("{} failed on rank {}: {}", sig.name, r, e.what()), {r});
       }

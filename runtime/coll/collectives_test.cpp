@@ -235,7 +235,7 @@ TEST(Collectives, ManyRoundsThroughASmallStagingArea) {
   }
   std::string staging;
   for (const std::string& name : leftover_segments())
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, "coll") == 0) staging = name;
+    if (name.find("-coll-") != std::string::npos) staging = name;   // <group prefix>coll-<random>
   ASSERT_FALSE(staging.empty()) << "the staging segment exists";
   struct stat st {};
   ASSERT_EQ(stat(("/dev/shm/" + staging).c_str(), &st), 0);

@@ -4,9 +4,11 @@
 // a payload, releases every worker at once, runs its own part as rank 0, and waits for all.
 //
 // Guarantees: no wait is unbounded (waiters sleep in short slices and check that their peers are
-// alive); a worker that dies is noticed within one slice by the master, which then kills the
-// rest and removes every segment of the group; workers die with the master (PR_SET_PDEATHSIG,
-// plus a getppid() check), and rank 1 removes the master's segments when it does.
+// alive); a worker that dies is noticed at once by the master's watchdog thread (watchdog.h),
+// which kills the rest and removes the group's segments, and the master raises the error at its
+// next cancellation point or wait; workers die with the master (PR_SET_PDEATHSIG, plus a
+// getppid() check), and rank 1 removes the master's segments when it does; a signal that ends
+// the master ends the workers and removes every segment first (cleanup.h).
 #pragma once
 
 #include <sched.h>
@@ -27,6 +29,7 @@
 #include "runtime/group/registry.h"
 #include "runtime/group/shm.h"
 #include "runtime/group/store.h"
+#include "runtime/group/watchdog.h"
 
 namespace synk::rt {
 
@@ -165,6 +168,8 @@ class ProcessGroup {
 
  private:
   ProcessGroup() = default;
+  void fork_workers(const std::vector<int>& cpus);
+  static void cancel_hook();
   [[noreturn]] void fatal(const std::string& message, std::vector<int> ranks);
   void poll_master(int64_t deadline_ns);
   [[noreturn]] void timed_out();
@@ -180,12 +185,13 @@ class ProcessGroup {
   ControlBlock* ctl_ = nullptr;
   Store store_;
   shm::Segment scratch_;
-  uint64_t scratch_gen_ = 0;
   shm::Segment staging_;
   int64_t command_deadline_ns_ = 0;     // of the command in progress (0: none)
   std::vector<std::string> errors_;     // run()'s answer, reused
   std::vector<pid_t> pids_;
+  std::vector<int> pidfds_;             // per rank (-1: none)
   std::vector<bool> reaped_;
+  Watchdog watchdog_;
   std::vector<shm::Segment> worker_results_;
   std::vector<uint64_t> worker_results_gen_;
   RankContext master_ctx_;
