@@ -3,6 +3,8 @@
 // {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }.
 #include "base/npy_format.h"
 
+#include "base/checked_math.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -131,9 +133,16 @@ std::optional<NpyHeader> read_npy_header(const std::string& path, std::string* e
     if (pos >= dims.size()) break;
     size_t start = pos;
     while (pos < dims.size() && std::isdigit(static_cast<unsigned char>(dims[pos]))) ++pos;
-    if (start == pos || pos - start > 18) return fail("has a malformed shape");
-    out.shape.push_back(std::stoll(dims.substr(start, pos - start)));
+    if (start == pos) return fail("has a malformed shape");
+    std::optional<int64_t> dim = parse_decimal(std::string_view(dims).substr(start, pos - start));
+    if (!dim)
+      return fail("has an impossible shape: dimension " + dims.substr(start, pos - start) +
+                  " does not fit in 64 bits");
+    out.shape.push_back(*dim);
   }
+  if (out.dtype && !checked_shape_bytes(out.shape, dtype_size(*out.dtype)))
+    return fail("has an impossible shape: (" + dims + ") of " + dtype_name(*out.dtype) + " would take " +
+                describe_oversize(out.shape, dtype_size(*out.dtype)));
   return out;
 }
 

@@ -224,15 +224,29 @@ int main(int argc, char** argv) {
   int64_t rows = 65536;
   int ranks = 2;
   std::string csv_path = "runtime_bench.csv", png_path = "runtime_bench.png";
-  for (int i = 1; i + 1 < argc; i += 2) {
+  const char* usage = "usage: runtime_bench [--calls N] [--rows N] [--ranks N] [--csv FILE] [--png FILE]\n";
+  for (int i = 1; i < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--calls") calls = std::stoi(argv[i + 1]);
-    else if (a == "--rows") rows = std::stoll(argv[i + 1]);
-    else if (a == "--ranks") ranks = std::stoi(argv[i + 1]);
-    else if (a == "--csv") csv_path = argv[i + 1];
-    else if (a == "--png") png_path = argv[i + 1];
-    else {
-      std::fprintf(stderr, "runtime_bench: unknown option '%s'\n", a.c_str());
+    if (a == "--help" || a == "-h") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "runtime_bench: option '%s' needs a value\n%s", a.c_str(), usage);
+      return 2;
+    }
+    try {
+      if (a == "--calls") calls = std::stoi(argv[i + 1]);
+      else if (a == "--rows") rows = std::stoll(argv[i + 1]);
+      else if (a == "--ranks") ranks = std::stoi(argv[i + 1]);
+      else if (a == "--csv") csv_path = argv[i + 1];
+      else if (a == "--png") png_path = argv[i + 1];
+      else {
+        std::fprintf(stderr, "runtime_bench: unknown option '%s'\n%s", a.c_str(), usage);
+        return 2;
+      }
+    } catch (const std::exception&) {
+      std::fprintf(stderr, "runtime_bench: %s needs a number, got '%s'\n", a.c_str(), argv[i + 1]);
       return 2;
     }
   }

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "dsl/frontend.h"
+#include "base/checked_math.h"
 #include "base/npy_format.h"
 #include "dsl/sema.h"
 #include "ir/type_infer.h"
@@ -45,6 +46,11 @@ std::optional<ir::TensorType> resolve_type_expr(const ast::TypeExpr& t, Diagnost
     } else {
       type.shape.push_back(ir::Dim::sym(d.symbol));
     }
+  }
+  // f32[2^62] parses; no array of it can be allocated or indexed.
+  if (std::optional<std::string> too_large = size_error(type)) {
+    diags.error(t.loc, *too_large);
+    return std::nullopt;
   }
   return type;
 }
@@ -225,9 +231,8 @@ class InitializerAnalyzer {
       return error(loc, fmt::format("\"{}\" has shape ({}) but shared variable '{}' is declared {}", path,
                                     dims, decl_.name, ir::type_str(*type_))), false;
     // A valid header over too few bytes (a copy cut short) would otherwise fail only when run.
-    uint64_t need = ir::dtype_size(*header->dtype);
-    for (int64_t n : header->shape)
-      if (__builtin_mul_overflow(need, uint64_t(n), &need)) need = UINT64_MAX;
+    // (read_npy_header refuses a shape whose size does not fit, so this product is exact.)
+    const uint64_t need = uint64_t(checked_shape_bytes(header->shape, ir::dtype_size(*header->dtype)).value_or(INT64_MAX));
     if (header->data_bytes < need)
       return error(loc, fmt::format("\"{}\" is truncated: shape ({}) of {} needs {} bytes of data, the file has {}",
                                     path, dims, ir::dtype_name(*header->dtype), need, header->data_bytes)), false;

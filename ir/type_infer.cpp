@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "base/checked_math.h"
+
 namespace synk::dsl {
 
 using ir::DType;
@@ -235,8 +237,9 @@ InferResult infer_concat(std::span<const TensorType> xs, const ir::Attrs& attrs)
     if (x.shape[axis].is_symbolic())
       return fail(fmt::format("concat along axis {} needs static sizes, found {}", axis,
                               ir::shape_str(x.shape)));
-    if (__builtin_add_overflow(total, x.shape[axis].size, &total))
-      return fail("concat's result has too many elements");
+    std::optional<int64_t> sum = checked_add(total, x.shape[axis].size);
+    if (!sum) return fail("concat's result has too many elements");
+    total = *sum;
   }
   Shape shape = first.shape;
   shape[axis] = Dim::fixed(total);
@@ -322,8 +325,9 @@ InferResult infer_grad(std::span<const TensorType> operands) {
     if (!c.symbols.empty())
       return fail(fmt::format("grad with several variables returns one flat vector and needs static "
                               "shapes, found {}", ir::shape_str(v.shape)));
-    if (c.overflow || __builtin_add_overflow(total, c.fixed, &total))
-      return fail("grad's flat result has too many elements");
+    std::optional<int64_t> sum = c.overflow ? std::nullopt : checked_add(total, c.fixed);
+    if (!sum) return fail("grad's flat result has too many elements");
+    total = *sum;
   }
   return ok(TensorType{loss.dtype, {Dim::fixed(total)}});
 }
@@ -386,10 +390,14 @@ std::vector<int64_t> all_axes(size_t rank) {
 
 ElementCount element_count(const Shape& shape) {
   ElementCount c;
+  std::vector<int64_t> fixed;
   for (const Dim& d : shape) {
     if (d.is_symbolic()) c.symbols.push_back(d.symbol);
-    else if (__builtin_mul_overflow(c.fixed, d.size, &c.fixed)) c.overflow = true;
+    else fixed.push_back(d.size);
   }
+  // A zero dimension makes the count 0 whatever the others are (checked_elements).
+  if (std::optional<int64_t> n = checked_elements(fixed)) c.fixed = *n;
+  else c.overflow = true;
   std::sort(c.symbols.begin(), c.symbols.end());
   return c;
 }
@@ -475,8 +483,21 @@ std::optional<Shape> resolve_reshape(const Shape& from, const Shape& to, std::st
   return out;
 }
 
-InferResult infer_type(Op op, std::span<const TensorType> operands, const ir::Attrs& attrs,
-                       const TensorType* requested) {
+std::optional<std::string> size_error(const TensorType& t) {
+  std::vector<int64_t> fixed;
+  bool symbolic = false;
+  for (const Dim& d : t.shape) {
+    if (d.is_symbolic()) symbolic = true;
+    else fixed.push_back(d.size);
+  }
+  if (checked_shape_bytes(fixed, ir::dtype_size(t.dtype))) return std::nullopt;
+  return fmt::format("{} is too large: {}{} would take {}", ir::type_str(t), symbolic ? "its static dimensions" : "it",
+                     symbolic ? " alone" : "", describe_oversize(fixed, ir::dtype_size(t.dtype)));
+}
+
+namespace {
+InferResult infer_any(Op op, std::span<const TensorType> operands, const ir::Attrs& attrs,
+                      const TensorType* requested) {
   auto count = [&](size_t n) { return need_operands(op, operands, n); };
   switch (op) {
     case Op::Input: case Op::SharedRead: case Op::Constant: {
@@ -545,6 +566,17 @@ InferResult infer_type(Op op, std::span<const TensorType> operands, const ir::At
       return infer_grad(operands);
   }
   return fail("unknown op");
+}
+}  // namespace
+
+InferResult infer_type(Op op, std::span<const TensorType> operands, const ir::Attrs& attrs,
+                       const TensorType* requested) {
+  InferResult r = infer_any(op, operands, attrs, requested);
+  // Every value an op produces has a size that can be allocated and indexed: a broadcast, a
+  // matmul or a one_hot of large but valid operands may not.
+  if (r.ok())
+    if (std::optional<std::string> e = size_error(*r.type)) return fail(*e);
+  return r;
 }
 
 }  // namespace synk::dsl

@@ -45,6 +45,13 @@ InferResult infer_type(ir::Op op, std::span<const ir::TensorType> operands, cons
 
 // ---- Helpers shared by sema, the builder and the verifier -------------------------------
 
+// nullopt when a value of type `t` can exist: its static dimensions times its element size fit
+// in int64 bytes (symbolic dimensions are bound at run time and checked there). Otherwise the
+// message, e.g. "f32[4611686018427387904] is too large: it would take 18446744073709551616
+// bytes (more than the 9223372036854775807 bytes an array can have)". infer_type() applies it
+// to every result; sema to every declared type.
+std::optional<std::string> size_error(const ir::TensorType& t);
+
 // Maps a possibly negative axis into [0, rank). nullopt (and a message such as
 // "axis 2 is out of range for rank 2") when it is out of range.
 std::optional<int64_t> normalize_axis(int64_t axis, size_t rank, std::string* error);

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "runtime/call/call_plan.h"
+#include "runtime/call/registry.h"
+#include "runtime/group/process_group.h"
 #include "runtime/coll/exec.h"
 #include "runtime/coll/nccl.h"
 #include "runtime/data/dtype.h"
@@ -133,7 +135,7 @@ CollOp checked_op(const char* what, const ReduceOp& op, const std::vector<Target
 
 const std::vector<int64_t>& shape_on(rt::ProcessGroup* g, const Target& t, int rank) {
   if (rank == 0 || !g) return t.module->values[size_t(t.cv.var)].shape;
-  return g->shared_shape(rank, t.cv.module, t.cv.var);
+  return rt::ShapeBook::instance().shape(rank, t.cv.module, t.cv.var);
 }
 
 std::string per_rank_shapes(rt::ProcessGroup& g, const Target& t) {
@@ -252,7 +254,7 @@ void run(const char* what, rt::ProcessGroup& g, CollDescriptor& d, const std::ve
         if (errors[size_t(r)].empty()) no_report.push_back(r);
         continue;
       }
-      for (size_t v = 0; v < ts.size(); ++v) g.note_shared_shape(r, ts[v].cv.module, ts[v].cv.var, shapes[v]);
+      for (size_t v = 0; v < ts.size(); ++v) rt::ShapeBook::instance().note(r, ts[v].cv.module, ts[v].cv.var, shapes[v]);
     }
   }
   static const std::string kNoReport = "sent no report of its shapes (internal error)";

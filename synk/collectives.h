@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "synk/synk.h"
+#include "synk/core.h"
 
 namespace synk {
 

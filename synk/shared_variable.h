@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "synk/synk.h"
+#include "synk/core.h"
 
 namespace synk {
 

@@ -13,6 +13,8 @@
 
 #include "runtime/call/call_engine.h"
 #include "runtime/call/call_plan.h"
+#include "runtime/call/registry.h"
+#include "runtime/group/process_group.h"
 #include "runtime/data/shared_vars.h"
 #include "base/wire.h"
 
@@ -82,8 +84,9 @@ int fork(int n, Backend backend, const ForkOptions& options) {
   g_loaders_at_fork.clear();
   g_handlers_at_fork.clear();
   for (const auto& [kind, loader] : rt::Registry::instance().loaders) g_loaders_at_fork.insert(kind);
-  for (const auto& [name, handler] : rt::Registry::instance().handlers) g_handlers_at_fork.insert(name);
+  for (const auto& [name, handler] : rt::rank_handlers()) g_handlers_at_fork.insert(name);
   g_group = rt::ProcessGroup::start(n, backend, options);
+  rt::ShapeBook::instance().reset(g_group->size());
   return g_group->size();
 }
 
@@ -108,11 +111,8 @@ rt::ProcessGroup* current_group() { return forked() ? g_group.get() : nullptr; }
 
 void distribute() {
   rt::ProcessGroup& g = group_or_throw("distribute");
-  rt::Registry& reg = rt::Registry::instance();
-  rt::wire::Writer w;
-  w.pod<int32_t>(int32_t(reg.functions.size()));
-  w.pod<int32_t>(int32_t(reg.modules.size()));
-  throw_rank_errors("distribute", g.run(rt::CommandKind::Distribute, w.bytes(), nullptr));
+  throw_rank_errors("distribute", g.run(rt::distribute_command(), rt::encode_distribute(rt::Registry::instance()),
+                                        nullptr));
 }
 
 void register_loader(const std::string& kind, rt::FunctionLoader loader) {
@@ -123,13 +123,13 @@ void register_loader(const std::string& kind, rt::FunctionLoader loader) {
 
 void register_rank_handler(const std::string& name, rt::RankHandler handler) {
   if (name.empty() || !handler) throw UsageError("register_rank_handler: needs a name and a handler");
-  rt::Registry::instance().handlers[name] = std::move(handler);
+  rt::rank_handlers()[name] = std::move(handler);
 }
 
 void run_on_all_ranks(const std::string& name, std::string_view payload) {
   rt::ProcessGroup& g = group_or_throw("run_on_all_ranks");
-  auto it = rt::Registry::instance().handlers.find(name);
-  if (it == rt::Registry::instance().handlers.end())
+  auto it = rt::rank_handlers().find(name);
+  if (it == rt::rank_handlers().end())
     throw UsageError(fmt::format("run_on_all_ranks: no handler named '{}'", name));
   if (g.size() > 1 && !g_handlers_at_fork.count(name))
     throw UsageError(fmt::format("run_on_all_ranks: handler '{}' was registered after fork(), so "
@@ -154,7 +154,7 @@ Module module(rt::ModuleSpec spec) {
   reg.modules.push_back(std::move(entry));
   if (forked()) {
     g_group->store().set(rt::module_key(id), encoded);
-    g_group->snapshot_module_shapes(id);
+    rt::ShapeBook::instance().snapshot(id, g_group->size());
   }
   return Module(id);
 }

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "synk/collectives.h"
+
 namespace synk {
 
 namespace {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "synk/synk.h"
+#include "synk/core.h"
 
 namespace synk {
 

@@ -1,13 +1,23 @@
 // The on-disk kernel cache: compiled object files keyed by a 128-bit hash (XXH3-128) of
 // everything that determines them (source, options, target, compiler version). Shared by every
-// process of the user, so writes go to a unique temporary file that is then renamed into place
-// (rename is atomic: readers see the old entry, no entry, or the whole new one). Each entry
-// starts with a header (magic, key, payload length, payload checksum); an entry that fails the
-// check (truncated, corrupt, written by something else) is removed and reported as a miss.
+// process of the user, so writes go to a temporary file created with O_EXCL, under the cache's
+// lock (flock on the directory), that is then renamed into place (rename is atomic: readers see
+// the old entry, no entry, or the whole new one). Each entry starts with a header (magic, key,
+// payload length, payload checksum); an entry that fails the check (truncated, corrupt, written by
+// something else, not a regular file of the user's) is removed and reported as a miss.
 //
-// Directory: $SYNK_CACHE_DIR, else $XDG_CACHE_HOME/synk, else $HOME/.cache/synk; created with
-// mode 0700 on first write.
+// The cache holds code that will run, so it is used only when it is the user's own: a directory
+// owned by the effective uid with no permission for group or others (created with mode 0700 when
+// missing). Any other directory (another user's, group- or world-writable, not a directory) is
+// refused with one warning per process on stderr, and everything is compiled in process without
+// the disk cache. Entries are opened relative to the checked directory, never through symlinks.
+//
+// Directory: $SYNK_CACHE_DIR, else $XDG_CACHE_HOME/synk, else $HOME/.cache/synk, else the home
+// directory of the user's passwd entry + /.cache/synk, else /tmp/synk-cache-<uid> (which another
+// user could create first: then refused as above).
 #pragma once
+
+#include <sys/types.h>
 
 #include <optional>
 #include <string>
@@ -38,8 +48,17 @@ class KernelCache {
   bool put(const std::string& key, const std::vector<char>& payload) const;
   std::string path_for(const std::string& key) const;
 
+  // Why the directory is not used ("" when it is, or when it merely cannot be created: the cache
+  // is then silently absent, as for a read-only home). Checked on first use.
+  std::string refusal() const;
+  // Tests: the owner the directory must have instead of geteuid() (nullopt: back to geteuid()).
+  static void set_expected_owner_for_tests(std::optional<uid_t> uid);
+
  private:
+  // An open descriptor of the directory when it is trusted, else -1 (and refusal_ says why).
+  int open_dir() const;
   std::string dir_;
+  mutable std::string refusal_;
 };
 
 }  // namespace synk::compiler

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/cancel.h"
 #include "compiler/backend/signature.h"
 #include "compiler/cpu/codegen_cpu.h"
 #include "compiler/codegen/kernel_errors.h"
@@ -263,6 +264,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
   }
   std::vector<void*> args;
   for (size_t s = 0; s < steps_.size(); ++s) {
+    cancellation_point();   // a lost process group stops a long share between steps
     const Step& step = steps_[s];
     if (step_elided_[s]) {
       // nothing to do: its operands were written in place, or its readers read the argument

@@ -28,6 +28,7 @@
 #include "compiler/cuda/nvrtc.h"
 #include "synk/jit.h"
 #include "runtime/group/backend.h"
+#include "runtime/group/process_group.h"
 #include "gpu/driver.h"
 
 using namespace synk;

@@ -8,10 +8,12 @@
 #include <fmt/format.h>
 
 #include "runtime/data/dtype.h"
+#include "base/cancel.h"
 #include "base/errors.h"
 #include "runtime/group/process_group.h"
+#include "runtime/call/call_message.h"
 #include "runtime/call/reduce.h"
-#include "runtime/group/registry.h"
+#include "runtime/call/registry.h"
 #include "runtime/call/step_profile.h"
 #include "base/wire.h"
 
@@ -24,12 +26,6 @@ const CommandKind kCallCommand = register_command("call", worker_execute_call);
 
 
 namespace {
-
-// An index list as the descriptor carries it: a segment name and an offset (empty segment: no list).
-struct IndexRef {
-  std::string segment;
-  uint64_t offset = 0;
-};
 
 struct ResolvedInput {
   const std::byte* base = nullptr;
@@ -186,6 +182,7 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
 
   clock.mark(0, "set-up: accumulators, parts, argument lists");
   for (const Part& part : parts) {
+    cancellation_point();   // a lost group stops the master's share between parts (base/cancel.h)
     for (size_t i = 0; i < sig.inputs.size(); ++i) {
       const ResolvedInput& in = call.inputs[i];
       switch (plan.inputs[i]) {
@@ -317,23 +314,6 @@ void add_results(std::span<const std::byte> bytes, std::vector<Accumulator>& acc
   }
 }
 
-void put_index(wire::Writer& w, const IndexRef& ref, const IndexSource& src) {
-  w.str(ref.segment);
-  w.pod(ref.offset);
-  w.pod(src.dtype);
-  w.pod(src.count);
-}
-
-IndexSource get_index(wire::Reader& r, RankContext& ctx) {
-  std::string segment = r.str();
-  uint64_t offset = r.pod<uint64_t>();
-  IndexSource src;
-  src.dtype = r.pod<DType>();
-  src.count = r.pod<int64_t>();
-  src.data = segment.empty() ? nullptr : ctx.map(segment) + offset;
-  return src;
-}
-
 std::string format_rank_errors(const std::string& fn, const std::vector<std::string>& errors,
                                std::vector<int>* ranks) {
   std::vector<std::string> parts;
@@ -389,16 +369,16 @@ PlanRequest plan_request(ProcessGroup* group, const CallRequest& req, const Reso
   pr.num_slices = req.num_slices;
   pr.output_subset = req.output_subset;
   pr.shared_shape = [group, &call](int rank, int var) -> const std::vector<int64_t>& {
-    if (group) return group->shared_shape(rank, call.module_id, var);
+    if (group) return ShapeBook::instance().shape(rank, call.module_id, var);
     return call.module->values.at(size_t(var)).shape;
   };
   return pr;
 }
 
-// The Call command's payload for the workers: the plan, the inputs' segments and every rank's
-// shared-row selection.
-std::string encode_call(ProcessGroup* group, const CallRequest& req, const FunctionSignature& sig,
-                        const CallPlan& plan, int N) {
+// The Call command's message for the workers (call_message.h): the plan, the inputs' segments and
+// every rank's shared-row selection.
+CallMessage call_message(ProcessGroup* group, const CallRequest& req, const FunctionSignature& sig,
+                         const CallPlan& plan, int N) {
   // Index lists the workers read go to the scratch segment (a Data's list is read in place).
   size_t scratch_bytes = 0;
   bool batch_in_scratch = plan.select == RowSelection::Kind::List && !req.batch_data.valid();
@@ -407,53 +387,51 @@ std::string encode_call(ProcessGroup* group, const CallRequest& req, const Funct
   std::byte* scratch = scratch_bytes ? group->scratch(scratch_bytes) : nullptr;
   size_t used = 0;
   auto to_scratch = [&](const std::vector<int64_t>& list) {
-    IndexRef ref{group->scratch_name(), used};
+    IndexListRef ref{group->scratch_name(), used, DType::I64, int64_t(list.size())};
     if (!list.empty()) std::memcpy(scratch + used, list.data(), list.size() * 8);
     used += list.size() * 8;
     return ref;
   };
-  wire::Writer w;
-  w.pod(req.function);
-  w.pod(plan.num_slices);
-  w.pod<uint8_t>(plan.has_scattered);
-  w.pod<uint8_t>(plan.has_sliceable);
-  w.pod<uint8_t>(plan.empty_call);
-  w.pod(plan.positions);
-  w.pod(plan.select);
-  w.pod(plan.select_start);
-  IndexRef batch_ref;
+  auto with_source = [](IndexListRef ref, const IndexSource& src) {
+    ref.dtype = src.dtype;
+    ref.count = src.count;
+    return ref;
+  };
+  CallMessage m;
+  m.function = req.function;
+  m.num_slices = plan.num_slices;
+  m.has_scattered = plan.has_scattered;
+  m.has_sliceable = plan.has_sliceable;
+  m.empty_call = plan.empty_call;
+  m.positions = plan.positions;
+  m.select = plan.select;
+  m.select_start = plan.select_start;
   if (plan.select == RowSelection::Kind::List)
-    batch_ref = batch_in_scratch ? to_scratch(req.batch_list) : IndexRef{req.batch_data.segment_name(), 0};
-  put_index(w, batch_ref, plan.select_list);
-  w.pod<uint64_t>(sig.inputs.size());
-  for (size_t i = 0; i < sig.inputs.size(); ++i) {
-    w.pod(plan.inputs[i]);
-    w.pod(req.inputs[i].dtype());
-    w.vec(req.inputs[i].shape());
-    w.str(req.inputs[i].size() > 0 ? req.inputs[i].segment_name() : std::string());
-  }
-  w.vec(plan.sliceable_slots);
-  // Each rank's shared-row selection, in rank order; a worker reads its own.
+    m.select_list = with_source(batch_in_scratch ? to_scratch(req.batch_list)
+                                                 : IndexListRef{req.batch_data.segment_name(), 0},
+                                plan.select_list);
+  for (size_t i = 0; i < sig.inputs.size(); ++i)
+    m.inputs.push_back(InputRef{plan.inputs[i], req.inputs[i].dtype(), req.inputs[i].shape(),
+                                req.inputs[i].size() > 0 ? req.inputs[i].segment_name() : std::string()});
+  m.sliceable_slots = plan.sliceable_slots;
   if (plan.has_sliceable) {
-    std::vector<IndexRef> list_refs;
+    std::vector<IndexListRef> list_refs;
     for (const auto& l : req.batch_s_lists) list_refs.push_back(to_scratch(l));
     for (int rk = 0; rk < N; ++rk) {
       const SharedRows& rows = plan.shared_rows[size_t(rk)];
-      w.pod(rows.kind);
-      w.pod(rows.start);
-      w.pod(rows.count);
-      IndexRef ref;
+      SharedRowsRef ref{rows.kind, rows.start, rows.count, {}};
       if (rows.kind == RowSelection::Kind::List) {
         // batch_s lists were stored in order; find the one this rank uses.
         size_t which = req.batch_s.size() == 1 ? 0 : size_t(rk), list_index = 0;
         for (size_t k = 0; k < which; ++k) list_index += req.batch_s[k].kind == RowSelection::Kind::List;
-        ref = list_refs.at(list_index);
+        ref.list = list_refs.at(list_index);
       }
-      put_index(w, ref, rows.list);
+      ref.list = with_source(ref.list, rows.list);
+      m.shared_rows.push_back(std::move(ref));
     }
   }
-  w.vec(plan.outputs);
-  return w.take();
+  m.outputs = plan.outputs;
+  return m;
 }
 
 // The outputs over all ranks, rank 0 (`mine`) first, then every worker in rank order. On a
@@ -470,6 +448,8 @@ std::vector<Array> reduce_outputs(ProcessGroup* group, const FunctionSignature& 
     for (int r = 1; r < N; ++r) {
       try {
         add_results(group->worker_results(r), total);
+      } catch (const RankError&) {
+        throw;   // the group was lost meanwhile: reported as it is
       } catch (const Error& e) {
         throw RankError(fmt::format("{} failed on rank {}: {}", sig.name, r, e.what()), {r});
       }
@@ -491,48 +471,41 @@ void settle_pending_updates(bool commit) {
 }
 
 void worker_execute_call(RankContext& ctx, std::string_view payload) {
-  wire::Reader r(payload);
+  const CallMessage m = decode_call_message(payload);
+  auto resolve = [&ctx](const IndexListRef& ref) {
+    return IndexSource{ref.segment.empty() ? nullptr : ctx.map(ref.segment) + ref.offset, ref.dtype, ref.count};
+  };
   ResolvedCall call;
-  int32_t fid = r.pod<int32_t>();
-  call.entry = &ctx.function(fid);
+  call.entry = &function_on_rank(ctx, m.function);
   call.module_id = call.entry->module;
-  call.module = &ctx.module(call.module_id);
+  call.module = &module_on_rank(ctx, call.module_id);
   CallPlan& plan = call.plan;
   plan.nranks = ctx.size();
-  plan.num_slices = r.pod<int64_t>();
-  plan.has_scattered = r.pod<uint8_t>();
-  plan.has_sliceable = r.pod<uint8_t>();
-  plan.empty_call = r.pod<uint8_t>();
-  plan.positions = r.pod<int64_t>();
-  plan.select = r.pod<RowSelection::Kind>();
-  plan.select_start = r.pod<int64_t>();
-  plan.select_list = get_index(r, ctx);
-  uint64_t ninputs = r.pod<uint64_t>();
-  for (uint64_t i = 0; i < ninputs; ++i) {
-    plan.inputs.push_back(r.pod<InputUse>());
-    ResolvedInput in;
-    in.dtype = r.pod<DType>();
-    in.shape = r.vec<int64_t>();
-    std::string segment = r.str();
-    in.base = segment.empty() ? nullptr : ctx.map(segment);
-    call.inputs.push_back(std::move(in));
+  plan.num_slices = m.num_slices;
+  plan.has_scattered = m.has_scattered;
+  plan.has_sliceable = m.has_sliceable;
+  plan.empty_call = m.empty_call;
+  plan.positions = m.positions;
+  plan.select = m.select;
+  plan.select_start = m.select_start;
+  plan.select_list = resolve(m.select_list);
+  for (const InputRef& in : m.inputs) {
+    plan.inputs.push_back(in.use);
+    call.inputs.push_back(ResolvedInput{in.segment.empty() ? nullptr : ctx.map(in.segment), in.dtype, in.shape});
   }
-  plan.sliceable_slots = r.vec<int32_t>();
+  plan.sliceable_slots = m.sliceable_slots;
   if (plan.has_sliceable) {
-    plan.shared_rows.resize(size_t(ctx.size()));
+    if (m.shared_rows.size() != size_t(ctx.size()))
+      throw InternalError(fmt::format("call message: {} shared-row selections for {} ranks",
+                                      m.shared_rows.size(), ctx.size()));
     for (int rk = 0; rk < ctx.size(); ++rk) {
-      SharedRows& rows = plan.shared_rows[size_t(rk)];
-      rows.kind = r.pod<RowSelection::Kind>();
-      rows.start = r.pod<int64_t>();
-      rows.count = r.pod<int64_t>();
-      std::string segment = r.str();
-      uint64_t offset = r.pod<uint64_t>();
-      rows.list.dtype = r.pod<DType>();
-      rows.list.count = r.pod<int64_t>();
-      if (rk == ctx.rank() && !segment.empty()) rows.list.data = ctx.map(segment) + offset;
+      const SharedRowsRef& ref = m.shared_rows[size_t(rk)];
+      SharedRows rows{ref.kind, ref.start, ref.count, {}};
+      rows.list = rk == ctx.rank() ? resolve(ref.list) : IndexSource{nullptr, ref.list.dtype, ref.list.count};
+      plan.shared_rows.push_back(rows);
     }
   }
-  plan.outputs = r.vec<int32_t>();
+  plan.outputs = m.outputs;
   PhaseClock clock(call.entry, "worker");
   clock.mark(0, "decode the call");
   RankOutcome outcome = execute_rank(call, ctx.rank());
@@ -573,7 +546,7 @@ std::vector<Array> run_call(ProcessGroup* group, const CallRequest& req) {
       errors[0] = e.what();
     }
   } else {
-    std::string payload = encode_call(group, req, sig, plan, N);
+    std::string payload = encode_call_message(call_message(group, req, sig, plan, N));
     clock.mark(1, "encode the call for the workers");
     errors = group->run(kCallCommand, payload, master_part);
   }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -109,5 +110,9 @@ class CompiledFunction {
   virtual void run(std::span<const ArrayRef> inputs, std::span<const ArrayRef> shareds,
                    std::span<Array> outputs, std::span<Array> updates) = 0;
 };
+
+// Rebuilds a CompiledFunction in a worker from the payload its producer registered
+// (synk::register_loader).
+using FunctionLoader = std::function<std::shared_ptr<CompiledFunction>(const std::string& payload)>;
 
 }  // namespace synk::rt

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/call/registry.h"
 #include "synk/synk.h"
 #include "runtime/testing.h"
 
@@ -229,7 +230,7 @@ TEST(Collectives, ManyRoundsThroughASmallStagingArea) {
   }
   std::string staging;
   for (const std::string& name : leftover_segments())
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, "coll") == 0) staging = name;
+    if (name.find("-coll-") != std::string::npos) staging = name;   // <group prefix>coll-<random>
   ASSERT_FALSE(staging.empty()) << "the staging segment exists";
   struct stat st {};
   ASSERT_EQ(stat(("/dev/shm/" + staging).c_str(), &st), 0);
@@ -407,7 +408,7 @@ TEST(Collectives, ARankThatFailsInsideACollectiveFailsItEverywhereAndTheGroupSta
   int32_t module_id = m.id();
   // Test hook: resize a worker's value behind the master's back, so its record is stale there.
   synk::register_rank_handler("corrupt_rows", [module_id](rt::RankContext& ctx, std::string_view payload) {
-    if (ctx.rank() == std::stoi(std::string(payload))) ctx.module(module_id).values[0].resize(DType::F32, {5, 3});
+    if (ctx.rank() == std::stoi(std::string(payload))) rt::module_on_rank(ctx, module_id).values[0].resize(DType::F32, {5, 3});
   });
   ASSERT_EQ(synk::fork(4), 4);
   for (int victim : {2, 1}) {

@@ -11,6 +11,7 @@
 #include "runtime/coll/rsag.h"
 #include "runtime/data/dtype.h"
 #include "runtime/group/process_group.h"
+#include "runtime/call/registry.h"
 #include "base/wire.h"
 
 namespace synk::rt {
@@ -157,11 +158,11 @@ struct Job {
 
   Array& value(size_t v) const {
     const CollVar& cv = d.vars[v];
-    return ctx.module(cv.module).values.at(size_t(cv.var));
+    return module_on_rank(ctx, cv.module).values.at(size_t(cv.var));
   }
   const SharedSpec& spec(size_t v) const {
     const CollVar& cv = d.vars[v];
-    return ctx.module(cv.module).spec.shareds.at(size_t(cv.var));
+    return module_on_rank(ctx, cv.module).spec.shareds.at(size_t(cv.var));
   }
   size_t bytes_of(size_t v, std::span<const int64_t> shape) const {
     size_t count = 1;
@@ -438,7 +439,7 @@ void report_shapes(RankContext& ctx, const CollDescriptor& d) {
   wire::Writer w;
   w.pod(d.stamp);
   w.pod<uint64_t>(d.vars.size());
-  for (const CollVar& cv : d.vars) w.vec(ctx.module(cv.module).values.at(size_t(cv.var)).shape);
+  for (const CollVar& cv : d.vars) w.vec(module_on_rank(ctx, cv.module).values.at(size_t(cv.var)).shape);
   std::byte* out = ctx.results(w.bytes().size());
   std::memcpy(out, w.bytes().data(), w.bytes().size());
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "runtime/coll/nccl.h"
+#include "runtime/call/registry.h"
 #include "synk/synk.h"
 #include "runtime/testing.h"
 
@@ -64,7 +65,7 @@ TEST(Nccl, UniqueIdReachesEveryRankThroughTheStore) {
   int32_t module_id = m.id();
   synk::register_rank_handler("nccl_id", [module_id](rt::RankContext& ctx, std::string_view epoch) {
     rt::nccl::UniqueId id = rt::nccl::bootstrap_id(ctx, std::stoi(std::string(epoch)));
-    std::memcpy(ctx.module(module_id).values[0].bytes.data(), id.internal, rt::nccl::kUniqueIdBytes);
+    std::memcpy(rt::module_on_rank(ctx, module_id).values[0].bytes.data(), id.internal, rt::nccl::kUniqueIdBytes);
   });
   ASSERT_EQ(synk::fork(3), 3);
   synk::run_on_all_ranks("nccl_id", "1");

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "base/checked_math.h"
 #include "runtime/data/npy.h"
 #include "runtime/group/shm.h"
 
@@ -39,13 +40,23 @@ struct DataImpl {
     ++generation;
   }
 
-  // Makes room for `items` elements; keeps the first `keep_bytes` bytes of the old contents.
-  void reserve(int64_t items, double oversize, size_t keep_bytes) {
+  // Makes room for the `items` elements of `shape` (checked by elements_of); keeps the first
+  // `keep_bytes` bytes of the old contents. `where` starts the messages.
+  void reserve(int64_t items, const std::vector<int64_t>& shape, double oversize, size_t keep_bytes,
+               const std::string& where) {
     if (items <= alloc_items) return;
-    int64_t want = int64_t(std::ceil(double(items) * oversize));
-    if (want < items) want = items;
-    size_t bytes = size_t(want) * dtype_size(dtype);
-    shm::Segment fresh = shm::Segment::create(shm::unique_name(shm::process_prefix(), "d"), bytes);
+    const size_t elem = dtype_size(dtype);
+    const double grown = std::ceil(double(items) * oversize);
+    int64_t want = grown < 9.0e18 ? std::max(items, int64_t(grown)) : items;
+    std::optional<int64_t> bytes = checked_bytes(want, elem);
+    if (!bytes) bytes = checked_bytes(want = items, elem);   // no room to oversize: the exact size
+    if (!bytes)
+      throw UsageError(fmt::format("{}: shape {} of {} needs {}", where, rt::shape_string(shape), dtype_name(dtype),
+                                   describe_oversize(shape, elem)));
+    shm::Segment fresh = shm::Segment::create(
+        shm::unique_name(shm::process_prefix(), "d"), size_t(*bytes),
+        fmt::format("{}: shape {} of {}{}", where, rt::shape_string(shape), dtype_name(dtype),
+                    want > items ? fmt::format(" (with oversize {})", oversize) : std::string()));
     if (keep_bytes && segment.valid())
       std::memcpy(fresh.data(), segment.data(), std::min(keep_bytes, segment.size()));
     release();
@@ -69,6 +80,15 @@ void check_shape(const std::vector<int64_t>& shape, const std::string& where) {
     if (d < 0)
       throw UsageError(fmt::format("{}: shape {} has a negative dimension", where,
                                    rt::shape_string(shape)));
+}
+
+// The element count of a shape check_shape accepted; a UsageError when it does not fit.
+int64_t elements_of(const std::vector<int64_t>& shape, DType dtype, const std::string& where) {
+  std::optional<int64_t> n = checked_elements(shape);
+  if (!n)
+    throw UsageError(fmt::format("{}: shape {} of {} needs {}", where, rt::shape_string(shape), rt::dtype_name(dtype),
+                                 describe_oversize(shape, rt::dtype_size(dtype))));
+  return *n;
 }
 
 }  // namespace
@@ -119,9 +139,11 @@ void Data::check_typed(DType t) const {
 
 void Data::check_count(size_t count, const std::vector<int64_t>& shape) {
   check_shape(shape, "Data::set_value");
-  if (int64_t(count) != rt::shape_size(shape))
-    throw UsageError(fmt::format("Data::set_value: {} values given for shape {} ({} elements)",
-                                 count, rt::shape_string(shape), rt::shape_size(shape)));
+  std::optional<int64_t> n = checked_elements(shape);
+  if (!n || int64_t(count) != *n)
+    throw UsageError(fmt::format("Data::set_value: {} values given for shape {} ({} elements)", count,
+                                 rt::shape_string(shape),
+                                 n ? std::to_string(*n) : describe_oversize(shape, 1, "elements")));
 }
 
 void Data::set_value(const rt::ArrayRef& value, bool force_cast, double oversize) {
@@ -139,8 +161,8 @@ void Data::set_value(const rt::ArrayRef& value, bool force_cast, double oversize
         "{}: expected dtype {} (or one that converts safely to it), received {}; pass "
         "force_cast=true to convert anyway",
         where, rt::dtype_name(d.dtype), rt::dtype_name(value.dtype)));
-  int64_t n = value.size();
-  d.reserve(n, oversize, 0);
+  int64_t n = elements_of(value.shape, d.dtype, where);
+  d.reserve(n, value.shape, oversize, 0, where);
   if (n > 0) {
     if (value.dtype == d.dtype) std::memcpy(d.segment.data(), value.data, size_t(n) * dtype_size(d.dtype));
     else rt::convert_elements(value.data, value.dtype, d.segment.data(), d.dtype, n);
@@ -156,7 +178,8 @@ void Data::set_shape(std::vector<int64_t> shape, double oversize) {
   if (int(shape.size()) != d.ndim)
     throw UsageError(fmt::format("{}: expected {} dimensions, received {} (shape {})", where,
                                  d.ndim, shape.size(), rt::shape_string(shape)));
-  d.reserve(rt::shape_size(shape), oversize, size_t(rt::shape_size(d.shape)) * dtype_size(d.dtype));
+  d.reserve(elements_of(shape, d.dtype, where), shape, oversize, size_t(rt::shape_size(d.shape)) * dtype_size(d.dtype),
+            where);
   d.shape = std::move(shape);
 }
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "base/checked_math.h"
 #include "base/errors.h"
 
 namespace synk::rt {
@@ -25,9 +26,11 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 }
 
 int64_t shape_size(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  std::optional<int64_t> n = checked_elements(shape);
+  if (!n)
+    throw UserError(fmt::format("an array of shape {} cannot exist: it would hold {}", shape_string(shape),
+                                describe_oversize(shape, 1, "elements")));
+  return *n;
 }
 
 std::string spec_string(const TensorSpec& spec, const std::vector<std::string>& symbols) {

@@ -13,8 +13,9 @@
 
 #include <fmt/format.h>
 
-#include "runtime/data/dtype.h"
+#include "base/checked_math.h"
 #include "base/errors.h"
+#include "runtime/data/dtype.h"
 
 namespace synk::rt::npy {
 
@@ -102,7 +103,9 @@ struct DictParser {
       std::string w = word();
       if (w.empty() || !std::all_of(w.begin(), w.end(), ::isdigit))
         bad(path, "malformed shape in header");
-      dims.push_back(std::stoll(w));
+      std::optional<int64_t> dim = parse_decimal(w);
+      if (!dim) bad(path, fmt::format("impossible shape in header: dimension {} does not fit in 64 bits", w));
+      dims.push_back(*dim);
       if (!accept(',')) {
         expect(')');
         break;
@@ -201,19 +204,24 @@ Header read_header(const std::string& path) {
   }
   if (!have_descr || !have_order || !have_shape) bad(path, "header lacks descr, fortran_order or shape");
 
+  std::optional<int64_t> need = checked_shape_bytes(h.shape, dtype_size(h.dtype));
+  if (!need)
+    bad(path, fmt::format("impossible shape in header: {} of {} would take {}", shape_string(h.shape),
+                          dtype_name(h.dtype), describe_oversize(h.shape, dtype_size(h.dtype))));
   std::fseek(f.get(), 0, SEEK_END);
-  long file_size = std::ftell(f.get());
-  size_t need = size_t(shape_size(h.shape)) * dtype_size(h.dtype);
-  if (file_size < 0 || size_t(file_size) < h.data_offset + need)
+  const int64_t file_size = std::ftell(f.get());
+  const int64_t have = file_size - int64_t(h.data_offset);   // the header was read: no underflow below 0
+  if (file_size < 0 || have < *need)
     bad(path, fmt::format("truncated data: shape {} of {} needs {} bytes, the file has {}",
-                          shape_string(h.shape), dtype_name(h.dtype), need,
-                          file_size - long(h.data_offset)));
+                          shape_string(h.shape), dtype_name(h.dtype), *need, std::max<int64_t>(have, 0)));
   return h;
 }
 
 void read_data(const std::string& path, const Header& header, void* dst) {
   File f = open_file(path, "rb");
-  size_t need = size_t(shape_size(header.shape)) * dtype_size(header.dtype);
+  std::optional<int64_t> bytes = checked_shape_bytes(header.shape, dtype_size(header.dtype));
+  if (!bytes) bad(path, "impossible shape in header");   // read_header refused it already
+  const size_t need = size_t(*bytes);
   if (std::fseek(f.get(), long(header.data_offset), SEEK_SET) != 0 ||
       std::fread(dst, 1, need, f.get()) != need)
     bad(path, "truncated data");

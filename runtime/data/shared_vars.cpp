@@ -106,7 +106,11 @@ std::vector<Array> initial_values(const ModuleSpec& spec) {
     std::vector<int64_t> shape;
     for (const DimSpec& d : s.dims)
       shape.push_back(d.symbol >= 0 ? std::max<int64_t>(bound[d.symbol], 0) : d.size);
-    values[v].resize(s.dtype, shape);
+    try {
+      values[v].resize(s.dtype, shape);
+    } catch (const UserError& e) {   // too large to allocate: say which variable
+      throw UserError(fmt::format("shared variable '{}' ({}): {}", s.name, spec_string(s, spec.symbols), e.what()));
+    }
     fill_init(values[v], s.init);
   }
   return values;

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "synk/synk.h"
+#include "runtime/group/process_group.h"
 #include "runtime/testing.h"
 
 using namespace synk;

@@ -14,6 +14,7 @@
 
 #include "runtime/group/backend.h"
 #include "runtime/group/process_group.h"
+#include "runtime/call/registry.h"
 #include "synk/synk.h"
 #include "runtime/testing.h"
 
@@ -181,7 +182,7 @@ TEST(Group, RankHandlersRunEverywhereWithBarriers) {
   synk::register_rank_handler("stamp", [module_id](rt::RankContext& ctx, std::string_view payload) {
     for (int round = 0; round < 20; ++round) ctx.barrier();
     if (payload == "fail" && ctx.rank() == 2) throw std::runtime_error("rank two refuses");
-    rt::Array& s = ctx.module(module_id).values[0];
+    rt::Array& s = rt::module_on_rank(ctx, module_id).values[0];
     *s.data<double>() = 10.0 * ctx.rank() + double(payload.size());
   });
   ASSERT_EQ(synk::fork(4), 4);

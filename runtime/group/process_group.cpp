@@ -14,13 +14,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "base/cancel.h"
 #include "gpu/driver.h"
 #include "base/errors.h"
-#include "runtime/data/shared_vars.h"
 #include "base/wire.h"
+#include "runtime/group/cleanup.h"
 
 namespace synk::rt {
 
@@ -70,6 +73,11 @@ CommandKind register_command(const char* name, CommandHandler handler) {
 
 void register_command_prologue(CommandPrologue prologue) { command_table().prologues.push_back(prologue); }
 
+std::map<std::string, RankHandler, std::less<>>& rank_handlers() {
+  static auto* handlers = new std::map<std::string, RankHandler, std::less<>>();   // workers exit without unwinding
+  return *handlers;
+}
+
 struct alignas(64) RankSlot {
   std::atomic<int32_t> pid{0};
   std::atomic<uint32_t> done_seq{0};
@@ -78,6 +86,7 @@ struct alignas(64) RankSlot {
   uint32_t error_len = 0;
   std::atomic<uint64_t> results_gen{0};
   uint64_t results_size = 0;
+  char results_name[kRetireNameMax];      // of generation results_gen (names are random)
   char error[kErrorCapacity];
 };
 
@@ -131,56 +140,8 @@ void pin_to(int cpu) {
   sched_setaffinity(0, sizeof set, &set);   // best effort: pinning is a performance hint
 }
 
-// --- Cleanup when the master dies (rank 1 only). Async-signal-safe: raw system calls only. ---
-int g_janitor_dir_fd = -1;
-char g_janitor_prefixes[2][160];
-pid_t g_janitor_master = 0;
-
-struct LinuxDirent64 {
-  uint64_t d_ino;
-  int64_t d_off;
-  unsigned short d_reclen;
-  unsigned char d_type;
-  char d_name[];
-};
-
-bool starts_with(const char* s, const char* prefix) {
-  while (*prefix)
-    if (*s++ != *prefix++) return false;
-  return true;
-}
-
-void janitor_clean() {
-  if (g_janitor_dir_fd < 0) return;
-  alignas(8) char buf[8192];
-  for (int pass = 0; pass < 2; ++pass) {
-    lseek(g_janitor_dir_fd, 0, SEEK_SET);
-    for (;;) {
-      long n = syscall(SYS_getdents64, g_janitor_dir_fd, buf, sizeof buf);
-      if (n <= 0) break;
-      for (long off = 0; off < n;) {
-        auto* d = reinterpret_cast<LinuxDirent64*>(buf + off);
-        if (starts_with(d->d_name, g_janitor_prefixes[0]) || starts_with(d->d_name, g_janitor_prefixes[1]))
-          unlinkat(g_janitor_dir_fd, d->d_name, 0);
-        off += d->d_reclen;
-      }
-    }
-  }
-}
-
-void on_parent_death_signal(int sig) {
-  if (getppid() == g_janitor_master) {
-    // A SIGTERM from someone else while the master lives: die of it, as without the handler.
-    signal(sig, SIG_DFL);
-    raise(sig);
-    return;
-  }
-  janitor_clean();
-  _exit(0);
-}
-
 [[noreturn]] void worker_exit_master_gone(int rank) {
-  if (rank == 1) janitor_clean();
+  if (rank == 1) cleanup::janitor_clean();
   _exit(0);
 }
 
@@ -207,42 +168,6 @@ void forward_retired(const std::string& name) {
 // ---------------------------------------------------------------------------------------------
 // RankContext
 
-ModuleEntry& RankContext::module(int32_t id) {
-  Registry& reg = registry();
-  if (id >= 0 && size_t(id) < reg.modules.size() && reg.modules[size_t(id)])
-    return *reg.modules[size_t(id)];
-  if (id < 0 || !store_) throw InternalError(fmt::format("module #{} is not known on rank {}", id, rank_));
-  std::optional<std::string> bytes = store_->get(module_key(id));
-  if (!bytes) throw InternalError(fmt::format("module #{} was never published to rank {}", id, rank_));
-  auto entry = std::make_unique<ModuleEntry>();
-  entry->spec = decode_module(*bytes);
-  entry->values = initial_values(entry->spec);
-  if (reg.modules.size() <= size_t(id)) reg.modules.resize(size_t(id) + 1);
-  reg.modules[size_t(id)] = std::move(entry);
-  return *reg.modules[size_t(id)];
-}
-
-FunctionEntry& RankContext::function(int32_t id) {
-  Registry& reg = registry();
-  if (id >= 0 && size_t(id) < reg.functions.size() && reg.functions[size_t(id)])
-    return *reg.functions[size_t(id)];
-  if (id < 0 || !store_) throw InternalError(fmt::format("function #{} is not known on rank {}", id, rank_));
-  std::optional<std::string> bytes = store_->get(function_key(id));
-  if (!bytes) throw InternalError(fmt::format("function #{} was never published to rank {}", id, rank_));
-  auto entry = std::make_unique<FunctionEntry>();
-  decode_function_entry(*bytes, entry.get());
-  auto loader = reg.loaders.find(entry->kind);
-  if (loader == reg.loaders.end())
-    throw Error(fmt::format("no loader for functions of kind '{}' in this process (loaders must "
-                            "be registered before synk::fork())", entry->kind));
-  entry->fn = loader->second(entry->payload);
-  if (!entry->fn) throw Error(fmt::format("the '{}' loader returned no function", entry->kind));
-  module(entry->module);
-  if (reg.functions.size() <= size_t(id)) reg.functions.resize(size_t(id) + 1);
-  reg.functions[size_t(id)] = std::move(entry);
-  return *reg.functions[size_t(id)];
-}
-
 const std::byte* RankContext::map(const std::string& name) {
   auto it = mapped_.find(name);
   if (it == mapped_.end()) it = mapped_.emplace(name, shm::Segment::open(name)).first;
@@ -264,10 +189,11 @@ std::byte* RankContext::results(size_t bytes) {
   }
   if (!results_segment_.valid() || results_segment_.size() < bytes) {
     size_t want = std::max({bytes, results_segment_.size() * 2, size_t(64) << 10});
-    shm::Segment fresh =
-        shm::Segment::create(fmt::format("{}r{}-{}", group_prefix_, rank_, results_gen_ + 1), want);
+    shm::Segment fresh = shm::Segment::create(shm::unique_name(group_prefix_, fmt::format("r{}", rank_)), want,
+                                              fmt::format("the results of rank {}", rank_));
     results_segment_ = std::move(fresh);   // unlinks the old one: the master maps by generation
     ++results_gen_;
+    std::snprintf(slot.results_name, sizeof slot.results_name, "%s", results_segment_.name().c_str());
     slot.results_gen.store(results_gen_, std::memory_order_release);
   }
   return results_segment_.bytes();
@@ -324,17 +250,11 @@ struct WorkerLoop {
   void dispatch(CommandKind kind, std::string_view payload) {
     wire::Reader r(payload);
     switch (kind) {
-      case CommandKind::Distribute: {
-        int32_t functions = r.pod<int32_t>(), modules = r.pod<int32_t>();
-        for (int32_t m = 0; m < modules; ++m) ctx.module(m);
-        for (int32_t f = 0; f < functions; ++f) ctx.function(f);
-        break;
-      }
       case CommandKind::Handler: {
         std::string name = r.str();
         std::string body = r.str();
-        auto it = ctx.registry().handlers.find(name);
-        if (it == ctx.registry().handlers.end())
+        auto it = rank_handlers().find(name);
+        if (it == rank_handlers().end())
           throw Error(fmt::format("no rank handler named '{}' in this process (handlers must be "
                                   "registered before synk::fork())", name));
         it->second(ctx, body);
@@ -373,22 +293,16 @@ struct WorkerLoop {
 };
 
 [[noreturn]] static void worker_main(ControlBlock* ctl, Store* store, const std::string& prefix,
-                                     int rank, int size, pid_t master, int cpu,
-                                     const WaitPolicy& policy, int gpu) {
+                                     const std::string& master_prefix, int rank, int size, pid_t master,
+                                     int cpu, const WaitPolicy& policy, int gpu) {
   shm::set_retire_listener(nullptr);
-  if (rank == 1) {
-    // Rank 1 removes the master's segments if the master dies (before prctl: it may die already).
-    g_janitor_master = master;
-    g_janitor_dir_fd = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    std::snprintf(g_janitor_prefixes[0], sizeof g_janitor_prefixes[0], "%s", prefix.c_str());
-    std::snprintf(g_janitor_prefixes[1], sizeof g_janitor_prefixes[1], "%sp%d-",
-                  shm::session_prefix().c_str(), int(master));
-    struct sigaction sa {};
-    sa.sa_handler = on_parent_death_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, nullptr);
-  }
-  prctl(PR_SET_PDEATHSIG, rank == 1 ? SIGTERM : SIGKILL);
+  // The master forked us with the termination signals blocked: first the program's own
+  // dispositions back, then (rank 1) the janitor that removes the master's segments, everything of
+  // the master's session, if the master dies (before prctl: it may die already).
+  cleanup::become_worker();
+  if (rank == 1) cleanup::install_janitor(master_prefix);
+  cleanup::block_signals(false);
+  prctl(PR_SET_PDEATHSIG, rank == 1 ? cleanup::janitor_signal() : SIGKILL);
   if (getppid() != master) worker_exit_master_gone(rank);
   if (cpu >= 0) pin_to(cpu);
   ctl->slot(rank).pid.store(getpid());
@@ -459,23 +373,23 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
   g->backend_ = chosen;
   g->options_ = options;
   g->policy_ = policy;
+  // What a master that no longer exists left behind (SIGKILL, a crash of every rank at once).
+  shm::remove_stale();
   g->prefix_ = shm::session_prefix() + "g" + shm::random_hex(8) + "-";
   try {
-    g->control_ = shm::Segment::create(g->prefix_ + "control", ControlBlock::bytes(n));
+    g->control_ = shm::Segment::create(shm::unique_name(g->prefix_, "control"), ControlBlock::bytes(n),
+                                       "the control block of the process group");
     g->ctl_ = new (g->control_.data()) ControlBlock();
     g->ctl_->nranks = uint32_t(n);
     g->ctl_->master_pid = getpid();
     g->ctl_->barrier.parties = uint32_t(n);
     for (int r = 0; r < n; ++r) new (&g->ctl_->slot(r)) RankSlot();
     g->ctl_->magic = kControlMagic;
-    g->store_ = Store::create(g->prefix_ + "store");
+    g->store_ = Store::create(shm::unique_name(g->prefix_, "store"));
   } catch (...) {
     shm::remove_all(g->prefix_);
     throw;
   }
-  Registry& reg = Registry::instance();
-  for (size_t m = 0; m < reg.modules.size(); ++m)
-    if (reg.modules[m]) g->snapshot_module_shapes(int32_t(m));
 
   g->pids_.assign(size_t(n), 0);
   g->reaped_.assign(size_t(n), false);
@@ -483,24 +397,9 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
   g->ctl_->slot(0).pid.store(getpid());
   g->worker_results_.resize(size_t(n));
   g->worker_results_gen_.assign(size_t(n), 0);
-  std::fflush(nullptr);   // buffered output would otherwise be written once per process
-  const pid_t master = getpid();
+  g->pidfds_.assign(size_t(n), -1);
   set_active_backend(chosen.backend);   // before the fork: workers inherit it
-  for (int r = 1; r < n; ++r) {
-    pid_t pid = ::fork();
-    if (pid == 0)
-      worker_main(g->ctl_, &g->store_, g->prefix_, r, n, master,
-                  options.pin ? cpus[size_t(r) % cpus.size()] : -1, g->policy_,
-                  chosen.backend == Backend::Gpu ? gpu_for_rank(r, chosen.device_count) : -1);
-    if (pid < 0) {
-      int err = errno;
-      g->alive_ = true;
-      g->size_ = r;   // only ranks that exist
-      g->teardown(false);
-      throw Error(fmt::format("fork: could not start rank {}: {}", r, std::strerror(err)));
-    }
-    g->pids_[size_t(r)] = pid;
-  }
+  g->fork_workers(cpus);
   if (options.pin) {
     g->saved_affinity_ = mask;
     g->affinity_saved_ = true;
@@ -519,7 +418,40 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
   g->alive_ = true;
   g_listening_group = self;
   shm::set_retire_listener(&forward_retired);
+  if (n > 1) g->watchdog_.start(g->pids_, g->pidfds_, g->prefix_, &g->ctl_->done.value);
   return g;
+}
+
+void ProcessGroup::fork_workers(const std::vector<int>& cpus) {
+  std::fflush(nullptr);   // buffered output would otherwise be written once per process
+  const pid_t master = getpid();
+  const std::string master_prefix = shm::session_prefix();
+  const bool gpu = backend_.backend == Backend::Gpu;
+  // With the termination signals blocked, a signal cannot find a worker that the cleanup
+  // handler does not know yet (it is delivered once every worker is registered below).
+  cleanup::block_signals(true);
+  for (int r = 1; r < size_; ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0)
+      worker_main(ctl_, &store_, prefix_, master_prefix, r, size_, master,
+                  options_.pin ? cpus[size_t(r) % cpus.size()] : -1, policy_,
+                  gpu ? gpu_for_rank(r, backend_.device_count) : -1);
+    if (pid < 0) {
+      int err = errno;
+      alive_ = true;
+      size_ = r;   // only ranks that exist
+      cleanup::set_workers(std::span(pids_).subspan(1, size_t(r - 1)), std::span(pidfds_).subspan(1, size_t(r - 1)));
+      cleanup::block_signals(false);
+      teardown(false);
+      throw Error(fmt::format("fork: could not start rank {}: {}", r, std::strerror(err)));
+    }
+    pids_[size_t(r)] = pid;
+    // A pidfd names this process even after it is reaped, so the cleanup handler and the
+    // watchdog can never signal a recycled pid (-1 on kernels before 5.3: pids are used).
+    pidfds_[size_t(r)] = int(syscall(SYS_pidfd_open, pid, 0));   // close-on-exec by default
+  }
+  cleanup::set_workers(std::span(pids_).subspan(1), std::span(pidfds_).subspan(1));
+  cleanup::block_signals(false);
 }
 
 ProcessGroup::~ProcessGroup() {
@@ -533,7 +465,10 @@ ProcessGroup::~ProcessGroup() {
 void ProcessGroup::close() { teardown(true); }
 
 void ProcessGroup::check_workers() {
-  for (int r = 1; r < size_; ++r) {
+  // The rank the watchdog saw die first comes first: it killed the others since.
+  const int first = watchdog_.first_dead();
+  for (int k = 0; k < size_ - 1; ++k) {
+    const int r = first > 0 ? 1 + (first - 1 + k) % (size_ - 1) : 1 + k;
     if (reaped_[size_t(r)]) continue;
     int status = 0;
     pid_t got = waitpid(pids_[size_t(r)], &status, WNOHANG);
@@ -543,6 +478,10 @@ void ProcessGroup::check_workers() {
                                 : fmt::format("disappeared (waitpid: {})", std::strerror(errno));
     fatal(fmt::format("rank {} (pid {}) {}", r, pids_[size_t(r)], cause), {r});
   }
+}
+
+void ProcessGroup::cancel_hook() {
+  if (g_listening_group) g_listening_group->check_workers();
 }
 
 void ProcessGroup::poll_master(int64_t deadline_ns) {
@@ -600,6 +539,7 @@ void ProcessGroup::fatal(const std::string& message, std::vector<int> ranks) {
 const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_view payload,
                                                   const std::function<void()>& master_part) {
   if (!alive_) throw UsageError("the process group is closed: call synk::fork() first");
+  if (cancellation_requested()) check_workers();   // the watchdog saw a worker die since
   if (payload.size() > kPayloadCapacity)
     throw InternalError(fmt::format("command payload of {} bytes exceeds {}", payload.size(), kPayloadCapacity));
   ctl_->kind = uint32_t(kind);
@@ -618,6 +558,8 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
   errors.resize(size_t(size_));
   for (std::string& e : errors) e.clear();
   try {
+    // A worker's death stops the master's share at its next cancellation point (watchdog.h).
+    CancelScope cancel(&ProcessGroup::cancel_hook);
     if (master_part) master_part();
   } catch (const RankError& e) {
     if (e.group_lost()) throw;   // a worker died while rank 0 waited on it (e.g. in a barrier)
@@ -631,6 +573,8 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
     wait_until(ctl_->done, [base, workers](uint32_t v) { return v - base >= workers; }, policy_,
                [this, deadline] { poll_master(deadline); });
   }
+  // Every worker may have counted itself done and one died since: its segments are gone.
+  if (cancellation_requested()) check_workers();
   for (int r = 1; r < size_; ++r) {
     RankSlot& slot = ctl_->slot(r);
     if (slot.error_seq.load(std::memory_order_acquire) == seq_) {
@@ -646,14 +590,21 @@ std::span<const std::byte> ProcessGroup::worker_results(int rank) {
   uint64_t gen = slot.results_gen.load(std::memory_order_acquire);
   if (gen == 0) return {};
   if (worker_results_gen_[size_t(rank)] != gen) {
-    worker_results_[size_t(rank)] = shm::Segment::open(fmt::format("{}r{}-{}", prefix_, rank, gen));
+    try {
+      worker_results_[size_t(rank)] = shm::Segment::open(std::string(slot.results_name));
+    } catch (const InternalError&) {
+      check_workers();   // the watchdog removed the names of a group it found dead
+      throw;
+    }
     worker_results_gen_[size_t(rank)] = gen;
   }
   return {worker_results_[size_t(rank)].bytes(), size_t(slot.results_size)};
 }
 
 shm::Segment& ProcessGroup::collective_staging() {
-  if (!staging_.valid()) staging_ = shm::Segment::create(prefix_ + "coll", options_.collective_staging_bytes);
+  if (!staging_.valid())
+    staging_ = shm::Segment::create(shm::unique_name(prefix_, "coll"), options_.collective_staging_bytes,
+                                    "the collectives' staging area (GroupOptions::collective_staging_bytes)");
   return staging_;
 }
 
@@ -661,7 +612,7 @@ std::byte* ProcessGroup::scratch(size_t bytes) {
   if (!scratch_.valid() || scratch_.size() < bytes) {
     if (scratch_.valid()) retire(scratch_.name());
     size_t want = std::max({bytes, scratch_.size() * 2, size_t(1) << 16});
-    scratch_ = shm::Segment::create(fmt::format("{}s{}", prefix_, ++scratch_gen_), want);
+    scratch_ = shm::Segment::create(shm::unique_name(prefix_, "s"), want, "the scratch area of the process group");
   }
   return scratch_.bytes();
 }
@@ -678,29 +629,12 @@ void ProcessGroup::retire(const std::string& name) {
   ctl_->retired_count.store(i + 1, std::memory_order_release);
 }
 
-const std::vector<int64_t>& ProcessGroup::shared_shape(int rank, int32_t module, int32_t var) {
-  if (rank == 0) return Registry::instance().modules.at(size_t(module))->values.at(size_t(var)).shape;
-  auto it = shapes_.find({module, var, rank});
-  if (it == shapes_.end())
-    throw InternalError(fmt::format("no shape recorded for shared #{} of module #{} on rank {}", var, module, rank));
-  return it->second;
-}
-
-void ProcessGroup::note_shared_shape(int rank, int32_t module, int32_t var, std::vector<int64_t> shape) {
-  if (rank != 0) shapes_[{module, var, rank}] = std::move(shape);
-}
-
-void ProcessGroup::snapshot_module_shapes(int32_t module) {
-  const ModuleEntry& m = *Registry::instance().modules.at(size_t(module));
-  for (int r = 1; r < size_; ++r)
-    for (size_t v = 0; v < m.values.size(); ++v) shapes_[{module, int32_t(v), r}] = m.values[v].shape;
-}
-
 void ProcessGroup::teardown(bool orderly) {
   if (!alive_) return;
   alive_ = false;
   if (getpid() != pids_[0]) return;   // a copy in a process the user forked: not ours to end
   if (g_listening_group == this) g_listening_group = nullptr;
+  watchdog_.stop();
   set_active_backend(Backend::Cpu);
   bool any_left = false;
   for (int r = 1; r < size_; ++r) any_left |= !reaped_[size_t(r)];
@@ -729,12 +663,16 @@ void ProcessGroup::teardown(bool orderly) {
   }
   for (int r = 1; r < size_; ++r)
     if (!reaped_[size_t(r)] && pids_[size_t(r)] > 0) kill(pids_[size_t(r)], SIGKILL);
+  cleanup::clear_workers();   // before they are reaped: the signal handler must not see their pids
   for (int r = 1; r < size_; ++r) {
     if (reaped_[size_t(r)] || pids_[size_t(r)] <= 0) continue;
     int status;
     while (waitpid(pids_[size_t(r)], &status, 0) < 0 && errno == EINTR) {}
     reaped_[size_t(r)] = true;
   }
+  for (int& fd : pidfds_)
+    if (fd >= 0) ::close(std::exchange(fd, -1));
+  clear_cancellation();
   master_ctx_.mapped_.clear();
   master_ctx_.ctl_ = nullptr;
   worker_results_.clear();

@@ -4,9 +4,11 @@
 // a payload, releases every worker at once, runs its own part as rank 0, and waits for all.
 //
 // Guarantees: no wait is unbounded (waiters sleep in short slices and check that their peers are
-// alive); a worker that dies is noticed within one slice by the master, which then kills the
-// rest and removes every segment of the group; workers die with the master (PR_SET_PDEATHSIG,
-// plus a getppid() check), and rank 1 removes the master's segments when it does.
+// alive); a worker that dies is noticed at once by the master's watchdog thread (watchdog.h),
+// which kills the rest and removes the group's segments, and the master raises the error at its
+// next cancellation point or wait; workers die with the master (PR_SET_PDEATHSIG, plus a
+// getppid() check), and rank 1 removes the master's segments when it does; a signal that ends
+// the master ends the workers and removes every segment first (cleanup.h).
 #pragma once
 
 #include <sched.h>
@@ -24,9 +26,10 @@
 
 #include "runtime/group/backend.h"
 #include "runtime/group/futex.h"
-#include "runtime/group/registry.h"
+#include "runtime/group/group_options.h"
 #include "runtime/group/shm.h"
 #include "runtime/group/store.h"
+#include "runtime/group/watchdog.h"
 
 namespace synk::rt {
 
@@ -35,22 +38,11 @@ namespace synk::rt {
 // for it and a minimal data area.
 inline constexpr size_t kCollectiveStagingHeaderBytes = 4096;
 
-struct GroupOptions {
-  int64_t spin_ns = -1;              // busy-wait before sleeping; -1: 50 µs if every rank has a core
-  int64_t yield_ns = -1;             // then poll yielding the CPU; -1: 2 ms if every rank has a core,
-                                     // else 50 µs (0: sleep at once)
-  int64_t poll_ns = 20'000'000;      // sleep slice between liveness checks (death seen within it)
-  double call_timeout_s = 0;         // > 0: a command still running after this is fatal
-  bool pin = true;                   // pin rank r to the r-th allowed core (round-robin)
-  // Size of the collectives' staging segment (created on the first collective): every
-  // collective moves data through it in chunks, so it never grows with the data.
-  size_t collective_staging_bytes = size_t(8) << 20;
-};
 
 // What the master asks every rank to do. The group's own commands are named here; the layers
 // above (the call engine, the collectives) register theirs with register_command and get a kind
 // of their own, so the group runs them without knowing what they are.
-enum class CommandKind : uint32_t { Distribute = 1, Handler, Shutdown, Ping };
+enum class CommandKind : uint32_t { Handler = 1, Shutdown, Ping };
 
 struct ControlBlock;   // layout in process_group.cpp
 class ProcessGroup;
@@ -69,21 +61,22 @@ using CommandPrologue = void (*)(bool commit_pending);
 CommandKind register_command(const char* name, CommandHandler handler);
 void register_command_prologue(CommandPrologue prologue);
 
-// What code running on one rank for a command sees: its rank, its registry (loading functions
-// and modules registered after the fork on demand), cached mappings of segments by name, its
-// results area (read by the master after the command), and a barrier over every rank.
+// The named operations of the Handler command (RankHandler: group_options.h).
+std::map<std::string, RankHandler, std::less<>>& rank_handlers();
+
+// What code running on one rank for a command sees: its rank, the group's store, cached mappings
+// of segments by name, its results area (read by the master after the command), and a barrier
+// over every rank.
 class RankContext {
  public:
   int rank() const { return rank_; }
   int size() const { return size_; }
-  Registry& registry() const { return Registry::instance(); }
-  ModuleEntry& module(int32_t id);
-  FunctionEntry& function(int32_t id);
   // The mapping of segment `name` (kept until the master retires the name).
   const std::byte* map(const std::string& name);
   // The same, writable, with its size.
   std::span<std::byte> map_writable(const std::string& name);
   // The group's store and segment-name prefix (collectives bootstrap NCCL through the store).
+  bool has_store() const { return store_ != nullptr; }
   Store& store() const { return *store_; }
   const std::string& group_prefix() const { return group_prefix_; }
   // This rank's results area for the current command, at least `bytes` long.
@@ -169,12 +162,6 @@ class ProcessGroup {
   // with the next command.
   void set_commit_pending(bool commit) { commit_pending_ = commit; }
 
-  // The master's record of each rank's shared-variable shapes (rank 0: its own values).
-  const std::vector<int64_t>& shared_shape(int rank, int32_t module, int32_t var);
-  void note_shared_shape(int rank, int32_t module, int32_t var, std::vector<int64_t> shape);
-  // Records that every worker now holds module `module` with the master's current shapes.
-  void snapshot_module_shapes(int32_t module);
-
   // Tells workers to unmap a segment name the master no longer uses.
   void retire(const std::string& name);
 
@@ -187,6 +174,8 @@ class ProcessGroup {
 
  private:
   ProcessGroup() = default;
+  void fork_workers(const std::vector<int>& cpus);
+  static void cancel_hook();
   [[noreturn]] void fatal(const std::string& message, std::vector<int> ranks);
   void poll_master(int64_t deadline_ns);
   [[noreturn]] void timed_out();
@@ -202,18 +191,18 @@ class ProcessGroup {
   ControlBlock* ctl_ = nullptr;
   Store store_;
   shm::Segment scratch_;
-  uint64_t scratch_gen_ = 0;
   shm::Segment staging_;
   int64_t command_deadline_ns_ = 0;     // of the command in progress (0: none)
   std::vector<std::string> errors_;     // run()'s answer, reused
   std::vector<pid_t> pids_;
+  std::vector<int> pidfds_;             // per rank (-1: none)
   std::vector<bool> reaped_;
+  Watchdog watchdog_;
   std::vector<shm::Segment> worker_results_;
   std::vector<uint64_t> worker_results_gen_;
   RankContext master_ctx_;
   bool commit_pending_ = true;
   uint32_t seq_ = 0;
-  std::map<std::tuple<int32_t, int32_t, int>, std::vector<int64_t>> shapes_;
   cpu_set_t saved_affinity_;
   bool affinity_saved_ = false;
 };

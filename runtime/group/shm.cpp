@@ -1,19 +1,26 @@
-// Shared-memory segments over Boost.Interprocess (see shm.h for the naming scheme).
+// Shared-memory segments over Boost.Interprocess (see shm.h for the naming scheme and the space
+// rules).
 #include "runtime/group/shm.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "runtime/group/cleanup.h"
 
 namespace bip = boost::interprocess;
 
@@ -40,28 +47,133 @@ std::string random_hex(size_t bytes) {
   return out;
 }
 
-const std::string& session_prefix() {
-  // Never destroyed: exit handlers that clean up run after static destructors may have.
-  static const std::string* prefix = new std::string("synk-" + random_hex(16) + "-");
-  return *prefix;
+uint64_t pid_namespace() {
+  struct stat st;
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? uint64_t(st.st_ino) : 0;
 }
 
-std::string process_prefix() { return fmt::format("{}p{}-", session_prefix(), getpid()); }
+namespace {
+struct Session {
+  pid_t pid;
+  std::string prefix;
+};
+// Never destroyed: exit handlers that clean up run after static destructors may have. A process
+// forked from one that had a session gets its own (its pid is in the name).
+std::atomic<const Session*> g_session{nullptr};
+
+bool all_of(std::string_view s, bool (*pred)(char)) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!pred(c)) return false;
+  return true;
+}
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f'); }
+}  // namespace
+
+const std::string& session_prefix() {
+  const pid_t me = getpid();
+  const Session* s = g_session.load(std::memory_order_acquire);
+  if (s && s->pid == me) return s->prefix;
+  auto* fresh = new Session{me, fmt::format("synk-{}-{}-{}-", me, pid_namespace(), random_hex(8))};
+  const Session* seen = s;
+  if (g_session.compare_exchange_strong(seen, fresh, std::memory_order_acq_rel)) return fresh->prefix;
+  if (seen && seen->pid == me) {
+    delete fresh;   // another thread of this process won the race
+    return seen->prefix;
+  }
+  g_session.store(fresh, std::memory_order_release);
+  return fresh->prefix;
+}
+
+std::string process_prefix() { return session_prefix() + "p-"; }
 
 std::string unique_name(const std::string& prefix, std::string_view kind) {
-  static std::atomic<uint64_t> counter{0};
-  return fmt::format("{}{}{}", prefix, kind, counter.fetch_add(1));
+  return fmt::format("{}{}-{}", prefix, kind, random_hex(8));
 }
 
-Segment Segment::create(const std::string& name, size_t bytes) {
+std::optional<NameOwner> owner_of(std::string_view name) {
+  // synk-<pid>-<pidns>-<16 hex>-...
+  if (name.substr(0, 5) != "synk-") return std::nullopt;
+  std::string_view rest = name.substr(5);
+  std::string_view parts[3];
+  for (std::string_view& part : parts) {
+    size_t dash = rest.find('-');
+    if (dash == std::string_view::npos) return std::nullopt;
+    part = rest.substr(0, dash);
+    rest = rest.substr(dash + 1);
+  }
+  if (!all_of(parts[0], is_digit) || parts[0].size() > 9 || !all_of(parts[1], is_digit) ||
+      parts[1].size() > 19 || parts[2].size() != 16 || !all_of(parts[2], is_hex))
+    return std::nullopt;
+  NameOwner owner;
+  owner.pid = pid_t(std::strtol(std::string(parts[0]).c_str(), nullptr, 10));
+  owner.pid_namespace = std::strtoull(std::string(parts[1]).c_str(), nullptr, 10);
+  return owner;
+}
+
+Space free_space() {
+  Space space;
+  struct statvfs vfs;
+  if (::statvfs("/dev/shm", &vfs) == 0) {
+    unsigned __int128 bytes = (unsigned __int128)vfs.f_bavail * vfs.f_frsize;
+    space.free_bytes = bytes > (unsigned __int128)INT64_MAX ? INT64_MAX : int64_t(bytes);
+  } else {
+    space.free_bytes = INT64_MAX;   // cannot tell: posix_fallocate still catches a short tmpfs
+  }
+  if (const char* text = std::getenv("SYNK_SHM_LIMIT_BYTES"); text && *text) {
+    char* end = nullptr;
+    errno = 0;
+    long long limit = std::strtoll(text, &end, 10);
+    if (*end != '\0' || errno != 0 || limit < 0)
+      throw UsageError(fmt::format("SYNK_SHM_LIMIT_BYTES must be a whole number of bytes (0 or more), got '{}'", text));
+    space.limit = limit;
+    space.free_bytes = std::min<int64_t>(space.free_bytes, limit);
+  }
+  return space;
+}
+
+namespace {
+[[noreturn]] void throw_short(int64_t bytes, std::string_view what, const Space& space) {
+  throw UsageError(fmt::format("{} needs {} bytes of shared memory, but /dev/shm has {} bytes free{}", what, bytes,
+                               space.free_bytes,
+                               space.limit >= 0 ? fmt::format(" (limited by SYNK_SHM_LIMIT_BYTES={})", space.limit)
+                                                : std::string()));
+}
+}  // namespace
+
+void check_space(int64_t bytes, std::string_view what) {
+  Space space = free_space();
+  if (bytes > space.free_bytes) throw_short(bytes, what, space);
+}
+
+Segment Segment::create(const std::string& name, size_t bytes, std::string_view what, Reserve reserve) {
   if (bytes == 0) throw InternalError("shm::Segment::create: zero-sized segment " + name);
+  const std::string label = what.empty() ? "shared-memory segment /dev/shm/" + name : std::string(what);
+  if (bytes > size_t(INT64_MAX)) throw_short(INT64_MAX, label, free_space());
+  if (reserve == Reserve::Now) check_space(int64_t(bytes), label);
+  // Before the name exists: a signal from now on removes it with everything else of ours.
+  cleanup::prepare_process();
   Segment seg;
   try {
     bip::permissions perm(0600);
     bip::shared_memory_object obj(bip::create_only, name.c_str(), bip::read_write, perm);
     seg.name_ = name;
     seg.owns_name_ = true;
+    seg.creator_ = getpid();
     obj.truncate(bip::offset_t(bytes));
+    if (reserve == Reserve::Now) {
+      // tmpfs allocates pages on first touch; reserving them now turns a full /dev/shm into an
+      // error here instead of a SIGBUS at the first write.
+      int rc;
+      while ((rc = posix_fallocate(obj.get_mapping_handle().handle, 0, off_t(bytes))) == EINTR) {}
+      if (rc == ENOSPC || rc == EFBIG) {
+        bip::shared_memory_object::remove(name.c_str());
+        seg.owns_name_ = false;
+        throw_short(int64_t(bytes), label, free_space());
+      }
+      // Other failures (a file system without fallocate) leave the lazy behaviour.
+    }
     seg.region_ = std::make_unique<bip::mapped_region>(obj, bip::read_write);
     seg.addr_ = seg.region_->get_address();
     seg.size_ = seg.region_->get_size();
@@ -101,6 +213,7 @@ Segment& Segment::operator=(Segment&& other) noexcept {
     addr_ = other.addr_;
     size_ = other.size_;
     owns_name_ = other.owns_name_;
+    creator_ = other.creator_;
     other.addr_ = nullptr;
     other.size_ = 0;
     other.owns_name_ = false;
@@ -111,7 +224,7 @@ Segment& Segment::operator=(Segment&& other) noexcept {
 Segment::~Segment() { reset(); }
 
 void Segment::remove_name() {
-  if (owns_name_) bip::shared_memory_object::remove(name_.c_str());
+  if (owns_name_ && creator_ == getpid()) bip::shared_memory_object::remove(name_.c_str());
   owns_name_ = false;
 }
 
@@ -150,6 +263,30 @@ std::vector<std::string> list(std::string_view prefix) {
 size_t remove_all(std::string_view prefix) {
   size_t removed = 0;
   for (const std::string& n : list(prefix)) removed += remove(n) ? 1 : 0;
+  return removed;
+}
+
+size_t remove_stale() {
+  const uint64_t ns = pid_namespace();
+  if (ns == 0) return 0;   // pids cannot be told apart from those of other namespaces
+  const pid_t me = getpid();
+  size_t removed = 0;
+  DIR* dir = opendir("/dev/shm");
+  if (!dir) return 0;
+  std::vector<std::string> stale;
+  while (dirent* entry = readdir(dir)) {
+    std::optional<NameOwner> owner = owner_of(entry->d_name);
+    if (!owner || owner->pid_namespace != ns || owner->pid == me || owner->pid <= 0) continue;
+    struct stat st;
+    if (fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != geteuid())
+      continue;
+    // Only a pid that does not exist at all: a live process (ours or anyone's) keeps its names.
+    if (::kill(owner->pid, 0) == 0 || errno != ESRCH) continue;
+    stale.emplace_back(entry->d_name);
+  }
+  closedir(dir);
+  for (const std::string& n : stale) removed += remove(n) ? 1 : 0;
   return removed;
 }
 

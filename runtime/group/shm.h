@@ -1,14 +1,28 @@
-// Named POSIX shared-memory segments (Boost.Interprocess underneath): creation with mode 0600 and
-// an unguessable name, mapping, removal, and removal of every segment with a given name prefix.
+// Named POSIX shared-memory segments (Boost.Interprocess underneath): creation with mode 0600,
+// O_EXCL and an unguessable name, the memory reserved up front; mapping; removal, also of every
+// segment with a given name prefix and of segments whose process is gone.
 //
-// Naming: every segment of one master process starts with "synk-<token>-", where <token> is 128
-// random bits in hex drawn once per process (getrandom). Segments that belong to a process group
-// add "g<group id>-", those owned by one process (Data objects) add "p<pid>-". Removing a prefix is
-// how a group is cleaned up after any failure, whoever created its segments.
+// Naming: every segment of one process starts with its session prefix
+// "synk-<pid>-<pid namespace>-<token>-", where <token> is 64 random bits drawn once per process;
+// each segment then adds its kind and 64 fresh random bits ("...-d-1f0c...", from getrandom), so
+// that another local user who can list /dev/shm cannot create the next name first. Segments of a
+// process group add "g<group id>-" to the master's session prefix (workers create theirs under
+// it too); Data objects add "p-". Removing a prefix is how a group or a process is cleaned up
+// after any failure, whoever created its segments; the pid in every name lets a later fork()
+// remove what a process that no longer exists left behind (remove_stale).
+//
+// Space: a segment is checked against the free space of /dev/shm (statvfs, capped by
+// SYNK_SHM_LIMIT_BYTES, read here and nowhere else) before it is created, and its pages are
+// reserved with posix_fallocate, so a full tmpfs is a UsageError naming the bytes asked and the
+// bytes free at creation, never a SIGBUS at the first write.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,20 +34,48 @@ namespace synk::rt::shm {
 // `bytes` random bytes from getrandom(), as lowercase hex.
 std::string random_hex(size_t bytes);
 
-// "synk-<token>-", the prefix every segment of this master process carries.
+// "synk-<pid>-<pidns>-<token>-", the prefix every segment of this process carries (computed
+// afresh in a process forked from one that had it).
 const std::string& session_prefix();
-// "synk-<token>-p<pid>-": segments owned by this process alone (Data objects).
+// session_prefix() + "p-": segments owned by this process alone (Data objects).
 std::string process_prefix();
-// A fresh name under `prefix`: prefix + kind + a counter unique in this process.
+// A fresh name under `prefix`: prefix + kind + "-" + 16 random hex digits.
 std::string unique_name(const std::string& prefix, std::string_view kind);
 
+// The inode number of this process's pid namespace (0 when /proc cannot tell): pids in names
+// are only compared within one namespace.
+uint64_t pid_namespace();
+// The pid and pid namespace a segment name was made under, when it follows the naming scheme.
+struct NameOwner {
+  pid_t pid = 0;
+  uint64_t pid_namespace = 0;
+};
+std::optional<NameOwner> owner_of(std::string_view name);
+
+// Free bytes of /dev/shm as synk sees them: statvfs's f_bavail, capped by SYNK_SHM_LIMIT_BYTES
+// when that is set (a UsageError when it is not a whole number of bytes).
+struct Space {
+  int64_t free_bytes = 0;
+  int64_t limit = -1;        // SYNK_SHM_LIMIT_BYTES, or -1
+};
+Space free_space();
+// Throws UsageError "<what> needs N bytes of shared memory, but /dev/shm has M bytes free ..."
+// when `bytes` does not fit.
+void check_space(int64_t bytes, std::string_view what);
+
+// Whether a new segment's pages are reserved now (and checked against the free space) or filled
+// lazily as they are written (the store: a large log of which a few KiB are ever used).
+enum class Reserve { Now, Lazily };
+
 // A mapped segment. Move-only; the destructor unmaps, and removes the name when this object
-// created the segment and still owns its name (see release_name()).
+// created the segment in this process and still owns its name (see release_name()).
 class Segment {
  public:
   Segment();
-  // Creates a new segment of `bytes` bytes (> 0), mode 0600; fails if the name exists.
-  static Segment create(const std::string& name, size_t bytes);
+  // Creates a new segment of `bytes` bytes (> 0), mode 0600; fails if the name exists. `what`
+  // names it in the error when shared memory is short (default: the segment's name).
+  static Segment create(const std::string& name, size_t bytes, std::string_view what = {},
+                        Reserve reserve = Reserve::Now);
   // Maps an existing segment, whole. Throws InternalError naming the segment if it is missing.
   static Segment open(const std::string& name);
 
@@ -61,6 +103,7 @@ class Segment {
   void* addr_ = nullptr;
   size_t size_ = 0;
   bool owns_name_ = false;
+  pid_t creator_ = 0;   // a copy in a child the user forked must not remove the creator's names
 };
 
 // Segments that other processes may have mapped are announced when their owner drops them, so
@@ -75,5 +118,8 @@ bool remove(const std::string& name);
 std::vector<std::string> list(std::string_view prefix);
 // Removes every segment whose name starts with `prefix`; returns how many were removed.
 size_t remove_all(std::string_view prefix);
+// Removes segments left by processes that no longer exist: names of this scheme, owned by this
+// user, made in this pid namespace under a pid that is not alive. Returns how many.
+size_t remove_stale();
 
 }  // namespace synk::rt::shm

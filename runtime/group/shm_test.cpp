@@ -34,7 +34,8 @@ int in_child(F child) {
 }  // namespace
 
 TEST(Shm, NamesAreUnguessableAndPrivate) {
-  EXPECT_TRUE(std::regex_match(shm::session_prefix(), std::regex("synk-[0-9a-f]{32}-")));
+  EXPECT_TRUE(std::regex_match(shm::session_prefix(), std::regex("synk-[0-9]+-[0-9]+-[0-9a-f]{16}-")));
+  EXPECT_EQ(shm::owner_of(shm::session_prefix() + "x")->pid, getpid());
   EXPECT_NE(shm::random_hex(16), shm::random_hex(16));
   std::string name = shm::unique_name(shm::process_prefix(), "t");
   {

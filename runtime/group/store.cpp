@@ -37,7 +37,9 @@ WaitWord& Store::version() const { return header()->version; }
 Store Store::create(const std::string& segment_name, size_t capacity) {
   static_assert(sizeof(Header) <= 256);
   Store store;
-  store.segment_ = shm::Segment::create(segment_name, log_offset() + capacity);
+  // Filled lazily: a log of metadata of which a few KiB are usually written.
+  store.segment_ = shm::Segment::create(segment_name, log_offset() + capacity, "the rendezvous store",
+                                        shm::Reserve::Lazily);
   Header* h = new (store.segment_.data()) Header{};
   h->capacity = capacity;
   h->used.store(0, std::memory_order_relaxed);

@@ -1,0 +1,307 @@
+// Signals that end a whole program (SEMANTICS section 9): a synk program of 1, 2 or 4 ranks
+// (test/integration/signal_victim.cpp) is started in a session of its own (setsid) and killed the
+// way a terminal, `timeout`, `kill -- -PGID` or a batch system kills it: SIGINT, SIGTERM, SIGHUP,
+// SIGQUIT or SIGPIPE to the whole process group, a real SIGPIPE from a closed stdout, `timeout`,
+// and a crash of every rank at once. Afterwards no process of the group may be left and no
+// segment carrying the victim's pid may be in /dev/shm; it dies of the signal itself (a shell
+// shows 130 for Ctrl-C) and prints one line saying what it cleaned up (not for SIGPIPE). Each
+// case runs SYNK_SIGNAL_ITERATIONS times (21 by default: 7 per rank count), the signal landing at
+// a random moment: during start-up (fork, the first segments) or while calls run. A last test
+// SIGKILLs a group, which no handler can see, and checks that the next fork() removes what it
+// left (the names carry the dead master's pid).
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "runtime/group/shm.h"
+#include "synk/synk.h"
+
+using namespace synk;
+
+namespace {
+
+constexpr int kRanks[] = {1, 2, 4};
+
+const char* victim_path() { return SYNK_BINARY_DIR "/test/integration/synk_signal_victim"; }
+
+int iterations() {
+  const char* env = std::getenv("SYNK_SIGNAL_ITERATIONS");
+  int n = env ? std::atoi(env) : 21;
+  return n > 0 ? n : 21;
+}
+
+std::mt19937& rng() {
+  static std::mt19937 gen(std::random_device{}());
+  return gen;
+}
+
+// Processes whose process group is `pgid` and that are not zombies.
+std::vector<pid_t> live_members(pid_t pgid) {
+  std::vector<pid_t> out;
+  DIR* proc = opendir("/proc");
+  if (!proc) return out;
+  while (dirent* e = readdir(proc)) {
+    pid_t pid = std::atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+    std::string line;
+    std::getline(stat, line);
+    size_t paren = line.rfind(')');
+    if (paren == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0, pgrp = 0;
+    if (std::sscanf(line.c_str() + paren + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) continue;
+    if (pgrp == pgid && state != 'Z') out.push_back(pid);
+  }
+  closedir(proc);
+  return out;
+}
+
+std::vector<std::string> segments_of(pid_t master) {
+  std::vector<std::string> out;
+  for (const std::string& name : rt::shm::list("synk-"))
+    if (auto owner = rt::shm::owner_of(name); owner && owner->pid == master) out.push_back(name);
+  return out;
+}
+
+// Reads one line from `fd` within `timeout_ms`; "" on timeout or end of file.
+std::string read_line(int fd, int timeout_ms) {
+  std::string line;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  char c;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+    if (poll(&p, 1, std::max(left, 1)) <= 0) continue;
+    if (read(fd, &c, 1) != 1) return "";
+    if (c == '\n') return line;
+    line.push_back(c);
+  }
+  return "";
+}
+
+struct Victim {
+  pid_t session = 0;    // the process setsid() made: the victim, or `timeout`
+  pid_t master = 0;     // the synk master
+  int report_fd = -1;   // "pid N", then "ready"
+  int stdout_fd = -1;   // the read end of its stdout
+  std::string stderr_path;
+};
+
+// Starts `signal_victim MODE RANKS` (under `timeout -s TERM SECONDS` when timeout_s > 0) in a new
+// session, stdout into a pipe, stderr into a file. No core files: SIGQUIT and crashes dump none.
+Victim start(const std::string& mode, int ranks, double timeout_s = 0) {
+  int report[2], out[2];
+  EXPECT_EQ(pipe(report), 0);
+  EXPECT_EQ(pipe(out), 0);
+  Victim v;
+  v.stderr_path = fmt::format("{}/synk-signal-{}-{}.err", ::testing::TempDir(), getpid(), std::random_device{}());
+  const std::string fd_arg = std::to_string(report[1]);
+  const std::string ranks_arg = std::to_string(ranks);
+  const std::string seconds = fmt::format("{:.3f}", timeout_s);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    setsid();
+    rlimit none{0, 0};
+    setrlimit(RLIMIT_CORE, &none);
+    dup2(out[1], STDOUT_FILENO);
+    int err = open(v.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(err, STDERR_FILENO);
+    close(report[0]);
+    close(out[0]);
+    if (timeout_s > 0)
+      execlp("timeout", "timeout", "-s", "TERM", seconds.c_str(), victim_path(), mode.c_str(), ranks_arg.c_str(),
+             fd_arg.c_str(), (char*)nullptr);
+    else
+      execl(victim_path(), victim_path(), mode.c_str(), ranks_arg.c_str(), fd_arg.c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  close(report[1]);
+  close(out[1]);
+  v.session = pid;
+  v.report_fd = report[0];
+  v.stdout_fd = out[0];
+  std::string line = read_line(v.report_fd, 20'000);
+  EXPECT_EQ(line.rfind("pid ", 0), 0u) << "the victim did not start: '" << line << "'";
+  if (line.rfind("pid ", 0) == 0) v.master = std::atoi(line.c_str() + 4);
+  return v;
+}
+
+// Waits for the session leader; returns its wait status (or -1 after `seconds`, having killed
+// the whole group).
+int wait_for(const Victim& v, double seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    int status = 0;
+    pid_t got = waitpid(v.session, &status, WNOHANG);
+    if (got == v.session) return status;
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(-v.session, SIGKILL);
+      waitpid(v.session, &status, 0);
+      return -1;
+    }
+    usleep(1000);
+  }
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// After the victim ended: nothing of its group runs and nothing of its master is in /dev/shm.
+// Its workers may take a moment to be reaped by init after the master died.
+void expect_nothing_left(const Victim& v, const std::string& what) {
+  std::vector<pid_t> left;
+  for (int i = 0; i < 2000; ++i) {
+    left = live_members(v.session);
+    if (left.empty()) break;
+    usleep(1000);
+  }
+  EXPECT_TRUE(left.empty()) << what << ": " << left.size() << " process(es) of the group still run";
+  std::vector<std::string> segments = segments_of(v.master);
+  EXPECT_TRUE(segments.empty()) << what << ": " << segments.size() << " segment(s) left, e.g. " << segments.front();
+  for (const std::string& s : segments) rt::shm::remove(s);
+}
+
+void finish(Victim& v) {
+  close(v.report_fd);
+  close(v.stdout_fd);
+  std::remove(v.stderr_path.c_str());
+}
+
+// One signal to the whole group, `iterations()` times over 1, 2 and 4 ranks. Half the time the
+// signal lands while calls run, half the time at a random moment of the start-up.
+void group_signal(int sig, const char* message) {
+  for (int it = 0; it < iterations(); ++it) {
+    const int ranks = kRanks[it % 3];
+    const std::string what = fmt::format("{} to a {}-rank group, iteration {}", sigabbrev_np(sig), ranks, it);
+    Victim v = start("loop", ranks);
+    const bool ready = it % 2 == 0 && read_line(v.report_fd, 20'000) == "ready";
+    usleep(useconds_t(std::uniform_int_distribution<int>(0, ready ? 20'000 : 40'000)(rng())));
+    kill(-v.session, sig);
+    int status = wait_for(v, 20);
+    ASSERT_NE(status, -1) << what << ": still running 20 s after the signal";
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << what << ": wait status " << status;
+    const std::string err = slurp(v.stderr_path);
+    if (ready && message) {
+      EXPECT_EQ(err.rfind(message, 0), 0u) << what << ": stderr was '" << err << "'";
+      EXPECT_TRUE(err.ends_with(" removed the program's shared memory\n") && std::count(err.begin(), err.end(), '\n') == 1)
+          << what << ": one line, stderr was '" << err << "'";
+    }
+    if (sig == SIGPIPE) {
+      EXPECT_EQ(err, "") << what << ": a closed pipe ends a program silently";
+    }
+    expect_nothing_left(v, what);
+    finish(v);
+  }
+}
+
+}  // namespace
+
+TEST(Signals, CtrlCToTheGroup) { group_signal(SIGINT, "synk: interrupted (SIGINT): "); }
+TEST(Signals, SigtermToTheGroup) { group_signal(SIGTERM, "synk: terminated by signal 15 (SIGTERM): "); }
+TEST(Signals, SighupToTheGroup) { group_signal(SIGHUP, "synk: terminated by signal 1 (SIGHUP): "); }
+TEST(Signals, SigquitToTheGroup) { group_signal(SIGQUIT, "synk: terminated by signal 3 (SIGQUIT): "); }
+TEST(Signals, SigpipeToTheGroup) { group_signal(SIGPIPE, nullptr); }
+
+TEST(Signals, ClosedStdoutPipe) {
+  // `prog | head -1`: only the master gets SIGPIPE, from its own write.
+  for (int it = 0; it < iterations(); ++it) {
+    const int ranks = kRanks[it % 3];
+    const std::string what = fmt::format("closed stdout of a {}-rank group, iteration {}", ranks, it);
+    Victim v = start("print", ranks);
+    EXPECT_EQ(read_line(v.stdout_fd, 20'000), "call 0") << what;
+    close(v.stdout_fd);
+    v.stdout_fd = -1;
+    int status = wait_for(v, 20);
+    ASSERT_NE(status, -1) << what;
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) << what << ": wait status " << status;
+    expect_nothing_left(v, what);
+    finish(v);
+  }
+}
+
+TEST(Signals, Timeout) {
+  // `timeout 0.2 prog`: timeout sends SIGTERM to the program and then to its own group.
+  for (int it = 0; it < iterations(); ++it) {
+    const int ranks = kRanks[it % 3];
+    const std::string what = fmt::format("timeout on a {}-rank group, iteration {}", ranks, it);
+    Victim v = start("loop", ranks, 0.15 + 0.01 * (it % 10));
+    int status = wait_for(v, 30);
+    ASSERT_NE(status, -1) << what;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 124) << what << ": timeout's status " << status;
+    expect_nothing_left(v, what);
+    finish(v);
+  }
+}
+
+TEST(Signals, EveryRankCrashesAtOnce) {
+  for (int it = 0; it < iterations(); ++it) {
+    const int ranks = kRanks[it % 3];
+    const std::string what = fmt::format("every rank of {} crashing, iteration {}", ranks, it);
+    Victim v = start("crash", ranks);
+    int status = wait_for(v, 20);
+    ASSERT_NE(status, -1) << what;
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) << what << ": wait status " << status;
+    EXPECT_NE(slurp(v.stderr_path).find("synk: crashed with signal 11 (SIGSEGV): "), std::string::npos) << what;
+    expect_nothing_left(v, what);
+    finish(v);
+  }
+}
+
+TEST(Signals, ForkRemovesWhatAKilledGroupLeft) {
+  // SIGKILL to every process at once: nothing can clean up, and the segments stay...
+  Victim v = start("leak", 3);
+  ASSERT_EQ(read_line(v.report_fd, 20'000), "ready");
+  kill(-v.session, SIGKILL);
+  ASSERT_NE(wait_for(v, 20), -1);
+  for (int i = 0; i < 2000 && !live_members(v.session).empty(); ++i) usleep(1000);
+  ASSERT_TRUE(live_members(v.session).empty());
+  EXPECT_FALSE(segments_of(v.master).empty()) << "a group killed with SIGKILL left nothing to clean (unexpected)";
+  // ...until the next fork() anywhere (of this user, in this pid namespace) removes them: their
+  // master's pid no longer exists.
+  ASSERT_EQ(synk::fork(2), 2);
+  EXPECT_TRUE(segments_of(v.master).empty()) << "fork() left the dead group's segments";
+  synk::close();
+  finish(v);
+}
+
+TEST(Signals, StaleSweepKeepsLiveProcessesAndForeignNames) {
+  // A name of a live process (this one's parent), a name of another scheme, and a name whose pid
+  // is dead: only the last goes.
+  const std::string ns = std::to_string(rt::shm::pid_namespace());
+  const std::string live = fmt::format("synk-{}-{}-0123456789abcdef-p-d-test", getppid(), ns);
+  const std::string foreign = fmt::format("synk-notours-{}", getpid());
+  pid_t dead = ::fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  const std::string stale = fmt::format("synk-{}-{}-0123456789abcdef-p-d-test", dead, ns);
+  for (const std::string& n : {live, foreign, stale}) {
+    rt::shm::Segment s = rt::shm::Segment::create(n, 64);
+    s.release_name();
+  }
+  rt::shm::remove_stale();
+  EXPECT_EQ(rt::shm::list(live).size(), 1u);
+  EXPECT_EQ(rt::shm::list(foreign).size(), 1u);
+  EXPECT_EQ(rt::shm::list(stale).size(), 0u);
+  rt::shm::remove(live);
+  rt::shm::remove(foreign);
+}
