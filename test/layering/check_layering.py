@@ -44,8 +44,10 @@ RULES = {
                           "compiler/passes/", "compiler/backend/", "compiler/cpu/", "compiler/cuda/"],
     "synk/": ["base/", "gpu/", "ir/", "dsl/", "runtime/", "compiler/", "synk/"],
     "tools/": ["base/", "gpu/", "ir/", "dsl/", "runtime/", "compiler/", "synk/", "tools/"],
+    # The Python extension wraps the public face only: synk's API headers and base's errors/dtypes.
+    "python/": ["base/", "synk/", "python/"],
 }
-LIBRARY_ROOTS = ("base/", "gpu/", "ir/", "dsl/", "runtime/", "compiler/", "synk/", "tools/")
+LIBRARY_ROOTS = ("base/", "gpu/", "ir/", "dsl/", "runtime/", "compiler/", "synk/", "tools/", "python/")
 LLVM_FOLDER = "compiler/llvm/"
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 TEST_HELPERS = ("testing.h", "test_util.h", "emulator.h")

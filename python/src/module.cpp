@@ -1,0 +1,103 @@
+// The extension module synk._synk: the process group (fork, close, distribute, size, backend,
+// forked, worker_pid) and the registration of every other part (errors, Data, modules and
+// functions, collectives). python/synk/__init__.py re-exports all of it as the package `synk`.
+//
+// Forking from Python is safe because a worker never returns into the interpreter: synk::fork()
+// runs the worker loop inside the forked child and ends it with _exit(), so no Python code,
+// thread, atexit handler or buffered output of the parent ever runs or flushes in a worker. The
+// child inherits only the forking thread. One adjustment: workers ignore SIGINT (set in the child
+// by a pthread_atfork handler armed only during synk.fork), so that Ctrl-C in a terminal, which
+// signals the whole foreground process group, interrupts the Python program (KeyboardInterrupt
+// on the master after the current call) instead of killing the workers and losing the group.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+
+#include "python/src/common.h"
+
+namespace synkpy {
+
+namespace {
+
+std::atomic<bool> g_forking{false};
+
+void child_after_fork() {
+  if (g_forking.load()) signal(SIGINT, SIG_IGN);
+}
+
+synk::Backend parse_backend(const std::string& name) {
+  if (name == "cpu") return synk::Backend::Cpu;
+  if (name == "gpu") return synk::Backend::Gpu;
+  if (name == "auto") return synk::Backend::Auto;
+  throw synk::UsageError("fork: backend must be 'cpu', 'gpu' or 'auto', received '" + name + "'");
+}
+
+template <class T>
+void set_if_given(T& field, py::handle value) {
+  if (!value.is_none()) field = value.cast<T>();
+}
+
+int fork(py::handle n, const std::string& backend, py::handle spin_ns, py::handle yield_ns, py::handle poll_ns,
+         py::handle call_timeout_s, py::handle pin, py::handle staging_bytes) {
+  int ranks = 0;
+  if (!n.is_none()) {
+    if (PyBool_Check(n.ptr()) || !PyIndex_Check(n.ptr()))
+      throw synk::UsageError("fork: n must be an integer >= 0 or None (one rank per CPU core), received " +
+                             py::repr(n).cast<std::string>());
+    ranks = n.cast<int>();
+  }
+  synk::ForkOptions o;
+  set_if_given(o.spin_ns, spin_ns);
+  set_if_given(o.yield_ns, yield_ns);
+  set_if_given(o.poll_ns, poll_ns);
+  set_if_given(o.call_timeout_s, call_timeout_s);
+  set_if_given(o.pin, pin);
+  set_if_given(o.collective_staging_bytes, staging_bytes);
+  synk::Backend b = parse_backend(backend);
+  // The GIL stays held: nothing Python runs in the children anyway, and no other Python thread
+  // may be half-way through the API when the process is copied.
+  ApiLock lock;
+  g_forking.store(true);
+  struct Disarm {
+    ~Disarm() { g_forking.store(false); }
+  } disarm;
+  return synk::fork(ranks, b, o);
+}
+
+}  // namespace
+
+}  // namespace synkpy
+
+PYBIND11_MODULE(_synk, m) {
+  namespace py = pybind11;
+  using namespace synkpy;
+  m.doc() = "synk's C++ API (synk/synk.h, synk/jit.h) for Python; use it through the package `synk`";
+  static bool atfork_registered = false;
+  if (!atfork_registered) {
+    pthread_atfork(nullptr, nullptr, &child_after_fork);
+    atfork_registered = true;
+  }
+  synk::jit::register_loader();   // workers forked from now on rebuild JIT functions made later
+
+  init_errors(m);
+  init_data(m);
+  init_calls(m);
+  init_collectives(m);
+
+  m.def("fork", &synkpy::fork, py::arg("n") = py::none(), py::arg("backend") = "cpu", py::kw_only(),
+        py::arg("spin_ns") = py::none(), py::arg("yield_ns") = py::none(), py::arg("poll_ns") = py::none(),
+        py::arg("call_timeout_s") = py::none(), py::arg("pin") = py::none(),
+        py::arg("collective_staging_bytes") = py::none(),
+        "Start n ranks (None or 0: one per CPU core); this process is rank 0. backend: 'cpu', 'gpu' or 'auto'. "
+        "Returns n.");
+  m.def("close", [] { without_gil([] { synk::close(); }); },
+        "End the workers and remove every shared-memory segment of the group (idempotent; also at exit)");
+  m.def("distribute", [] { without_gil([] { synk::distribute(); }); },
+        "Make every worker load every function registered so far now (they otherwise load on first use)");
+  m.def("forked", [] { ApiLock l; return synk::forked(); });
+  m.def("size", [] { ApiLock l; return synk::size(); }, "Ranks in the running group (UsageError when none)");
+  m.def("backend", [] { ApiLock l; return std::string(synk::backend() == synk::Backend::Gpu ? "gpu" : "cpu"); },
+        "'gpu' or 'cpu': what the running group computes on ('cpu' when none runs)");
+  m.def("worker_pid", [](int rank) { ApiLock l; return int(synk::worker_pid(rank)); }, py::arg("rank"));
+}
