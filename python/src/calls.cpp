@@ -111,7 +111,9 @@ struct Signature {
   py::tuple output_names = py::tuple(0);
 };
 
+// Takes the API lock (the registry may grow in another thread).
 Signature read_signature(const synk::Function& f) {
+  ApiLock lock;
   const synk::rt::FunctionSignature& sig = f.signature();
   Signature s;
   s.name = sig.name;
@@ -222,11 +224,13 @@ struct FunctionObj {
 
 std::vector<std::string> mode_names(const std::vector<synk::ReduceMode>& modes) {
   std::vector<std::string> out;
+  out.reserve(modes.size());
   for (synk::ReduceMode m : modes) out.push_back(synk::mode_name(m));
   return out;
 }
 
 std::string signature_text(const synk::Function& f) {
+  ApiLock lock;
   const synk::rt::FunctionSignature& sig = f.signature();
   std::string s = sig.name + "(";
   for (size_t i = 0; i < sig.inputs.size(); ++i)
@@ -301,22 +305,14 @@ struct TrainStepObj {
 // --- shared variables ----------------------------------------------------------------------------------
 
 void shared_set_value(const SharedObj& s, py::handle value, py::handle rank, bool force_cast) {
-  synk::jit::Shared h = s.handle();
-  HostArray a = host_array(value, h.spec().dtype, force_cast, "shared variable '" + s.name + "': set_value");
+  HostArray a = host_array(value, s.dtype, force_cast, "shared variable '" + s.name + "': set_value");
   if (rank.is_none()) {
     ApiLock lock;
-    h.set_value(a.ref, force_cast);
+    s.handle().set_value(a.ref, force_cast);
   } else {
     int r = rank.cast<int>();
-    without_gil([&] { h.set_value(r, a.ref, force_cast); });
+    without_gil([&] { s.handle().set_value(r, a.ref, force_cast); });
   }
-}
-
-std::string shared_repr(const SharedObj& s) {
-  const synk::rt::SharedSpec& spec = s.handle().spec();
-  return "synk.Shared('" + s.name + "': " +
-         synk::rt::spec_string(spec, s.module.runtime_module().spec().symbols) +
-         (spec.sliceable ? " sliceable" : "") + ")";
 }
 
 void bind_functions(py::module_& m) {
@@ -330,8 +326,8 @@ void bind_functions(py::module_& m) {
       .def_property_readonly("name", [](const FunctionObj& f) { return f.sig.name; })
       .def_property_readonly("input_names", [](const FunctionObj& f) { return f.sig.input_names; })
       .def_property_readonly("output_names", [](const FunctionObj& f) { return f.sig.output_names; })
-      .def_property_readonly("output_modes", [](const FunctionObj& f) { return mode_names(f.fn.output_modes()); })
-      .def_property_readonly("update_modes", [](const FunctionObj& f) { return mode_names(f.fn.update_modes()); })
+      .def_property_readonly("output_modes", [](const FunctionObj& f) { ApiLock l; return mode_names(f.fn.output_modes()); })
+      .def_property_readonly("update_modes", [](const FunctionObj& f) { ApiLock l; return mode_names(f.fn.update_modes()); })
       .def_property_readonly("signature", [](const FunctionObj& f) { return signature_text(f.fn); })
       .def("__repr__", [](const FunctionObj& f) { return "<synk.Function " + signature_text(f.fn) + ">"; });
 
@@ -348,32 +344,30 @@ void bind_functions(py::module_& m) {
       .def_property_readonly("gradient", [](const TrainStepObj& s) { return make_function(s.module, s.step.gradient()); })
       .def_property_readonly("update", [](const TrainStepObj& s) { return make_function(s.module, s.step.update()); })
       .def_property_readonly("gradient_var",
-                             [](const TrainStepObj& s) { return SharedObj{s.module, s.step.gradient_var().name()}; })
+                             [](const TrainStepObj& s) { return make_shared_obj(s.module, s.step.gradient_var().name()); })
       .def("__repr__", [](const TrainStepObj& s) { return "<synk.TrainStep '" + s.step.name() + "'>"; });
 
   py::class_<SharedObj>(m, "Shared", "One shared variable of a module: every rank holds its own copy")
       .def_property_readonly("name", [](const SharedObj& s) { return s.name; })
-      .def_property_readonly("dtype", [](const SharedObj& s) { return numpy_dtype(s.handle().spec().dtype); })
-      .def_property_readonly("ndim", [](const SharedObj& s) { return s.handle().spec().dims.size(); })
-      .def_property_readonly("sliceable", [](const SharedObj& s) { return s.handle().spec().sliceable; })
+      .def_property_readonly("dtype", [](const SharedObj& s) { return numpy_dtype(s.dtype); })
+      .def_property_readonly("ndim", [](const SharedObj& s) { return s.ndim; })
+      .def_property_readonly("sliceable", [](const SharedObj& s) { return s.sliceable; })
       .def_property_readonly("shape", [](const SharedObj& s) {
         ApiLock lock;
-        return py::tuple(py::cast(synk::get_shapes(s.handle().var()).at(0)));
+        return py::tuple(py::cast(synk::get_shapes(s.var).at(0)));
       }, "The master's shape")
       .def("get_value", [](const SharedObj& s, int rank) {
-             synk::jit::Shared h = s.handle();
-             return to_numpy(without_gil([&] { return h.get_value(rank); }));
+             return to_numpy(without_gil([&] { return s.handle().get_value(rank); }));
            }, py::arg("rank") = 0, "A copy of the master's (or one rank's) value")
       .def("set_value", &shared_set_value, py::arg("value"), py::arg("rank") = py::none(),
            py::arg("force_cast") = false, "Overwrite the master's (or one rank's) copy")
       .def("__eq__", [](const SharedObj& a, py::handle b) {
-             return py::isinstance<SharedObj>(b) && a.handle().var() == b.cast<const SharedObj&>().handle().var();
+             return py::isinstance<SharedObj>(b) && a.var == b.cast<const SharedObj&>().var;
            })
       .def("__hash__", [](const SharedObj& s) {
-             synk::Var v = s.handle().var();
-             return std::hash<int64_t>()((int64_t(v.module()) << 32) | uint32_t(v.index()));
+             return std::hash<int64_t>()((int64_t(s.var.module()) << 32) | uint32_t(s.var.index()));
            })
-      .def("__repr__", &shared_repr);
+      .def("__repr__", [](const SharedObj& s) { return "synk.Shared('" + s.name + "': " + s.spec_text + ")"; });
 }
 
 // --- modules -------------------------------------------------------------------------------------------
@@ -399,17 +393,14 @@ void bind_modules(py::module_& m) {
              return s;
            }, py::arg("name"), py::arg("num_packs") = 0,
            "The training step of function `name` (one with `minimize ... using opt`)")
-      .def("shared", [](const Module& mod, const std::string& name) {
-             ApiLock lock;
-             mod.shared(name);   // UsageError listing the names when unknown
-             return SharedObj{mod, name};
-           }, py::arg("name"))
+      .def("shared", &make_shared_obj, py::arg("name"))
       .def("compile_all", [](Module& mod) { without_gil([&] { mod.compile_all(); }); })
-      .def_property_readonly("function_names", &Module::function_names)
-      .def_property_readonly("shared_names", &Module::shared_names)
-      .def_property_readonly("train_step_names", &Module::train_step_names)
-      .def_property_readonly("ir_text", &Module::ir_text)
+      .def_property_readonly("function_names", [](const Module& mod) { ApiLock l; return mod.function_names(); })
+      .def_property_readonly("shared_names", [](const Module& mod) { ApiLock l; return mod.shared_names(); })
+      .def_property_readonly("train_step_names", [](const Module& mod) { ApiLock l; return mod.train_step_names(); })
+      .def_property_readonly("ir_text", [](const Module& mod) { ApiLock l; return mod.ir_text(); })
       .def("__repr__", [](const Module& mod) {
+        ApiLock lock;
         std::string s = "<synk.Module functions:";
         for (const std::string& n : mod.function_names()) s += " " + n;
         return s + ">";
@@ -436,6 +427,15 @@ void bind_modules(py::module_& m) {
 
 }  // namespace
 
+SharedObj make_shared_obj(const synk::jit::Module& module, const std::string& name) {
+  ApiLock lock;
+  synk::jit::Shared h = module.shared(name);   // UsageError listing the names when unknown
+  const synk::rt::SharedSpec& spec = h.spec();
+  SharedObj s{module, name, h.var(), spec.dtype, int(spec.dims.size()), spec.sliceable, ""};
+  s.spec_text = synk::rt::spec_string(spec, module.runtime_module().spec().symbols) + (spec.sliceable ? " sliceable" : "");
+  return s;
+}
+
 VarList var_list(py::handle vars, const std::string& what) {
   VarList out;
   auto add = [&](py::handle h) {
@@ -443,7 +443,7 @@ VarList var_list(py::handle vars, const std::string& what) {
       usage(what + ": expected a shared variable (module.shared(name)) or a list of them, received " + show(h));
     const SharedObj& s = h.cast<const SharedObj&>();
     out.objs.push_back(&s);
-    out.vars.push_back(s.handle().var());
+    out.vars.push_back(s.var);
   };
   if (py::isinstance<SharedObj>(vars)) {
     out.single = true;

@@ -64,7 +64,6 @@ ValueList value_list(const VarList& vars, py::handle values, py::handle batch, c
   ValueList out;
   out.hosts.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
-    const synk::jit::Shared h = vars.objs[i]->handle();
     const std::string where = what + ": value for '" + vars.objs[i]->name + "'";
     if (batch.is_none() && py::isinstance<DataObj>(items[i])) {
       out.values.emplace_back(items[i].cast<DataObj&>().data);
@@ -77,7 +76,7 @@ ValueList value_list(const VarList& vars, py::handle values, py::handle batch, c
       if (py::isinstance<DataObj>(batch)) rows = batch.cast<DataObj&>().view();
       v = py::module_::import("numpy").attr("asarray")(v).attr("__getitem__")(rows);
     }
-    out.hosts.push_back(host_array(v, h.spec().dtype, false, where));
+    out.hosts.push_back(host_array(v, vars.objs[i]->dtype, false, where));
     out.values.emplace_back(out.hosts.back().ref);
   }
   return out;

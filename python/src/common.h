@@ -120,17 +120,25 @@ class DataObj {
   std::vector<int64_t> view_shape_;
 };
 
-// synk.Shared: one shared variable of a compiled module, by name.
+// synk.Shared: one shared variable of a compiled module, by name, with what never changes about
+// it read once (make_shared_obj), so that most uses need no lock.
 struct SharedObj {
   synk::jit::Module module;
   std::string name;
-  synk::jit::Shared handle() const { return module.shared(name); }
+  synk::Var var;
+  synk::DType dtype = synk::DType::F32;
+  int ndim = 0;
+  bool sliceable = false;
+  std::string spec_text;   // "f32[m, 4] sliceable"
+  synk::jit::Shared handle() const { return module.shared(name); }   // under the API lock
 };
+// UsageError (listing the module's names) for an unknown name. Takes the API lock.
+SharedObj make_shared_obj(const synk::jit::Module& module, const std::string& name);
 
 // The shared variables a collective acts on: one Shared, or a list/tuple of them. `single` says
 // which, so results come back in the same form.
 struct VarList {
-  std::vector<synk::Var> vars;
+  std::vector<synk::Var> vars;   // the runtime's handles, in order
   std::vector<const SharedObj*> objs;
   bool single = false;
 };

@@ -278,9 +278,9 @@ std::unique_ptr<DataObj> make_data(py::handle value, py::handle var, py::handle 
     if (!py::isinstance<SharedObj>(var))
       usage(what + ": var must be a shared variable (module.shared(name)), received " +
             py::repr(var).cast<std::string>());
-    const synk::rt::SharedSpec& spec = var.cast<const SharedObj&>().handle().spec();
-    t = spec.dtype;
-    nd = int(spec.dims.size());
+    const SharedObj& shared = var.cast<const SharedObj&>();
+    t = shared.dtype;
+    nd = shared.ndim;
   }
   if (!dtype.is_none()) t = parse_dtype(dtype, what + ": dtype");
   if (!ndim.is_none()) nd = ndim.cast<int>();

@@ -64,10 +64,11 @@ _synk._set_outputs_class(Outputs)
 # does the same at C exit; doing it here runs it before Python tears its objects down.)
 _atexit.register(close)
 
+# `compile` is left out so that `from synk import *` does not shadow the built-in; use synk.compile.
 __all__ = [
     "Data", "Error", "Function", "InternalError", "LocatedUserError", "Module", "Outputs",
     "RankError", "ScatteredRowError", "Shared", "TrainStep", "UsageError", "UserError",
-    "all_gather", "all_reduce", "backend", "broadcast", "close", "collective_defaults", "compile",
+    "all_gather", "all_reduce", "backend", "broadcast", "close", "collective_defaults",
     "data", "distribute", "fork", "forked", "gather", "get_lengths", "get_shapes", "get_value",
     "load", "load_npy", "reduce", "scatter", "set_collective_defaults", "set_value", "size",
     "worker_pid",
