@@ -28,11 +28,11 @@ std::optional<synk::Range> as_range(py::handle h, const std::string& what) {
   bool is_slice = PySlice_Check(h.ptr()), is_range = PyRange_Check(h.ptr());
   if (!is_slice && !is_range) return std::nullopt;
   py::object start = h.attr("start"), stop = h.attr("stop"), step = h.attr("step");
-  if (!(step.is_none() || (is_int(step) && step.cast<int64_t>() == 1)))
+  if (!(step.is_none() || (is_int(step) && int_arg(step, what) == 1)))
     usage(what + ": a slice must have step None or 1, received " + show(h));
   if (stop.is_none() || !is_int(stop) || !(start.is_none() || is_int(start)))
     usage(what + ": a slice needs integer start and stop (start may be omitted), received " + show(h));
-  int64_t a = start.is_none() ? 0 : start.cast<int64_t>(), b = stop.cast<int64_t>();
+  int64_t a = start.is_none() ? 0 : int_arg(start, what), b = int_arg(stop, what);
   if (a < 0 || b < 0) usage(what + ": slice bounds must be >= 0 (no negative indexing), received " + show(h));
   return synk::Range{a, b};
 }
@@ -54,7 +54,7 @@ std::optional<std::vector<int64_t>> as_indices(py::handle h, const std::string& 
   out.reserve(size_t(py::len(h)));
   for (py::handle e : h) {
     if (!is_int(e)) usage(what + ": index lists hold integers, received " + show(e) + " in " + show(h));
-    out.push_back(e.cast<int64_t>());
+    out.push_back(int_arg(e, what));
   }
   return out;
 }
@@ -65,7 +65,7 @@ std::optional<std::vector<int64_t>> as_indices(py::handle h, const std::string& 
 // numpy array of indices, or a 1-D integer synk.Data of indices (read in place by every rank).
 synk::Batch parse_batch(py::handle batch, const std::string& what) {
   if (batch.is_none()) return {};
-  if (is_int(batch)) return synk::Batch(batch.cast<int64_t>());
+  if (is_int(batch)) return synk::Batch(int_arg(batch, what));
   if (auto r = as_range(batch, what)) return synk::Batch(*r);
   if (py::isinstance<DataObj>(batch)) return synk::Batch(batch.cast<DataObj&>().data);
   if (auto list = as_indices(batch, what)) return synk::Batch(std::move(*list));
@@ -159,11 +159,13 @@ void set_option(PreparedCall& p, const Signature& sig, const std::string& key, p
     p.options.batch_s = parse_batch_s(value);
   } else if (key == "num_slices") {
     if (!is_int(value)) usage("num_slices: expected an integer >= 1, received " + show(value));
-    p.options.num_slices = value.cast<int64_t>();
+    p.options.num_slices = int_arg(value, "num_slices");
   } else if (key == "output_subset") {
     if (value.is_none()) return;
     if (py::isinstance<py::str>(value)) usage("output_subset: expected a list of output names, received the string " +
                                               show(value) + " (write [" + show(value) + "])");
+    if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr()))
+      usage("output_subset: expected a list of output names, received " + show(value));
     for (py::handle n : value) p.options.output_subset.push_back(py::str(n).cast<std::string>());
   } else {
     std::string names;
@@ -254,9 +256,9 @@ py::object build_inputs(const FunctionObj& f, const py::args& args, const py::kw
   for (size_t i = 0; i < args.size(); ++i) values[i] = args[i];
   for (auto [k, v] : kwargs) {
     const std::string key = py::str(k).cast<std::string>();
-    if (key == "force_cast") o.force_cast = v.cast<bool>();
-    else if (key == "oversize") o.oversize = v.cast<double>();
-    else if (key == "minibatch") o.minibatch = v.cast<bool>();
+    if (key == "force_cast") o.force_cast = bool_arg(v, "build_inputs: force_cast");
+    else if (key == "oversize") o.oversize = float_arg(v, "build_inputs: oversize");
+    else if (key == "minibatch") o.minibatch = bool_arg(v, "build_inputs: minibatch");
     else {
       auto it = std::find(sig.input_names.begin(), sig.input_names.end(), key);
       if (it == sig.input_names.end()) usage("build_inputs: " + sig.name + " has no input '" + key + "'");
@@ -310,7 +312,7 @@ void shared_set_value(const SharedObj& s, py::handle value, py::handle rank, boo
     ApiLock lock;
     s.handle().set_value(a.ref, force_cast);
   } else {
-    int r = rank.cast<int>();
+    const int r = int(int_arg(rank, "shared variable '" + s.name + "': set_value: rank"));
     without_gil([&] { s.handle().set_value(r, a.ref, force_cast); });
   }
 }

@@ -26,18 +26,18 @@ std::optional<synk::Algorithm> parse_algorithm(py::handle a, const std::string& 
   usage(what + ": algorithm must be one of auto, rsag, hierarchical, nccl; received " + py::repr(a).cast<std::string>());
 }
 
-std::optional<int64_t> opt_int(py::handle v) {
+std::optional<int64_t> opt_int(py::handle v, const std::string& what) {
   if (v.is_none()) return std::nullopt;
-  return v.cast<int64_t>();
+  return int_arg(v, what);
 }
 
 synk::CollectiveOptions options(py::handle algorithm, py::handle num_packs, py::handle chunk_bytes,
                                 py::handle group_size, const std::string& what) {
   synk::CollectiveOptions o;
   o.algorithm = parse_algorithm(algorithm, what);
-  o.num_packs = opt_int(num_packs);
-  o.chunk_bytes = opt_int(chunk_bytes);
-  o.group_size = opt_int(group_size);
+  o.num_packs = opt_int(num_packs, what + ": num_packs");
+  o.chunk_bytes = opt_int(chunk_bytes, what + ": chunk_bytes");
+  o.group_size = opt_int(group_size, what + ": group_size");
   return o;
 }
 

@@ -68,6 +68,15 @@ auto without_gil(F&& work) -> decltype(work()) {
   }
 }
 
+// --- scalar arguments ----------------------------------------------------------------------------
+
+// An argument that must be an integer (not a bool; anything with __index__) in int64's range, a
+// real number (not a string), or a bool (Python's or numpy's): a UsageError naming `what` and
+// the value received otherwise, where pybind11 would say "Unable to cast".
+int64_t int_arg(py::handle v, const std::string& what);
+double float_arg(py::handle v, const std::string& what);
+bool bool_arg(py::handle v, const std::string& what);
+
 // --- dtypes and arrays --------------------------------------------------------------------------
 
 // The numpy dtype of a synk dtype, and back (nullopt for numpy dtypes synk has no equal of).

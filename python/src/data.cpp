@@ -39,6 +39,34 @@ ApiLock::ApiLock() {
   api_mutex().lock();
 }
 
+// --- scalar arguments --------------------------------------------------------------------------------
+
+int64_t int_arg(py::handle v, const std::string& what) {
+  if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr()))
+    usage(what + ": expected an integer, received " + py::repr(v).cast<std::string>());
+  py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
+  if (!index) throw py::error_already_set();
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow != 0) usage(what + ": " + py::repr(v).cast<std::string>() + " is out of the range of a 64-bit integer");
+  return x;
+}
+
+double float_arg(py::handle v, const std::string& what) {
+  if (PyBool_Check(v.ptr()) || py::isinstance<py::str>(v) || py::isinstance<py::bytes>(v) ||
+      !(PyFloat_Check(v.ptr()) || PyIndex_Check(v.ptr()) || PyObject_HasAttrString(v.ptr(), "__float__")))
+    usage(what + ": expected a number, received " + py::repr(v).cast<std::string>());
+  double x = PyFloat_AsDouble(v.ptr());
+  if (x == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+  return x;
+}
+
+bool bool_arg(py::handle v, const std::string& what) {
+  if (PyBool_Check(v.ptr())) return v.ptr() == Py_True;
+  if (py::isinstance(v, numpy().attr("bool_"))) return PyObject_IsTrue(v.ptr()) == 1;
+  usage(what + ": expected True or False, received " + py::repr(v).cast<std::string>());
+}
+
 // --- dtypes -----------------------------------------------------------------------------------------
 
 const char* supported_dtypes() { return "float32, float64, int32, int64, uint8, bool"; }
@@ -255,14 +283,10 @@ synk::DataOptions data_options(py::handle name, bool minibatch, bool force_cast,
 
 std::vector<int64_t> shape_arg(py::handle shape, const std::string& what) {
   std::vector<int64_t> out;
-  if (PyLong_Check(shape.ptr())) return {shape.cast<int64_t>()};
-  try {
-    for (py::handle d : shape) out.push_back(py::cast<int64_t>(d));
-  } catch (const py::cast_error&) {
+  if (PyIndex_Check(shape.ptr()) && !PyBool_Check(shape.ptr())) return {int_arg(shape, what + ": shape")};
+  if (!PyList_Check(shape.ptr()) && !PyTuple_Check(shape.ptr()))
     usage(what + ": shape must be a sequence of integers, received " + py::repr(shape).cast<std::string>());
-  } catch (const py::error_already_set&) {
-    usage(what + ": shape must be a sequence of integers, received " + py::repr(shape).cast<std::string>());
-  }
+  for (py::handle d : shape) out.push_back(int_arg(d, what + ": shape"));
   return out;
 }
 
@@ -283,7 +307,11 @@ std::unique_ptr<DataObj> make_data(py::handle value, py::handle var, py::handle 
     nd = shared.ndim;
   }
   if (!dtype.is_none()) t = parse_dtype(dtype, what + ": dtype");
-  if (!ndim.is_none()) nd = ndim.cast<int>();
+  if (!ndim.is_none()) {
+    const int64_t n = int_arg(ndim, what + ": ndim");
+    if (n < 0 || n > 16) usage(what + ": ndim must be in [0, 16], received " + std::to_string(n));
+    nd = int(n);
+  }
   std::optional<std::vector<int64_t>> dims;
   if (!shape.is_none()) dims = shape_arg(shape, what);
   synk::DataOptions o = data_options(name, minibatch, force_cast, oversize);

@@ -33,9 +33,20 @@ synk::Backend parse_backend(const std::string& name) {
   throw synk::UsageError("fork: backend must be 'cpu', 'gpu' or 'auto', received '" + name + "'");
 }
 
-template <class T>
-void set_if_given(T& field, py::handle value) {
-  if (!value.is_none()) field = value.cast<T>();
+void set_if_given(int64_t& field, py::handle value, const char* name) {
+  if (!value.is_none()) field = int_arg(value, std::string("fork: ") + name);
+}
+void set_if_given(double& field, py::handle value, const char* name) {
+  if (!value.is_none()) field = float_arg(value, std::string("fork: ") + name);
+}
+void set_if_given(bool& field, py::handle value, const char* name) {
+  if (!value.is_none()) field = bool_arg(value, std::string("fork: ") + name);
+}
+void set_if_given(size_t& field, py::handle value, const char* name) {
+  if (value.is_none()) return;
+  const int64_t v = int_arg(value, std::string("fork: ") + name);
+  if (v < 0) throw synk::UsageError(std::string("fork: ") + name + " must be >= 0, received " + std::to_string(v));
+  field = size_t(v);
 }
 
 int fork(py::handle n, const std::string& backend, py::handle spin_ns, py::handle yield_ns, py::handle poll_ns,
@@ -45,15 +56,17 @@ int fork(py::handle n, const std::string& backend, py::handle spin_ns, py::handl
     if (PyBool_Check(n.ptr()) || !PyIndex_Check(n.ptr()))
       throw synk::UsageError("fork: n must be an integer >= 0 or None (one rank per CPU core), received " +
                              py::repr(n).cast<std::string>());
-    ranks = n.cast<int>();
+    const int64_t v = int_arg(n, "fork: n");
+    if (v < INT32_MIN || v > INT32_MAX) throw synk::UsageError("fork: n must be in [0, 1024], received " + std::to_string(v));
+    ranks = int(v);
   }
   synk::ForkOptions o;
-  set_if_given(o.spin_ns, spin_ns);
-  set_if_given(o.yield_ns, yield_ns);
-  set_if_given(o.poll_ns, poll_ns);
-  set_if_given(o.call_timeout_s, call_timeout_s);
-  set_if_given(o.pin, pin);
-  set_if_given(o.collective_staging_bytes, staging_bytes);
+  set_if_given(o.spin_ns, spin_ns, "spin_ns");
+  set_if_given(o.yield_ns, yield_ns, "yield_ns");
+  set_if_given(o.poll_ns, poll_ns, "poll_ns");
+  set_if_given(o.call_timeout_s, call_timeout_s, "call_timeout_s");
+  set_if_given(o.pin, pin, "pin");
+  set_if_given(o.collective_staging_bytes, staging_bytes, "collective_staging_bytes");
   synk::Backend b = parse_backend(backend);
   // The GIL stays held: nothing Python runs in the children anyway, and no other Python thread
   // may be half-way through the API when the process is copied.

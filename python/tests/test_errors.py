@@ -160,6 +160,30 @@ def test_collective_errors(mod):
             call()
 
 
+def test_argument_types(mod):
+    f, w = mod.function("f"), mod.shared("w")
+    x = np.ones((2, 3), "float32")
+    for call, pattern in [
+        (lambda: f(x, x[0], batch=2 ** 70), "out of the range of a 64-bit integer"),
+        (lambda: f(x, x[0], batch=True), "batch: expected an int"),
+        (lambda: f(x, x[0], output_subset=5), "output_subset: expected a list"),
+        (lambda: f.build_inputs(x, x[0], oversize="big"), "oversize: expected a number"),
+        (lambda: f.build_inputs(x, x[0], force_cast=1), "force_cast: expected True or False"),
+        (lambda: w.set_value(np.ones(3, "float32"), rank="1"), "rank: expected an integer"),
+        (lambda: synk.all_reduce(w, num_packs="2"), "num_packs: expected an integer"),
+        (lambda: synk.data(dtype="f32", shape=[2, "a"]), "shape: expected an integer"),
+        (lambda: synk.data(dtype="f32", ndim=99), r"ndim must be in \[0, 16\]"),
+        (lambda: synk.fork(2, pin="yes"), "pin: expected True or False"),
+        (lambda: synk.fork(2, spin_ns=1.5), "spin_ns: expected an integer"),
+        (lambda: synk.fork(2, collective_staging_bytes=-1), "must be >= 0"),
+        (lambda: synk.fork(2 ** 40), "n must be in"),
+    ]:
+        with pytest.raises(synk.UsageError, match=pattern):
+            call()
+    with pytest.raises(TypeError):          # a plainly typed parameter: pybind11's TypeError
+        synk.gather(w, nd_up="1")
+
+
 def test_group_errors():
     with pytest.raises(synk.UsageError, match="already running"):
         synk.fork(2)
