@@ -9,6 +9,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -42,6 +44,13 @@ class ApiLock {
   ApiLock& operator=(const ApiLock&) = delete;
 };
 
+// Raises UsageError when this process is not the one that forked the running group: a child
+// the user forked from the master with os.fork() inherits a copy of the group, which belongs to
+// the master (its commands would interleave with the master's). synk.close() still works there.
+void check_group_process();
+// The process that forked the running group (set by synk.fork).
+pid_t& group_pid();
+
 // Runs `work` with the GIL released and api_mutex() held, then (GIL back) raises a pending
 // KeyboardInterrupt or other signal exception, so that Ctrl-C during a long call takes effect as
 // soon as the call returns. The call always completes on every rank first: the C++ runtime has
@@ -49,6 +58,7 @@ class ApiLock {
 template <class F>
 auto without_gil(F&& work) -> decltype(work()) {
   using R = decltype(work());
+  check_group_process();
   if constexpr (std::is_void_v<R>) {
     {
       py::gil_scoped_release release;

@@ -9,8 +9,14 @@
 // by a pthread_atfork handler armed only during synk.fork), so that Ctrl-C in a terminal, which
 // signals the whole foreground process group, interrupts the Python program (KeyboardInterrupt
 // on the master after the current call) instead of killing the workers and losing the group.
+// A child the user forks from the master (os.fork) gets a fresh API lock from the same handler,
+// may close its copy of the group (the runtime leaves the master's segments alone), and is
+// refused any command on it (check_group_process).
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <new>
 
 #include <atomic>
 
@@ -23,7 +29,13 @@ namespace {
 std::atomic<bool> g_forking{false};
 
 void child_after_fork() {
-  if (g_forking.load()) signal(SIGINT, SIG_IGN);
+  if (g_forking.load()) {
+    signal(SIGINT, SIG_IGN);   // a synk worker
+  } else {
+    // A child the user forked (os.fork, multiprocessing): another thread may have held the API
+    // lock at the fork, and that thread does not exist here; start with a fresh lock.
+    new (&api_mutex()) std::mutex();
+  }
 }
 
 synk::Backend parse_backend(const std::string& name) {
@@ -75,10 +87,25 @@ int fork(py::handle n, const std::string& backend, py::handle spin_ns, py::handl
   struct Disarm {
     ~Disarm() { g_forking.store(false); }
   } disarm;
-  return synk::fork(ranks, b, o);
+  const int n_ranks = synk::fork(ranks, b, o);
+  group_pid() = getpid();
+  return n_ranks;
 }
 
 }  // namespace
+
+pid_t& group_pid() {
+  static pid_t pid = 0;
+  return pid;
+}
+
+void check_group_process() {
+  const pid_t owner = group_pid();
+  if (owner == 0 || getpid() == owner || !synk::forked()) return;
+  throw synk::UsageError("this process (pid " + std::to_string(getpid()) + ") was forked from synk's master (pid " +
+                         std::to_string(owner) + ") with os.fork(): the process group belongs to the master; "
+                         "call synk.close() here first to start a group of this process's own");
+}
 
 }  // namespace synkpy
 
@@ -104,7 +131,16 @@ PYBIND11_MODULE(_synk, m) {
         py::arg("collective_staging_bytes") = py::none(),
         "Start n ranks (None or 0: one per CPU core); this process is rank 0. backend: 'cpu', 'gpu' or 'auto'. "
         "Returns n.");
-  m.def("close", [] { without_gil([] { synk::close(); }); },
+  m.def("close", [] {
+          {
+            // Not without_gil: close() is what a child forked from the master may still do (it
+            // ends only the child's copy of the group; the runtime leaves the master's alone).
+            py::gil_scoped_release release;
+            std::lock_guard<std::mutex> lock(api_mutex());
+            synk::close();
+          }
+          if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+        },
         "End the workers and remove every shared-memory segment of the group (idempotent; also at exit)");
   m.def("distribute", [] { without_gil([] { synk::distribute(); }); },
         "Make every worker load every function registered so far now (they otherwise load on first use)");

@@ -174,3 +174,37 @@ def test_views_outlive_reallocation(group):
     assert e[1].tolist() == [7, 7] and np.shares_memory(view, e.data)
     e.set_length(2)
     assert e.data.shape == (2, 2) and e.data[1].tolist() == [7, 7]
+    # What is written through a view is what every rank reads.
+    f = synk.compile("fn f(scatter x: i64[n]) { out s: sum = sum(x); out top: gather = x; }").function("f")
+    x = synk.data(np.zeros(10, dtype=np.int64))
+    x.data[:] = np.arange(10)
+    x[9] = 100
+    r = f(x)
+    assert r["s"] == 136 and r["top"].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 8, 100]
+
+
+def test_a_python_child_process_leaves_the_group_alone():
+    # os.fork() after synk.fork(): the child's exit (atexit: synk.close) must not end the parent's
+    # group or remove its shared memory; the runtime knows the child is not the group's master.
+    code, out, err = run_script("""
+        synk.fork(2)
+        f = synk.compile("fn f(scatter x: f64[n]) { out s: sum = sum(x); }").function("f")
+        x = synk.data(np.arange(10.0))
+        pid = os.fork()
+        if pid == 0:
+            try:
+                f(x)                                # the master's group: refused here
+                os._exit(3)
+            except synk.UsageError as e:
+                if "forked from synk's master" not in str(e):
+                    os._exit(4)
+            del x                                   # destroys the child's copy of the Data
+            sys.exit(0)                             # atexit: synk.close(); then C++ static destructors
+        assert os.waitpid(pid, 0)[1] == 0
+        print("SUM", float(f(x)))
+        print("PREFIX", segment_prefix(x))
+        print("WORKERS", synk.worker_pid(1))
+    """)
+    assert code == 0, err
+    assert value_of(out, "SUM") == ["45.0"]
+    assert_nothing_left(value_of(out, "PREFIX")[0], [int(p) for p in value_of(out, "WORKERS")])

@@ -61,6 +61,7 @@ Segment Segment::create(const std::string& name, size_t bytes) {
     bip::shared_memory_object obj(bip::create_only, name.c_str(), bip::read_write, perm);
     seg.name_ = name;
     seg.owns_name_ = true;
+    seg.owner_pid_ = getpid();
     obj.truncate(bip::offset_t(bytes));
     seg.region_ = std::make_unique<bip::mapped_region>(obj, bip::read_write);
     seg.addr_ = seg.region_->get_address();
@@ -101,6 +102,7 @@ Segment& Segment::operator=(Segment&& other) noexcept {
     addr_ = other.addr_;
     size_ = other.size_;
     owns_name_ = other.owns_name_;
+    owner_pid_ = other.owner_pid_;
     other.addr_ = nullptr;
     other.size_ = 0;
     other.owns_name_ = false;
@@ -111,7 +113,7 @@ Segment& Segment::operator=(Segment&& other) noexcept {
 Segment::~Segment() { reset(); }
 
 void Segment::remove_name() {
-  if (owns_name_) bip::shared_memory_object::remove(name_.c_str());
+  if (owns_name_ && getpid() == owner_pid_) bip::shared_memory_object::remove(name_.c_str());
   owns_name_ = false;
 }
 

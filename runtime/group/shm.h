@@ -7,6 +7,8 @@
 // how a group is cleaned up after any failure, whoever created its segments.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -28,7 +30,9 @@ std::string process_prefix();
 std::string unique_name(const std::string& prefix, std::string_view kind);
 
 // A mapped segment. Move-only; the destructor unmaps, and removes the name when this object
-// created the segment and still owns its name (see release_name()).
+// created the segment and still owns its name (see release_name()), in the process that created
+// it only: a copy inherited by a forked child (a process the user forked with fork() or Python's
+// os.fork(), which may run its destructors at exit) never removes the parent's names.
 class Segment {
  public:
   Segment();
@@ -61,6 +65,7 @@ class Segment {
   void* addr_ = nullptr;
   size_t size_ = 0;
   bool owns_name_ = false;
+  pid_t owner_pid_ = 0;   // the process that created the segment
 };
 
 // Segments that other processes may have mapped are announced when their owner drops them, so
