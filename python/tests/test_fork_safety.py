@@ -184,8 +184,9 @@ def test_views_outlive_reallocation(group):
 
 
 def test_a_python_child_process_leaves_the_group_alone():
-    # os.fork() after synk.fork(): the child's exit (atexit: synk.close) must not end the parent's
-    # group or remove its shared memory; the runtime knows the child is not the group's master.
+    # os.fork() after synk.fork(): the child may not use the master's group, may close its copy and
+    # fork a group of its own, and its exit (atexit, C++ static destructors) must not end the
+    # parent's group or remove its shared memory.
     code, out, err = run_script("""
         synk.fork(2)
         f = synk.compile("fn f(scatter x: f64[n]) { out s: sum = sum(x); }").function("f")
@@ -199,6 +200,10 @@ def test_a_python_child_process_leaves_the_group_alone():
                 if "forked from synk's master" not in str(e):
                     os._exit(4)
             del x                                   # destroys the child's copy of the Data
+            synk.close()                            # ends the child's copy only
+            synk.fork(2)                            # a group of the child's own
+            if float(f(synk.data(np.arange(4.0)))) != 6:
+                os._exit(5)
             sys.exit(0)                             # atexit: synk.close(); then C++ static destructors
         assert os.waitpid(pid, 0)[1] == 0
         print("SUM", float(f(x)))
