@@ -27,6 +27,9 @@ namespace synkpy {
 namespace {
 
 std::atomic<bool> g_forking{false};
+// Set in a child the user forked: only there can a group belong to another process, so only there
+// does check_group_process() pay for getpid().
+bool g_forked_by_user = false;
 
 void child_after_fork() {
   if (g_forking.load()) {
@@ -35,6 +38,7 @@ void child_after_fork() {
     // A child the user forked (os.fork, multiprocessing): another thread may have held the API
     // lock at the fork, and that thread does not exist here; start with a fresh lock.
     new (&api_mutex()) std::mutex();
+    g_forked_by_user = true;
   }
 }
 
@@ -100,6 +104,7 @@ pid_t& group_pid() {
 }
 
 void check_group_process() {
+  if (!g_forked_by_user) return;
   const pid_t owner = group_pid();
   if (owner == 0 || getpid() == owner || !synk::forked()) return;
   throw synk::UsageError("this process (pid " + std::to_string(getpid()) + ") was forked from synk's master (pid " +
