@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs every Debian package synk needs to build, test and benchmark. Idempotent: packages
-# already present are left alone, so running it twice costs one `apt-get update`.
+# Installs every Debian package synk needs to build, test and benchmark, the Python package
+# included (pybind11-dev and python3-dev build it; python3-numpy and python3-pytest run it and its
+# tests). Idempotent: packages already present are left alone, so running it twice costs one
+# `apt-get update`.
 # CUDA is not installed here (Debian has none): the build finds the machine image's toolkit at
 # /usr/local/cuda when present and builds CPU-only otherwise.
 # Usage: scripts/install-deps.sh [--bench]   (--bench adds python3-torch, the PyTorch baseline of
@@ -16,6 +18,7 @@ packages=(
   libcli11-dev libfmt-dev libxxhash-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist
+  pybind11-dev python3-dev python3-numpy python3-pytest
 )
 if [[ "${1-}" == "--bench" ]]; then
   packages+=(python3-torch)

@@ -618,7 +618,9 @@ std::byte* ProcessGroup::scratch(size_t bytes) {
 }
 
 void ProcessGroup::retire(const std::string& name) {
-  if (!alive_) return;
+  // Only the master talks to the workers: a copy of the group in a process the user forked from
+  // the master (whose Data may be destroyed at its exit) must not write into the control block.
+  if (!alive_ || getpid() != pids_[0]) return;
   master_ctx_.mapped_.erase(name);
   if (name.size() >= kRetireNameMax) {
     ctl_->retired_count.fetch_add(kRetireSlots + 1, std::memory_order_release);   // forces a flush

@@ -180,6 +180,22 @@ TEST(Futex, PingPongAndBarrierAcrossProcesses) {
   }
 }
 
+TEST(Shm, AForkedCopyNeverRemovesTheCreatorsName) {
+  // A child forked from the creator (not through synk::fork) that destroys its copy of a segment,
+  // e.g. a Python os.fork() child finalising its objects at exit, leaves the name to the creator.
+  shm::Segment seg = shm::Segment::create(shm::unique_name(shm::process_prefix(), "f"), 64);
+  const std::string name = seg.name();
+  EXPECT_EQ(in_child([&] {
+              shm::Segment copy = std::move(seg);
+              copy.reset();
+              return 0;
+            }),
+            0);
+  EXPECT_NO_THROW(shm::Segment::open(name));
+  seg.reset();   // the creator still removes it
+  EXPECT_THROW(shm::Segment::open(name), InternalError);
+}
+
 TEST(Shm, NothingLeftBehind) {
   // Runs last in this file's order of declaration, but ctest runs each test alone: this checks a
   // fresh process creates and removes everything it uses.

@@ -45,12 +45,14 @@ RULES = {
                           "compiler/passes/", "compiler/backend/"],
     "synk/": ["base/", "gpu/", "ir/", "dsl/", "runtime/", "compiler/", "synk/"],
     "tools/": ["base/", "gpu/", "ir/", "dsl/", "runtime/", "compiler/", "synk/", "tools/"],
+    # The Python extension wraps the public face only: synk's API headers and base's errors/dtypes.
+    "python/": ["base/", "synk/", "python/"],
 }
 # Upward includes that are known and explained, each to be removed by a later change. The check
 # fails on any other upward include, and on an entry here that no longer occurs (so the list only
 # shrinks).
 KNOWN_UPWARD = set()   # empty: every include points down
-LIBRARY_ROOTS = ("base/", "gpu/", "ir/", "dsl/", "runtime/", "compiler/", "synk/", "tools/")
+LIBRARY_ROOTS = ("base/", "gpu/", "ir/", "dsl/", "runtime/", "compiler/", "synk/", "tools/", "python/")
 LLVM_FOLDER = "compiler/llvm/"
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 TEST_HELPERS = ("testing.h", "test_util.h", "emulator.h")

@@ -1,0 +1,215 @@
+"""Errors: synk's C++ error hierarchy as Python exceptions with the same messages (a usage error
+is a ValueError, a failure inside ranks a RuntimeError), and bad input of every kind to the
+Python API giving a clear error that names what was wrong, never a crash or a hang; the group
+stays usable afterwards.
+"""
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import synk
+
+SOURCE = """
+shared w: f32[3] = ones;
+fn f(scatter x: f32[n, 3], bcast y: f32[3]) {
+  out z: sum = sum(x * y);
+  out rows: gather = sum(x, axis=1);
+  update w = w + sum(x, axis=0);
+}
+fn pick(scatter idx: i64[n], bcast table: f32[4]) {
+  out v: gather = take(table, idx);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def mod(group):
+    return synk.compile(SOURCE)
+
+
+def test_hierarchy():
+    assert issubclass(synk.UsageError, ValueError) and issubclass(synk.UsageError, synk.Error)
+    assert issubclass(synk.RankError, RuntimeError) and issubclass(synk.RankError, synk.Error)
+    assert issubclass(synk.InternalError, RuntimeError)
+    assert issubclass(synk.LocatedUserError, synk.UserError) and not issubclass(synk.UserError, ValueError)
+    assert issubclass(synk.ScatteredRowError, synk.UsageError)
+    assert issubclass(synk.Error, Exception)
+
+
+def test_program_errors():
+    with pytest.raises(synk.UserError, match=r"prog\.synk:2:.*error") as e:
+        synk.compile("fn f(scatter x: f32[n]) {\n  out z: avg = mean(x @ q);\n}", name="prog.synk")
+    assert "q" in str(e.value)
+    with pytest.raises(synk.UserError, match="no-such-file.synk"):
+        synk.load("/nonexistent/no-such-file.synk")
+
+
+def test_call_usage_errors(mod):
+    f = mod.function("f")
+    x = synk.data(np.ones((6, 3), "float32"))
+    y = np.ones(3, "float32")
+    cases = [
+        (lambda: f(x), "input 'y' is missing"),
+        (lambda: f(x, y, y), "takes 2 inputs, received 3"),
+        (lambda: f(x, y, x=x), "given twice"),
+        (lambda: f(x, y, bogus=1), "unknown keyword argument 'bogus'"),
+        (lambda: f(x, y, batch="rows"), "batch: expected an int"),
+        (lambda: f(x, y, batch=slice(0, 4, 2)), "step None or 1"),
+        (lambda: f(x, y, batch=slice(-2, 4)), "no negative indexing"),
+        (lambda: f(x, y, batch=slice(2, None)), "integer start and stop"),
+        (lambda: f(x, y, batch=np.array([True, False])), "np.flatnonzero"),
+        (lambda: f(x, y, batch=[0, 1.5]), "index lists hold integers"),
+        (lambda: f(x, y, batch=[0, 6]), "out of range"),
+        (lambda: f(x, y, batch=7), "count 7 is larger than the 6 rows"),
+        (lambda: f(x, y, num_slices=0), "num_slices"),
+        (lambda: f(x, y, num_slices=1.5), "num_slices: expected an integer"),
+        (lambda: f(x, y, output_subset=["nope"]), "nope"),
+        (lambda: f(x, y, output_subset="z"), "write \\['z'\\]"),
+        (lambda: f(x, y, batch_s=[slice(0, 1)] * 3), "exactly 2 selections"),
+        (lambda: f(x, np.ones(4, "float32")), "y"),
+        (lambda: f(x, np.ones(3, "float64")), "f64"),                 # float64 into f32: not safe
+        (lambda: f(x, np.ones(3, "complex64")), "complex64 is not supported"),
+        (lambda: f(x, None), "received None"),
+        (lambda: f(np.ones((2, 3, 1), "float32"), y), "dimensions"),
+        (lambda: f(x, [[1, 2], [3]]), "cannot make an array"),
+    ]
+    for call, pattern in cases:
+        with pytest.raises(synk.UsageError, match=pattern):
+            call()
+    assert np.allclose(f(x, y, output_subset=["z"]), 18)             # still works
+
+
+def test_conversions_that_work(mod):
+    f = mod.function("f")
+    x = np.arange(12, dtype=np.int16).reshape(4, 3)                   # int16 converts safely to f32
+    assert f(x, y=np.ones(3, "float32"), output_subset=["z"]) == 66  # by name
+    with pytest.raises(synk.UsageError, match="force_cast"):
+        f(x, [1, 1, 1])                                                # an int64 list: i64 -> f32 is not safe
+    assert f(x[::-1], np.array([1, 1, 1], ">f4"), output_subset=["z"]) == 66   # strided, big-endian
+
+
+def test_weak_python_scalars():
+    g = synk.compile("fn g(bcast a: f32, bcast k: i32) { out r: sum = a * cast(k, f32); }").function("g")
+    assert g.as_local(0.5, 4) == 2.0                                   # Python scalars take the declared dtype
+    with pytest.raises(synk.UsageError):
+        g.as_local(0.5, 2.5)                                           # a float is no i32
+    with pytest.raises(synk.UsageError):
+        g.as_local(0.5, 2 ** 40)                                       # out of i32's range
+    with pytest.raises(synk.UsageError):
+        g.as_local(np.float64(0.5), 4)                                 # numpy scalars keep their dtype
+
+
+def test_bad_value_in_a_scattered_row(mod):
+    pick = mod.function("pick")
+    table = np.arange(4, dtype="float32")
+    # A failure inside the function is the rank's failure, naming the rank and the row among the
+    # call's rows; the group stays usable.
+    with pytest.raises(synk.RankError, match="rank 0: .*row 1 of the call's 6 scattered rows"):
+        pick.as_local(np.array([0, 9, 2, 3, 1, 1]), table)
+    for rank, row in [(0, 1), (1, 4)]:
+        idx = np.array([0, 1, 2, 3, 1, 1])
+        idx[row] = 9
+        with pytest.raises(synk.RankError, match=f"rank {rank}: .*row {row} of the call's 6 scattered rows") as e:
+            pick(idx, table)
+        assert e.value.ranks == [rank] and not e.value.group_lost
+    assert np.array_equal(pick(np.array([0, 1, 2, 3, 9, 1]), table, batch=4), [0, 1, 2, 3])
+
+
+def test_data_errors():
+    cases = [
+        (lambda: synk.data(np.ones(3, "float16")), "float16 is not supported"),
+        (lambda: synk.data(dtype="float32"), "ndim or shape"),
+        (lambda: synk.data(ndim=2), "give dtype"),
+        (lambda: synk.data(dtype="complex128", ndim=1), "not supported"),
+        (lambda: synk.data(dtype="nonsense", ndim=1), "is not a dtype"),
+        (lambda: synk.data(np.ones(3), ndim=2), "ndim=2"),
+        (lambda: synk.data(np.ones(3), shape=(4,)), "shape"),
+        (lambda: synk.data(np.ones(3), oversize=3), "oversize"),
+        (lambda: synk.data(np.ones((2, 2)), shape="ab"), "shape must be a sequence of integers"),
+        (lambda: synk.data(dtype="f32", shape=(-1, 2)), "negative"),
+        (lambda: synk.data(np.ones(3)).set_value(np.ones((2, 2))), "dimensions"),
+        (lambda: len(synk.data(np.float32(1))), "0-dimensional"),
+        (lambda: synk.data(np.ones(3)).set_length(-1), "length must be >= 0"),
+        (lambda: synk.load_npy("/nonexistent.npy"), "nonexistent.npy"),
+    ]
+    for call, pattern in cases:
+        with pytest.raises(synk.UsageError, match=pattern):
+            call()
+    with pytest.raises(IndexError):
+        synk.data(np.ones(3))[5]
+
+
+def test_collective_errors(mod):
+    w = mod.shared("w")
+    for call, pattern in [
+        (lambda: synk.all_reduce(w, "mean"), "op must be one of"),
+        (lambda: synk.gather(w, nd_up=2), "nd_up"),
+        (lambda: synk.broadcast("w"), "expected a shared variable"),
+        (lambda: synk.broadcast([w, w]), "more than once|repeated|twice"),
+        (lambda: synk.broadcast([w], np.ones(3, "float32")), "give a list"),
+        (lambda: synk.broadcast(w, np.ones(4, "float32")), "w"),
+        (lambda: synk.all_reduce(w, algorithm="fastest"), "algorithm must be one of"),
+        (lambda: synk.all_reduce(w, num_packs=0), "num_packs"),
+        (lambda: synk.get_value(5, w), "rank"),
+        (lambda: mod.shared("nope"), "nope"),
+        (lambda: w.set_value(np.ones((3, 1), "float32")), "w"),
+    ]:
+        with pytest.raises(synk.UsageError, match=pattern):
+            call()
+
+
+def test_argument_types(mod):
+    f, w = mod.function("f"), mod.shared("w")
+    x = np.ones((2, 3), "float32")
+    for call, pattern in [
+        (lambda: f(x, x[0], batch=2 ** 70), "out of the range of a 64-bit integer"),
+        (lambda: f(x, x[0], batch=True), "batch: expected an int"),
+        (lambda: f(x, x[0], output_subset=5), "output_subset: expected a list"),
+        (lambda: f.build_inputs(x, x[0], oversize="big"), "oversize: expected a number"),
+        (lambda: f.build_inputs(x, x[0], force_cast=1), "force_cast: expected True or False"),
+        (lambda: w.set_value(np.ones(3, "float32"), rank="1"), "rank: expected an integer"),
+        (lambda: synk.all_reduce(w, num_packs="2"), "num_packs: expected an integer"),
+        (lambda: synk.data(dtype="f32", shape=[2, "a"]), "shape: expected an integer"),
+        (lambda: synk.data(dtype="f32", ndim=99), r"ndim must be in \[0, 16\]"),
+        (lambda: synk.fork(2, pin="yes"), "pin: expected True or False"),
+        (lambda: synk.fork(2, spin_ns=1.5), "spin_ns: expected an integer"),
+        (lambda: synk.fork(2, collective_staging_bytes=-1), "must be >= 0"),
+        (lambda: synk.fork(2 ** 40), "n must be in"),
+    ]:
+        with pytest.raises(synk.UsageError, match=pattern):
+            call()
+    with pytest.raises(TypeError):          # a plainly typed parameter: pybind11's TypeError
+        synk.gather(w, nd_up="1")
+
+
+def test_group_errors():
+    with pytest.raises(synk.UsageError, match="already running"):
+        synk.fork(2)
+    for call, pattern in [(lambda: synk.fork(-1), "n must be"), (lambda: synk.fork(True), "n must be"),
+                          (lambda: synk.fork(2, backend="tpu"), "backend")]:
+        synk.close()
+        with pytest.raises(synk.UsageError, match=pattern):
+            call()
+    synk.close()
+    f = synk.compile("fn f(scatter x: f32[n]) { out s: sum = sum(x); }").function("f")
+    with pytest.raises(synk.UsageError, match=r"call synk::fork\(\) first"):
+        f(np.ones(3, "float32"))
+    with pytest.raises(synk.UsageError):
+        synk.size()
+    assert f.as_local(np.ones(3, "float32")) == 3                     # no group needed
+    synk.fork(2)                                                      # for the tests after this one
+
+
+def test_dead_worker_is_a_rank_error(mod):
+    f = mod.function("f")
+    x, y = synk.data(np.ones((4, 3), "float32")), synk.data(np.ones(3, "float32"))
+    os.kill(synk.worker_pid(1), signal.SIGKILL)
+    with pytest.raises(synk.RankError, match="rank 1") as e:
+        for _ in range(1000):                                         # noticed within a poll slice
+            f(x, y)
+    assert e.value.group_lost and e.value.ranks == [1] and isinstance(e.value, RuntimeError)
+    assert not synk.forked()
+    synk.fork(2)                                                      # a fresh group works
+    assert f(x, y, output_subset=["z"]) == 12

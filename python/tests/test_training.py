@@ -1,0 +1,108 @@
+"""Training steps (synk/train_step.h) from Python: a step declared with `minimize ... using opt`
+runs as one call (gradient function, all_reduce(avg) of the flat gradient, update function) and
+trains exactly as a numpy float64 reference of the same optimizer on the same shuffled batches:
+with the loss written as sum * (ranks / rows), as examples/fashion_mnist does, over uneven splits;
+with a mean loss, over even splits and num_slices. The three parts called one by one give the
+same bits.
+"""
+import numpy as np
+import pytest
+
+import synk
+
+SOURCE = """
+shared w: f64[4, 2];
+shared b: f64[2];
+optimizer opt = momentum(lr=0.1, momentum=0.5);
+fn train(scatter x: f64[n, 4], scatter y: f64[n, 2], bcast scale: f64) {
+  let err = x @ w + b - y;
+  out loss_sum: sum = sum(err * err);
+  minimize sum(err * err) * scale over w, b using opt;
+}
+"""
+
+# The same model with the mean loss: exact whenever every rank gets as many rows (all_reduce(avg)
+# is the plain mean over ranks); slices are weighted by their rows.
+MEAN_SOURCE = SOURCE.replace(", bcast scale: f64", "").replace(
+    "minimize sum(err * err) * scale", "minimize mean(sum(err * err, axis=1))")
+
+
+@pytest.fixture
+def model(group):
+    return synk.compile(SOURCE)
+
+
+def reference_steps(x, y, batches, lr=0.1, momentum=0.5):
+    w, b = np.zeros((4, 2)), np.zeros(2)
+    vw, vb = np.zeros_like(w), np.zeros_like(b)
+    losses = []
+    for idx in batches:
+        err = x[idx] @ w + b - y[idx]
+        losses.append((err * err).sum())
+        gw, gb = 2 * x[idx].T @ err / len(idx), 2 * err.sum(0) / len(idx)   # gradient of the mean loss
+        vw, vb = momentum * vw - lr * gw, momentum * vb - lr * gb
+        w, b = w + vw, b + vb
+    return w, b, losses
+
+
+def test_train_step_matches_numpy(model, group, rng):
+    step = model.train_step("train")
+    assert step.name == "train" and step.gradient.name == "train" and step.update.name == "opt_update"
+    assert step.gradient_var.name == "opt_grads" and step.gradient_var.shape == (10,)
+    assert model.train_step_names == ["train"] and "opt_update" in model.function_names
+    x_dat = rng.standard_normal((101, 4))
+    y_dat = x_dat @ rng.standard_normal((4, 2)) + 0.1 * rng.standard_normal((101, 2))
+    x, y = synk.data(x_dat), synk.data(y_dat)
+    batches = [rng.choice(101, size=size, replace=False) for size in (25, 25, 31, 7, 3)]
+    losses = []
+    for idx in batches:
+        scale = np.float64(group / len(idx))
+        losses.append(float(step(x, y, scale, batch=idx)))
+    w, b, ref_losses = reference_steps(x_dat, y_dat, batches)
+    assert np.allclose(losses, ref_losses, rtol=1e-10)
+    w_ranks = synk.gather(model.shared("w"))
+    for r in range(group):                    # identical parameters on every rank
+        assert np.allclose(w_ranks[r], w, rtol=1e-10, atol=1e-12)
+    assert np.allclose(model.shared("b").get_value(1), b, rtol=1e-10, atol=1e-12)
+
+
+def test_mean_loss_with_slices(group, rng):
+    x_dat, y_dat = rng.standard_normal((100, 4)), rng.standard_normal((100, 2))
+    x, y = synk.data(x_dat), synk.data(y_dat)
+    batches = [rng.choice(100, size=size, replace=False) for size in (24, 36, 12, 48)]
+    w, b, ref_losses = reference_steps(x_dat, y_dat, batches)
+    for num_slices in (1, 2, 3):
+        model = synk.compile(MEAN_SOURCE)
+        step = model.train_step("train")
+        losses = [float(step(x, y, batch=idx, num_slices=num_slices)) for idx in batches]
+        assert np.allclose(losses, ref_losses, rtol=1e-10)
+        assert np.allclose(model.shared("w").get_value(1), w, rtol=1e-10, atol=1e-12)
+        assert np.allclose(model.shared("b").get_value(), b, rtol=1e-10, atol=1e-12)
+
+
+def test_parts_one_by_one_give_the_same_bits(group, rng):
+    a, b = synk.compile(SOURCE), synk.compile(SOURCE)
+    step_a, step_b = a.train_step("train"), b.train_step("train", num_packs=2)
+    assert step_b.num_packs == 2
+    x = synk.data(rng.standard_normal((40, 4)))
+    y = synk.data(rng.standard_normal((40, 2)))
+    for _ in range(3):
+        idx = rng.permutation(40)[:16]
+        scale = np.float64(group / 16)
+        out_a = step_a(x, y, scale, batch=idx)
+        out_b = step_b.gradient(x, y, scale, batch=idx)          # the three parts by hand
+        synk.all_reduce(step_b.gradient_var, "avg")
+        step_b.update()
+        assert out_a == out_b
+    assert np.array_equal(a.shared("w").get_value(1), b.shared("w").get_value(1))
+    assert np.array_equal(a.shared("b").get_value(), b.shared("b").get_value())
+
+
+def test_training_errors(model):
+    with pytest.raises(synk.UsageError, match="opt_update"):
+        model.train_step("opt_update")                            # not a training function
+    step = model.train_step("train")
+    with pytest.raises(synk.UsageError):
+        step.num_packs = -1
+    with pytest.raises(synk.UsageError, match="training step 'train'"):
+        step(synk.data(np.ones((4, 3))), synk.data(np.ones((4, 2))), np.float64(1))
