@@ -410,7 +410,7 @@ TEST(ParserRecovery, MissingBraceAndStrayTopLevelTokens) {
   EXPECT_EQ(parse("fn f(scatter x: f32) {\n  out z = x;\n").messages(),
             std::vector<std::string>{"2:13: expected '}' to close the body of function 'f' but found end of file"});
   EXPECT_EQ(parse("let a = 1;\nlet b = 2;\nshared s: f32;\n").messages(),
-            std::vector<std::string>{"1:1: expected 'fn', 'shared' or 'optimizer' but found 'let' (statements belong "
+            std::vector<std::string>{"1:1: expected 'fn', 'def', 'shared' or 'optimizer' but found 'let' (statements belong "
                                      "inside a function body)"});
   EXPECT_EQ(parse("fn f() {\n  z = 1;\n  out y = 2;\n}\n").messages(),
             std::vector<std::string>{"2:3: expected a statement (let, out, update or minimize) but found 'z'"});
