@@ -317,6 +317,7 @@ std::vector<Value> FunctionAnalyzer::call_helper(const ast::Expr& e, const Helpe
   frame.caller_scope = std::exchange(scope_, std::move(scope));
   frames_.push_back(std::move(frame));
   std::vector<Value> results;
+  const size_t errors = ctx_.diags.error_count();
   for (const ast::Stmt& s : decl.body) {
     if (s.kind != ast::StmtKind::Return) {
       statement(s);
@@ -332,6 +333,8 @@ std::vector<Value> FunctionAnalyzer::call_helper(const ast::Expr& e, const Helpe
     if (auto it = scope_.find(p.name); it != scope_.end() && it->second.argument) argument_read(it->second);
   scope_ = std::move(frames_.back().caller_scope);
   frames_.pop_back();
+  // After an error inside, every result is silent: one mistake, one message.
+  if (ctx_.diags.error_count() != errors) return {};
   return results;
 }
 
