@@ -1,6 +1,7 @@
 // The abstract syntax tree of a `.synk` file, exactly as written: names are unresolved, nothing
 // is typed. Every node carries the source location of its first token. Semantic analysis turns
-// it into the Graph IR (ir.h); `synkc --emit=ast` prints it (ast_printer).
+// it into the Graph IR (ir.h), inlining every call of a helper (`def`) on the way, so the IR has
+// no trace of them; `synkc --emit=ast` prints it (ast_printer).
 #pragma once
 
 #include <cstdint>
@@ -66,6 +67,7 @@ enum class StmtKind : uint8_t {
   Out,     // out NAME [: MODE] = EXPR;
   Update,  // update NAME [: MODE] = EXPR [using OPTIMIZER];
   Minimize,  // minimize EXPR over NAME, ... using OPTIMIZER;  (name: empty)
+  Return,  // return EXPR, ...;   (helpers only; values)
 };
 
 // A name as written, with its location (the variables after `over`).
@@ -78,6 +80,7 @@ struct Stmt {
   StmtKind kind = StmtKind::Let;
   std::string name;
   SourceLoc name_loc;
+  std::vector<NameRef> more_names;  // Let of several names, `let h, c = f(x);`: those after `name`
   std::optional<TypeExpr> type;   // Let only (optional annotation, checked by sema)
   std::string mode;               // Out/Update: as written; empty = default
   SourceLoc mode_loc;
@@ -85,6 +88,7 @@ struct Stmt {
   std::vector<NameRef> over;      // Minimize: the parameters, in the order of the flat gradient
   std::string optimizer;          // Minimize, and Update with `using`: the optimizer's name
   SourceLoc optimizer_loc;
+  std::vector<ExprPtr> values;    // Return: the values, in order
   SourceLoc loc;
 };
 
@@ -101,6 +105,23 @@ struct FnDecl {
   std::string name;
   SourceLoc name_loc;
   std::vector<ParamDecl> params;
+  std::vector<Stmt> body;
+  SourceLoc loc;
+};
+
+// A helper's parameter: `x`, or `x: f32[n, k]` (symbols of the type are bound per call).
+struct HelperParam {
+  std::string name;
+  SourceLoc name_loc;
+  std::optional<TypeExpr> type;
+};
+
+// def NAME(PARAM, ...) { let ...; return EXPR, ...; }   (inlined at every call; never exported)
+// The parser guarantees a body of `let`s ending in exactly one `return`.
+struct HelperDecl {
+  std::string name;
+  SourceLoc name_loc;
+  std::vector<HelperParam> params;
   std::vector<Stmt> body;
   SourceLoc loc;
 };
@@ -130,6 +151,7 @@ struct Program {
   std::vector<SharedDecl> shareds;   // in source order
   std::vector<FnDecl> functions;     // in source order
   std::vector<OptimizerDecl> optimizers;   // in source order
+  std::vector<HelperDecl> helpers;         // in source order
 };
 
 }  // namespace synk::ast

@@ -12,6 +12,10 @@
 //   Optimizer 'opt' rule=adam @5:1    (children: Kwarg nodes of its hyper-parameters)
 //   Minimize using=opt @9:3          (children: the loss, then one `Over 'w'` per variable)
 //   Update 'g' using=opt @10:3       (an update that names its optimizer)
+//   Helper 'dense' @12:1             (children: HelperParams, each with its Type if annotated,
+//     HelperParam 'x' @12:11          then statements)
+//     Let 'h', 'c' @13:3             (a let of several names)
+//     Return @14:3                   (children: the values)
 // The format is meant to be stable for FileCheck tests.
 #include <algorithm>
 #include <vector>
@@ -53,13 +57,14 @@ class AstPrinter {
     // Items interleave in source order, whichever vector they are in.
     struct Item {
       SourceLoc loc;
-      int kind;   // 0 shared, 1 function, 2 optimizer
+      int kind;   // 0 shared, 1 function, 2 optimizer, 3 helper
       size_t index;
     };
     std::vector<Item> items;
     for (size_t i = 0; i < program.shareds.size(); ++i) items.push_back({program.shareds[i].loc, 0, i});
     for (size_t i = 0; i < program.functions.size(); ++i) items.push_back({program.functions[i].loc, 1, i});
     for (size_t i = 0; i < program.optimizers.size(); ++i) items.push_back({program.optimizers[i].loc, 2, i});
+    for (size_t i = 0; i < program.helpers.size(); ++i) items.push_back({program.helpers[i].loc, 3, i});
     std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
       return a.loc.line < b.loc.line || (a.loc.line == b.loc.line && a.loc.col < b.loc.col);
     });
@@ -67,6 +72,7 @@ class AstPrinter {
       if (item.kind == 0) shared(program.shareds[item.index]);
       if (item.kind == 1) function(program.functions[item.index]);
       if (item.kind == 2) optimizer(program.optimizers[item.index]);
+      if (item.kind == 3) helper(program.helpers[item.index]);
     }
     return std::move(out_);
   }
@@ -118,7 +124,22 @@ class AstPrinter {
     for (const ast::Stmt& stmt : fn.body) statement(stmt);
   }
 
+  void helper(const ast::HelperDecl& decl) {
+    line(0, fmt::format("Helper '{}'", decl.name), decl.loc);
+    for (const ast::HelperParam& param : decl.params) {
+      line(1, fmt::format("HelperParam '{}'", param.name), param.name_loc);
+      if (param.type) type(2, *param.type);
+    }
+    for (const ast::Stmt& stmt : decl.body) statement(stmt);
+  }
+
   void statement(const ast::Stmt& stmt) {
+    if (stmt.kind == ast::StmtKind::Return) {
+      line(1, "Return", stmt.loc);
+      for (const ast::ExprPtr& value : stmt.values)
+        if (value) expr(2, *value);
+      return;
+    }
     if (stmt.kind == ast::StmtKind::Minimize) {
       // Minimize using=opt: the loss, then one Over node per variable.
       line(1, fmt::format("Minimize using={}", stmt.optimizer), stmt.loc);
@@ -131,7 +152,9 @@ class AstPrinter {
                                                             : "Update";
     std::string mode = stmt.mode.empty() ? "" : " mode=" + stmt.mode;
     std::string optimizer = stmt.optimizer.empty() ? "" : " using=" + stmt.optimizer;
-    line(1, fmt::format("{} '{}'{}{}", keyword, stmt.name, mode, optimizer), stmt.loc);
+    std::string names = "'" + stmt.name + "'";
+    for (const ast::NameRef& more : stmt.more_names) names += ", '" + more.name + "'";
+    line(1, fmt::format("{} {}{}{}", keyword, names, mode, optimizer), stmt.loc);
     if (stmt.type) type(2, *stmt.type);
     if (stmt.value) expr(2, *stmt.value);
   }

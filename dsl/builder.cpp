@@ -560,6 +560,33 @@ FunctionBuilder ModuleBuilder::function(const std::string& name) {
   return FunctionBuilder(f);
 }
 
+void ModuleBuilder::declare_helper(const std::string& name) {
+  throw_if_error(checks::helper_name_error(name));
+  declare_global(*state_, name, "helper");
+}
+
+namespace builder_detail {
+
+HelperCall::HelperCall(FunctionBuilder& f, const std::string& helper)
+    : f_(f.state_), helper_(helper), caller_locals_(std::exchange(f_->locals, {})) {
+  f_->helper_stack.push_back(helper);
+}
+
+HelperCall::~HelperCall() {
+  for (const auto& [name, what] : f_->locals) f_->helper_locals.emplace_back(name, what);
+  f_->locals = std::move(caller_locals_);
+  f_->helper_stack.pop_back();
+}
+
+void HelperCall::rethrow(const UserError& e) const {
+  const std::vector<std::string>& stack = f_->helper_stack;
+  std::string caller = stack.size() >= 2 ? fmt::format("helper '{}'", stack[stack.size() - 2])
+                                         : fmt::format("function '{}'", f_->fn.name);
+  throw UserError(fmt::format("{}\n  in call to helper '{}' from {}", e.what(), helper_, caller));
+}
+
+}  // namespace builder_detail
+
 void ModuleBuilder::optimizer(const std::string& name, const std::string& rule,
                               const std::vector<std::pair<std::string, double>>& hyper_parameters) {
   ModuleState& m = *state_;
@@ -596,7 +623,9 @@ void check_function(const ModuleState& m, const FunctionState& f) {
     if (f.updated.count(p) && p != m.optimizers[size_t(f.train_step->optimizer)].gradient)
       throw UserError(checks::trained_update_message(m.shareds[size_t(p)].name,
                                                      fmt::format("of function '{}'", fn.name), fn.name));
-  for (const auto& [name, what] : f.locals)
+  std::vector<std::pair<std::string, std::string>> locals(f.locals.begin(), f.locals.end());
+  locals.insert(locals.end(), f.helper_locals.begin(), f.helper_locals.end());
+  for (const auto& [name, what] : locals)
     if (auto it = m.globals.find(name); it != m.globals.end() && it->second == "shared variable")
       throw UserError(checks::shadow_message(what.c_str(), name, of_function(fn.name), quoted(name)));
 

@@ -23,6 +23,7 @@
 #include <concepts>
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +40,7 @@ namespace builder_detail {
 struct ExprNode;
 struct FunctionState;
 struct ModuleState;
+class HelperCall;
 }  // namespace builder_detail
 
 // Initializers of shared variables, as in the language: zeros, ones, a constant, random
@@ -255,7 +257,52 @@ class FunctionBuilder {
   explicit FunctionBuilder(std::shared_ptr<builder_detail::FunctionState> state) : state_(std::move(state)) {}
 
  private:
+  friend class builder_detail::HelperCall;
   std::shared_ptr<builder_detail::FunctionState> state_;
+};
+
+namespace builder_detail {
+// One call of a Helper, for as long as its body runs: the body's `let` names are its own, and a
+// UserError it throws is rethrown with "in call to helper 'NAME' from ..." added.
+class HelperCall {
+ public:
+  HelperCall(FunctionBuilder& f, const std::string& helper);
+  ~HelperCall();
+  HelperCall(const HelperCall&) = delete;
+  HelperCall& operator=(const HelperCall&) = delete;
+  [[noreturn]] void rethrow(const UserError& e) const;
+
+ private:
+  std::shared_ptr<FunctionState> f_;
+  std::string helper_;
+  std::map<std::string, std::string> caller_locals_;
+};
+}  // namespace builder_detail
+
+// A helper, the builder's `def` (docs/builder.md, "Helpers"): a named C++ callable whose first
+// parameter is the FunctionBuilder being written, then its arguments (Exprs, or anything else),
+// returning what the helper returns (an Expr, a std::pair or a struct of them, ...). Calling it
+// runs the body at once, so its nodes are written where it is called, as sema inlines a .synk
+// helper. While the body runs its `let` names are its own (they may repeat those of the caller
+// and of other calls); a UserError thrown inside names the helper and its caller.
+template <class Body>
+class Helper {
+ public:
+  Helper(std::string name, Body body) : name_(std::move(name)), body_(std::move(body)) {}
+  const std::string& name() const { return name_; }
+  template <class... Args>
+  decltype(auto) operator()(FunctionBuilder& f, Args&&... args) const {
+    builder_detail::HelperCall call(f, name_);
+    try {
+      return body_(f, std::forward<Args>(args)...);
+    } catch (const UserError& e) {
+      call.rethrow(e);
+    }
+  }
+
+ private:
+  std::string name_;
+  Body body_;
 };
 
 class ModuleBuilder {
@@ -266,8 +313,15 @@ class ModuleBuilder {
   // every function of this module (and as the target of FunctionBuilder::update and grad).
   Expr shared(const std::string& name, ir::DType dtype, ShapeArg shape, ir::Initializer init = init::zeros(),
               bool sliceable = false);
-  // Starts a function. Functions, shared variables and optimizers share one namespace.
+  // Starts a function. Functions, shared variables, optimizers and helpers share one namespace.
   FunctionBuilder function(const std::string& name);
+  // `def name(...) { ... }`: a Helper calling `body`. The name is checked as the language checks
+  // a helper's (unique, not a built-in operation's).
+  template <class Body>
+  Helper<Body> helper(const std::string& name, Body body) {
+    declare_helper(name);
+    return Helper<Body>(name, std::move(body));
+  }
   // `optimizer name = rule(keyword=value, ...);`: an update rule (sgd, momentum, nesterov,
   // adagrad, rmsprop, adadelta, adam, adamax) with its hyper-parameters by keyword (lr, momentum,
   // rho, epsilon, beta1, beta2; the others take their defaults), and `num_packs` for the step's
@@ -282,6 +336,7 @@ class ModuleBuilder {
   ir::Module build() const;
 
  private:
+  void declare_helper(const std::string& name);
   std::shared_ptr<builder_detail::ModuleState> state_;
 };
 

@@ -93,6 +93,8 @@ struct FunctionState {
   std::vector<std::pair<std::string, std::string>> shape_symbols;   // (symbol, op) of reshapes
   std::optional<ir::TrainStep> train_step;           // set by minimize
   std::vector<int64_t> trained;                      // the step's variables
+  std::vector<std::string> helper_stack;             // the helpers being called, outermost first
+  std::vector<std::pair<std::string, std::string>> helper_locals;   // their let names, for build()
 
   std::shared_ptr<ModuleState> lock_module() const;
   void note_shared_use(int64_t index);

@@ -111,12 +111,17 @@ ir::Module build_fashion_mnist_mlp() {
   auto w3 = mb.shared("w3", DType::F32, {256, 10}, init::uniform(5, -0.0625, 0.0625));
   auto b3 = mb.shared("b3", DType::F32, {10}, init::uniform(6, -0.0625, 0.0625));
   mb.optimizer("opt", "momentum", {{"lr", 0.05}, {"momentum", 0.9}});
-  auto logits_of = [&](FunctionBuilder& f, const Expr& images) {
+  // The file's helpers (docs/builder.md, "Helpers").
+  auto dense = mb.helper("dense", [](FunctionBuilder&, const Expr& x, const Expr& w, const Expr& b) {
+    return relu(x.matmul(w) + b);
+  });
+  auto forward = mb.helper("logits_of", [&](FunctionBuilder& f, const Expr& images) {
     auto x = f.let("x", cast(images, DType::F32) / 255);
-    auto h1 = f.let("h1", relu(x.matmul(w1) + b1));
-    auto h2 = f.let("h2", relu(h1.matmul(w2) + b2));
-    return f.let("logits", h2.matmul(w3) + b3);
-  };
+    auto h1 = f.let("h1", dense(f, x, w1, b1));
+    auto h2 = f.let("h2", dense(f, h1, w2, b2));
+    return h2.matmul(w3) + b3;
+  });
+  auto logits_of = [&](FunctionBuilder& f, const Expr& images) { return f.let("logits", forward(f, images)); };
   auto step = [&](FunctionBuilder& f, const Expr& images, const Expr& labels, const Expr& scale) {
     auto losses = f.let("losses", cross_entropy(logits_of(f, images), labels));
     f.out("loss_sum", sum(losses), ReduceMode::Sum);
@@ -150,6 +155,92 @@ TEST(BuilderExamples, OptimizersAndTrainingStepsBuildTheSameModuleAsTheFrontEnd)
   ASSERT_EQ(built.train_steps.size(), 2u);
   EXPECT_EQ(built.train_steps[1].function, "train_device");
   expect_same_module(built, parsed);
+}
+
+// A .synk helper with two results, called at two dtypes and shapes and from another helper,
+// builds the same module as the same helpers made with ModuleBuilder::helper, whose lets (the
+// same names in two calls) are their own.
+TEST(BuilderHelpers, AHelperBuildsWhatASynkHelperBuilds) {
+  const std::string text = R"(
+shared scale: f64 = 0.5;
+def moments(x: f64[n, k]) {
+  let centered = x - mean(x, axis=0, keepdims=true);
+  return mean(centered * centered, axis=0), sum(x, axis=0);
+}
+def affine(x, w, b) { return x @ w + b * 2; }
+def whitened(x) {
+  let var, total = moments(x);
+  return var * scale + total;
+}
+fn f(scatter x: f32[n, 3], bcast w: f32[3, 4], bcast b: f32[4], bcast v: f64[5, 2], bcast c: f64[2]) {
+  let y = affine(x, w, b);
+  let z = affine(transpose(v), v, c);
+  let var, total = moments(cast(y, f64));
+  out spread: gather = var + total;
+  out z: avg = sum(whitened(v)) + sum(z);
+}
+)";
+  ModuleBuilder mb;
+  auto scale = mb.shared("scale", DType::F64, {}, init::constant(0.5));
+  auto moments = mb.helper("moments", [](FunctionBuilder& f, const Expr& x) {
+    auto centered = f.let("centered", x - mean(x, 0, true));
+    return std::pair{mean(centered * centered, 0), sum(x, 0)};
+  });
+  auto affine = mb.helper("affine", [](FunctionBuilder&, const Expr& x, const Expr& w, const Expr& b) {
+    return x.matmul(w) + b * 2;
+  });
+  auto whitened = mb.helper("whitened", [&](FunctionBuilder& f, const Expr& x) {
+    auto [var_value, total_value] = moments(f, x);
+    auto var = f.let("var", var_value);
+    auto total = f.let("total", total_value);
+    return var * scale + total;
+  });
+  auto f = mb.function("f");
+  auto x = f.scatter("x", DType::F32, {"n", 3});
+  auto w = f.bcast("w", DType::F32, {3, 4});
+  auto b = f.bcast("b", DType::F32, {4});
+  auto v = f.bcast("v", DType::F64, {5, 2});
+  auto c = f.bcast("c", DType::F64, {2});
+  auto y = f.let("y", affine(f, x, w, b));
+  auto z = f.let("z", affine(f, transpose(v), v, c));
+  auto [var_value, total_value] = moments(f, cast(y, DType::F64));
+  auto var = f.let("var", var_value);
+  auto total = f.let("total", total_value);
+  f.out("spread", var + total, ReduceMode::Gather);
+  // A helper's lets are written when C++ calls it: here that is where the .synk walk reaches it.
+  f.out("z", sum(whitened(f, v)) + sum(z));
+  expect_same_module(mb.build(), compile_source("helpers.synk", text));
+}
+
+// A UserError inside a helper names each call on the way there; a helper may not be named like
+// an operation or like another global; C++ recursion that ends is fine (it unrolls).
+TEST(BuilderHelpers, ErrorsNameTheHelperAndItsCaller) {
+  ModuleBuilder mb;
+  auto dense = mb.helper("dense", [](FunctionBuilder&, const Expr& x, const Expr& w) { return relu(x.matmul(w)); });
+  auto outer = mb.helper("outer", [&](FunctionBuilder& f, const Expr& x, const Expr& w) {
+    return f.let("h", dense(f, x, w)) * 2;
+  });
+  auto f = mb.function("f");
+  auto x = f.bcast("x", DType::F32, {2, 3});
+  auto w = f.bcast("w", DType::F32, {4, 5});
+  expect_user_error([&] { dense(f, x, w); },
+                    {"matmul(f32[2, 3], f32[4, 5]) in function 'f': inner dimensions of '@' do not match: [2, 3] "
+                    "and [4, 5] (3 vs 4)\n  in call to helper 'dense' from function 'f'"});
+  expect_user_error([&] { outer(f, x, w); },
+                    {"(3 vs 4)\n  in call to helper 'dense' from helper 'outer'\n  in call to helper 'outer' from "
+                    "function 'f'"});
+  expect_user_error([&] { mb.helper("relu", [](FunctionBuilder&, const Expr& e) { return e; }); },
+                    {"helper 'relu' has the name of a built-in operation"});
+  expect_user_error([&] { mb.helper("f", [](FunctionBuilder&, const Expr& e) { return e; }); },
+                    {"'f' is already declared as a function"});
+  std::function<Expr(FunctionBuilder&, const Expr&, int)> layers;
+  auto stack = mb.helper("stack", [&](FunctionBuilder& g, const Expr& h, int n) {
+    return n == 0 ? h : layers(g, g.let("h", relu(h)), n - 1);
+  });
+  layers = [&](FunctionBuilder& g, const Expr& h, int n) { return stack(g, h, n); };
+  f.out("y", stack(f, x, 3));
+  const ir::Module m = mb.build();
+  EXPECT_EQ(m.functions[0].nodes.size(), 4u);   // x and three relus
 }
 
 TEST(BuilderTraining, AFailedMinimizeChangesNothing) {

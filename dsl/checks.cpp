@@ -19,8 +19,14 @@ namespace {
 
 // Keywords a builder name may not be, so that a built module prints as .synk (print_module). The
 // newer keywords `optimizer` and `minimize` are missing: the builder still accepts them as names.
-constexpr const char* kKeywords[] = {"fn",      "shared",  "let",       "out",       "update", "scatter",
-                                     "bcast",   "minibatch", "sliceable", "true",    "false"};
+constexpr const char* kKeywords[] = {"fn",    "shared",    "let",       "out",  "update", "scatter", "bcast",
+                                     "minibatch", "sliceable", "true", "false", "def",    "return"};
+
+constexpr const char* kBuiltinOps[] = {
+    "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs", "neg", "pow", "maximum", "minimum",
+    "where", "sum", "mean", "max", "min", "prod", "argmax", "matmul", "transpose", "reshape",
+    "flatten", "broadcast_to", "cast", "softmax", "log_softmax", "cross_entropy", "one_hot", "take",
+    "concat", "slice", "grad"};
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
@@ -40,6 +46,20 @@ bool reduced_over_ranks(ir::ReduceMode mode) {
 // ---- Names ---------------------------------------------------------------------------------
 
 bool is_builtin_constant(std::string_view name) { return name == "inf" || name == "nan"; }
+
+bool is_builtin_operation(std::string_view name) {
+  for (const char* op : kBuiltinOps)
+    if (name == op) return true;
+  return false;
+}
+
+std::span<const char* const> builtin_operations() { return kBuiltinOps; }
+
+std::optional<std::string> helper_name_error(const std::string& name) {
+  if (!is_builtin_operation(name)) return std::nullopt;
+  return fmt::format("helper '{}' has the name of a built-in operation, which a call '{}(...)' always means; "
+                     "choose another name", name, name);
+}
 
 std::optional<std::string> name_error(const std::string& name, const char* what) {
   if (!is_identifier(name))

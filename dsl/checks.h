@@ -39,6 +39,10 @@ enum class Spelling : uint8_t {
 // ---- Names ---------------------------------------------------------------------------------
 
 bool is_builtin_constant(std::string_view name);   // inf, nan
+bool is_builtin_operation(std::string_view name);  // exp, sum, grad, ... (docs/language.md's table)
+std::span<const char* const> builtin_operations();
+// A helper named like a built-in operation, which a call of that name always means.
+std::optional<std::string> helper_name_error(const std::string& name);
 
 // A name given to the builder as a string (the lexer guarantees it for .synk text): letters,
 // digits and '_', not starting with a digit, not a keyword, not a built-in constant. `what`:

@@ -30,6 +30,7 @@ constexpr Keyword kKeywords[] = {
     {"sliceable", TokenKind::KwSliceable}, {"true", TokenKind::KwTrue},
     {"false", TokenKind::KwFalse},
     {"optimizer", TokenKind::KwOptimizer}, {"minimize", TokenKind::KwMinimize},
+    {"def", TokenKind::KwDef},         {"return", TokenKind::KwReturn},
 };
 
 // The length of the valid UTF-8 sequence starting at text[0], or 0 when it is not one.
@@ -313,7 +314,7 @@ std::vector<Token> lex_all(const SourceFile& file, DiagnosticEngine& diags) {
 }
 
 bool is_keyword(TokenKind kind) {
-  return kind >= TokenKind::KwFn && kind <= TokenKind::KwFalse;
+  return kind >= TokenKind::KwFn && kind <= TokenKind::KwReturn;
 }
 
 std::string_view token_kind_name(TokenKind kind) {
@@ -335,6 +336,8 @@ std::string_view token_kind_name(TokenKind kind) {
     case TokenKind::KwSliceable: return "'sliceable'";
     case TokenKind::KwOptimizer: return "'optimizer'";
     case TokenKind::KwMinimize: return "'minimize'";
+    case TokenKind::KwDef: return "'def'";
+    case TokenKind::KwReturn: return "'return'";
     case TokenKind::KwTrue: return "'true'";
     case TokenKind::KwFalse: return "'false'";
     case TokenKind::LParen: return "'('";

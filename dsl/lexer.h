@@ -26,6 +26,7 @@ enum class TokenKind : uint8_t {
   KwFn, KwShared, KwLet, KwOut, KwUpdate, KwScatter, KwBcast, KwMinibatch, KwSliceable,
   KwTrue, KwFalse,
   KwOptimizer, KwMinimize,   // training steps (docs/training.md); `over` and `using` are plain names
+  KwDef, KwReturn,           // helpers (docs/language.md, "Helpers"); KwReturn is the last keyword
   // punctuation
   LParen, RParen, LBracket, RBracket, LBrace, RBrace, Comma, Semicolon, Colon, Assign,
   Plus, Minus, Star, Slash, StarStar, At, EqualEqual, BangEqual, Less, LessEqual, Greater,

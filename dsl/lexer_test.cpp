@@ -86,10 +86,11 @@ TEST(Lexer, MaximalMunchWithoutSpaces) {
 TEST(Lexer, KeywordsAndIdentifiers) {
   SourceFile file("t.synk",
                   "fn shared let out update scatter bcast minibatch sliceable true false optimizer minimize "
-                  "fnx _a1 inf nan zeros f32 avg Out over using");
+                  "def return fnx _a1 inf nan zeros f32 avg Out over using");
   std::vector<K> expected = {K::KwFn, K::KwShared, K::KwLet, K::KwOut, K::KwUpdate,
                              K::KwScatter, K::KwBcast, K::KwMinibatch, K::KwSliceable,
-                             K::KwTrue, K::KwFalse, K::KwOptimizer, K::KwMinimize};
+                             K::KwTrue, K::KwFalse, K::KwOptimizer, K::KwMinimize, K::KwDef,
+                             K::KwReturn};
   for (int i = 0; i < 10; ++i) expected.push_back(K::Identifier);
   expected.push_back(K::EndOfFile);
   EXPECT_EQ(kinds(lex(file)), expected);

@@ -232,6 +232,61 @@ TEST(ParserDecl, FunctionsParamsAndStatements) {
   EXPECT_EQ(sexpr(*fn.body[3].value), "(- w lr)");
 }
 
+TEST(ParserDecl, HelpersReturnsAndLetsOfSeveralNames) {
+  Parse p = parse(
+      "def split(x: f32[n, k], s) {\n"
+      "  let a, _ = pair(x);\n"
+      "  return a * s, -x;\n"
+      "}\n"
+      "fn f(bcast x: f32[2, 3]) { let h, c = split(x, 2); out z = h + c; }\n");
+  ASSERT_TRUE(p.diagnostics.empty()) << p.messages()[0];
+  ASSERT_EQ(p.program.helpers.size(), 1u);
+  const ast::HelperDecl& h = p.program.helpers[0];
+  EXPECT_EQ(h.name, "split");
+  EXPECT_EQ(h.name_loc, (SourceLoc{1, 5}));
+  ASSERT_EQ(h.params.size(), 2u);
+  EXPECT_EQ(h.params[0].name, "x");
+  ASSERT_TRUE(h.params[0].type.has_value());
+  EXPECT_EQ(h.params[0].type->dims[1].symbol, "k");
+  EXPECT_FALSE(h.params[1].type.has_value());
+  ASSERT_EQ(h.body.size(), 2u);
+  EXPECT_EQ(h.body[0].name, "a");
+  ASSERT_EQ(h.body[0].more_names.size(), 1u);
+  EXPECT_EQ(h.body[0].more_names[0].name, "_");
+  EXPECT_EQ(h.body[0].more_names[0].loc, (SourceLoc{2, 10}));
+  EXPECT_EQ(h.body[1].kind, ast::StmtKind::Return);
+  ASSERT_EQ(h.body[1].values.size(), 2u);
+  EXPECT_EQ(sexpr(*h.body[1].values[0]), "(* a s)");
+  EXPECT_EQ(sexpr(*h.body[1].values[1]), "(- x)");
+  const ast::Stmt& let = p.program.functions.at(0).body.at(0);
+  EXPECT_EQ(let.more_names.at(0).name, "c");
+  EXPECT_EQ(sexpr(*let.value), "(call split x 2)");
+}
+
+TEST(ParserRecovery, HelperBodies) {
+  EXPECT_EQ(parse("def h(x) {\n  let y = x;\n}\nfn f() { out z = 1; }\n").messages(),
+            std::vector<std::string>{"1:5: helper 'h' has no 'return'; end its body with the values it gives "
+                                     "back, as in 'return h;' or 'return h, c;'"});
+  EXPECT_EQ(parse("def h(x) { return x; let y = x; }\n").messages(),
+            std::vector<std::string>{"1:22: a statement after 'return' in helper 'h'; 'return' must be the last "
+                                     "statement of a helper"});
+  EXPECT_EQ(parse("def h(x) { out z = x; return x; }\n").messages(),
+            std::vector<std::string>{"1:12: a helper cannot use 'out': helper 'h' gives back its values with "
+                                     "'return', and the function that calls it writes outputs and updates"});
+  EXPECT_EQ(parse("def h(bcast x: f32, y) { return x; }\n").messages(),
+            std::vector<std::string>{"1:7: a helper's parameters have no role, but helper 'h' has 'bcast'; "
+                                     "write 'x' or 'x: f32[n, k]' (only a function's parameters are scatter, "
+                                     "bcast or minibatch)"});
+  EXPECT_EQ(parse("def h(x { return x; }\ndef g(x) { return x }\n").messages(),
+            (std::vector<std::string>{"1:9: expected ',' or ')' in the parameter list of helper 'h' but found '{'",
+                                      "2:21: expected ';' after the values of 'return' but found '}'"}));
+  EXPECT_EQ(parse("fn f(bcast x: f32) { let a, b: f32 = x; let return = 1; }\n").messages(),
+            (std::vector<std::string>{"1:30: a 'let' of several names cannot declare their types; bind them one "
+                                      "by one to annotate them",
+                                      "1:45: expected a variable name after 'let' but found 'return', which is a "
+                                      "reserved keyword"}));
+}
+
 TEST(ParserDecl, OptimizersAndMinimize) {
   Parse p = parse(
       "optimizer opt = adam(lr=0.01, beta1=0.8);\n"
@@ -410,7 +465,7 @@ TEST(ParserRecovery, MissingBraceAndStrayTopLevelTokens) {
   EXPECT_EQ(parse("fn f(scatter x: f32) {\n  out z = x;\n").messages(),
             std::vector<std::string>{"2:13: expected '}' to close the body of function 'f' but found end of file"});
   EXPECT_EQ(parse("let a = 1;\nlet b = 2;\nshared s: f32;\n").messages(),
-            std::vector<std::string>{"1:1: expected 'fn', 'shared' or 'optimizer' but found 'let' (statements belong "
+            std::vector<std::string>{"1:1: expected 'fn', 'def', 'shared' or 'optimizer' but found 'let' (statements belong "
                                      "inside a function body)"});
   EXPECT_EQ(parse("fn f() {\n  z = 1;\n  out y = 2;\n}\n").messages(),
             std::vector<std::string>{"2:3: expected a statement (let, out, update or minimize) but found 'z'"});

@@ -24,6 +24,18 @@ namespace {
 
 std::string loc_str(SourceLoc loc) { return fmt::format("{}:{}", loc.line, loc.col); }
 
+}  // namespace
+
+const char* global_kind_text(Global::Kind kind) {
+  switch (kind) {
+    case Global::Kind::Shared: return "a shared variable";
+    case Global::Kind::Function: return "a function";
+    case Global::Kind::Optimizer: return "an optimizer";
+    case Global::Kind::Helper: return "a helper";
+  }
+  return "a name";
+}
+
 // Resolves `f32[n, 10]`; reports an unknown or reserved dtype at the type.
 std::optional<ir::TensorType> resolve_type_expr(const ast::TypeExpr& t, DiagnosticEngine& diags) {
   auto dtype = ir::dtype_from_name(t.dtype);
@@ -54,6 +66,8 @@ std::optional<ir::TensorType> resolve_type_expr(const ast::TypeExpr& t, Diagnost
   }
   return type;
 }
+
+namespace {
 
 // A number in an initializer: a literal (negative literals are folded by the parser), inf, nan.
 std::optional<double> number_of(const ast::Expr& e) {
@@ -310,12 +324,24 @@ FunctionAnalyzer::FunctionAnalyzer(ModuleContext& context, const ast::FnDecl& de
 
 void FunctionAnalyzer::error(SourceLoc loc, std::string message) {
   ctx_.diags.error(loc, std::move(message));
+  add_call_notes();
   had_error_ = true;
 }
 
+// Inside a helper, the symbols of its parameter types stand for what this call bound them to.
 std::optional<ir::TensorType> FunctionAnalyzer::resolve_type(const ast::TypeExpr& t) {
+  size_t errors = ctx_.diags.error_count();
   auto type = resolve_type_expr(t, ctx_.diags);
-  if (!type) had_error_ = true;
+  if (!type) {
+    if (ctx_.diags.error_count() != errors) add_call_notes();
+    had_error_ = true;
+    return type;
+  }
+  if (!frames_.empty()) {
+    for (ir::Dim& d : type->shape)
+      if (auto it = frames_.back().dims.find(d.symbol); d.is_symbolic() && it != frames_.back().dims.end())
+        d = it->second;
+  }
   return type;
 }
 
@@ -383,8 +409,10 @@ void FunctionAnalyzer::collect_symbols() {
     if (it == ctx_.globals.end() || it->second.kind != Global::Kind::Shared || scope_.count(name)) return;
     used_shareds_.emplace(it->second.index, loc);
   };
+  std::set<std::string> helpers_visited;
   for (const ast::Stmt& s : decl_.body) {
     if (s.value) for_each_name(*s.value, [&](const ast::Expr& e) { note_shared(e.text, e.loc); });
+    if (s.value) collect_helper_shareds(*s.value, SourceLoc{}, helpers_visited);
     if (s.kind == ast::StmtKind::Update) note_shared(s.name, s.name_loc);
     for (const ast::NameRef& name : s.over) note_shared(name.name, name.loc);
   }
@@ -456,15 +484,20 @@ void FunctionAnalyzer::let_statement(const ast::Stmt& s) {
   } else if (s.type) {
     resolve_type(*s.type);  // still report a bad dtype in the annotation
   }
+  bind_let(s.name, s.name_loc, std::move(v), first_new, name_ok);
+}
+
+void FunctionAnalyzer::bind_let(const std::string& name, SourceLoc name_loc, Value v, ir::NodeId first_new,
+                                bool name_ok) {
   if (v.kind == Value::Kind::Node && v.node >= first_new && fn_.nodes[size_t(v.node)].name.empty())
-    fn_.nodes[size_t(v.node)].name = s.name;
-  if (v.is_literal()) v.let_name = s.name;
-  if (!name_ok) return poison_name(s.name, s.name_loc);
+    fn_.nodes[size_t(v.node)].name = name;
+  if (v.is_literal()) v.let_name = name;
+  if (!name_ok) return poison_name(name, name_loc);
   Binding b;
   b.kind = Binding::Kind::Let;
   b.value = std::move(v);
-  b.loc = s.name_loc;
-  scope_.emplace(s.name, std::move(b));
+  b.loc = name_loc;
+  scope_.emplace(name, std::move(b));
 }
 
 void FunctionAnalyzer::out_statement(const ast::Stmt& s) {
@@ -502,7 +535,8 @@ void FunctionAnalyzer::update_statement(const ast::Stmt& s) {
     error(s.name_loc, fmt::format("unknown shared variable '{}' in update", s.name));
     ok = false;
   } else if (global->second.kind != Global::Kind::Shared) {
-    error(s.name_loc, fmt::format("only shared variables can be updated, but '{}' is a function", s.name));
+    error(s.name_loc, fmt::format("only shared variables can be updated, but '{}' is {}", s.name,
+                                  global_kind_text(global->second.kind)));
     ok = false;
   } else {
     index = global->second.index;
@@ -532,10 +566,11 @@ void FunctionAnalyzer::update_statement(const ast::Stmt& s) {
 
 void FunctionAnalyzer::statement(const ast::Stmt& s) {
   switch (s.kind) {
-    case ast::StmtKind::Let: return let_statement(s);
+    case ast::StmtKind::Let: return s.more_names.empty() ? let_statement(s) : let_many_statement(s);
     case ast::StmtKind::Out: return out_statement(s);
     case ast::StmtKind::Update: return update_statement(s);
     case ast::StmtKind::Minimize: return minimize_statement(s);
+    case ast::StmtKind::Return: return;   // only in helpers, whose calls evaluate it (call_helper)
   }
 }
 
@@ -560,9 +595,10 @@ std::optional<ir::Module> analyze(const ast::Program& program, DiagnosticEngine&
                                   const std::string& base_dir) {
   size_t errors_before = diags.error_count();
   sema::ModuleContext ctx{diags, base_dir.empty() ? std::string(".") : base_dir, diags.has_errors(),
-                          {}, {}, {}, {}, {}, {}};
+                          {}, {}, {}, {}, {}, {}, {}};
   for (const ast::SharedDecl& d : program.shareds) sema::analyze_shared(ctx, d);
   for (const ast::OptimizerDecl& d : program.optimizers) sema::analyze_optimizer(ctx, d);
+  sema::declare_helpers(ctx, program.helpers);
   std::vector<bool> declared;
   for (const ast::FnDecl& f : program.functions)
     declared.push_back(sema::declare_global(ctx, f.name, f.name_loc,

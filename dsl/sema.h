@@ -1,6 +1,6 @@
 // Internal interface of semantic analysis (sema.cpp: declarations, statements and the module;
-// sema_expr.cpp: expressions and built-in operations). Not used outside dsl/: the entry point
-// is analyze() in frontend.h.
+// sema_expr.cpp: expressions and built-in operations; sema_helper.cpp: helpers, inlined at each
+// call). Not used outside dsl/: the entry point is analyze() in frontend.h.
 //
 // Expressions evaluate to a Value: an IR node, a weak literal (a number not yet given a dtype:
 // `x * 2` keeps x's dtype), or an error. An error Value is silent: whoever finds one in an
@@ -60,9 +60,18 @@ bool is_builtin_op(std::string_view name);          // exp, sum, grad, ...
 
 // What a module-level name denotes.
 struct Global {
-  enum class Kind : uint8_t { Shared, Function, Optimizer } kind = Kind::Shared;
+  enum class Kind : uint8_t { Shared, Function, Optimizer, Helper } kind = Kind::Shared;
   int64_t index = -1;
   SourceLoc loc;
+};
+const char* global_kind_text(Global::Kind kind);   // "a shared variable", "a helper", ...
+
+// A helper (`def`). ok is false after an error in its declaration (its names, its parameter
+// types) or when it is part of a recursion: calls to it then stay silent.
+struct HelperInfo {
+  const ast::HelperDecl* decl = nullptr;
+  bool ok = true;
+  size_t results = 0;   // how many values its `return` gives back
 };
 
 struct ModuleContext {
@@ -75,7 +84,11 @@ struct ModuleContext {
   std::map<std::string, Global> globals;
   std::vector<bool> optimizer_ok;       // false: its declaration had an error
   std::vector<SourceLoc> optimizer_bound_at;   // the first minimize that gave it its variables
+  std::map<std::string, HelperInfo> helpers;
 };
+
+// Resolves `f32[n, 10]` as written; reports an unknown or reserved dtype, or a bad size.
+std::optional<ir::TensorType> resolve_type_expr(const ast::TypeExpr& t, DiagnosticEngine& diags);
 
 // Declares a module-level name; reports a duplicate (or a built-in constant) and returns false.
 bool declare_global(ModuleContext& ctx, const std::string& name, SourceLoc loc, Global g);
@@ -84,6 +97,10 @@ bool declare_global(ModuleContext& ctx, const std::string& name, SourceLoc loc, 
 // every function is analyzed).
 void analyze_optimizer(ModuleContext& ctx, const ast::OptimizerDecl& decl);
 void check_training_names(ModuleContext& ctx);
+
+// sema_helper.cpp: declares every helper (names, parameter types, the names of its lets) and
+// reports recursion; run after the shared variables and optimizers, before the functions.
+void declare_helpers(ModuleContext& ctx, const std::vector<ast::HelperDecl>& helpers);
 
 // Analyzes one function into module.functions (when it has no errors).
 class FunctionAnalyzer {
@@ -102,6 +119,11 @@ class FunctionAnalyzer {
     int64_t param_index = -1;           // Param: its Input node is made on first use
     SourceLoc loc;
     std::map<ir::DType, ir::NodeId> materialized;  // a literal let, per dtype used
+    // A helper's parameter whose argument is evaluated where the helper first reads it, as if
+    // written out there (argument_read); null once evaluated. argument_depth: frames_.size() of
+    // the caller, whose scope the argument is evaluated in.
+    const ast::Expr* argument = nullptr;
+    size_t argument_depth = 0;
   };
 
   // ---- sema.cpp: the function's header and statements.
@@ -110,6 +132,8 @@ class FunctionAnalyzer {
   void check_scattered_symbols();
   void statement(const ast::Stmt& s);
   void let_statement(const ast::Stmt& s);
+  // Names a let's value (its new node, or its literal) and puts it in scope.
+  void bind_let(const std::string& name, SourceLoc name_loc, Value v, ir::NodeId first_new, bool name_ok);
   void out_statement(const ast::Stmt& s);
   void update_statement(const ast::Stmt& s);
   // sema_train.cpp: `minimize`, `update <opt>_grads = grad(...) using opt`.
@@ -123,7 +147,27 @@ class FunctionAnalyzer {
   std::optional<ir::TensorType> resolve_type(const ast::TypeExpr& t);
   std::optional<ir::ReduceMode> resolve_mode(const ast::Stmt& s, bool for_update);
   void error(SourceLoc loc, std::string message);
+  // Inside an inlined helper: one note per call on the way there, innermost first.
+  void add_call_notes();
 
+  // ---- sema_helper.cpp: helper calls, inlined where they are made.
+  struct HelperFrame {
+    const ast::HelperDecl* decl = nullptr;
+    SourceLoc call_loc;
+    std::map<std::string, ir::Dim> dims;   // the symbols of its parameter types, bound by this call
+    std::map<std::string, Binding> caller_scope;   // the caller's names, while the helper runs
+  };
+  Value argument_read(Binding& b);
+  // Every symbol name in `shared reads` of the function, through the helpers it calls.
+  void collect_helper_shareds(const ast::Expr& e, SourceLoc outer_call, std::set<std::string>& visited);
+  Value call_helper_value(const ast::Expr& e, const HelperInfo& helper);   // one result
+  std::vector<Value> call_helper(const ast::Expr& e, const HelperInfo& helper);   // empty after an error
+  bool match_helper_arguments(const ast::Expr& e, const ast::HelperDecl& decl, std::vector<const ast::Expr*>& bound);
+  bool unify_parameter(const ast::HelperDecl& decl, size_t i, const ast::Expr& arg, Value& value, HelperFrame& frame,
+                       std::map<std::string, std::string>& bound_by);
+  void let_many_statement(const ast::Stmt& s);
+  // A dimension name in a reshape/broadcast_to shape or a let's type, inside a helper.
+  std::optional<ir::Dim> helper_dimension(const ast::Expr& item, const char* op);
   // ---- sema_expr.cpp: expressions.
   Value expr(const ast::Expr& e);
   Value name(const ast::Expr& e);
@@ -193,6 +237,8 @@ class FunctionAnalyzer {
   std::optional<SourceLoc> step_at_;             // the first minimize / update ... using
   std::optional<ir::TrainStep> train_step_;      // set by minimize / update ... using
   std::vector<int64_t> trained_;                  // the step's variables
+  std::vector<HelperFrame> frames_;               // the helper calls being inlined, outermost first
+  size_t helper_calls_ = 0;                       // inlined so far in this function
   size_t errors_at_start_ = 0;
   bool had_error_ = false;
 };

@@ -121,6 +121,10 @@ std::optional<ir::Shape> FunctionAnalyzer::shape_argument(const ast::Expr& arg, 
         return std::nullopt;
       }
       shape.push_back(ir::Dim::fixed(item->int_value));
+    } else if (item->kind == ast::ExprKind::Name && !frames_.empty()) {
+      std::optional<ir::Dim> dim = helper_dimension(*item, op);
+      if (!dim) return std::nullopt;
+      shape.push_back(*dim);
     } else if (item->kind == ast::ExprKind::Name) {
       if (std::optional<std::string> why = checks::unknown_dimension_error(item->text, op, symbols_)) {
         error(item->loc, std::move(*why));

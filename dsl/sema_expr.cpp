@@ -16,12 +16,6 @@ using ir::Op;
 
 namespace {
 
-constexpr const char* kBuiltinOps[] = {
-    "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs", "neg", "pow", "maximum", "minimum",
-    "where", "sum", "mean", "max", "min", "prod", "argmax", "matmul", "transpose", "reshape",
-    "flatten", "broadcast_to", "cast", "softmax", "log_softmax", "cross_entropy", "one_hot", "take",
-    "concat", "slice", "grad"};
-
 constexpr const char* kInitializers[] = {"zeros", "ones", "const", "normal", "uniform", "load"};
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -107,9 +101,7 @@ DType weak_dtype(DType strong, LiteralKind kind) {
   return strong;
 }
 
-bool is_builtin_op(std::string_view name) {
-  return std::find(std::begin(kBuiltinOps), std::end(kBuiltinOps), name) != std::end(kBuiltinOps);
-}
+bool is_builtin_op(std::string_view name) { return checks::is_builtin_operation(name); }
 
 std::string expr_text(const ast::Expr& e) {
   auto inner = [](const ast::Expr& x) {
@@ -292,12 +284,17 @@ Value FunctionAnalyzer::name(const ast::Expr& e) {
   if (auto it = scope_.find(e.text); it != scope_.end()) {
     Binding& b = it->second;
     if (b.kind == Binding::Kind::Param) return param_read(b, e.text);
+    if (b.argument) return argument_read(b);
     return b.value;
   }
   if (auto it = ctx_.globals.find(e.text); it != ctx_.globals.end()) {
     if (it->second.kind == Global::Kind::Shared) return shared_read(it->second.index, e.loc);
-    error(e.loc, fmt::format("'{}' is {} and cannot be used as a value", e.text,
-                             it->second.kind == Global::Kind::Function ? "a function" : "an optimizer"));
+    if (it->second.kind == Global::Kind::Helper) {
+      error(e.loc, fmt::format("'{}' is a helper and cannot be used as a value; call it, as in {}(...)", e.text,
+                               e.text));
+      return Value::error();
+    }
+    error(e.loc, fmt::format("'{}' is {} and cannot be used as a value", e.text, global_kind_text(it->second.kind)));
     return Value::error();
   }
   if (e.text == "inf") return float_literal(std::numeric_limits<double>::infinity());
@@ -395,19 +392,24 @@ Value FunctionAnalyzer::call(const ast::Expr& e) {
   if (f == "concat") return call_concat(e);
   if (f == "slice") return call_slice(e);
   if (f == "grad") return call_grad(e);
+  if (auto it = ctx_.helpers.find(f); it != ctx_.helpers.end()) return call_helper_value(e, it->second);
   if (auto it = ctx_.globals.find(f); it != ctx_.globals.end()) {
-    error(e.loc, fmt::format("'{}' is a {}, not an operation; functions cannot call each other", f,
-                             it->second.kind == Global::Kind::Function    ? "function"
-                             : it->second.kind == Global::Kind::Optimizer ? "optimizer"
-                                                                          : "shared variable"));
+    if (it->second.kind == Global::Kind::Function) {
+      error(e.loc, fmt::format("'{}' is a function, not an operation; functions cannot be called (write the "
+                               "shared part as a helper, 'def {}(...) {{ ... return ...; }}', and call that)",
+                               f, f));
+    } else {
+      error(e.loc, fmt::format("'{}' is {}, not an operation", f, global_kind_text(it->second.kind)));
+    }
     return Value::error();
   }
   if (std::find(std::begin(kInitializers), std::end(kInitializers), f) != std::end(kInitializers)) {
     error(e.loc, fmt::format("'{}' initializes shared variables and cannot be used in an expression", f));
     return Value::error();
   }
-  std::vector<std::string> candidates(std::begin(kBuiltinOps), std::end(kBuiltinOps));
-  error(e.loc, fmt::format("unknown operation '{}'{}", f, suggestion(f, candidates)));
+  std::vector<std::string> candidates(checks::builtin_operations().begin(), checks::builtin_operations().end());
+  for (const auto& [name, helper] : ctx_.helpers) candidates.push_back(name);
+  error(e.loc, fmt::format("unknown operation or helper '{}'{}", f, suggestion(f, candidates)));
   return Value::error();
 }
 

@@ -142,7 +142,7 @@ TEST(SemaTypes, ErrorsOverThePrelude) {
       {"x + z", "cannot broadcast shapes [n, 10] and [n2, 3]"},
       {"sum(x, axes=1)", "unknown keyword argument 'axes' for sum; expected axis, keepdims"},
       {"exp(x, y)", "exp takes 1 argument but 2 were given"},
-      {"expp(x)", "unknown operation 'expp'; did you mean 'exp'?"},
+      {"expp(x)", "unknown operation or helper 'expp'; did you mean 'exp'?"},
       {"xx + 1", "unknown name 'xx'; did you mean 'x'?"},
       {"grad(x, w)", "grad needs a scalar loss but 'x' has shape [n, 10]"},
       {"grad(sum(i), w)", "grad needs a floating loss"},

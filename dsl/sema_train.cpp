@@ -28,15 +28,6 @@ std::optional<double> number_literal(const ast::Expr& e) {
   return std::nullopt;
 }
 
-const char* global_kind_text(Global::Kind kind) {
-  switch (kind) {
-    case Global::Kind::Shared: return "a shared variable";
-    case Global::Kind::Function: return "a function";
-    case Global::Kind::Optimizer: return "an optimizer";
-  }
-  return "a name";
-}
-
 // "a function declared at 3:1"
 std::string declared_text(const Global& g) {
   return fmt::format("{} declared at {}", global_kind_text(g.kind), loc_text(g.loc));

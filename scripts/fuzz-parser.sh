@@ -2,7 +2,8 @@
 # Fuzzes the synk front end (lexer, parser, AST printer, sema, IR printer round trip) with
 # libFuzzer for SECONDS seconds on one core: configures a separate build directory build-fuzz with
 # clang++-14 and -DSYNK_FUZZ=ON, builds dsl_parser_fuzz, seeds a corpus from examples/ and every
-# test/**/*.synk, runs, then prints the number of executions and any crash/leak/timeout file.
+# test/**/*.synk (test/helpers/ seeds helpers: def, return, let a, b = ...), runs, then prints the
+# number of executions and any crash/leak/timeout file.
 # Not part of CI. Exit status: 0 when the run found nothing, 1 when it left a finding.
 #   scripts/fuzz-parser.sh 600          # ten minutes
 set -euo pipefail
@@ -35,7 +36,7 @@ done < <(find "$root/examples" "$root/test" -name '*.synk' -type f -print0)
 # The language's words and punctuation, so that mutations produce plausible programs quickly.
 dict=$build/synk.dict
 {
-  for word in fn shared let out update scatter bcast minibatch sliceable true false \
+  for word in fn shared let out update scatter bcast minibatch sliceable true false def return _ \
     f32 f64 i32 i64 u8 bool f16 bf16 avg sum prod max min gather none zeros ones const normal \
     uniform load seed mean std low high axis keepdims inf nan where exp log sqrt tanh sigmoid \
     relu abs neg pow maximum minimum argmax matmul transpose reshape flatten cast softmax \
