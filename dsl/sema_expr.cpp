@@ -108,7 +108,8 @@ DType weak_dtype(DType strong, LiteralKind kind) {
 }
 
 bool is_builtin_op(std::string_view name) {
-  return std::find(std::begin(kBuiltinOps), std::end(kBuiltinOps), name) != std::end(kBuiltinOps);
+  return std::find(std::begin(kBuiltinOps), std::end(kBuiltinOps), name) != std::end(kBuiltinOps) ||
+         is_window_builtin(name);
 }
 
 std::string expr_text(const ast::Expr& e) {
@@ -395,6 +396,7 @@ Value FunctionAnalyzer::call(const ast::Expr& e) {
   if (f == "concat") return call_concat(e);
   if (f == "slice") return call_slice(e);
   if (f == "grad") return call_grad(e);
+  if (is_window_builtin(f)) return call_window_builtin(e);
   if (auto it = ctx_.globals.find(f); it != ctx_.globals.end()) {
     error(e.loc, fmt::format("'{}' is a {}, not an operation; functions cannot call each other", f,
                              it->second.kind == Global::Kind::Function    ? "function"

@@ -399,6 +399,11 @@ CpuSourceParts generate_cpu_source_parts(const ir::Module& module, const KernelP
     Writer kw;
     kw.line("");
     std::string sym = kernel_symbol(plan, k, module_prefix);
+    if (k.kind == KernelKind::Dnn) {
+      kw.line(fmt::format("// {}: {} on the host (compiler/dnn)", k.name, node_str(&module, plan.function, k.roots.at(0))));
+      parts.kernels.push_back(kw.str());
+      continue;
+    }
     if (kernel_uses_blas(plan, k)) {
       kw.line(fmt::format("// {}: {} via BLAS on the host (b{}{} x b{}{} -> b{})", k.name, kernel_kind_name(k.kind),
                           k.matmul_a, k.trans_a ? "^T" : "", k.matmul_b, k.trans_b ? "^T" : "", k.outputs.at(0)));

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "base/errors.h"
 #include "compiler/codegen/kernel_abi.h"
 #include "compiler/codegen/emitter.h"
 
@@ -310,6 +311,14 @@ CudaProgram generate_cuda_program(const ir::Module& module, const KernelPlan& pl
     launch.params = kernel_buffer_params(k);
     Writer kw;
     kw.line("");
+    if (k.kind == KernelKind::Dnn) {
+      const ir::Node& n = plan.function.node(k.roots.at(0));
+      const char* family = n.op == ir::Op::MaxPool2d || n.op == ir::Op::MaxPool2dBackward   ? "max_pool2d"
+                           : n.op == ir::Op::AvgPool2d || n.op == ir::Op::AvgPool2dBackward ? "avg_pool2d"
+                                                                                             : "conv2d";
+      throw synk::LocatedUserError(n.loc, fmt::format("{} is not yet supported on the CUDA backend (function '{}'); "
+                                                      "run it on the CPU backend", family, plan.function.name));
+    }
     if (kernel_uses_blas(plan, k)) {
       launch.kind = CudaLaunchKind::Blas;
       launch.params.clear();
