@@ -384,6 +384,7 @@ void emit_kernel_body(Writer& w, const KernelPlan& plan, const Kernel& k) {
     case KernelKind::Take: emit_take(w, plan, k); break;
     case KernelKind::OneHot: emit_one_hot(w, plan, k); break;
     case KernelKind::MatMul: emit_matmul_loops(w, plan, k); break;
+    case KernelKind::Dnn: synk::internal_error("a dnn step has no generated code");   // a library step
   }
 }
 

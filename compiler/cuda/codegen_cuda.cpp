@@ -284,6 +284,7 @@ void emit_kernel_body(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKe
     case KernelKind::Softmax: emit_cuda_softmax(w, plan, k, false, launch); break;
     case KernelKind::LogSoftmax: emit_cuda_softmax(w, plan, k, true, launch); break;
     case KernelKind::CrossEntropy: emit_cuda_cross_entropy(w, plan, k, launch); break;
+    case KernelKind::Dnn: synk::internal_error("a dnn step has no CUDA code yet");   // rejected before
   }
 }
 
