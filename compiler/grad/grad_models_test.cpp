@@ -115,6 +115,12 @@ fn train(scatter x: f32[n, 3], scatter y: f32[n, 2]) {
        [](Rng& rng) {
          return std::vector{testing::uniform_tensor(rng, DType::F32, {5, 3}), testing::uniform_tensor(rng, DType::F32, {5, 2})};
        }},
+  };
+}
+
+// Convolutional models: conv2d with every parameter, both pools, batch norm in both modes.
+std::vector<Model> conv_models() {
+  return {
       {"cnn_conv_batch_norm_max_pool", R"(
 shared w1: f64[4, 2, 3, 3];
 shared b1: f64[4];
@@ -277,7 +283,11 @@ TEST(DocsExample, HandWrittenUpdateMatchesGeneratedUpdate) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ModelGradient, ::testing::ValuesIn(models()),
+INSTANTIATE_TEST_SUITE_P(Models, ModelGradient, ::testing::ValuesIn([] {
+                           std::vector<Model> all = models(), conv = conv_models();
+                           all.insert(all.end(), conv.begin(), conv.end());
+                           return all;
+                         }()),
                          [](const ::testing::TestParamInfo<Model>& info) { return info.param.name; });
 
 }  // namespace
