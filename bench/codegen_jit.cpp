@@ -100,7 +100,7 @@ int main() {
   compiler::CompileTimes cpu = compiler::last_compile_times();
   std::string symbol;
   for (const compiler::Kernel& k : plan.kernels)
-    if (symbol.empty() && !compiler::kernel_uses_blas(plan, k)) symbol = compiler::kernel_symbol(plan, k);
+    if (symbol.empty() && !compiler::kernel_is_library_call(plan, k)) symbol = compiler::kernel_symbol(plan, k);
   double load_s = seconds([&] { compiler::load_object(object, "bench")->lookup(symbol); });
 
   if (std::getenv("SYNK_BENCH_VERBOSE")) for (double c : cold_cpu) fmt::print("cold cpu {:.1f} ms\n", c * 1e3);

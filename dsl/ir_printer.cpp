@@ -201,8 +201,36 @@ class FunctionPrinter {
         }
         return out + ")";
       }
+      case Op::Conv2d: case Op::Conv2dBackwardData: case Op::Conv2dBackwardWeights: case Op::MaxPool2d:
+      case Op::MaxPool2dBackward: case Op::AvgPool2d: case Op::AvgPool2dBackward:
+        return window_text(n, ops);
       default:  // Abs Exp ... Where, MatMul of other arity, Take, CrossEntropy: name(operands)
         return fmt::format("{}({})", ir::op_name(n.op), ops);
+    }
+  }
+
+  // Every attribute the op's call reads back (sema_dnn.cpp, sema_batch_norm.cpp).
+  static std::string window_text(const ir::Node& n, const std::string& ops) {
+    const ir::Window2d& w = n.attrs.window;
+    const std::string pad = fmt::format("padding=[{}, {}, {}, {}]", w.pad_top, w.pad_bottom, w.pad_left, w.pad_right);
+    const std::string conv = fmt::format("stride=[{}, {}], {}, dilation=[{}, {}], groups={}", w.stride_h, w.stride_w,
+                                         pad, w.dilation_h, w.dilation_w, w.groups);
+    const std::string kernel = fmt::format("[{}, {}]", w.kh, w.kw);
+    const std::string input = fmt::format("input=[{}, {}]", w.in_h, w.in_w);
+    const char* include = w.count_include_pad ? "true" : "false";
+    switch (n.op) {
+      case Op::Conv2d: return fmt::format("conv2d({}, {})", ops, conv);
+      case Op::Conv2dBackwardData: return fmt::format("conv2d_backward_data({}, {}, {})", ops, input, conv);
+      case Op::Conv2dBackwardWeights: return fmt::format("conv2d_backward_weights({}, kernel={}, {})", ops, kernel, conv);
+      case Op::MaxPool2d: return fmt::format("max_pool2d({}, {}, stride={}, padding={})", ops, kernel, w.stride_h, w.pad_top);
+      case Op::MaxPool2dBackward:
+        return fmt::format("max_pool2d_backward({}, kernel={}, stride={}, padding={})", ops, kernel, w.stride_h, w.pad_top);
+      case Op::AvgPool2d:
+        return fmt::format("avg_pool2d({}, {}, stride={}, padding={}, count_include_pad={})", ops, kernel, w.stride_h,
+                           w.pad_top, include);
+      default:
+        return fmt::format("avg_pool2d_backward({}, {}, kernel={}, stride={}, padding={}, count_include_pad={})", ops,
+                           input, kernel, w.stride_h, w.pad_top, include);
     }
   }
 

@@ -7,6 +7,7 @@
 // operand returns an error Value too without reporting, so one mistake gives one message.
 #pragma once
 
+#include <array>
 #include <map>
 #include <optional>
 #include <set>
@@ -57,6 +58,7 @@ std::string expr_text(const ast::Expr& e);
 // Names that sema knows as values without a declaration.
 using checks::is_builtin_constant;                 // inf, nan
 bool is_builtin_op(std::string_view name);          // exp, sum, grad, ...
+bool is_window_builtin(std::string_view name);      // conv2d, max_pool2d, batch_norm, ... (sema_dnn.cpp)
 
 // What a module-level name denotes.
 struct Global {
@@ -193,6 +195,19 @@ class FunctionAnalyzer {
   Value call_concat(const ast::Expr& e);
   Value call_slice(const ast::Expr& e);
   Value call_grad(const ast::Expr& e);
+  // Convolutional networks (sema_dnn.cpp, sema_batch_norm.cpp).
+  Value call_window_builtin(const ast::Expr& e);
+  Value call_conv2d(const ast::Expr& e);
+  Value call_pool2d(const ast::Expr& e, ir::Op op);
+  Value call_global_avg_pool(const ast::Expr& e);
+  Value call_batch_norm(const ast::Expr& e);
+  Value call_flatten(const ast::Expr& e);
+  Value call_window_backward(const ast::Expr& e, ir::Op op);
+  std::optional<std::array<int64_t, 2>> pair_argument(const ast::Expr& arg, const char* what, int64_t at_least);
+  std::optional<std::array<int64_t, 4>> padding_argument(const ast::Expr& arg, const char* op, bool* same);
+  std::optional<double> number_argument(const ast::Expr& arg, const char* what);
+  bool check_nchw(const Value& x, const ast::Expr& arg, const char* op, const char* role);
+  int64_t named_shared(const ast::Expr& arg, const char* what);
   // grad(loss, variables...) for `grad` and `minimize` (`construct` names it in messages).
   Value gradient_of(const char* construct, const Value& loss, const ast::Expr& loss_expr,
                     const std::vector<ast::NameRef>& variables, SourceLoc loc);

@@ -267,6 +267,7 @@ Value FunctionAnalyzer::call_transpose(const ast::Expr& e) {
 }
 
 Value FunctionAnalyzer::call_reshape(const ast::Expr& e, bool flatten) {
+  if (flatten) return call_flatten(e);   // sema_dnn.cpp: flatten(x, axis=k)
   if (!check_arguments(e, flatten ? 1 : 2, flatten ? 1 : 2, {})) return Value::error();
   Value x = operand(*e.args[0]);
   std::optional<ir::Shape> shape = flatten ? ir::Shape{ir::Dim::fixed(-1)}

@@ -101,7 +101,9 @@ DType weak_dtype(DType strong, LiteralKind kind) {
   return strong;
 }
 
-bool is_builtin_op(std::string_view name) { return checks::is_builtin_operation(name); }
+// The window ops' gradient forms (conv2d_backward_data, ...) are not in the user's table but
+// parse, so that printed IR reads back.
+bool is_builtin_op(std::string_view name) { return checks::is_builtin_operation(name) || is_window_builtin(name); }
 
 std::string expr_text(const ast::Expr& e) {
   auto inner = [](const ast::Expr& x) {
@@ -392,6 +394,7 @@ Value FunctionAnalyzer::call(const ast::Expr& e) {
   if (f == "concat") return call_concat(e);
   if (f == "slice") return call_slice(e);
   if (f == "grad") return call_grad(e);
+  if (is_window_builtin(f)) return call_window_builtin(e);
   if (auto it = ctx_.helpers.find(f); it != ctx_.helpers.end()) return call_helper_value(e, it->second);
   if (auto it = ctx_.globals.find(f); it != ctx_.globals.end()) {
     if (it->second.kind == Global::Kind::Function) {

@@ -50,6 +50,9 @@ using OpImpl = HostTensor (*)(OpContext& ctx);
 // UserError). Throws InternalError for an op with no entry.
 OpImpl op_impl(ir::Op op);
 
+// Conv2d and the pooling ops, forward and backward (evaluator_window.cpp).
+HostTensor window_op(OpContext& ctx);
+
 // Visits every element of an array of shape `out` in row-major order, keeping for each of N
 // operands the flat offset that numpy broadcasting maps the element to. `strides[k]` holds
 // operand k's strides aligned to `out` (0 on broadcast axes). f(out_flat, offsets, index).

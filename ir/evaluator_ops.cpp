@@ -608,6 +608,8 @@ OpImpl lookup(Op op) {
     case Op::OneHot: return one_hot;
     case Op::Softmax: case Op::LogSoftmax: return softmax_family;
     case Op::CrossEntropy: return cross_entropy;
+    case Op::Conv2d: case Op::Conv2dBackwardData: case Op::Conv2dBackwardWeights: case Op::MaxPool2d:
+    case Op::MaxPool2dBackward: case Op::AvgPool2d: case Op::AvgPool2dBackward: return window_op;
     case Op::Grad: return grad_not_expanded;
   }
   return nullptr;

@@ -70,6 +70,13 @@ const char* op_name(Op op) {
     case Op::Softmax: return "softmax";
     case Op::LogSoftmax: return "log_softmax";
     case Op::CrossEntropy: return "cross_entropy";
+    case Op::Conv2d: return "conv2d";
+    case Op::Conv2dBackwardData: return "conv2d_backward_data";
+    case Op::Conv2dBackwardWeights: return "conv2d_backward_weights";
+    case Op::MaxPool2d: return "max_pool2d";
+    case Op::MaxPool2dBackward: return "max_pool2d_backward";
+    case Op::AvgPool2d: return "avg_pool2d";
+    case Op::AvgPool2dBackward: return "avg_pool2d_backward";
     case Op::Grad: return "grad";
   }
   return "?";
@@ -77,6 +84,7 @@ const char* op_name(Op op) {
 
 bool is_pointwise(Op op) { return op >= Op::Neg && op <= Op::Where; }
 bool is_reduction(Op op) { return op >= Op::ReduceSum && op <= Op::ArgMax; }
+bool is_window_op(Op op) { return op >= Op::Conv2d && op <= Op::AvgPool2dBackward; }
 
 const Function* Module::find_function(std::string_view name) const {
   for (const Function& f : functions)
@@ -124,7 +132,7 @@ bool same_double(double a, double b) {
 bool same_attrs(const Attrs& a, const Attrs& b) {
   return a.index == b.index && same_double(a.value, b.value) && a.ivalue == b.ivalue &&
          a.axes == b.axes && a.keepdims == b.keepdims && a.perm == b.perm && a.axis == b.axis &&
-         a.start == b.start && a.stop == b.stop && a.num_classes == b.num_classes;
+         a.start == b.start && a.stop == b.stop && a.num_classes == b.num_classes && a.window == b.window;
 }
 
 bool same_init(const Initializer& a, const Initializer& b) {

@@ -77,6 +77,16 @@ enum class Op : uint16_t {
   Softmax,      // attr.axis
   LogSoftmax,   // attr.axis
   CrossEntropy, // operands: logits [n, k], labels (integer [n] or float [n, k]); result [n]
+  // Convolution and pooling over NCHW tensors (float), PyTorch's semantics, attr.window holding
+  // every parameter; the CPU backend runs them as library steps (compiler/dnn). The backward ops
+  // are written by the gradient pass (and the IR printer), never by users' programs.
+  Conv2d,                 // operands: x [N, C, H, W], w [O, C/groups, kh, kw]; result [N, O, OH, OW]
+  Conv2dBackwardData,     // operands: dy [N, O, OH, OW], w; result [N, C, in_h, in_w] (C from w, groups)
+  Conv2dBackwardWeights,  // operands: x, dy; result [O, C/groups, kh, kw] (O from dy)
+  MaxPool2d,              // operand: x; result [N, C, OH, OW]; ties: first maximal cell; NaN wins
+  MaxPool2dBackward,      // operands: x, dy; result x's type (dy to the cell each window chose)
+  AvgPool2d,              // operand: x; result [N, C, OH, OW]
+  AvgPool2dBackward,      // operand: dy; result [N, C, in_h, in_w]
   // Differentiation, expanded by the gradient pass (a later stage); until then it is typed:
   // operands: loss (float scalar), then one SharedRead per variable. Result: the gradient with
   // the variable's type when there is one variable, else a flat rank-1 vector of the variables'
@@ -86,6 +96,21 @@ enum class Op : uint16_t {
 const char* op_name(Op op);   // the .synk spelling where there is one: "add", "exp", "matmul", ...
 bool is_pointwise(Op op);
 bool is_reduction(Op op);     // ReduceSum..ReduceProd, ArgMax
+
+// The parameters of Conv2d and the pooling ops (and their backward ops). Padding is per side;
+// dilation is PyTorch's (1 = dense); in_h/in_w are the forward input's plane, which the backward
+// ops producing an input-shaped result need (an output size does not determine it).
+struct Window2d {
+  int64_t kh = 1, kw = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+  int64_t in_h = 0, in_w = 0;
+  bool count_include_pad = true;    // AvgPool2d: padding cells count in the divisor
+  friend bool operator==(const Window2d&, const Window2d&) = default;
+};
+bool is_window_op(Op op);            // Conv2d .. AvgPool2dBackward
 
 struct Attrs {
   int64_t index = -1;
@@ -97,6 +122,7 @@ struct Attrs {
   int64_t axis = 0;                 // Concat, Slice, Softmax, LogSoftmax
   int64_t start = 0, stop = 0;      // Slice
   int64_t num_classes = 0;          // OneHot
+  Window2d window;                  // Conv2d and the pooling ops
   friend bool operator==(const Attrs&, const Attrs&) = default;
 };
 

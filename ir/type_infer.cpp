@@ -2,6 +2,8 @@
 // has one small function; messages are complete sentences for users, without locations.
 #include "ir/type_infer.h"
 
+#include "ir/window.h"
+
 #include <algorithm>
 #include <fmt/format.h>
 
@@ -564,6 +566,9 @@ InferResult infer_any(Op op, std::span<const TensorType> operands, const ir::Att
       return infer_cross_entropy(operands[0], operands[1]);
     case Op::Grad:
       return infer_grad(operands);
+    case Op::Conv2d: case Op::Conv2dBackwardData: case Op::Conv2dBackwardWeights: case Op::MaxPool2d:
+    case Op::MaxPool2dBackward: case Op::AvgPool2d: case Op::AvgPool2dBackward:
+      return ir::infer_window_type(op, operands, attrs);
   }
   return fail("unknown op");
 }

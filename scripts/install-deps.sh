@@ -13,7 +13,7 @@ packages=(
   cmake ninja-build g++ python3 python3-matplotlib
   clang-14 llvm-14-dev llvm-14-tools libclang-14-dev libclang-cpp14-dev libclang-common-14-dev
   libclang-rt-14-dev
-  libboost-dev libopenblas-serial-dev zlib1g-dev
+  libboost-dev libopenblas-serial-dev libdnnl-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev libxxhash-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin

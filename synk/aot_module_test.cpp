@@ -49,7 +49,7 @@ struct FakeStub {
     std::string source = compiler::generate_cpu_source(module, plan, module_name);
     object = compiler::compile_cached(source, "aot_test").object;
     for (const compiler::Kernel& k : plan.kernels) {
-      if (compiler::kernel_uses_blas(plan, k)) continue;
+      if (compiler::kernel_is_library_call(plan, k)) continue;
       names.push_back(compiler::kernel_symbol(plan, k));
       kernels.push_back({nullptr, reinterpret_cast<aot::KernelEntry>(
                                       object->lookup(compiler::kernel_symbol(plan, k, module_name)))});

@@ -262,7 +262,7 @@ AotModule generate(const ir::Module& module, const std::string& source_name, con
     k.function = fn.name;
     k.source = generate_cpu_source(module, plan, result.name);
     for (const Kernel& kernel : plan.kernels) {
-      if (kernel_uses_blas(plan, kernel)) continue;
+      if (kernel_is_library_call(plan, kernel)) continue;
       k.symbols.push_back(kernel_symbol(plan, kernel));
       k.linked_symbols.push_back(kernel_symbol(plan, kernel, result.name));
     }

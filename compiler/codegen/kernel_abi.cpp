@@ -13,6 +13,10 @@ bool kernel_uses_blas(const KernelPlan& plan, const Kernel& kernel) {
   return t == ir::DType::F32 || t == ir::DType::F64;
 }
 
+bool kernel_is_library_call(const KernelPlan& plan, const Kernel& kernel) {
+  return kernel.kind == KernelKind::Dnn || kernel_uses_blas(plan, kernel);
+}
+
 std::vector<int> kernel_buffer_params(const Kernel& kernel) {
   std::vector<int> params;
   for (const std::vector<int>* list : {&kernel.outputs, &kernel.inputs})

@@ -23,8 +23,10 @@ enum class KernelError : int64_t {
   CastOutOfRange = 4,    // a float-to-integer cast of NaN, an infinity or a value out of range
 };
 
-// Kernels that run as BLAS calls from the host and therefore have no generated code.
+// Kernels that run as BLAS calls from the host.
 bool kernel_uses_blas(const KernelPlan& plan, const Kernel& kernel);
+// Kernels with no generated code: BLAS calls and the conv / pooling library steps (KernelKind::Dnn).
+bool kernel_is_library_call(const KernelPlan& plan, const Kernel& kernel);
 
 // The buffers a generated kernel receives, in order: its outputs, then its inputs, each once.
 std::vector<int> kernel_buffer_params(const Kernel& kernel);

@@ -384,6 +384,7 @@ void emit_kernel_body(Writer& w, const KernelPlan& plan, const Kernel& k) {
     case KernelKind::Take: emit_take(w, plan, k); break;
     case KernelKind::OneHot: emit_one_hot(w, plan, k); break;
     case KernelKind::MatMul: emit_matmul_loops(w, plan, k); break;
+    case KernelKind::Dnn: synk::internal_error("a dnn step has no generated code");   // a library step
   }
 }
 
@@ -399,6 +400,11 @@ CpuSourceParts generate_cpu_source_parts(const ir::Module& module, const KernelP
     Writer kw;
     kw.line("");
     std::string sym = kernel_symbol(plan, k, module_prefix);
+    if (k.kind == KernelKind::Dnn) {
+      kw.line(fmt::format("// {}: {} on the host (compiler/dnn)", k.name, node_str(&module, plan.function, k.roots.at(0))));
+      parts.kernels.push_back(kw.str());
+      continue;
+    }
     if (kernel_uses_blas(plan, k)) {
       kw.line(fmt::format("// {}: {} via BLAS on the host (b{}{} x b{}{} -> b{})", k.name, kernel_kind_name(k.kind),
                           k.matmul_a, k.trans_a ? "^T" : "", k.matmul_b, k.trans_b ? "^T" : "", k.outputs.at(0)));

@@ -85,7 +85,7 @@ std::vector<CopyElision> find_elisions(const KernelPlan& plan) {
 // A profile row's label: the kernel, and for BLAS calls the routine and its M, N, K.
 std::string step_label(const Kernel& k, bool blas, const std::vector<std::vector<int64_t>>& shapes) {
   std::string label = fmt::format("{} {}", k.name, kernel_kind_name(k.kind));
-  if (!blas) {
+  if (!blas || k.kind != KernelKind::MatMul) {
     label += fmt::format(" -> {}", shape_text(shapes.at(size_t(k.outputs.at(0)))));
     return label;
   }
@@ -106,7 +106,7 @@ std::string step_label(const Kernel& k, bool blas, const std::vector<std::vector
 
 bool CpuFunction::needs_kernel_code(const KernelPlan& plan) {
   for (const Kernel& k : plan.kernels)
-    if (!kernel_uses_blas(plan, k)) return true;
+    if (!kernel_is_library_call(plan, k)) return true;
   return false;
 }
 
@@ -121,7 +121,7 @@ CpuFunction::CpuFunction(const ir::Module& module, KernelPlan plan, std::string 
   for (const Kernel& k : plan_.kernels) {
     Step step;
     step.kernel = &k;
-    if (!kernel_uses_blas(plan_, k)) {
+    if (!kernel_is_library_call(plan_, k)) {
       step.entry = reinterpret_cast<KernelEntry>(code.lookup(kernel_symbol(plan_, k)));
       step.params = kernel_buffer_params(k);
     }
@@ -268,6 +268,8 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
     const Step& step = steps_[s];
     if (step_elided_[s]) {
       // nothing to do: its operands were written in place, or its readers read the argument
+    } else if (step.kernel->kind == KernelKind::Dnn) {
+      run_dnn_step(plan_, *step.kernel, shapes_, pointers_);
     } else if (!step.entry) {
       run_blas(step);
     } else {

@@ -42,6 +42,10 @@ struct CopyElision {
   std::vector<int> temps;     // concat: per operand, in order; slice: the one copy
 };
 
+// Runs one conv2d / pooling step (KernelKind::Dnn) on buffers of these shapes (cpu_dnn.cpp).
+void run_dnn_step(const KernelPlan& plan, const Kernel& k, const std::vector<std::vector<int64_t>>& shapes,
+                  const std::vector<void*>& pointers);
+
 class CpuFunction : public rt::CompiledFunction {
  public:
   // Entry point of one generated kernel (codegen_cpu.h).
@@ -64,7 +68,7 @@ class CpuFunction : public rt::CompiledFunction {
  private:
   struct Step {
     const Kernel* kernel = nullptr;
-    KernelEntry entry = nullptr;      // null for BLAS steps
+    KernelEntry entry = nullptr;      // null for library steps (BLAS, compiler/dnn)
     std::vector<int> params;          // buffers passed to the entry
   };
   void run_blas(const Step& step);

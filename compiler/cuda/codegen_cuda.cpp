@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "base/errors.h"
 #include "compiler/codegen/kernel_abi.h"
 #include "compiler/codegen/emitter.h"
 
@@ -283,6 +284,7 @@ void emit_kernel_body(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKe
     case KernelKind::Softmax: emit_cuda_softmax(w, plan, k, false, launch); break;
     case KernelKind::LogSoftmax: emit_cuda_softmax(w, plan, k, true, launch); break;
     case KernelKind::CrossEntropy: emit_cuda_cross_entropy(w, plan, k, launch); break;
+    case KernelKind::Dnn: synk::internal_error("a dnn step has no CUDA code yet");   // rejected before
   }
 }
 
@@ -310,6 +312,14 @@ CudaProgram generate_cuda_program(const ir::Module& module, const KernelPlan& pl
     launch.params = kernel_buffer_params(k);
     Writer kw;
     kw.line("");
+    if (k.kind == KernelKind::Dnn) {
+      const ir::Node& n = plan.function.node(k.roots.at(0));
+      const char* family = n.op == ir::Op::MaxPool2d || n.op == ir::Op::MaxPool2dBackward   ? "max_pool2d"
+                           : n.op == ir::Op::AvgPool2d || n.op == ir::Op::AvgPool2dBackward ? "avg_pool2d"
+                                                                                             : "conv2d";
+      throw synk::LocatedUserError(n.loc, fmt::format("{} is not yet supported on the CUDA backend (function '{}'); "
+                                                      "run it on the CPU backend", family, plan.function.name));
+    }
     if (kernel_uses_blas(plan, k)) {
       launch.kind = CudaLaunchKind::Blas;
       launch.params.clear();

@@ -1,6 +1,7 @@
 // Gradient checks for whole models written in `.synk` and compiled by the front end: a 2-layer
 // MLP with cross_entropy, softmax regression with soft labels, a tied-weight autoencoder that
-// uses its parameter twice, an embedding model (take, concat, slice, maximum, log_softmax), each
+// uses its parameter twice, an embedding model (take, concat, slice, maximum, log_softmax), three
+// convolutional models (conv2d with every parameter, pooling, batch norm in both modes), each
 // with a symbolic batch; every element of the flat gradient is compared with float64 central
 // differences through the reference evaluator. The expanded IR must also print as `.synk` that
 // the front end reads back to the same graph (what `synkc --emit=ir-grad` relies on).
@@ -117,6 +118,61 @@ fn train(scatter x: f32[n, 3], scatter y: f32[n, 2]) {
   };
 }
 
+// Convolutional models: conv2d with every parameter, both pools, batch norm in both modes.
+std::vector<Model> conv_models() {
+  return {
+      {"cnn_conv_batch_norm_max_pool", R"(
+shared w1: f64[4, 2, 3, 3];
+shared b1: f64[4];
+shared gamma: f64[4];
+shared beta: f64[4];
+shared rm: f64[4];
+shared rv: f64[4];
+shared w2: f64[36, 3];
+fn train(scatter x: f64[n, 2, 7, 6], scatter y: i64[n]) {
+  let h = relu(conv2d(x, w1, b1, padding=1));
+  let p = max_pool2d(batch_norm(h, gamma, beta, rm, rv, training=true), 2);
+  let loss = mean(cross_entropy(flatten(p, axis=1) @ w2, y));
+  out loss: avg = loss;
+  out g: avg = grad(loss, w1, b1, gamma, beta, w2);
+}
+)",
+       {"w1", "b1", "gamma", "beta", "w2"},
+       [](Rng& rng) { return std::vector{testing::uniform_tensor(rng, DType::F64, {3, 2, 7, 6}), labels(rng, 3, 3)}; }},
+      {"strided_dilated_grouped_conv_avg_pool", R"(
+shared w: f64[4, 1, 3, 2];
+shared w2: f64[2, 4, 1, 1];
+shared v: f64[2];
+fn train(scatter x: f64[n, 2, 9, 8]) {
+  let c = conv2d(x, w, stride=[2, 1], padding=[1, 0, 2, 1], dilation=[1, 2], groups=2);
+  let a = avg_pool2d(tanh(c), [2, 3], stride=1, padding=1, count_include_pad=false);
+  let d = conv2d(a, w2, stride=2);
+  let loss = mean(global_avg_pool(d) * v);
+  out loss: avg = loss;
+  out g: avg = grad(loss, w, w2, v);
+}
+)",
+       {"w", "w2", "v"},
+       [](Rng& rng) { return std::vector{testing::uniform_tensor(rng, DType::F64, {2, 2, 9, 8})}; }},
+      {"same_padding_batch_norm_eval", R"(
+shared w: f64[3, 3, 2, 4];
+shared g: f64[3];
+shared b: f64[3];
+shared m: f64[3];
+shared s: f64[3];
+fn train(scatter x: f64[n, 3, 5, 5]) {
+  let c = conv2d(x, w, padding="same");
+  let y = batch_norm(c, g, b, m, s * s + 0.5, training=false, eps=0.01);
+  let loss = mean(y * y);
+  out loss: avg = loss;
+  out g: avg = grad(loss, w, g, b, m, s);
+}
+)",
+       {"w", "g", "b", "m", "s"},
+       [](Rng& rng) { return std::vector{testing::uniform_tensor(rng, DType::F64, {2, 3, 5, 5})}; }},
+  };
+}
+
 class ModelGradient : public ::testing::TestWithParam<Model> {};
 
 TEST_P(ModelGradient, MatchesCentralDifferences) {
@@ -227,7 +283,11 @@ TEST(DocsExample, HandWrittenUpdateMatchesGeneratedUpdate) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ModelGradient, ::testing::ValuesIn(models()),
+INSTANTIATE_TEST_SUITE_P(Models, ModelGradient, ::testing::ValuesIn([] {
+                           std::vector<Model> all = models(), conv = conv_models();
+                           all.insert(all.end(), conv.begin(), conv.end());
+                           return all;
+                         }()),
                          [](const ::testing::TestParamInfo<Model>& info) { return info.param.name; });
 
 }  // namespace

@@ -180,6 +180,17 @@ void Backprop::propagate(NodeId id, NodeId g) {
     case Op::CrossEntropy:
       return propagate_cross_entropy(n, g);
 
+    // Convolution and pooling: their backward ops, with the forward's window attributes.
+    case Op::Conv2d:
+      if (wants(n, 0)) give(n, 0, w_.add(Op::Conv2dBackwardData, {g, in(1)}, n.attrs));
+      if (wants(n, 1)) give(n, 1, w_.add(Op::Conv2dBackwardWeights, {in(0), g}, n.attrs));
+      return;
+    case Op::MaxPool2d:
+      // The adjoint goes to the cell each window chose (the first maximum; a NaN wins).
+      return give(n, 0, w_.add(Op::MaxPool2dBackward, {in(0), g}, n.attrs));
+    case Op::AvgPool2d:
+      return give(n, 0, w_.add(Op::AvgPool2dBackward, {g}, n.attrs));
+
     default:
       synk::internal_error(fmt::format("gradient: no rule for active op {}", ir::op_name(n.op)));
   }

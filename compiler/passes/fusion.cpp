@@ -52,6 +52,9 @@ KernelKind kind_of(Op op) {
     case Op::Concat: return KernelKind::Concat;
     case Op::Take: return KernelKind::Take;
     case Op::OneHot: return KernelKind::OneHot;
+    case Op::Conv2d: case Op::Conv2dBackwardData: case Op::Conv2dBackwardWeights: case Op::MaxPool2d:
+    case Op::MaxPool2dBackward: case Op::AvgPool2d: case Op::AvgPool2dBackward:
+      return KernelKind::Dnn;
     default: return KernelKind::Pointwise;
   }
 }
@@ -109,7 +112,8 @@ class Fusion {
           }
           break;
         case Op::Softmax: case Op::LogSoftmax: case Op::CrossEntropy: case Op::Take: case Op::OneHot:
-        case Op::Reshape:
+        case Op::Reshape: case Op::Conv2d: case Op::Conv2dBackwardData: case Op::Conv2dBackwardWeights:
+        case Op::MaxPool2d: case Op::MaxPool2dBackward: case Op::AvgPool2d: case Op::AvgPool2dBackward:
           for (NodeId o : nd.operands) has_buffer_[size_t(o)] = true;
           break;
         default:

@@ -30,6 +30,7 @@ const char* kernel_kind_name(KernelKind k) {
     case KernelKind::Concat: return "concat";
     case KernelKind::Take: return "take";
     case KernelKind::OneHot: return "one_hot";
+    case KernelKind::Dnn: return "dnn";
   }
   return "?";
 }
@@ -68,6 +69,12 @@ std::string node_str(const ir::Module* module, const ir::Function& fn, ir::NodeI
   if (n.op == ir::Op::Concat || n.op == ir::Op::Softmax || n.op == ir::Op::LogSoftmax)
     s += fmt::format(" axis={}", a.axis);
   if (n.op == ir::Op::OneHot) s += fmt::format(" num_classes={}", a.num_classes);
+  if (ir::is_window_op(n.op)) {
+    const ir::Window2d& w = a.window;
+    s += fmt::format(" window={}x{} stride={},{} pad={},{},{},{} dilation={},{} groups={} input={}x{}{}", w.kh, w.kw,
+                     w.stride_h, w.stride_w, w.pad_top, w.pad_bottom, w.pad_left, w.pad_right, w.dilation_h,
+                     w.dilation_w, w.groups, w.in_h, w.in_w, w.count_include_pad ? "" : " exclude_pad");
+  }
   return s;
 }
 

@@ -417,3 +417,45 @@ TEST_F(Examples, MlpLossAndFlatGradientOnOneToFourRanks) {
 }
 
 }  // namespace
+
+// --- a small CNN (conv2d, batch norm, max pool): gathered outputs and an averaged loss ---------
+
+namespace synk_cnn {
+const char* kCnn = R"(
+shared w: f32[4, 1, 3, 3] = normal(seed=1, std=0.5);
+shared b: f32[4] = normal(seed=2);
+shared g: f32[4] = ones;
+shared be: f32[4];
+shared rm: f32[4];
+shared rv: f32[4] = ones;
+shared fc: f32[36, 3] = normal(seed=3, std=0.2);
+fn eval(scatter x: f32[n, 1, 7, 6]) {
+  let h = max_pool2d(relu(batch_norm(conv2d(x, w, b, padding=1), g, be, rm, rv)), 2);
+  out logits: gather = flatten(h, axis=1) @ fc;
+  out m: avg = mean(avg_pool2d(h, 3, stride=1, padding=1));
+}
+)";
+}  // namespace synk_cnn
+
+TEST_F(Examples, ConvNetOnOneToThreeRanks) {
+  SCOPED_TRACE(trace());
+  HostTensor x = random_tensor(ir::DType::F32, {23, 1, 7, 6}, rng_);
+  for (int ranks = 1; ranks <= 3; ++ranks) {
+    SCOPED_TRACE(fmt::format("{} ranks", ranks));
+    jit::Module mod;
+    if (ranks % 2 == 0) {
+      mod = jit::compile_string(synk_cnn::kCnn);
+      mod.function("eval");
+      synk::fork(ranks);
+    } else {
+      synk::fork(ranks);
+      mod = jit::compile_string(synk_cnn::kCnn);
+    }
+    Function f = mod.function("eval");
+    dsl::EvalResult want = reference(mod, "eval", {x}, shared_values(mod));
+    Outputs all = f({to_data(x, "x")}, {.num_slices = 2});
+    EXPECT_TRUE(close(want.outputs[0], all.get("logits"), {1e-4, 1e-4}));
+    EXPECT_TRUE(close(want.outputs[1], all.get("m"), {1e-4, 1e-5}));
+    synk::close();
+  }
+}

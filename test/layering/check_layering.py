@@ -32,10 +32,12 @@ RULES = {
     "compiler/": ["base/", "gpu/", "ir/", "dsl/", "runtime/call/descriptor.h", "runtime/call/step_profile.h",
                   "runtime/data/dtype.h", "runtime/group/backend.h", "compiler/"],
     "compiler/passes/": ["base/", "ir/", "compiler/codegen/scalar_semantics.h", "compiler/passes/"],
+    # The CPU library steps of conv2d and pooling: below compiler/cpu, over the shape rules in ir/.
+    "compiler/dnn/": ["base/", "ir/", "compiler/dnn/"],
     "compiler/grad/": ["base/", "ir/", "dsl/", "compiler/grad/"],
     # The shared emitter knows no dialect; the dialects know nothing of each other.
     "compiler/codegen/": ["base/", "ir/", "compiler/passes/", "compiler/codegen/"],
-    "compiler/cpu/": ["base/", "ir/", "runtime/call/descriptor.h", "runtime/call/step_profile.h",
+    "compiler/cpu/": ["base/", "ir/", "compiler/dnn/", "runtime/call/descriptor.h", "runtime/call/step_profile.h",
                       "runtime/data/dtype.h", "compiler/passes/", "compiler/codegen/", "compiler/backend/",
                       "compiler/cpu/"],
     "compiler/cuda/": ["base/", "gpu/", "ir/", "runtime/call/descriptor.h", "runtime/data/dtype.h",

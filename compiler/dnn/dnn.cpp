@@ -1,0 +1,593 @@
+// The oneDNN path of dnn.h: conv2d, pooling and batch norm on f32 through oneDNN 2.x primitives,
+// on one CPU engine, each call on exactly one thread, with primitives cached per parameter set.
+//
+// Threading: Debian's libdnnl 2.6.3 uses the OpenMP runtime (libgomp). libgomp's thread pool does
+// not survive fork(): a child that enters a parallel region with more than one thread after the
+// parent ran one hangs (dnn_test_fork.cpp shows it). oneDNN enters no OpenMP region at all when it is
+// asked for one thread (its parallel() calls the body directly), so every call here runs under
+// OneThread, which sets the calling thread's OpenMP thread count to 1 and restores it after.
+// Primitives are also created under it, so oneDNN picks single-thread blockings.
+#include "compiler/dnn/dnn.h"
+
+#include <omp.h>
+
+#include <array>
+#include <bit>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <stdexcept>
+#include <unordered_map>
+#include <vector>
+
+#if DNNL_CPU_THREADING_RUNTIME != DNNL_RUNTIME_OMP && DNNL_CPU_THREADING_RUNTIME != DNNL_RUNTIME_SEQ
+#error "dnn.cpp pins oneDNN to one thread through OpenMP; a TBB or threadpool oneDNN needs its own pinning"
+#endif
+
+namespace synk::compiler::dnn::onednn {
+
+namespace {
+
+using dnnl::memory;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+class OneThread {
+ public:
+  OneThread() : saved_(omp_get_max_threads()) {
+    if (saved_ != 1) omp_set_num_threads(1);
+  }
+  ~OneThread() {
+    if (saved_ != 1) omp_set_num_threads(saved_);
+  }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Buffers for the blocked copies of a call's operands, shared by every cached entry: one call
+// uses at most kSlots at once and calls are serialised, so a layer's blocked tensors need no memory
+// of their own between calls (per-entry copies would keep up to six activation-sized buffers per
+// conv layer alive: ~280 MB for ResNet-20 at batch 64).
+class Scratch {
+ public:
+  static constexpr int kSlots = 4;
+  void* get(int slot, size_t bytes) {
+    Slot& s = slots_.at(size_t(slot));
+    if (s.size < bytes) {
+      const size_t rounded = (bytes + 63) / 64 * 64;  // oneDNN's preferred alignment
+      s.data.reset(static_cast<char*>(std::aligned_alloc(64, rounded)));
+      if (!s.data) throw std::bad_alloc();
+      s.size = rounded;
+    }
+    return s.data.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  struct Slot {
+    std::unique_ptr<char, Free> data;
+    size_t size = 0;
+  };
+  std::array<Slot, kSlots> slots_;
+};
+
+// One argument of a primitive: the caller's plain buffer and, when the primitive wants another
+// layout, the reorders to and from that layout, through scratch slot `slot`.
+class Arg {
+ public:
+  Arg() = default;
+  Arg(const dnnl::engine& eng, const memory::desc& plain, const memory::desc& inner, Scratch* scratch, int slot)
+      : user_(plain, eng, DNNL_MEMORY_NONE), same_(plain == inner), scratch_(scratch), slot_(slot) {
+    if (same_) return;
+    inner_ = memory(inner, eng, DNNL_MEMORY_NONE);
+    to_inner_ = dnnl::reorder(user_, inner_);
+    to_user_ = dnnl::reorder(inner_, user_);
+  }
+  // An input: where the primitive reads it (reordered there first if needed).
+  memory in(const void* p, dnnl::stream& s) {
+    user_.set_data_handle(const_cast<void*>(p));
+    if (same_) return user_;
+    inner_.set_data_handle(scratch_->get(slot_, inner_.get_desc().get_size()));
+    to_inner_.execute(s, user_, inner_);
+    return inner_;
+  }
+  // An output: where the primitive writes it; back() then moves it to p if needed.
+  memory out(void* p) {
+    user_.set_data_handle(p);
+    if (same_) return user_;
+    inner_.set_data_handle(scratch_->get(slot_, inner_.get_desc().get_size()));
+    return inner_;
+  }
+  void back(dnnl::stream& s) {
+    if (!same_) to_user_.execute(s, inner_, user_);
+  }
+
+ private:
+  memory user_, inner_;
+  dnnl::reorder to_inner_, to_user_;
+  bool same_ = true;
+  Scratch* scratch_ = nullptr;
+  int slot_ = 0;
+};
+
+struct ConvEntry {
+  dnnl::convolution_forward::primitive_desc fwd_pd;
+  dnnl::convolution_forward fwd;
+  Arg x, w, b, y;  // forward arguments
+  std::optional<dnnl::convolution_backward_data> bwd_data;
+  Arg bd_dy, bd_w, bd_dx;
+  std::optional<dnnl::convolution_backward_weights> bwd_weights;
+  Arg bw_x, bw_dy, bw_dw, bw_db;
+};
+
+struct PoolEntry {
+  dnnl::pooling_forward::primitive_desc fwd_pd;
+  dnnl::pooling_forward fwd;
+  std::optional<dnnl::pooling_backward> bwd;
+  memory src, dst, ws;  // plain; handles set per call
+};
+
+struct BatchNormEntry {
+  dnnl::batch_normalization_forward::primitive_desc fwd_pd;
+  dnnl::batch_normalization_forward fwd;
+  std::optional<dnnl::batch_normalization_backward> bwd;
+  memory src, dst, diff_src, scale, shift, mean, var, diff_scale, diff_shift;  // handles set per call
+  // oneDNN 2.6's backward requires a SHIFT argument with use_shift although dx, dgamma and dbeta
+  // do not depend on beta; the API does not take beta there, so it gets zeros.
+  std::vector<float> zero_shift;
+};
+
+// The cached entries of one kind, keyed by every number that shapes the primitive. Cleared whole
+// when it reaches kCapacity: a network has a few dozen distinct layers, so that only happens when
+// shapes are unbounded (then caching would not help anyway).
+template <class Entry>
+class Cache {
+ public:
+  static constexpr size_t kCapacity = 256;
+  Entry& get(const std::vector<int64_t>& key, const std::function<std::unique_ptr<Entry>()>& make) {
+    auto it = map_.find(key);
+    if (it != map_.end()) return *it->second;
+    if (map_.size() >= kCapacity) map_.clear();
+    return *map_.emplace(key, make()).first->second;
+  }
+  size_t size() const { return map_.size(); }
+  void clear() { map_.clear(); }
+
+ private:
+  std::map<std::vector<int64_t>, std::unique_ptr<Entry>> map_;
+};
+
+struct Runtime {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  // Entries hold memory objects whose handles each call sets, so one call at a time per process;
+  // synk's workers are single-threaded and this only guards a multi-threaded host. A fork while
+  // another thread is inside a call would leave the child's copy locked.
+  std::mutex mu;
+  Cache<ConvEntry> conv;
+  Cache<PoolEntry> pool;
+  Cache<BatchNormEntry> bnorm;
+  Scratch scratch;
+};
+
+Runtime& runtime() {
+  static Runtime* r = [] {
+    OneThread one;
+    return new Runtime();  // never destroyed: a static engine's destructor can race exit paths
+  }();
+  return *r;
+}
+
+// Runs f with the lock and one thread, turning oneDNN's errors (which validated parameters should
+// never cause) into std::runtime_error naming the op.
+template <class F>
+void guarded(const char* op, F&& f) {
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lock(rt.mu);
+  OneThread one;
+  try {
+    f(rt);
+    rt.strm.wait();
+  } catch (const dnnl::error& e) {
+    throw std::runtime_error(std::string("onednn ") + op + ": " + e.what() + " (status " +
+                             std::to_string(int(e.status)) + ")");
+  }
+}
+
+memory::desc plain_md(const memory::dims& dims, tag t) { return memory::desc(dims, dt::f32, t); }
+
+std::vector<int64_t> conv_key(const Conv2dParams& p, ConvFormat f) {
+  return {p.n,         p.c,          p.h,          p.w,       p.out_channels, p.kh,
+          p.kw,        p.stride_h,   p.stride_w,   p.pad_top, p.pad_bottom,   p.pad_left,
+          p.pad_right, p.dilation_h, p.dilation_w, p.groups,  p.has_bias,     int64_t(f)};
+}
+
+struct ConvDescs {
+  memory::desc x, w, b, y;      // plain, as the caller holds them
+  memory::desc ax, aw, ab, ay;  // what the primitives are asked for (plain or any)
+  memory::dims strides, dilates, pad_l, pad_r;
+};
+
+ConvDescs conv_descs(const Conv2dParams& p, ConvFormat f) {
+  const Size2d o = conv2d_output_size(p);
+  ConvDescs d;
+  const memory::dims wdims = p.groups == 1
+                                 ? memory::dims{p.out_channels, p.c, p.kh, p.kw}
+                                 : memory::dims{p.groups, p.out_channels / p.groups, p.c / p.groups, p.kh, p.kw};
+  const tag wtag = p.groups == 1 ? tag::oihw : tag::goihw;  // both are OIHW in memory
+  d.x = plain_md({p.n, p.c, p.h, p.w}, tag::nchw);
+  d.w = plain_md(wdims, wtag);
+  d.b = plain_md({p.out_channels}, tag::x);
+  d.y = plain_md({p.n, p.out_channels, o.h, o.w}, tag::nchw);
+  const bool any = f == ConvFormat::blocked;
+  d.ax = any ? plain_md({p.n, p.c, p.h, p.w}, tag::any) : d.x;
+  d.aw = any ? plain_md(wdims, tag::any) : d.w;
+  d.ab = d.b;
+  d.ay = any ? plain_md({p.n, p.out_channels, o.h, o.w}, tag::any) : d.y;
+  d.strides = {p.stride_h, p.stride_w};
+  d.dilates = {p.dilation_h - 1, p.dilation_w - 1};  // oneDNN counts the gaps: 0 is dense
+  d.pad_l = {p.pad_top, p.pad_left};
+  d.pad_r = {p.pad_bottom, p.pad_right};
+  return d;
+}
+
+std::unique_ptr<ConvEntry> make_conv(const Conv2dParams& p, ConvFormat f, const dnnl::engine& eng, Scratch* scratch) {
+  const ConvDescs d = conv_descs(p, f);
+  auto e = std::make_unique<ConvEntry>();
+  const auto algo = dnnl::algorithm::convolution_direct;
+  dnnl::convolution_forward::desc fd =
+      p.has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.ax, d.aw, d.ab, d.ay,
+                                                   d.strides, d.dilates, d.pad_l, d.pad_r)
+                 : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.ax, d.aw, d.ay, d.strides,
+                                                   d.dilates, d.pad_l, d.pad_r);
+  e->fwd_pd = dnnl::convolution_forward::primitive_desc(fd, eng);
+  e->fwd = dnnl::convolution_forward(e->fwd_pd);
+  e->x = Arg(eng, d.x, e->fwd_pd.src_desc(), scratch, 0);
+  e->w = Arg(eng, d.w, e->fwd_pd.weights_desc(), scratch, 1);
+  if (p.has_bias) e->b = Arg(eng, d.b, e->fwd_pd.bias_desc(), scratch, 3);
+  e->y = Arg(eng, d.y, e->fwd_pd.dst_desc(), scratch, 2);
+  return e;
+}
+
+ConvEntry& conv_entry(Runtime& rt, const Conv2dParams& p, ConvFormat f) {
+  check_conv2d(p);
+  if (f != ConvFormat::plain && f != ConvFormat::blocked)
+    throw std::invalid_argument("conv2d: format = " + std::to_string(int(f)) + " is not plain or blocked");
+  return rt.conv.get(conv_key(p, f), [&] { return make_conv(p, f, rt.eng, &rt.scratch); });
+}
+
+void need(const void* ptr, const char* op, const char* name) {
+  if (ptr == nullptr) throw std::invalid_argument(std::string(op) + ": " + name + " is null");
+}
+
+}  // namespace
+
+ConvFormat suggested_format(const Conv2dParams& p) {
+  check_conv2d(p);
+  return p.c < 3 ? ConvFormat::plain : ConvFormat::blocked;
+}
+
+void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias, float* y,
+                    ConvFormat format) {
+  need(x, "conv2d_forward", "x");
+  need(w, "conv2d_forward", "w");
+  need(y, "conv2d_forward", "y");
+  if (p.has_bias) need(bias, "conv2d_forward", "bias (has_bias is set)");
+  guarded("conv2d_forward", [&](Runtime& rt) {
+    ConvEntry& e = conv_entry(rt, p, format);
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, e.x.in(x, rt.strm)}, {DNNL_ARG_WEIGHTS, e.w.in(w, rt.strm)}, {DNNL_ARG_DST, e.y.out(y)}};
+    if (p.has_bias) args[DNNL_ARG_BIAS] = e.b.in(bias, rt.strm);
+    e.fwd.execute(rt.strm, args);
+    e.y.back(rt.strm);
+  });
+}
+
+void conv2d_backward_data(const Conv2dParams& p, const float* dy, const float* w, float* dx, ConvFormat format) {
+  need(dy, "conv2d_backward_data", "dy");
+  need(w, "conv2d_backward_data", "w");
+  need(dx, "conv2d_backward_data", "dx");
+  guarded("conv2d_backward_data", [&](Runtime& rt) {
+    ConvEntry& e = conv_entry(rt, p, format);
+    if (!e.bwd_data) {
+      const ConvDescs d = conv_descs(p, format);
+      dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, d.ax, d.aw, d.ay, d.strides,
+                                               d.dilates, d.pad_l, d.pad_r);
+      dnnl::convolution_backward_data::primitive_desc pd(bd, rt.eng, e.fwd_pd);
+      e.bd_dy = Arg(rt.eng, d.y, pd.diff_dst_desc(), &rt.scratch, 0);
+      e.bd_w = Arg(rt.eng, d.w, pd.weights_desc(), &rt.scratch, 1);
+      e.bd_dx = Arg(rt.eng, d.x, pd.diff_src_desc(), &rt.scratch, 2);
+      e.bwd_data = dnnl::convolution_backward_data(pd);
+    }
+    e.bwd_data->execute(rt.strm, {{DNNL_ARG_DIFF_DST, e.bd_dy.in(dy, rt.strm)},
+                                  {DNNL_ARG_WEIGHTS, e.bd_w.in(w, rt.strm)},
+                                  {DNNL_ARG_DIFF_SRC, e.bd_dx.out(dx)}});
+    e.bd_dx.back(rt.strm);
+  });
+}
+
+void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float* dy, float* dw, float* db,
+                             ConvFormat format) {
+  need(x, "conv2d_backward_weights", "x");
+  need(dy, "conv2d_backward_weights", "dy");
+  need(dw, "conv2d_backward_weights", "dw");
+  if (p.has_bias) need(db, "conv2d_backward_weights", "db (has_bias is set)");
+  guarded("conv2d_backward_weights", [&](Runtime& rt) {
+    ConvEntry& e = conv_entry(rt, p, format);
+    if (!e.bwd_weights) {
+      const ConvDescs d = conv_descs(p, format);
+      const auto algo = dnnl::algorithm::convolution_direct;
+      dnnl::convolution_backward_weights::desc wd =
+          p.has_bias ? dnnl::convolution_backward_weights::desc(algo, d.ax, d.aw, d.ab, d.ay, d.strides, d.dilates,
+                                                                d.pad_l, d.pad_r)
+                     : dnnl::convolution_backward_weights::desc(algo, d.ax, d.aw, d.ay, d.strides, d.dilates, d.pad_l,
+                                                                d.pad_r);
+      dnnl::convolution_backward_weights::primitive_desc pd(wd, rt.eng, e.fwd_pd);
+      e.bw_x = Arg(rt.eng, d.x, pd.src_desc(), &rt.scratch, 0);
+      e.bw_dy = Arg(rt.eng, d.y, pd.diff_dst_desc(), &rt.scratch, 1);
+      e.bw_dw = Arg(rt.eng, d.w, pd.diff_weights_desc(), &rt.scratch, 2);
+      if (p.has_bias) e.bw_db = Arg(rt.eng, d.b, pd.diff_bias_desc(), &rt.scratch, 3);
+      e.bwd_weights = dnnl::convolution_backward_weights(pd);
+    }
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.bw_x.in(x, rt.strm)},
+                                         {DNNL_ARG_DIFF_DST, e.bw_dy.in(dy, rt.strm)},
+                                         {DNNL_ARG_DIFF_WEIGHTS, e.bw_dw.out(dw)}};
+    if (p.has_bias) args[DNNL_ARG_DIFF_BIAS] = e.bw_db.out(db);
+    e.bwd_weights->execute(rt.strm, args);
+    e.bw_dw.back(rt.strm);
+    if (p.has_bias) e.bw_db.back(rt.strm);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pooling: plain NCHW in and out (oneDNN's pooling on nchw is a simple loop either way, and a
+// blocked layout would cost two reorders around a memory-bound op).
+
+namespace {
+
+enum class PoolOp : int64_t { max = 0, avg_include = 1, avg_exclude = 2 };
+
+PoolEntry& pool_entry(Runtime& rt, const Pool2dParams& p, PoolOp op) {
+  check_pool2d(p);
+  std::vector<int64_t> key{p.n, p.c, p.h, p.w, p.kh, p.kw, p.stride, p.padding, int64_t(op)};
+  return rt.pool.get(key, [&] {
+    const Size2d o = pool2d_output_size(p);
+    auto e = std::make_unique<PoolEntry>();
+    const memory::desc src = plain_md({p.n, p.c, p.h, p.w}, tag::nchw);
+    const memory::desc dst = plain_md({p.n, p.c, o.h, o.w}, tag::nchw);
+    const auto algo = op == PoolOp::max           ? dnnl::algorithm::pooling_max
+                      : op == PoolOp::avg_include ? dnnl::algorithm::pooling_avg_include_padding
+                                                  : dnnl::algorithm::pooling_avg_exclude_padding;
+    const memory::dims strides{p.stride, p.stride}, kernel{p.kh, p.kw}, pad{p.padding, p.padding};
+    dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training, algo, src, dst, strides, kernel, pad, pad);
+    e->fwd_pd = dnnl::pooling_forward::primitive_desc(fd, rt.eng);
+    e->fwd = dnnl::pooling_forward(e->fwd_pd);
+    dnnl::pooling_backward::desc bd(algo, src, dst, strides, kernel, pad, pad);
+    e->bwd = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(bd, rt.eng, e->fwd_pd));
+    e->src = memory(src, rt.eng, DNNL_MEMORY_NONE);
+    e->dst = memory(dst, rt.eng, DNNL_MEMORY_NONE);
+    if (op == PoolOp::max) e->ws = memory(e->fwd_pd.workspace_desc(), rt.eng, DNNL_MEMORY_NONE);
+    return e;
+  });
+}
+
+PoolOp avg_op(const Pool2dParams& p) { return p.count_include_pad ? PoolOp::avg_include : PoolOp::avg_exclude; }
+
+void need_kind(const Pool2dParams& p, PoolKind kind, const char* op) {
+  if (p.kind != kind)
+    throw std::invalid_argument(std::string(op) + ": kind = " + (p.kind == PoolKind::max ? "max" : "avg") +
+                                ", expected " + (kind == PoolKind::max ? "max" : "avg"));
+}
+
+}  // namespace
+
+size_t max_pool2d_workspace_bytes(const Pool2dParams& p) {
+  need_kind(p, PoolKind::max, "max_pool2d_workspace_bytes");
+  size_t bytes = 0;
+  guarded("max_pool2d_workspace_bytes",
+          [&](Runtime& rt) { bytes = pool_entry(rt, p, PoolOp::max).fwd_pd.workspace_desc().get_size(); });
+  return bytes;
+}
+
+void max_pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* workspace) {
+  need_kind(p, PoolKind::max, "max_pool2d_forward");
+  need(x, "max_pool2d_forward", "x");
+  need(y, "max_pool2d_forward", "y");
+  need(workspace, "max_pool2d_forward", "workspace");
+  guarded("max_pool2d_forward", [&](Runtime& rt) {
+    PoolEntry& e = pool_entry(rt, p, PoolOp::max);
+    e.src.set_data_handle(const_cast<float*>(x));
+    e.dst.set_data_handle(y);
+    e.ws.set_data_handle(workspace);
+    e.fwd.execute(rt.strm, {{DNNL_ARG_SRC, e.src}, {DNNL_ARG_DST, e.dst}, {DNNL_ARG_WORKSPACE, e.ws}});
+  });
+}
+
+void max_pool2d_backward(const Pool2dParams& p, const float* dy, const void* workspace, float* dx) {
+  need_kind(p, PoolKind::max, "max_pool2d_backward");
+  need(dy, "max_pool2d_backward", "dy");
+  need(workspace, "max_pool2d_backward", "workspace");
+  need(dx, "max_pool2d_backward", "dx");
+  guarded("max_pool2d_backward", [&](Runtime& rt) {
+    PoolEntry& e = pool_entry(rt, p, PoolOp::max);
+    e.dst.set_data_handle(const_cast<float*>(dy));
+    e.src.set_data_handle(dx);
+    e.ws.set_data_handle(const_cast<void*>(workspace));
+    e.bwd->execute(rt.strm, {{DNNL_ARG_DIFF_DST, e.dst}, {DNNL_ARG_DIFF_SRC, e.src}, {DNNL_ARG_WORKSPACE, e.ws}});
+  });
+}
+
+void avg_pool2d_forward(const Pool2dParams& p, const float* x, float* y) {
+  need_kind(p, PoolKind::avg, "avg_pool2d_forward");
+  need(x, "avg_pool2d_forward", "x");
+  need(y, "avg_pool2d_forward", "y");
+  guarded("avg_pool2d_forward", [&](Runtime& rt) {
+    PoolEntry& e = pool_entry(rt, p, avg_op(p));
+    e.src.set_data_handle(const_cast<float*>(x));
+    e.dst.set_data_handle(y);
+    e.fwd.execute(rt.strm, {{DNNL_ARG_SRC, e.src}, {DNNL_ARG_DST, e.dst}});
+  });
+}
+
+void avg_pool2d_backward(const Pool2dParams& p, const float* dy, float* dx) {
+  need_kind(p, PoolKind::avg, "avg_pool2d_backward");
+  need(dy, "avg_pool2d_backward", "dy");
+  need(dx, "avg_pool2d_backward", "dx");
+  guarded("avg_pool2d_backward", [&](Runtime& rt) {
+    PoolEntry& e = pool_entry(rt, p, avg_op(p));
+    e.dst.set_data_handle(const_cast<float*>(dy));
+    e.src.set_data_handle(dx);
+    e.bwd->execute(rt.strm, {{DNNL_ARG_DIFF_DST, e.dst}, {DNNL_ARG_DIFF_SRC, e.src}});
+  });
+}
+
+void global_avg_pool_forward(int64_t n, int64_t c, int64_t h, int64_t w, const float* x, float* y) {
+  avg_pool2d_forward(global_avg_pool_params(n, c, h, w), x, y);
+}
+
+void global_avg_pool_backward(int64_t n, int64_t c, int64_t h, int64_t w, const float* dy, float* dx) {
+  avg_pool2d_backward(global_avg_pool_params(n, c, h, w), dy, dx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batch norm: scale and shift as separate [c] tensors (use_scale | use_shift), so gamma, beta and
+// their gradients need no packing into oneDNN's older 2 x c scale_shift.
+
+namespace {
+
+BatchNormEntry& bnorm_entry(Runtime& rt, const BatchNormParams& p, bool training) {
+  check_batch_norm(p, training);
+  const float eps = float(p.epsilon);
+  std::vector<int64_t> key{p.n, p.c, p.h, p.w, int64_t(std::bit_cast<uint32_t>(eps)), training};
+  return rt.bnorm.get(key, [&] {
+    auto e = std::make_unique<BatchNormEntry>();
+    const memory::desc data = plain_md({p.n, p.c, p.h, p.w}, tag::nchw);
+    const memory::desc vec = plain_md({p.c}, tag::x);
+    using nf = dnnl::normalization_flags;
+    const nf flags = training ? nf::use_scale | nf::use_shift : nf::use_scale | nf::use_shift | nf::use_global_stats;
+    const auto prop = training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+    e->fwd_pd = dnnl::batch_normalization_forward::primitive_desc(
+        dnnl::batch_normalization_forward::desc(prop, data, eps, flags), rt.eng);
+    e->fwd = dnnl::batch_normalization_forward(e->fwd_pd);
+    if (training) {
+      dnnl::batch_normalization_backward::desc bd(dnnl::prop_kind::backward, data, data, eps, flags);
+      e->bwd =
+          dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(bd, rt.eng, e->fwd_pd));
+    }
+    e->zero_shift.assign(size_t(p.c), 0.0f);
+    for (memory* m : {&e->src, &e->dst, &e->diff_src}) *m = memory(data, rt.eng, DNNL_MEMORY_NONE);
+    for (memory* m : {&e->scale, &e->shift, &e->mean, &e->var, &e->diff_scale, &e->diff_shift})
+      *m = memory(vec, rt.eng, DNNL_MEMORY_NONE);
+    return e;
+  });
+}
+
+void set(memory& m, const float* p) { m.set_data_handle(const_cast<float*>(p)); }
+
+}  // namespace
+
+void batch_norm_forward_training(const BatchNormParams& p, const float* x, const float* gamma, const float* beta,
+                                 float* y, float* mean, float* var) {
+  for (auto [ptr, name] : {std::pair<const void*, const char*>{x, "x"},
+                           {gamma, "gamma"},
+                           {beta, "beta"},
+                           {y, "y"},
+                           {mean, "mean"},
+                           {var, "var"}})
+    need(ptr, "batch_norm_forward_training", name);
+  guarded("batch_norm_forward_training", [&](Runtime& rt) {
+    BatchNormEntry& e = bnorm_entry(rt, p, true);
+    set(e.src, x), set(e.dst, y), set(e.scale, gamma), set(e.shift, beta), set(e.mean, mean), set(e.var, var);
+    e.fwd.execute(rt.strm, {{DNNL_ARG_SRC, e.src},
+                            {DNNL_ARG_DST, e.dst},
+                            {DNNL_ARG_SCALE, e.scale},
+                            {DNNL_ARG_SHIFT, e.shift},
+                            {DNNL_ARG_MEAN, e.mean},
+                            {DNNL_ARG_VARIANCE, e.var}});
+  });
+}
+
+void batch_norm_backward(const BatchNormParams& p, const float* x, const float* dy, const float* gamma,
+                         const float* mean, const float* var, float* dx, float* dgamma, float* dbeta) {
+  for (auto [ptr, name] : {std::pair<const void*, const char*>{x, "x"},
+                           {dy, "dy"},
+                           {gamma, "gamma"},
+                           {mean, "mean"},
+                           {var, "var"},
+                           {dx, "dx"},
+                           {dgamma, "dgamma"},
+                           {dbeta, "dbeta"}})
+    need(ptr, "batch_norm_backward", name);
+  guarded("batch_norm_backward", [&](Runtime& rt) {
+    BatchNormEntry& e = bnorm_entry(rt, p, true);
+    set(e.src, x), set(e.dst, dy), set(e.diff_src, dx), set(e.scale, gamma), set(e.mean, mean), set(e.var, var);
+    set(e.shift, e.zero_shift.data());
+    set(e.diff_scale, dgamma), set(e.diff_shift, dbeta);
+    e.bwd->execute(rt.strm, {{DNNL_ARG_SRC, e.src},
+                             {DNNL_ARG_DIFF_DST, e.dst},
+                             {DNNL_ARG_SCALE, e.scale},
+                             {DNNL_ARG_SHIFT, e.shift},
+                             {DNNL_ARG_MEAN, e.mean},
+                             {DNNL_ARG_VARIANCE, e.var},
+                             {DNNL_ARG_DIFF_SRC, e.diff_src},
+                             {DNNL_ARG_DIFF_SCALE, e.diff_scale},
+                             {DNNL_ARG_DIFF_SHIFT, e.diff_shift}});
+  });
+}
+
+void batch_norm_forward_inference(const BatchNormParams& p, const float* x, const float* gamma, const float* beta,
+                                  const float* mean, const float* var, float* y) {
+  for (auto [ptr, name] : {std::pair<const void*, const char*>{x, "x"},
+                           {gamma, "gamma"},
+                           {beta, "beta"},
+                           {mean, "mean"},
+                           {var, "var"},
+                           {y, "y"}})
+    need(ptr, "batch_norm_forward_inference", name);
+  guarded("batch_norm_forward_inference", [&](Runtime& rt) {
+    BatchNormEntry& e = bnorm_entry(rt, p, false);
+    set(e.src, x), set(e.dst, y), set(e.scale, gamma), set(e.shift, beta), set(e.mean, mean), set(e.var, var);
+    e.fwd.execute(rt.strm, {{DNNL_ARG_SRC, e.src},
+                            {DNNL_ARG_DST, e.dst},
+                            {DNNL_ARG_SCALE, e.scale},
+                            {DNNL_ARG_SHIFT, e.shift},
+                            {DNNL_ARG_MEAN, e.mean},
+                            {DNNL_ARG_VARIANCE, e.var}});
+  });
+}
+
+std::string version_text() {
+  const dnnl_version_t* v = dnnl::version();
+  const char* rt = v->cpu_runtime == DNNL_RUNTIME_OMP          ? "omp"
+                   : v->cpu_runtime == DNNL_RUNTIME_TBB        ? "tbb"
+                   : v->cpu_runtime == DNNL_RUNTIME_SEQ        ? "seq"
+                   : v->cpu_runtime == DNNL_RUNTIME_THREADPOOL ? "threadpool"
+                                                               : "other";
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " runtime=" + rt;
+}
+
+size_t cached_primitives() {
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lock(rt.mu);
+  return rt.conv.size() + rt.pool.size() + rt.bnorm.size();
+}
+
+void clear_primitive_cache() {
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lock(rt.mu);
+  rt.conv.clear();
+  rt.pool.clear();
+  rt.bnorm.clear();
+}
+
+}  // namespace synk::compiler::dnn::onednn

@@ -1,0 +1,108 @@
+// CPU primitives for synk's convolutional networks, the library steps of CPU kernel plans: the
+// f32 implementations of conv2d / pooling / batch norm as oneDNN primitives (namespace onednn),
+// im2col + OpenBLAS sgemm as the second conv candidate (namespace im2col), and synk's own max pool
+// and batch norm where oneDNN's semantics or speed fall short (namespace native). The shape
+// descriptors and their checks are ir/dnn_params.h (namespace synk::dnn, visible here), the
+// float64 oracle ir/dnn_reference.h. Every tensor is dense row-major NCHW; conv weights are OIHW.
+// Nothing here includes oneDNN headers, so the compiler can include this without them.
+// Errors: bad parameters and null pointers throw std::invalid_argument before oneDNN or BLAS runs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ir/dnn_params.h"
+
+namespace synk::compiler::dnn {
+
+using namespace synk::dnn;   // Conv2dParams, Pool2dParams, ..., reference::
+
+// --- oneDNN (f32, one CPU engine, one thread per call, primitives cached per parameter set) ---
+namespace onednn {
+
+// plain: oneDNN runs on NCHW/OIHW memory directly. blocked: oneDNN picks its layouts
+// (format_tag::any) and every call reorders its operands there and the result back; see the
+// README for which is faster where. Both take and return plain NCHW.
+enum class ConvFormat { plain, blocked };
+
+// The faster format on this machine's benchmark (README): plain (oneDNN's gemm convolution) for
+// fewer than 3 input channels (a first layer on 1-channel images: 0.4x PyTorch's time against
+// 0.6x blocked), blocked otherwise (about 1.0x against 1.2-2.6x plain). Depthwise convs are
+// unmeasured, but on plain NCHW oneDNN runs them as gemm, while its depthwise JIT kernels need a
+// blocked layout. A default until synk's own benchmark has measured the layer.
+ConvFormat suggested_format(const Conv2dParams& p);
+
+// bias may be null iff !p.has_bias.
+void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias, float* y,
+                    ConvFormat format = ConvFormat::plain);
+void conv2d_backward_data(const Conv2dParams& p, const float* dy, const float* w, float* dx,
+                          ConvFormat format = ConvFormat::plain);
+// db may be null iff !p.has_bias.
+void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float* dy, float* dw, float* db,
+                             ConvFormat format = ConvFormat::plain);
+
+// oneDNN's own max pool: the forward (training) fills a workspace of
+// max_pool2d_workspace_bytes(p) bytes (oneDNN's window offsets, u8 for windows of < 256
+// cells) that the backward needs; without it the forward must be run again. oneDNN breaks ties
+// toward the first cell like PyTorch, but does NOT propagate NaN and returns -FLT_MAX, not -inf,
+// for a window of -inf (see the README): synk uses native::max_pool2d_* instead, and keeps these
+// to measure and test against.
+size_t max_pool2d_workspace_bytes(const Pool2dParams& p);
+void max_pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* workspace);
+void max_pool2d_backward(const Pool2dParams& p, const float* dy, const void* workspace, float* dx);
+
+void avg_pool2d_forward(const Pool2dParams& p, const float* x, float* y);
+void avg_pool2d_backward(const Pool2dParams& p, const float* dy, float* dx);
+void global_avg_pool_forward(int64_t n, int64_t c, int64_t h, int64_t w, const float* x, float* y);
+void global_avg_pool_backward(int64_t n, int64_t c, int64_t h, int64_t w, const float* dy, float* dx);
+
+// Training: y = (x - mean)/sqrt(var + eps)*gamma + beta with the batch mean and biased variance,
+// both returned ([c] each) for the caller's running statistics.
+void batch_norm_forward_training(const BatchNormParams& p, const float* x, const float* gamma, const float* beta,
+                                 float* y, float* mean, float* var);
+// The gradient through the batch statistics of the training forward (mean, var as it returned).
+void batch_norm_backward(const BatchNormParams& p, const float* x, const float* dy, const float* gamma,
+                         const float* mean, const float* var, float* dx, float* dgamma, float* dbeta);
+void batch_norm_forward_inference(const BatchNormParams& p, const float* x, const float* gamma, const float* beta,
+                                  const float* mean, const float* var, float* y);
+
+// "<major>.<minor>.<patch> runtime=<omp|tbb|seq|threadpool>" of the oneDNN in use.
+std::string version_text();
+size_t cached_primitives();
+void clear_primitive_cache();
+
+}  // namespace onednn
+
+// --- synk's own loops, where oneDNN's semantics or speed fall short ---
+namespace native {
+
+// Max pool with PyTorch's semantics (the rule at the top of dnn_reference.h: first maximal cell
+// on ties, NaN propagates, -inf windows give -inf). The forward writes, when `indices` is not
+// null, one int32 per output: the flat position ih*w + iw of the chosen cell in its input plane
+// (PyTorch's return_indices); the backward scatters dy through them, 4 bytes per output element
+// to keep. Without indices the backward needs x and finds them again (the cost of a forward).
+void max_pool2d_forward(const Pool2dParams& p, const float* x, float* y, int32_t* indices);
+void max_pool2d_backward(const Pool2dParams& p, const float* dy, const int32_t* indices, const float* x, float* dx);
+
+// Batch norm with the same contract as onednn:: (biased batch variance returned, gradients through
+// the batch statistics), in plain loops that beat oneDNN 2.6's nchw batch norm on one thread.
+void batch_norm_forward_training(const BatchNormParams& p, const float* x, const float* gamma, const float* beta,
+                                 float* y, float* mean, float* var);
+void batch_norm_backward(const BatchNormParams& p, const float* x, const float* dy, const float* gamma,
+                         const float* mean, const float* var, float* dx, float* dgamma, float* dbeta);
+void batch_norm_forward_inference(const BatchNormParams& p, const float* x, const float* gamma, const float* beta,
+                                  const float* mean, const float* var, float* y);
+
+}  // namespace native
+
+// --- im2col + OpenBLAS sgemm conv (f32), the candidate the benchmark weighs against oneDNN ---
+namespace im2col {
+
+void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias, float* y);
+void conv2d_backward_data(const Conv2dParams& p, const float* dy, const float* w, float* dx);
+void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float* dy, float* dw, float* db);
+
+}  // namespace im2col
+
+}  // namespace synk::compiler::dnn
