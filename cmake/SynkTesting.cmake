@@ -24,6 +24,8 @@ function(synk_library target export_name)
   add_library(${target} STATIC ${ARGN})
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}>
                                               $<INSTALL_INTERFACE:include/synk>)
+  # synk's headers use C++20 (std::span, designated initialisers): every consumer needs it too.
+  target_compile_features(${target} PUBLIC cxx_std_20)
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name})
   install(TARGETS ${target} EXPORT synkTargets ARCHIVE DESTINATION lib)
 endfunction()
