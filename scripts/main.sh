@@ -3,7 +3,9 @@
 # 784-256-256-10 ReLU MLP on Fashion-MNIST (examples/fashion_mnist) with one rank per CPU core,
 # 10 epochs of momentum SGD (lr 0.05, global batch 256), then the test accuracy; the trained
 # parameters go to BUILD_DIR/fashion_mnist_params/*.npy unless --out says otherwise.
-# Usage: scripts/main.sh [BUILD_DIR] [fashion_mnist options: --ranks N --epochs E --batch B --lr L ...]
+# `--model cnn` trains the CNN of examples/fashion_cnn instead (two conv-BN-ReLU-pool blocks and a
+# dense head; parameters in BUILD_DIR/fashion_cnn_params); `--model mlp` is the default.
+# Usage: scripts/main.sh [BUILD_DIR] [--model mlp|cnn] [options: --ranks N --epochs E --batch B --lr L ...]
 #        (default BUILD_DIR: build; scripts/main.sh --help lists every option)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,11 +14,25 @@ if [[ $# -gt 0 && $1 != -* ]]; then
   build=$1
   shift
 fi
+# --model mlp|cnn picks the program (any other --model, a .synk path, goes to the program).
+program=fashion_mnist
+args=()
+while [[ $# -gt 0 ]]; do
+  if [[ $1 == --model && ( ${2-} == mlp || ${2-} == cnn ) ]]; then
+    [[ $2 == cnn ]] && program=fashion_cnn || program=fashion_mnist
+    shift 2
+  elif [[ $1 == --model=mlp || $1 == --model=cnn ]]; then
+    [[ $1 == --model=cnn ]] && program=fashion_cnn || program=fashion_mnist
+    shift
+  else
+    args+=("$1")
+    shift
+  fi
+done
 scripts/install-deps.sh
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYNK_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" -j "$(nproc)" --target synkc fashion_mnist
-args=("$@")
+cmake --build "$build" -j "$(nproc)" --target synkc "$program"
 if [[ " ${args[*]-} " != *" --out"* ]]; then
-  args+=(--out "$build/fashion_mnist_params")
+  args+=(--out "$build/${program}_params")
 fi
-exec "$build/examples/fashion_mnist/fashion_mnist" "${args[@]}"
+exec "$build/examples/$program/$program" "${args[@]}"

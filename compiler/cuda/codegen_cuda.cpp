@@ -1,6 +1,7 @@
 // The CUDA code generator (see codegen_cuda.h): the translation unit, the kernel signature, and
 // the grid-stride kernels (pointwise, concat, take, one_hot, integer matmul). Reductions and the
-// row kernels (softmax, log_softmax, cross_entropy) are in codegen_cuda_reduce.cpp.
+// row kernels (softmax, log_softmax, cross_entropy) are in codegen_cuda_reduce.cpp, conv2d and
+// pooling in codegen_cuda_dnn.cpp.
 #include "compiler/cuda/codegen_cuda.h"
 
 #include <algorithm>
@@ -284,7 +285,7 @@ void emit_kernel_body(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKe
     case KernelKind::Softmax: emit_cuda_softmax(w, plan, k, false, launch); break;
     case KernelKind::LogSoftmax: emit_cuda_softmax(w, plan, k, true, launch); break;
     case KernelKind::CrossEntropy: emit_cuda_cross_entropy(w, plan, k, launch); break;
-    case KernelKind::Dnn: synk::internal_error("a dnn step has no CUDA code yet");   // rejected before
+    case KernelKind::Dnn: emit_cuda_dnn(w, plan, k, launch); break;
   }
 }
 
@@ -312,14 +313,6 @@ CudaProgram generate_cuda_program(const ir::Module& module, const KernelPlan& pl
     launch.params = kernel_buffer_params(k);
     Writer kw;
     kw.line("");
-    if (k.kind == KernelKind::Dnn) {
-      const ir::Node& n = plan.function.node(k.roots.at(0));
-      const char* family = n.op == ir::Op::MaxPool2d || n.op == ir::Op::MaxPool2dBackward   ? "max_pool2d"
-                           : n.op == ir::Op::AvgPool2d || n.op == ir::Op::AvgPool2dBackward ? "avg_pool2d"
-                                                                                             : "conv2d";
-      throw synk::LocatedUserError(n.loc, fmt::format("{} is not yet supported on the CUDA backend (function '{}'); "
-                                                      "run it on the CPU backend", family, plan.function.name));
-    }
     if (kernel_uses_blas(plan, k)) {
       launch.kind = CudaLaunchKind::Blas;
       launch.params.clear();

@@ -103,6 +103,8 @@ void emit_cuda_reduce(emitter::Writer& w, const KernelPlan& plan, const Kernel& 
 void emit_cuda_argmax(emitter::Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch);
 void emit_cuda_softmax(emitter::Writer& w, const KernelPlan& plan, const Kernel& k, bool log, CudaKernelLaunch& launch);
 void emit_cuda_cross_entropy(emitter::Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch);
+// codegen_cuda_dnn.cpp: conv2d, pooling and their backward passes (KernelKind::Dnn).
+void emit_cuda_dnn(emitter::Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch);
 }  // namespace cuda_detail
 
 }  // namespace synk::compiler

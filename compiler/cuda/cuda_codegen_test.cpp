@@ -113,15 +113,7 @@ TEST(CudaCodegen, EveryProgramCompilesWithNvrtcAndPtxas) {
         std::cout << "[ NOTE     ] " << p.name << ": " << fn.name << " does not lower: " << e.what() << "\n";
         continue;
       }
-      CudaProgram program;
-      try {
-        program = generate_cuda_program(p.module, plan);
-      } catch (const synk::UserError& e) {
-        // conv2d and pooling: a located error until the CUDA backend has them (conv-unsupported.synk).
-        if (std::string(e.what()).find("not yet supported on the CUDA backend") == std::string::npos) throw;
-        std::cout << "[ NOTE     ] " << p.name << ": " << fn.name << ": " << e.what() << "\n";
-        continue;
-      }
+      CudaProgram program = generate_cuda_program(p.module, plan);
       ++functions;
       if (const char* dump = std::getenv("SYNK_DUMP_CUDA"); dump && *dump) {   // for reading the output
         std::string file = p.name + "." + fn.name + ".cu";

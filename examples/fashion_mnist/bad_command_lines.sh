@@ -48,7 +48,8 @@ if [[ -f $data/train-images-idx3-ubyte.gz ]]; then
   expect 2 "--holdout 60000 leaves no training images" --data "$data" --holdout 60000
   expect 2 "--limit 2000 asks for more training images than the 1000 there are after --holdout 59000" \
     --data "$data" --holdout 59000 --limit 2000
-  expect 2 "--limit 70000 asks for more training images than the 60000 there are" --data "$data" --limit 70000
+  expect 2 "--limit 70000 asks for more training images than the 55000 there are after --holdout 5000" --data "$data" --limit 70000
+  expect 2 "--holdout: must be an integer >= 1, got '0'" --data "$data" --holdout 0
 else
   echo "note: $data has no Fashion-MNIST files; the --holdout/--limit cases are skipped"
 fi

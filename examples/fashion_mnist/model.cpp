@@ -36,6 +36,11 @@ Model build_model(const std::string& synk_path, const std::optional<OptimizerCho
   const synk::ir::Module& compiled = model.module.ir();
   const synk::ir::Optimizer& opt = compiled.optimizers.at(size_t(compiled.find_train_step("train")->optimizer));
   for (int64_t p : opt.parameters) model.parameters.push_back(compiled.shareds[size_t(p)].name);
+  // What else `train` updates besides the gradient (batch norm's running statistics): saved too.
+  for (const synk::ir::Function& fn : compiled.functions)
+    if (fn.name == "train")
+      for (const synk::ir::Update& u : fn.updates)
+        if (u.shared != opt.gradient) model.statistics.push_back(compiled.shareds[size_t(u.shared)].name);
   std::vector<std::string> hyper;
   for (const auto& [key, value] : opt.hyper_parameters) hyper.push_back(fmt::format("{}={}", key, value));
   model.optimizer = fmt::format("{}({})", opt.rule, fmt::join(hyper, ", "));

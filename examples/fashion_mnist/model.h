@@ -26,6 +26,7 @@ struct Model {
   synk::Function evaluate;        // (images, labels) -> loss, accuracy
   synk::Var train_images, train_labels;   // sliceable: each rank's share of the training set
   std::vector<std::string> parameters;    // in the order of the flat gradient
+  std::vector<std::string> statistics;    // other shared variables `train` updates (batch norm's running statistics)
   std::string optimizer;          // the rule in use, as "momentum(lr=0.05, momentum=0.9)"
 };
 
