@@ -275,7 +275,13 @@ TEST(Signals, ForkRemovesWhatAKilledGroupLeft) {
   ASSERT_NE(wait_for(v, 20), -1);
   for (int i = 0; i < 2000 && !live_members(v.session).empty(); ++i) usleep(1000);
   ASSERT_TRUE(live_members(v.session).empty());
-  EXPECT_FALSE(segments_of(v.master).empty()) << "a group killed with SIGKILL left nothing to clean (unexpected)";
+  if (segments_of(v.master).empty()) {
+    // Another program's fork() (CTest runs tests side by side) swept them first: the sweep works,
+    // but this test cannot show that its own fork() does. StaleSweepKeepsLiveProcessesAndForeignNames
+    // checks the sweep itself without the race.
+    finish(v);
+    GTEST_SKIP() << "a concurrent fork() removed the killed group's segments before this test's fork()";
+  }
   // ...until the next fork() anywhere (of this user, in this pid namespace) removes them: their
   // master's pid no longer exists.
   ASSERT_EQ(synk::fork(2), 2);
