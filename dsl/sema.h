@@ -207,7 +207,7 @@ class FunctionAnalyzer {
   std::optional<std::array<int64_t, 4>> padding_argument(const ast::Expr& arg, const char* op, bool* same);
   std::optional<double> number_argument(const ast::Expr& arg, const char* what);
   bool check_nchw(const Value& x, const ast::Expr& arg, const char* op, const char* role);
-  int64_t named_shared(const ast::Expr& arg, const char* what);
+  int64_t named_shared(const ast::Expr& arg, const Value& value, const char* what);
   // grad(loss, variables...) for `grad` and `minimize` (`construct` names it in messages).
   Value gradient_of(const char* construct, const Value& loss, const ast::Expr& loss_expr,
                     const std::vector<ast::NameRef>& variables, SourceLoc loc);

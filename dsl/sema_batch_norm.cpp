@@ -24,16 +24,19 @@ std::optional<double> FunctionAnalyzer::number_argument(const ast::Expr& arg, co
 }
 
 // The shared variable an argument names directly, or -1 after reporting.
-int64_t FunctionAnalyzer::named_shared(const ast::Expr& arg, const char* what) {
-  auto global = arg.kind == ast::ExprKind::Name ? ctx_.globals.find(arg.text) : ctx_.globals.end();
-  if (global == ctx_.globals.end() || global->second.kind != Global::Kind::Shared || scope_.count(arg.text)) {
+// The argument's value must be a shared variable as read at the start of the call: named directly,
+// or through a helper parameter or a let that passes it on unchanged.
+int64_t FunctionAnalyzer::named_shared(const ast::Expr& arg, const Value& value, const char* what) {
+  const bool read = value.kind == Value::Kind::Node && fn_.nodes[size_t(value.node)].op == Op::SharedRead;
+  if (!read) {
     error(arg.loc, fmt::format("batch_norm(training=true) updates its {}, so it must name a shared variable; found "
                                "'{}'", what, expr_text(arg)));
     return -1;
   }
-  const int64_t index = global->second.index;
+  const int64_t index = fn_.nodes[size_t(value.node)].attrs.index;
+  const std::string& name = ctx_.module.shareds[size_t(index)].name;
   if (auto seen = updates_seen_.find(index); seen != updates_seen_.end()) {
-    error(arg.loc, checks::updated_twice_message(arg.text, fmt::format("at {}:{}", seen->second.line, seen->second.col)));
+    error(arg.loc, checks::updated_twice_message(name, fmt::format("at {}:{}", seen->second.line, seen->second.col)));
     return -1;
   }
   return index;
@@ -101,8 +104,8 @@ Value FunctionAnalyzer::call_batch_norm(const ast::Expr& e) {
                              ir::type_str(x.type)));
     return Value::error();
   }
-  const int64_t rm = named_shared(*e.args[3], "running mean");
-  const int64_t rv = rm < 0 ? -1 : named_shared(*e.args[4], "running variance");
+  const int64_t rm = named_shared(*e.args[3], v[3], "running mean");
+  const int64_t rv = rm < 0 ? -1 : named_shared(*e.args[4], v[4], "running variance");
   if (rm < 0 || rv < 0) return Value::error();
   const Value mean = apply(Op::ReduceMean, {x}, stats, e.loc);
   const Value centered = op(Op::Sub, x, col(mean));
