@@ -15,22 +15,13 @@
 
 #include "compiler/cpu/cpu_function.h"
 #include "dsl/frontend.h"
+#include "bench/bench_timing.h"
 
 namespace {
 
 using namespace synk;
 
-double best_seconds(int reps, const std::function<void()>& fn) {
-  fn();
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
-  }
-  return best;
-}
+using bench::best_seconds;
 
 template <class T>
 rt::Array random_matrix(rt::DType dt, int64_t r, int64_t c, uint64_t seed) {

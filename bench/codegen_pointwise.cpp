@@ -14,30 +14,14 @@
 #include <fmt/format.h>
 
 #include "compiler/cpu/cpu_function.h"
+#include "bench/bench_timing.h"
 #include "dsl/frontend.h"
 
 namespace {
 
 using namespace synk;
 
-// Best of `reps` timed runs after one warm-up (page faults, first touch of outputs); reps == 0
-// times a single run with no warm-up.
-double best_seconds(int reps, const std::function<void()>& fn) {
-  if (reps == 0) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  fn();
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
-  }
-  return best;
-}
+using synk::bench::best_seconds;
 
 rt::Array random_f32(int64_t n, uint64_t seed) {
   rt::Array a;

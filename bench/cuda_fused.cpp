@@ -19,6 +19,7 @@
 
 #include "compiler/backend_function.h"
 #include "compiler/cuda/cuda_function.h"
+#include "bench/bench_timing.h"
 #include "dsl/frontend.h"
 #include "gpu/driver.h"
 
@@ -27,24 +28,7 @@ namespace {
 using namespace synk;
 namespace cu = rt::cuda;
 
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Median wall time of `reps` runs of `f` (each ends with a device synchronisation), after two
-// warm-up runs.
-template <class F> double median_ms(int reps, F&& f) {
-  f();
-  f();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const double start = now_ms();
-    f();
-    t.push_back(now_ms() - start);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using bench::median_ms;
 
 struct Case {
   std::string name;

@@ -16,6 +16,7 @@
 
 #include "compiler/backend_function.h"
 #include "compiler/cuda/cuda_function.h"
+#include "bench/bench_timing.h"
 #include "dsl/frontend.h"
 #include "gpu/cublas.h"
 #include "gpu/driver.h"
@@ -25,22 +26,7 @@ namespace {
 using namespace synk;
 namespace cu = rt::cuda;
 
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-template <class F> double median_ms(int reps, F&& f) {
-  f();
-  f();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const double start = now_ms();
-    f();
-    t.push_back(now_ms() - start);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using bench::median_ms;
 
 }  // namespace
 

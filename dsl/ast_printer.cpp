@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "dsl/frontend.h"
+#include "dsl/lexer.h"
 
 namespace synk::dsl {
 namespace {
@@ -35,20 +36,6 @@ std::string float_text(double value) {
   std::string text = fmt::format("{}", value);
   if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
   return text;
-}
-
-std::string quoted_string(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default: out += c;
-    }
-  }
-  return out + "\"";
 }
 
 class AstPrinter {
@@ -164,7 +151,7 @@ class AstPrinter {
       case ast::ExprKind::IntLiteral: line(depth, fmt::format("IntLiteral {}", e.int_value), e.loc); break;
       case ast::ExprKind::FloatLiteral: line(depth, "FloatLiteral " + float_text(e.float_value), e.loc); break;
       case ast::ExprKind::BoolLiteral: line(depth, e.int_value ? "BoolLiteral true" : "BoolLiteral false", e.loc); break;
-      case ast::ExprKind::StringLiteral: line(depth, "StringLiteral " + quoted_string(e.text), e.loc); break;
+      case ast::ExprKind::StringLiteral: line(depth, "StringLiteral " + quote_string(e.text), e.loc); break;
       case ast::ExprKind::Name: line(depth, fmt::format("Name '{}'", e.text), e.loc); break;
       case ast::ExprKind::Unary: line(depth, fmt::format("Unary '{}'", e.text), e.loc); break;
       case ast::ExprKind::Binary: line(depth, fmt::format("Binary '{}'", e.text), e.loc); break;

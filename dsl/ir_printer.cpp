@@ -10,6 +10,7 @@
 #include <set>
 
 #include "dsl/frontend.h"
+#include "dsl/lexer.h"
 #include "dsl/sema.h"
 
 namespace synk::dsl {
@@ -27,20 +28,6 @@ std::string float_text(double v) {
   return s;
 }
 
-std::string string_literal(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default: out += c;
-    }
-  }
-  return out + "\"";
-}
-
 std::string init_text(const ir::Initializer& init) {
   return std::visit(
       [](const auto& v) -> std::string {
@@ -52,7 +39,7 @@ std::string init_text(const ir::Initializer& init) {
           return fmt::format("normal(seed={}, mean={}, std={})", v.seed, float_text(v.mean), float_text(v.stddev));
         else if constexpr (std::is_same_v<T, ir::InitUniform>)
           return fmt::format("uniform(seed={}, low={}, high={})", v.seed, float_text(v.low), float_text(v.high));
-        else return fmt::format("load({})", string_literal(v.path));
+        else return fmt::format("load({})", quote_string(v.path));
       },
       init);
 }

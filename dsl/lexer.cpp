@@ -377,4 +377,18 @@ std::string describe_token(const Token& token) {
   }
 }
 
+std::string quote_string(const std::string& value) {
+  std::string out = "\"";
+  for (char c : value) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default: out += c;
+    }
+  }
+  return out + "\"";
+}
+
 }  // namespace synk::dsl

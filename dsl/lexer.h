@@ -77,6 +77,10 @@ std::string_view token_kind_name(TokenKind kind);
 // `end of file`.
 std::string describe_token(const Token& token);
 
+// A string's spelling as a .synk string literal: quoted, with the escapes the lexer decodes
+// (\\, \", \n, \t) written back. Both printers (print_ast, print_module) use it.
+std::string quote_string(const std::string& value);
+
 bool is_keyword(TokenKind kind);
 
 }  // namespace synk::dsl

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/testing.h"
 #include "runtime/data/data.h"
 #include "runtime/call/descriptor.h"
 #include "runtime/data/dtype.h"

@@ -8,12 +8,11 @@
 #   scripts/fuzz-parser.sh 600          # ten minutes
 set -euo pipefail
 
-seconds=${1:-}
-if [[ ! $seconds =~ ^[0-9]+$ ]]; then
-  echo "usage: $0 SECONDS" >&2
-  exit 2
-fi
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/fuzz-lib.sh
+source "$root/scripts/fuzz-lib.sh"
+check_seconds "${1:-}"
+seconds=$1
 build=$root/build-fuzz
 corpus=$build/fuzz-corpus
 artifacts=$build/fuzz-artifacts/$(date +%Y%m%d-%H%M%S)  # this run's findings only
@@ -49,24 +48,4 @@ dict=$build/synk.dict
   done
 } >"$dict"
 
-echo "fuzzing for $seconds s (log: $log)"
-set +e
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  "$build/dsl/dsl_parser_fuzz" "$corpus" -dict="$dict" -max_total_time="$seconds" \
-  -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-  -artifact_prefix="$artifacts/" \
-  </dev/null >"$log" 2>&1
-status=$?
-set -e
-
-executions=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
-echo "executions: $executions"
-echo "corpus: $(find "$corpus" -type f | wc -l) inputs"
-mapfile -t findings < <(find "$artifacts" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | sort)
-echo "findings: ${#findings[@]}"
-for file in "${findings[@]}"; do echo "  $file"; done
-if [[ $status -ne 0 || ${#findings[@]} -gt 0 ]]; then
-  echo "libFuzzer exited with status $status; the end of $log:"
-  tail -n 40 "$log"
-  exit 1
-fi
+run_fuzzer "$build/dsl/dsl_parser_fuzz" "$dict"

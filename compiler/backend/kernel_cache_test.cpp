@@ -19,6 +19,7 @@
 #include "compiler/cpu/codegen_cpu.h"
 #include "compiler/cpu/cpu_function.h"
 #include "compiler/llvm/jit.h"
+#include "base/testing.h"
 #include "compiler/backend/kernel_cache.h"
 #include "compiler/lower.h"
 #include "dsl/frontend.h"
@@ -63,23 +64,7 @@ bool exists(const std::string& path) {
 
 std::vector<char> bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using synk::testing::ScopedEnv;
 
 TEST(KernelCache, RoundTripAndMiss) {
   KernelCache cache(fresh_dir("roundtrip"));

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "base/testing.h"
 #include "compiler/backend/kernel_cache.h"
 #include "compiler/cpu/cpu_function.h"
 #include "compiler/llvm/jit.h"
@@ -40,22 +41,7 @@ mode_t mode_of(const std::string& path) {
 
 std::vector<char> bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using synk::testing::ScopedEnv;
 
 // Compiles a function no other test has, with the given cache directory; returns how it was built.
 CacheOutcome compile_with_cache(const std::string& dir) {

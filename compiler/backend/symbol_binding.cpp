@@ -29,6 +29,12 @@ SymbolBinding::SymbolBinding(const ir::Module& module, const KernelPlan& plan) :
   values_.assign(plan.symbols.size(), 0);
 }
 
+void check_result_counts(const ir::Function& fn, size_t outputs, size_t updates) {
+  if (outputs != fn.outputs.size() || updates != fn.updates.size())
+    synk::internal_error(fmt::format("function '{}': the engine passed {} outputs and {} updates, expected {} and {}",
+                                    fn.name, outputs, updates, fn.outputs.size(), fn.updates.size()));
+}
+
 std::vector<int64_t> SymbolBinding::shape_of(const ir::Shape& shape) const {
   std::vector<int64_t> out;
   for (const ir::Dim& d : shape)

@@ -19,6 +19,9 @@ namespace synk::compiler {
 // "[2, 3]"
 std::string shape_text(const std::vector<int64_t>& shape);
 
+// The call engine passed as many outputs and updates as `fn` declares; an internal error otherwise.
+void check_result_counts(const ir::Function& fn, size_t outputs, size_t updates);
+
 class SymbolBinding {
  public:
   // `plan` (a member of the function that owns the binding) must outlive it; `module` names and

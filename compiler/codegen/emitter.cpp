@@ -1,7 +1,7 @@
-// Index maps, array accesses, fused expression DAGs and loop nests for the CPU code generator
-// (see codegen_cpu_internal.h). The generated C++ is written for LLVM's vectorisers: restrict
-// pointers, an inner loop whose every access has stride 0, 1 or a loop-invariant stride, and
-// all index arithmetic in int64_t.
+// The shared C-like kernel emitter (see emitter.h): index maps, array accesses, fused expression
+// DAGs, loop nests, and the set-up of the kernels both dialects write alike. The loops are shaped
+// for vectorisers: an inner loop whose every access has stride 0, 1 or a loop-invariant stride,
+// and all index arithmetic in int64_t.
 #include <cmath>
 #include <cstring>
 
@@ -363,6 +363,93 @@ ReductionDims reduction_dims(const ir::Node& reduction, const ir::TensorType& in
     if (dims.reduced[d]) dims.count = dims.count * Poly::dim(input.shape[d]);
   }
   return dims;
+}
+
+namespace {
+
+// An argmax's dims: its axis reduced (class 1), the dims before it class 0, after it class 2.
+ReductionDims argmax_dims(const ir::Node& argmax, const ir::TensorType& input) {
+  const size_t axis = size_t(argmax.attrs.axes.at(0));
+  ReductionDims dims;
+  dims.reduced.assign(input.rank(), false);
+  dims.reduced.at(axis) = true;
+  for (size_t d = 0; d < input.rank(); ++d) dims.cls.push_back(d < axis ? 0 : d == axis ? 1 : 2);
+  dims.count = Poly::dim(input.shape.at(axis));
+  return dims;
+}
+
+}  // namespace
+
+ReductionKernel::ReductionKernel(const KernelPlan& plan, const Kernel& k)
+    : node(node_of(plan, k.roots[0])),
+      in(node_of(plan, node.operands[0]).type),
+      dims(node.op == ir::Op::ArgMax ? argmax_dims(node, in) : reduction_dims(node, in)),
+      eb(plan, k, in.rank()),
+      value(eb.value(node.operands[0], identity_map(in.rank()))),
+      out_buffer(buffer_of(plan, k.roots[0])) {}
+
+Nest ReductionKernel::nest() const { return collapse(domain_of(in.shape), dims.cls, eb.accesses); }
+
+int argmax_axis_dim(const Nest& nest, std::vector<int>* others) {
+  int axis_dim = -1;
+  for (int d = 0; d < int(nest.size.size()); ++d) {
+    if (nest.cls[size_t(d)] == 1) axis_dim = d;
+    else others->push_back(d);
+  }
+  return axis_dim;
+}
+
+TakeBuffers open_take(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::Node& take = node_of(plan, k.roots[0]);
+  const ir::TensorType& xt = node_of(plan, take.operands[0]).type;
+  auto name = [&](ir::NodeId id) { return fmt::format("b{}", buffer_of(plan, id)); };
+  w.open("");
+  w.line(fmt::format("const int64_t rows = {}, row = {}, n = {};", Poly::dim(xt.shape.at(0)).c_expr(),
+                     Poly::product(xt.shape, 1, xt.rank()).c_expr(), Poly::dim(take.type.shape.at(0)).c_expr()));
+  return {name(take.operands[0]), name(take.operands[1]), name(k.roots[0])};
+}
+
+OneHotBuffers open_one_hot(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::Node& oh = node_of(plan, k.roots[0]);
+  w.open("");
+  w.line(fmt::format("const int64_t n = {}, nk = {};", Poly::dim(oh.type.shape.at(0)).c_expr(), oh.attrs.num_classes));
+  return {fmt::format("b{}", buffer_of(plan, oh.operands[0])), fmt::format("b{}", buffer_of(plan, k.roots[0])),
+          c_type(oh.type.dtype)};
+}
+
+CrossEntropyKernel open_cross_entropy(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::Node& ce = node_of(plan, k.roots[0]);
+  const ir::Node& logits = node_of(plan, ce.operands[0]);
+  const ir::DType t = ce.type.dtype;
+  w.open("");
+  w.line(fmt::format("const int64_t n = {}, nk = {};", Poly::dim(logits.type.shape.at(0)).c_expr(),
+                     Poly::dim(logits.type.shape.at(1)).c_expr()));
+  return {ce,
+          logits,
+          node_of(plan, ce.operands[1]),
+          t,
+          c_value_type(t),
+          t == ir::DType::F32 ? "f32" : "f64",
+          fmt::format("b{}", buffer_of(plan, ce.operands[0])),
+          fmt::format("b{}", buffer_of(plan, ce.operands[1])),
+          fmt::format("b{}", buffer_of(plan, k.roots[0]))};
+}
+
+void emit_matmul_dims(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::TensorType& at = plan.buffers.at(size_t(k.matmul_a)).type;
+  const ir::TensorType& bt = plan.buffers.at(size_t(k.matmul_b)).type;
+  auto dim = [](const ir::TensorType& tt, size_t i) { return Poly::dim(tt.shape.at(i)).c_expr(); };
+  if (at.rank() == 1) w.line(fmt::format("const int64_t M = 1, K = {}, sam = 0, sak = 1;", dim(at, 0)));
+  else if (!k.trans_a) w.line(fmt::format("const int64_t M = {}, K = {}, sam = K, sak = 1;", dim(at, 0), dim(at, 1)));
+  else w.line(fmt::format("const int64_t M = {}, K = {}, sam = 1, sak = M;", dim(at, 1), dim(at, 0)));
+  if (bt.rank() == 1) w.line("const int64_t N = 1, sbk = 1, sbn = 0;");
+  else if (!k.trans_b) w.line(fmt::format("const int64_t N = {}, sbk = N, sbn = 1;", dim(bt, 1)));
+  else w.line(fmt::format("const int64_t N = {}, sbk = 1, sbn = K;", dim(bt, 0)));
+}
+
+const char* arith_suffix(ir::DType t) {
+  return t == ir::DType::I32 ? "i32" : t == ir::DType::I64 ? "i64" : t == ir::DType::U8 ? "u8"
+         : t == ir::DType::F32 ? "f32" : t == ir::DType::F64 ? "f64" : "b";
 }
 
 }  // namespace synk::compiler::emitter

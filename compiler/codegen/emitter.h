@@ -1,6 +1,7 @@
-// Internals of the CPU code generator shared by its two files: codegen_cpu_expr.cpp (index maps,
-// array accesses, the expression DAG of a fused kernel, loop-nest collapsing and emission) and
-// codegen_cpu.cpp (one emitter per kernel kind, the translation unit). Not a public interface.
+// The C-like kernel emitter both dialects (compiler/cpu, compiler/cuda) specialise: text with
+// indentation, C types and literals, index maps, array accesses, the expression DAG of a fused
+// kernel, loop-nest collapsing and emission, and the set-up every dialect's concat, reduction,
+// argmax, take, one_hot and integer matmul kernels start from. Internal to the compiler.
 #pragma once
 
 #include <functional>
@@ -128,5 +129,59 @@ struct ReductionDims {
   Poly count = Poly::constant(1);
 };
 ReductionDims reduction_dims(const ir::Node& reduction, const ir::TensorType& input);
+
+// The start every dialect's reduce and argmax kernels share: the root node, its operand's type,
+// the reduced dims, the expression builder over the operand's domain holding the operand's value,
+// and the result's buffer. An argmax reduces its one axis and puts the dims after it in a class of
+// their own (2), so that they never merge with the axis or the dims before it.
+struct ReductionKernel {
+  ReductionKernel(const KernelPlan& plan, const Kernel& k);
+  const ir::Node& node;
+  const ir::TensorType& in;
+  ReductionDims dims;
+  ExprBuilder eb;
+  int value;
+  int out_buffer;
+  // The collapsed nest over the operand's domain, with every access added to `eb` so far.
+  Nest nest() const;
+};
+// An argmax's nest: the dim of its axis (-1 when the axis has static size 1 and collapsed away),
+// and the other dims in order.
+int argmax_axis_dim(const Nest& nest, std::vector<int>* others);
+
+// The block a take (row gather) kernel opens in every dialect, defining `rows` (of the operand),
+// `row` (elements per row) and `n` (rows taken); returns the names of the operand, index and
+// result buffers. The caller writes the loop and closes the block.
+struct TakeBuffers {
+  std::string x, idx, y;
+};
+TakeBuffers open_take(Writer& w, const KernelPlan& plan, const Kernel& k);
+
+// Likewise for one_hot: defines `n` (labels) and `nk` (classes); returns the label and result
+// buffers' names and the result's C storage type.
+struct OneHotBuffers {
+  std::string lab, y, T;
+};
+OneHotBuffers open_one_hot(Writer& w, const KernelPlan& plan, const Kernel& k);
+
+// Likewise for cross_entropy: defines `n` (rows) and `nk` (classes); returns the nodes, the
+// dtype with its C value type and arithmetic suffix, and the logits, labels and result buffers.
+struct CrossEntropyKernel {
+  const ir::Node& node;
+  const ir::Node& logits;
+  const ir::Node& labels;
+  ir::DType t;
+  std::string T;
+  const char* sfx;
+  std::string x, lab, y;
+};
+CrossEntropyKernel open_cross_entropy(Writer& w, const KernelPlan& plan, const Kernel& k);
+
+// An integer matrix product's dims, written in the block the caller has opened: A as M x K with
+// element (i, p) at i*sam + p*sak; B as K x N with (p, j) at p*sbk + j*sbn (vector operands as
+// 1 x K / K x 1 matrices, transposes as strides).
+void emit_matmul_dims(Writer& w, const KernelPlan& plan, const Kernel& k);
+// The suffix of the prelude's checked arithmetic for a dtype: synk_add_<sfx>, synk_mul_<sfx>.
+const char* arith_suffix(ir::DType t);
 
 }  // namespace synk::compiler::emitter

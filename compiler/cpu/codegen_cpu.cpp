@@ -99,20 +99,16 @@ void emit_elem_lambda(Writer& w, const emitter::ExprBuilder& eb, const emitter::
 }
 
 void emit_reduce(Writer& w, const KernelPlan& plan, const Kernel& k) {
-  const ir::Node& red = node_of(plan, k.roots[0]);
-  const ir::TensorType& in = node_of(plan, red.operands[0]).type;
+  emitter::ReductionKernel rk(plan, k);
+  const ir::Node& red = rk.node;
   const ir::DType t = red.type.dtype;
   const std::string T = vtype(t);
   const ir::Op op = red.op;
-  const emitter::ReductionDims dims = emitter::reduction_dims(red, in);
-  const std::vector<bool>& reduced = dims.reduced;
-  const std::vector<int>& cls = dims.cls;
-  const Poly& count = dims.count;
-  emitter::ExprBuilder eb(plan, k, in.rank());
-  int v = eb.value(red.operands[0], emitter::identity_map(in.rank()));
-  const int out_buffer = buffer_of(plan, k.roots[0]);
-  int out = eb.add_access(reduction_output(out_buffer, t, in.shape, reduced));
-  emitter::Nest nest = emitter::collapse(emitter::domain_of(in.shape), cls, eb.accesses);
+  const Poly& count = rk.dims.count;
+  emitter::ExprBuilder& eb = rk.eb;
+  const int v = rk.value, out_buffer = rk.out_buffer;
+  int out = eb.add_access(reduction_output(out_buffer, t, rk.in.shape, rk.dims.reduced));
+  emitter::Nest nest = rk.nest();
   const std::string id = emitter::c_identity(op, t);
   auto combine = [&](const std::string& a, const std::string& b) { return emitter::c_combine(op, t, a, b); };
 
@@ -175,24 +171,14 @@ void emit_reduce(Writer& w, const KernelPlan& plan, const Kernel& k) {
 }
 
 void emit_argmax(Writer& w, const KernelPlan& plan, const Kernel& k) {
-  const ir::Node& am = node_of(plan, k.roots[0]);
-  const ir::TensorType& in = node_of(plan, am.operands[0]).type;
-  const size_t axis = size_t(am.attrs.axes.at(0));
-  std::vector<bool> reduced(in.rank(), false);
-  reduced.at(axis) = true;
-  std::vector<int> cls;
-  for (size_t d = 0; d < in.rank(); ++d) cls.push_back(d < axis ? 0 : d == axis ? 1 : 2);
-  emitter::ExprBuilder eb(plan, k, in.rank());
-  int v = eb.value(am.operands[0], emitter::identity_map(in.rank()));
-  const int out_buffer = buffer_of(plan, k.roots[0]);
-  int out = eb.add_access(reduction_output(out_buffer, am.type.dtype, in.shape, reduced));
-  emitter::Nest nest = emitter::collapse(emitter::domain_of(in.shape), cls, eb.accesses);
-  int axis_dim = -1;
+  emitter::ReductionKernel rk(plan, k);
+  const ir::Node& am = rk.node;
+  emitter::ExprBuilder& eb = rk.eb;
+  const int v = rk.value, out_buffer = rk.out_buffer;
+  int out = eb.add_access(reduction_output(out_buffer, am.type.dtype, rk.in.shape, rk.dims.reduced));
+  emitter::Nest nest = rk.nest();
   std::vector<int> outer;
-  for (int d = 0; d < int(nest.size.size()); ++d) {
-    if (nest.cls[size_t(d)] == 1) axis_dim = d;
-    else outer.push_back(d);
-  }
+  const int axis_dim = emitter::argmax_axis_dim(nest, &outer);
   w.open("");
   emitter::emit_nest_constants(w, nest);
   if (axis_dim < 0) {   // the axis has static size 1: the answer is always 0
@@ -266,17 +252,7 @@ void emit_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool log) 
 }
 
 void emit_cross_entropy(Writer& w, const KernelPlan& plan, const Kernel& k) {
-  const ir::Node& ce = node_of(plan, k.roots[0]);
-  const ir::Node& logits = node_of(plan, ce.operands[0]);
-  const ir::Node& labels = node_of(plan, ce.operands[1]);
-  const ir::DType t = ce.type.dtype;
-  const std::string T = vtype(t);
-  const char* sfx = t == ir::DType::F32 ? "f32" : "f64";
-  const std::string x = buf(buffer_of(plan, ce.operands[0])), lab = buf(buffer_of(plan, ce.operands[1]));
-  const std::string y = buf(buffer_of(plan, k.roots[0]));
-  w.open("");
-  w.line(fmt::format("const int64_t n = {}, nk = {};", Poly::dim(logits.type.shape.at(0)).c_expr(),
-                     Poly::dim(logits.type.shape.at(1)).c_expr()));
+  const auto [ce, logits, labels, t, T, sfx, x, lab, y] = emitter::open_cross_entropy(w, plan, k);
   w.open("for (int64_t i = 0; i < n; ++i)");
   w.line(fmt::format("const {} *__restrict__ xr = {} + i * nk;", T, x));
   w.line(fmt::format("{} m = -__builtin_inf{}();", T, t == ir::DType::F32 ? "f" : ""));
@@ -302,28 +278,18 @@ void emit_cross_entropy(Writer& w, const KernelPlan& plan, const Kernel& k) {
 }
 
 void emit_take(Writer& w, const KernelPlan& plan, const Kernel& k) {
-  const ir::Node& take = node_of(plan, k.roots[0]);
-  const ir::TensorType& xt = node_of(plan, take.operands[0]).type;
-  const std::string x = buf(buffer_of(plan, take.operands[0])), idx = buf(buffer_of(plan, take.operands[1]));
-  const std::string y = buf(buffer_of(plan, k.roots[0]));
-  w.open("");
-  w.line(fmt::format("const int64_t rows = {}, row = {}, n = {};", Poly::dim(xt.shape.at(0)).c_expr(),
-                     Poly::product(xt.shape, 1, xt.rank()).c_expr(), Poly::dim(take.type.shape.at(0)).c_expr()));
+  const emitter::TakeBuffers b = emitter::open_take(w, plan, k);
   w.open("for (int64_t i = 0; i < n; ++i)");
-  w.line(fmt::format("const int64_t r = (int64_t){}[i];", idx));
+  w.line(fmt::format("const int64_t r = (int64_t){}[i];", b.idx));
   w.line(fmt::format("if (r < 0 || r >= rows) {{ err[1] = i; err[2] = r; err[3] = rows; return {}; }}",
                      int64_t(KernelError::IndexOutOfRange)));
-  w.line(fmt::format("for (int64_t t = 0; t < row; ++t) {}[i * row + t] = {}[r * row + t];", y, x));
+  w.line(fmt::format("for (int64_t t = 0; t < row; ++t) {}[i * row + t] = {}[r * row + t];", b.y, b.x));
   w.close();
   w.close();
 }
 
 void emit_one_hot(Writer& w, const KernelPlan& plan, const Kernel& k) {
-  const ir::Node& oh = node_of(plan, k.roots[0]);
-  const std::string lab = buf(buffer_of(plan, oh.operands[0])), y = buf(buffer_of(plan, k.roots[0]));
-  const std::string T = emitter::c_type(oh.type.dtype);
-  w.open("");
-  w.line(fmt::format("const int64_t n = {}, nk = {};", Poly::dim(oh.type.shape.at(0)).c_expr(), oh.attrs.num_classes));
+  const auto [lab, y, T] = emitter::open_one_hot(w, plan, k);
   w.open("for (int64_t i = 0; i < n; ++i)");
   w.line(fmt::format("const int64_t label = (int64_t){}[i];", lab));
   w.line(fmt::format("if (label < 0 || label >= nk) {{ err[1] = i; err[2] = label; err[3] = nk; return {}; }}",
@@ -336,30 +302,11 @@ void emit_one_hot(Writer& w, const KernelPlan& plan, const Kernel& k) {
 // Integer (and any non-BLAS) matrix products: C[i, j] = sum_p A[i, p] * B[p, j] with vector
 // operands as 1 x K / K x 1 matrices, transposes as strides; the j loop is contiguous in C.
 void emit_matmul_loops(Writer& w, const KernelPlan& plan, const Kernel& k) {
-  const ir::Node& mm = node_of(plan, k.roots[0]);
-  const ir::TensorType& at = plan.buffers.at(size_t(k.matmul_a)).type;
-  const ir::TensorType& bt = plan.buffers.at(size_t(k.matmul_b)).type;
-  const ir::DType t = mm.type.dtype;
+  const ir::DType t = node_of(plan, k.roots[0]).type.dtype;
   const std::string T = vtype(t);
-  const char* sfx = t == ir::DType::I32 ? "i32" : t == ir::DType::I64 ? "i64" : t == ir::DType::U8 ? "u8"
-                    : t == ir::DType::F32 ? "f32" : t == ir::DType::F64 ? "f64" : "b";
-  auto dim = [](const ir::TensorType& tt, size_t i) { return Poly::dim(tt.shape.at(i)).c_expr(); };
+  const char* sfx = emitter::arith_suffix(t);
   w.open("");
-  // A as M x K with element (i, p) at i*sam + p*sak; B as K x N with (p, j) at p*sbk + j*sbn.
-  if (at.rank() == 1) {
-    w.line(fmt::format("const int64_t M = 1, K = {}, sam = 0, sak = 1;", dim(at, 0)));
-  } else if (!k.trans_a) {
-    w.line(fmt::format("const int64_t M = {}, K = {}, sam = K, sak = 1;", dim(at, 0), dim(at, 1)));
-  } else {
-    w.line(fmt::format("const int64_t M = {}, K = {}, sam = 1, sak = M;", dim(at, 1), dim(at, 0)));
-  }
-  if (bt.rank() == 1) {
-    w.line("const int64_t N = 1, sbk = 1, sbn = 0;");
-  } else if (!k.trans_b) {
-    w.line(fmt::format("const int64_t N = {}, sbk = N, sbn = 1;", dim(bt, 1)));
-  } else {
-    w.line(fmt::format("const int64_t N = {}, sbk = 1, sbn = K;", dim(bt, 0)));
-  }
+  emitter::emit_matmul_dims(w, plan, k);
   const std::string a = buf(k.matmul_a), b = buf(k.matmul_b), c = buf(buffer_of(plan, k.roots[0]));
   w.line(fmt::format("for (int64_t q = 0; q < M * N; ++q) {}[q] = 0;", c));
   w.open("for (int64_t i = 0; i < M; ++i)");

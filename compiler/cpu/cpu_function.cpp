@@ -190,9 +190,7 @@ void CpuFunction::assign_temp_slots() {
 void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
                       std::span<rt::Array> outputs, std::span<rt::Array> updates) {
   const ir::Function& fn = plan_.function;
-  if (outputs.size() != fn.outputs.size() || updates.size() != fn.updates.size())
-    synk::internal_error(fmt::format("function '{}': the engine passed {} outputs and {} updates, expected {} and {}",
-                                    fn.name, outputs.size(), updates.size(), fn.outputs.size(), fn.updates.size()));
+  check_result_counts(fn, outputs.size(), updates.size());
   const bool profiling = rt::profile::enabled();
   const int64_t t_start = profiling ? rt::profile::now_ns() : 0;
   binding_->bind(inputs, shareds);

@@ -205,32 +205,22 @@ void emit_concat(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelL
 }
 
 void emit_take(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
-  const ir::Node& take = node_of(plan, k.roots[0]);
-  const ir::TensorType& xt = node_of(plan, take.operands[0]).type;
-  const std::string x = buf(buffer_of(plan, take.operands[0])), idx = buf(buffer_of(plan, take.operands[1]));
-  const std::string y = buf(buffer_of(plan, k.roots[0]));
-  w.open("");
-  w.line(fmt::format("const int64_t rows = {}, row = {}, n = {};", Poly::dim(xt.shape.at(0)).c_expr(),
-                     Poly::product(xt.shape, 1, xt.rank()).c_expr(), Poly::dim(take.type.shape.at(0)).c_expr()));
+  const emitter::TakeBuffers b = emitter::open_take(w, plan, k);
   // Rows of length 0 still have their index checked (one step per row).
   w.line("const int64_t per_row = row > 0 ? row : 1;");
   w.open("for (int64_t e = synk_thread(); e < n * per_row; e += synk_threads())");
   w.line("const int64_t i = e / per_row, t = e - i * per_row;");
-  w.line(fmt::format("const int64_t r = (int64_t){}[i];", idx));
+  w.line(fmt::format("const int64_t r = (int64_t){}[i];", b.idx));
   w.line(fmt::format("if (r < 0 || r >= rows) synk_fail(err, {}, i, rows);", int64_t(KernelError::IndexOutOfRange)));
-  w.line(fmt::format("else if (row > 0) {}[i * row + t] = {}[r * row + t];", y, x));
+  w.line(fmt::format("else if (row > 0) {}[i * row + t] = {}[r * row + t];", b.y, b.x));
   w.close();
   w.close();
   launch.kind = CudaLaunchKind::Flat;
-  launch.work = take.type.shape;
+  launch.work = node_of(plan, k.roots[0]).type.shape;
 }
 
 void emit_one_hot(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
-  const ir::Node& oh = node_of(plan, k.roots[0]);
-  const std::string lab = buf(buffer_of(plan, oh.operands[0])), y = buf(buffer_of(plan, k.roots[0]));
-  const std::string T = emitter::c_type(oh.type.dtype);
-  w.open("");
-  w.line(fmt::format("const int64_t n = {}, nk = {};", Poly::dim(oh.type.shape.at(0)).c_expr(), oh.attrs.num_classes));
+  const auto [lab, y, T] = emitter::open_one_hot(w, plan, k);
   w.line("const int64_t per_row = nk > 0 ? nk : 1;");
   w.open("for (int64_t e = synk_thread(); e < n * per_row; e += synk_threads())");
   w.line("const int64_t i = e / per_row, j = e - i * per_row;");
@@ -240,26 +230,17 @@ void emit_one_hot(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernel
   w.close();
   w.close();
   launch.kind = CudaLaunchKind::Flat;
-  launch.work = oh.type.shape;
+  launch.work = node_of(plan, k.roots[0]).type.shape;
 }
 
 // Integer matrix products (float ones go to cuBLAS): one thread per element of C.
 void emit_matmul_loops(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
   const ir::Node& mm = node_of(plan, k.roots[0]);
-  const ir::TensorType& at = plan.buffers.at(size_t(k.matmul_a)).type;
-  const ir::TensorType& bt = plan.buffers.at(size_t(k.matmul_b)).type;
   const ir::DType t = mm.type.dtype;
   const std::string T = emitter::c_value_type(t);
-  const char* sfx = t == ir::DType::I32 ? "i32" : t == ir::DType::I64 ? "i64" : t == ir::DType::U8 ? "u8"
-                    : t == ir::DType::F32 ? "f32" : t == ir::DType::F64 ? "f64" : "b";
-  auto dim = [](const ir::TensorType& tt, size_t i) { return Poly::dim(tt.shape.at(i)).c_expr(); };
+  const char* sfx = emitter::arith_suffix(t);
   w.open("");
-  if (at.rank() == 1) w.line(fmt::format("const int64_t M = 1, K = {}, sam = 0, sak = 1;", dim(at, 0)));
-  else if (!k.trans_a) w.line(fmt::format("const int64_t M = {}, K = {}, sam = K, sak = 1;", dim(at, 0), dim(at, 1)));
-  else w.line(fmt::format("const int64_t M = {}, K = {}, sam = 1, sak = M;", dim(at, 1), dim(at, 0)));
-  if (bt.rank() == 1) w.line("const int64_t N = 1, sbk = 1, sbn = 0;");
-  else if (!k.trans_b) w.line(fmt::format("const int64_t N = {}, sbk = N, sbn = 1;", dim(bt, 1)));
-  else w.line(fmt::format("const int64_t N = {}, sbk = 1, sbn = K;", dim(bt, 0)));
+  emitter::emit_matmul_dims(w, plan, k);
   const std::string a = buf(k.matmul_a), b = buf(k.matmul_b);
   w.open("for (int64_t e = synk_thread(); e < M * N; e += synk_threads())");
   w.line("const int64_t i = e / N, j = e - i * N;");

@@ -156,25 +156,21 @@ struct ReduceBody {
 }  // namespace
 
 void emit_cuda_reduce(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
-  const ir::Node& red = node_of(plan, k.roots[0]);
-  const ir::TensorType& in = node_of(plan, red.operands[0]).type;
+  const emitter::ReductionKernel rk(plan, k);
+  const ir::Node& red = rk.node;
   const ir::DType t = red.type.dtype;
   const std::string T = vtype(t);
   const ir::Op op = red.op;
-  const emitter::ReductionDims dims = emitter::reduction_dims(red, in);
-  const std::vector<bool>& reduced_axis = dims.reduced;
-  const std::vector<int>& cls = dims.cls;
-  emitter::ExprBuilder eb(plan, k, in.rank());
-  const int v = eb.value(red.operands[0], emitter::identity_map(in.rank()));
-  emitter::Nest nest = emitter::collapse(emitter::domain_of(in.shape), cls, eb.accesses);
+  const emitter::ExprBuilder& eb = rk.eb;
+  const int v = rk.value, out_buffer = rk.out_buffer;
+  emitter::Nest nest = rk.nest();
   std::vector<int> kept, reduced;
   split_dims(nest, &kept, &reduced);
-  const int out_buffer = buffer_of(plan, k.roots[0]);
   const bool columns = !nest.size.empty() && nest.cls.back() == 0;
 
   launch.kind = columns ? CudaLaunchKind::Columns : CudaLaunchKind::RowTeams;
   launch.work = red.type.shape;
-  launch.reduced = dims_where(in.shape, reduced_axis, true);
+  launch.reduced = dims_where(rk.in.shape, rk.dims.reduced, true);
   launch.splittable = true;
   launch.partial_bytes = int(ir::dtype_size(t == ir::DType::Bool ? ir::DType::U8 : t));
   launch.empty_reduction_error = op == ir::Op::ReduceMax || op == ir::Op::ReduceMin;
@@ -193,25 +189,15 @@ void emit_cuda_reduce(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKe
 }
 
 void emit_cuda_argmax(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
-  const ir::Node& am = node_of(plan, k.roots[0]);
-  const ir::TensorType& in = node_of(plan, am.operands[0]).type;
-  const size_t axis = size_t(am.attrs.axes.at(0));
-  std::vector<bool> reduced_axis(in.rank(), false);
-  reduced_axis.at(axis) = true;
-  std::vector<int> cls;
-  for (size_t d = 0; d < in.rank(); ++d) cls.push_back(d < axis ? 0 : d == axis ? 1 : 2);
-  emitter::ExprBuilder eb(plan, k, in.rank());
-  const int v = eb.value(am.operands[0], emitter::identity_map(in.rank()));
-  emitter::Nest nest = emitter::collapse(emitter::domain_of(in.shape), cls, eb.accesses);
-  int axis_dim = -1;
+  const emitter::ReductionKernel rk(plan, k);
+  const ir::Node& am = rk.node;
+  const emitter::ExprBuilder& eb = rk.eb;
+  const int v = rk.value, out_buffer = rk.out_buffer;
+  emitter::Nest nest = rk.nest();
   std::vector<int> kept;
-  for (int d = 0; d < int(nest.size.size()); ++d) {
-    if (nest.cls[size_t(d)] == 1) axis_dim = d;
-    else kept.push_back(d);
-  }
-  const int out_buffer = buffer_of(plan, k.roots[0]);
+  const int axis_dim = emitter::argmax_axis_dim(nest, &kept);
   launch.work = am.type.shape;
-  launch.reduced = {in.shape.at(axis)};
+  launch.reduced = {rk.in.shape.at(size_t(am.attrs.axes.at(0)))};
   launch.empty_reduction_error = true;
   w.open("");
   emitter::emit_nest_constants(w, nest);
@@ -228,30 +214,23 @@ void emit_cuda_argmax(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKe
   launch.kind = columns ? CudaLaunchKind::Columns : CudaLaunchKind::RowTeams;
   w.line(fmt::format("const int64_t out_size = {}, count = n{};", product_of(nest, kept), axis_dim));
   const std::string step = fmt::format("synk_argmax_combine(best, best_index, ({})(v{}), r);", T, v);
-  if (!columns) {
-    w.open("for (int64_t q = blockIdx.x; q < out_size; q += gridDim.x)");
-    emit_decompose(w, "q", kept, "q");
-    emit_addresses(w, nest, "c", "off", kept);
-    w.line(fmt::format("{} best = ({})0;", T, T));
-    w.line("int64_t best_index = -1;");
-    w.open("for (int64_t r = threadIdx.x; r < count; r += blockDim.x)");
-    emit_scalar_step(w, eb, nest, {axis_dim}, step);
-    w.close();
+  // RowTeams: a block per output, its threads striding over the axis; Columns: a thread per output.
+  w.open(columns ? "for (int64_t q = synk_thread(); q < out_size; q += synk_threads())"
+                 : "for (int64_t q = blockIdx.x; q < out_size; q += gridDim.x)");
+  emit_decompose(w, "q", kept, "q");
+  emit_addresses(w, nest, "c", "off", kept);
+  w.line(fmt::format("{} best = ({})0;", T, T));
+  w.line("int64_t best_index = -1;");
+  w.open(columns ? "for (int64_t r = 0; r < count; ++r)" : "for (int64_t r = threadIdx.x; r < count; r += blockDim.x)");
+  emit_scalar_step(w, eb, nest, {axis_dim}, step);
+  w.close();
+  if (columns) {
+    w.line(fmt::format("{}[q] = best_index;", buf(out_buffer)));
+  } else {
     w.line("synk_block_argmax(best, best_index);");
     w.line(fmt::format("if (threadIdx.x == 0) {}[q] = best_index;", buf(out_buffer)));
-    w.close();
-  } else {
-    w.open("for (int64_t q = synk_thread(); q < out_size; q += synk_threads())");
-    emit_decompose(w, "q", kept, "q");
-    emit_addresses(w, nest, "c", "off", kept);
-    w.line(fmt::format("{} best = ({})0;", T, T));
-    w.line("int64_t best_index = -1;");
-    w.open("for (int64_t r = 0; r < count; ++r)");
-    emit_scalar_step(w, eb, nest, {axis_dim}, step);
-    w.close();
-    w.line(fmt::format("{}[q] = best_index;", buf(out_buffer)));
-    w.close();
   }
+  w.close();
   w.close();
 }
 
@@ -325,21 +304,11 @@ void emit_cuda_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool 
 }
 
 void emit_cuda_cross_entropy(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
-  const ir::Node& ce = node_of(plan, k.roots[0]);
-  const ir::Node& logits = node_of(plan, ce.operands[0]);
-  const ir::Node& labels = node_of(plan, ce.operands[1]);
-  const ir::DType t = ce.type.dtype;
-  const std::string T = vtype(t);
-  const char* sfx = t == ir::DType::F32 ? "f32" : "f64";
-  const std::string x = buf(buffer_of(plan, ce.operands[0])), lab = buf(buffer_of(plan, ce.operands[1]));
-  const std::string y = buf(buffer_of(plan, k.roots[0]));
+  const auto [ce, logits, labels, t, T, sfx, x, lab, y] = emitter::open_cross_entropy(w, plan, k);
   const std::string minus_inf = fmt::format("-__builtin_inf{}()", t == ir::DType::F32 ? "f" : "");
   launch.kind = CudaLaunchKind::RowTeams;
   launch.work = {logits.type.shape.at(0)};
   launch.reduced = {logits.type.shape.at(1)};
-  w.open("");
-  w.line(fmt::format("const int64_t n = {}, nk = {};", Poly::dim(logits.type.shape.at(0)).c_expr(),
-                     Poly::dim(logits.type.shape.at(1)).c_expr()));
   w.open("for (int64_t row = blockIdx.x; row < n; row += gridDim.x)");
   w.line(fmt::format("const {} *__restrict__ xr = {} + row * nk;", T, x));
   w.line(fmt::format("{} m = {};", T, minus_inf));

@@ -343,9 +343,7 @@ void CudaFunction::finish_call(const std::function<void()>& copies) {
 void CudaFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
                        std::span<rt::Array> outputs, std::span<rt::Array> updates) {
   const ir::Function& fn = plan_.function;
-  if (outputs.size() != fn.outputs.size() || updates.size() != fn.updates.size())
-    synk::internal_error(fmt::format("function '{}': the engine passed {} outputs and {} updates, expected {} and {}",
-                                    fn.name, outputs.size(), updates.size(), fn.outputs.size(), fn.updates.size()));
+  check_result_counts(fn, outputs.size(), updates.size());
   prepare(inputs, shareds, false);
   launch_all();
   finish_call([&] {

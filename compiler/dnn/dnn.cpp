@@ -8,6 +8,7 @@
 // OneThread, which sets the calling thread's OpenMP thread count to 1 and restores it after.
 // Primitives are also created under it, so oneDNN picks single-thread blockings.
 #include "compiler/dnn/dnn.h"
+#include "compiler/dnn/dnn_args.h"
 
 #include <omp.h>
 
@@ -266,9 +267,7 @@ ConvEntry& conv_entry(Runtime& rt, const Conv2dParams& p, ConvFormat f) {
   return rt.conv.get(conv_key(p, f), [&] { return make_conv(p, f, rt.eng, &rt.scratch); });
 }
 
-void need(const void* ptr, const char* op, const char* name) {
-  if (ptr == nullptr) throw std::invalid_argument(std::string(op) + ": " + name + " is null");
-}
+using args::need;
 
 }  // namespace
 
@@ -279,10 +278,7 @@ ConvFormat suggested_format(const Conv2dParams& p) {
 
 void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias, float* y,
                     ConvFormat format) {
-  need(x, "conv2d_forward", "x");
-  need(w, "conv2d_forward", "w");
-  need(y, "conv2d_forward", "y");
-  if (p.has_bias) need(bias, "conv2d_forward", "bias (has_bias is set)");
+  args::conv2d_forward(p, x, w, bias, y);
   guarded("conv2d_forward", [&](Runtime& rt) {
     ConvEntry& e = conv_entry(rt, p, format);
     std::unordered_map<int, memory> args{
@@ -294,9 +290,7 @@ void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const
 }
 
 void conv2d_backward_data(const Conv2dParams& p, const float* dy, const float* w, float* dx, ConvFormat format) {
-  need(dy, "conv2d_backward_data", "dy");
-  need(w, "conv2d_backward_data", "w");
-  need(dx, "conv2d_backward_data", "dx");
+  args::conv2d_backward_data(dy, w, dx);
   guarded("conv2d_backward_data", [&](Runtime& rt) {
     ConvEntry& e = conv_entry(rt, p, format);
     if (!e.bwd_data) {
@@ -318,10 +312,7 @@ void conv2d_backward_data(const Conv2dParams& p, const float* dy, const float* w
 
 void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float* dy, float* dw, float* db,
                              ConvFormat format) {
-  need(x, "conv2d_backward_weights", "x");
-  need(dy, "conv2d_backward_weights", "dy");
-  need(dw, "conv2d_backward_weights", "dw");
-  if (p.has_bias) need(db, "conv2d_backward_weights", "db (has_bias is set)");
+  args::conv2d_backward_weights(p, x, dy, dw, db);
   guarded("conv2d_backward_weights", [&](Runtime& rt) {
     ConvEntry& e = conv_entry(rt, p, format);
     if (!e.bwd_weights) {
@@ -494,40 +485,31 @@ BatchNormEntry& bnorm_entry(Runtime& rt, const BatchNormParams& p, bool training
 
 void set(memory& m, const float* p) { m.set_data_handle(const_cast<float*>(p)); }
 
+// The forward of either kind (training writes mean and var, inference reads them).
+void run_forward(Runtime& rt, BatchNormEntry& e, const float* x, const float* gamma, const float* beta,
+                 const float* mean, const float* var, float* y) {
+  set(e.src, x), set(e.dst, y), set(e.scale, gamma), set(e.shift, beta), set(e.mean, mean), set(e.var, var);
+  e.fwd.execute(rt.strm, {{DNNL_ARG_SRC, e.src},
+                          {DNNL_ARG_DST, e.dst},
+                          {DNNL_ARG_SCALE, e.scale},
+                          {DNNL_ARG_SHIFT, e.shift},
+                          {DNNL_ARG_MEAN, e.mean},
+                          {DNNL_ARG_VARIANCE, e.var}});
+}
+
 }  // namespace
 
 void batch_norm_forward_training(const BatchNormParams& p, const float* x, const float* gamma, const float* beta,
                                  float* y, float* mean, float* var) {
-  for (auto [ptr, name] : {std::pair<const void*, const char*>{x, "x"},
-                           {gamma, "gamma"},
-                           {beta, "beta"},
-                           {y, "y"},
-                           {mean, "mean"},
-                           {var, "var"}})
-    need(ptr, "batch_norm_forward_training", name);
+  args::batch_norm_forward_training(x, gamma, beta, y, mean, var);
   guarded("batch_norm_forward_training", [&](Runtime& rt) {
-    BatchNormEntry& e = bnorm_entry(rt, p, true);
-    set(e.src, x), set(e.dst, y), set(e.scale, gamma), set(e.shift, beta), set(e.mean, mean), set(e.var, var);
-    e.fwd.execute(rt.strm, {{DNNL_ARG_SRC, e.src},
-                            {DNNL_ARG_DST, e.dst},
-                            {DNNL_ARG_SCALE, e.scale},
-                            {DNNL_ARG_SHIFT, e.shift},
-                            {DNNL_ARG_MEAN, e.mean},
-                            {DNNL_ARG_VARIANCE, e.var}});
+    run_forward(rt, bnorm_entry(rt, p, true), x, gamma, beta, mean, var, y);
   });
 }
 
 void batch_norm_backward(const BatchNormParams& p, const float* x, const float* dy, const float* gamma,
                          const float* mean, const float* var, float* dx, float* dgamma, float* dbeta) {
-  for (auto [ptr, name] : {std::pair<const void*, const char*>{x, "x"},
-                           {dy, "dy"},
-                           {gamma, "gamma"},
-                           {mean, "mean"},
-                           {var, "var"},
-                           {dx, "dx"},
-                           {dgamma, "dgamma"},
-                           {dbeta, "dbeta"}})
-    need(ptr, "batch_norm_backward", name);
+  args::batch_norm_backward(x, dy, gamma, mean, var, dx, dgamma, dbeta);
   guarded("batch_norm_backward", [&](Runtime& rt) {
     BatchNormEntry& e = bnorm_entry(rt, p, true);
     set(e.src, x), set(e.dst, dy), set(e.diff_src, dx), set(e.scale, gamma), set(e.mean, mean), set(e.var, var);
@@ -547,22 +529,9 @@ void batch_norm_backward(const BatchNormParams& p, const float* x, const float* 
 
 void batch_norm_forward_inference(const BatchNormParams& p, const float* x, const float* gamma, const float* beta,
                                   const float* mean, const float* var, float* y) {
-  for (auto [ptr, name] : {std::pair<const void*, const char*>{x, "x"},
-                           {gamma, "gamma"},
-                           {beta, "beta"},
-                           {mean, "mean"},
-                           {var, "var"},
-                           {y, "y"}})
-    need(ptr, "batch_norm_forward_inference", name);
+  args::batch_norm_forward_inference(x, gamma, beta, mean, var, y);
   guarded("batch_norm_forward_inference", [&](Runtime& rt) {
-    BatchNormEntry& e = bnorm_entry(rt, p, false);
-    set(e.src, x), set(e.dst, y), set(e.scale, gamma), set(e.shift, beta), set(e.mean, mean), set(e.var, var);
-    e.fwd.execute(rt.strm, {{DNNL_ARG_SRC, e.src},
-                            {DNNL_ARG_DST, e.dst},
-                            {DNNL_ARG_SCALE, e.scale},
-                            {DNNL_ARG_SHIFT, e.shift},
-                            {DNNL_ARG_MEAN, e.mean},
-                            {DNNL_ARG_VARIANCE, e.var}});
+    run_forward(rt, bnorm_entry(rt, p, false), x, gamma, beta, mean, var, y);
   });
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "compiler/dnn/dnn.h"
+#include "compiler/dnn/dnn_args.h"
 
 namespace synk::compiler::dnn::im2col {
 
@@ -108,17 +109,11 @@ float* scratch(size_t elems) {
   return buf.data();
 }
 
-void need(const void* ptr, const char* op, const char* name) {
-  if (ptr == nullptr) throw std::invalid_argument(std::string(op) + ": " + name + " is null");
-}
 
 }  // namespace
 
 void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias, float* y) {
-  need(x, "conv2d_forward", "x");
-  need(w, "conv2d_forward", "w");
-  need(y, "conv2d_forward", "y");
-  if (p.has_bias) need(bias, "conv2d_forward", "bias (has_bias is set)");
+  args::conv2d_forward(p, x, w, bias, y);
   const Geometry g = geometry(p);
   float* col = g.direct ? nullptr : scratch(size_t(g.k * g.ohw));
   for (int64_t n = 0; n < p.n; ++n)
@@ -135,9 +130,7 @@ void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const
 }
 
 void conv2d_backward_data(const Conv2dParams& p, const float* dy, const float* w, float* dx) {
-  need(dy, "conv2d_backward_data", "dy");
-  need(w, "conv2d_backward_data", "w");
-  need(dx, "conv2d_backward_data", "dx");
+  args::conv2d_backward_data(dy, w, dx);
   const Geometry g = geometry(p);
   float* col = g.direct ? nullptr : scratch(size_t(g.k * g.ohw));
   for (int64_t n = 0; n < p.n; ++n)
@@ -153,10 +146,7 @@ void conv2d_backward_data(const Conv2dParams& p, const float* dy, const float* w
 }
 
 void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float* dy, float* dw, float* db) {
-  need(x, "conv2d_backward_weights", "x");
-  need(dy, "conv2d_backward_weights", "dy");
-  need(dw, "conv2d_backward_weights", "dw");
-  if (p.has_bias) need(db, "conv2d_backward_weights", "db (has_bias is set)");
+  args::conv2d_backward_weights(p, x, dy, dw, db);
   const Geometry g = geometry(p);
   float* col = g.direct ? nullptr : scratch(size_t(g.k * g.ohw));
   for (int64_t n = 0; n < p.n; ++n)

@@ -17,14 +17,13 @@
 #include <vector>
 
 #include "compiler/dnn/dnn.h"
+#include "compiler/dnn/dnn_args.h"
 
 namespace synk::compiler::dnn::native {
 
 namespace {
 
-void need(const void* ptr, const char* op, const char* name) {
-  if (ptr == nullptr) throw std::invalid_argument(std::string(op) + ": " + name + " is null");
-}
+using args::need;
 
 void need_max(const Pool2dParams& p, const char* op) {
   check_pool2d(p);
@@ -212,13 +211,7 @@ void normalize(const BatchNormParams& p, int64_t ch, const float* x, float* y, f
 void batch_norm_forward_training(const BatchNormParams& p, const float* x, const float* gamma, const float* beta,
                                  float* y, float* mean, float* var) {
   check_batch_norm(p, true);
-  for (auto [ptr, name] : {std::pair<const void*, const char*>{x, "x"},
-                           {gamma, "gamma"},
-                           {beta, "beta"},
-                           {y, "y"},
-                           {mean, "mean"},
-                           {var, "var"}})
-    need(ptr, "batch_norm_forward_training", name);
+  args::batch_norm_forward_training(x, gamma, beta, y, mean, var);
   const int64_t hw = p.h * p.w;
   const double count = double(p.n * hw);
   for (int64_t ch = 0; ch < p.c; ++ch) {
@@ -237,15 +230,7 @@ void batch_norm_forward_training(const BatchNormParams& p, const float* x, const
 void batch_norm_backward(const BatchNormParams& p, const float* x, const float* dy, const float* gamma,
                          const float* mean, const float* var, float* dx, float* dgamma, float* dbeta) {
   check_batch_norm(p, true);
-  for (auto [ptr, name] : {std::pair<const void*, const char*>{x, "x"},
-                           {dy, "dy"},
-                           {gamma, "gamma"},
-                           {mean, "mean"},
-                           {var, "var"},
-                           {dx, "dx"},
-                           {dgamma, "dgamma"},
-                           {dbeta, "dbeta"}})
-    need(ptr, "batch_norm_backward", name);
+  args::batch_norm_backward(x, dy, gamma, mean, var, dx, dgamma, dbeta);
   const int64_t hw = p.h * p.w;
   const double count = double(p.n * hw);
   for (int64_t ch = 0; ch < p.c; ++ch) {
@@ -274,13 +259,7 @@ void batch_norm_backward(const BatchNormParams& p, const float* x, const float* 
 void batch_norm_forward_inference(const BatchNormParams& p, const float* x, const float* gamma, const float* beta,
                                   const float* mean, const float* var, float* y) {
   check_batch_norm(p, false);
-  for (auto [ptr, name] : {std::pair<const void*, const char*>{x, "x"},
-                           {gamma, "gamma"},
-                           {beta, "beta"},
-                           {mean, "mean"},
-                           {var, "var"},
-                           {y, "y"}})
-    need(ptr, "batch_norm_forward_inference", name);
+  args::batch_norm_forward_inference(x, gamma, beta, mean, var, y);
   for (int64_t ch = 0; ch < p.c; ++ch)
     normalize(p, ch, x, y, mean[ch], float(double(gamma[ch]) / std::sqrt(double(var[ch]) + p.epsilon)), beta[ch]);
 }

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/testing.h"
 #include "synk/jit.h"
 #include "compiler/grad/train.h"
 #include "dsl/builder.h"
@@ -24,17 +25,7 @@ using namespace synk;
 
 namespace {
 
-#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
-
-template <class E, class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception of the expected type>";
-}
+using synk::testing::error_of;
 
 // A linear model trained with `rule`; `scale` = ranks / rows of the step makes the ranks' mean
 // gradient the gradient of the mean loss over all the step's rows.

@@ -42,16 +42,7 @@ struct Fixture {
   }
 };
 
-std::string error_of(const PlanRequest& req) {
-  try {
-    plan_call(req);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<no UsageError>";
-}
-
-#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
+std::string error_of(const PlanRequest& req) { return usage_error_of([&] { plan_call(req); }); }
 
 }  // namespace
 

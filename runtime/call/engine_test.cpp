@@ -18,18 +18,6 @@ using namespace synk::testing;   // the runtime test helpers (runtime/testing.h)
 
 namespace {
 
-#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
-
-template <class F>
-std::string usage_error(F f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<no UsageError>";
-}
-
 double f64(const Array& a, int64_t i = 0) {
   double v = 0;
   rt::visit_dtype(a.dtype, [&]<class T>() { v = double(a.data<T>()[i]); });
@@ -346,13 +334,13 @@ TEST(Examples, OutputSubsetAndDataFlaggedMinibatch) {
   EXPECT_EQ(built[0].name(), "x");
   EXPECT_TRUE(built[2].minibatch());
   EXPECT_EQ(f64(reg.multi_fn(built).get("count")), 10);
-  EXPECT_HAS(usage_error([&] { reg.multi_fn.build_inputs({x.ref()}); }), "build_inputs: multi has 3 inputs, received 1 values");
+  EXPECT_HAS(usage_error_of([&] { reg.multi_fn.build_inputs({x.ref()}); }), "build_inputs: multi has 3 inputs, received 1 values");
   Outputs out = reg.multi_fn({x, w, m}, {.output_subset = {"count", "proj"}});
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out.names(), (std::vector<std::string>{"count", "proj"}));
   EXPECT_EQ(f64(out[0]), 10);
   EXPECT_EQ(out[1].shape, std::vector<int64_t>{10});
-  EXPECT_HAS(usage_error([&] { out.get("mean"); }), "no output named 'mean' in this result (it has: count, proj)");
+  EXPECT_HAS(usage_error_of([&] { out.get("mean"); }), "no output named 'mean' in this result (it has: count, proj)");
   // x flagged minibatch: read by position, so batch [4, 8) reads x rows 0..3.
   Data y = synk::data<float>(random_values<float>(10), {10});
   std::vector<float> xr = random_values<float>(80);
@@ -444,12 +432,12 @@ TEST(Examples, BatchSOnAScatteredSliceableSharedVariable) {
         for (size_t k = 0; k < expect_rows.size(); ++k) EXPECT_FLOAT_EQ(out.get("rows").data<float>()[k], expect_rows[k]);
         EXPECT_NEAR(f64(out.get("avg")), total / double(expect_rows.size()), 1e-5);
       }
-    std::string msg = usage_error([&] { score({}, {.batch_s = Range{0, 4}}); });
+    std::string msg = usage_error_of([&] { score({}, {.batch_s = Range{0, 4}}); });
     EXPECT_HAS(msg, "batch_s: range [0, 4) ends past the 3 rows of shared variable 'data' on rank 0");
     if (n > 1) {
-      msg = usage_error([&] { score({}, {.batch_s = BatchS::per_rank({Rows(Range{0, 1})})}); });
+      msg = usage_error_of([&] { score({}, {.batch_s = BatchS::per_rank({Rows(Range{0, 1})})}); });
       EXPECT_HAS(msg, "batch_s: expected a list of exactly " + std::to_string(n) + " selections (one per rank), received a list of 1");
-      msg = usage_error([&] { score({}, {.batch_s = BatchS({0, int64_t(3 + n - 1)})}); });
+      msg = usage_error_of([&] { score({}, {.batch_s = BatchS({0, int64_t(3 + n - 1)})}); });
       EXPECT_HAS(msg, "is out of range for shared variable 'data' on rank 0 with 3 rows");
     }
     EXPECT_EQ(score({}, {.batch_s = Range{0, 1}}).get("rows").shape, std::vector<int64_t>{n});
@@ -516,35 +504,35 @@ TEST(Errors, EveryCallArgumentAndTheNextCallWorks) {
   Registered& reg = functions();
   Data x = synk::data<float>(random_values<float>(60), {6, 10}, {.name = "x"});
   Data y = synk::data<float>(random_values<float>(10), {10}, {.name = "y"});
-  EXPECT_HAS(usage_error([&] { reg.intro({x, y}); }), "intro: no process group is running; call synk::fork() first");
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x, y}); }), "intro: no process group is running; call synk::fork() first");
   synk::fork(2);
   auto works = [&] { EXPECT_TRUE(std::isfinite(f64(reg.intro({x, y})[0]))); };
   Data x64 = synk::data<double>(std::vector<double>(60, 1.0), {6, 10}, {.name = "x64"});
-  EXPECT_HAS(usage_error([&] { reg.intro({x64, y}); }),
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x64, y}); }),
              "input 'x' (argument 1 of intro): expected dtype f32, received Data 'x64' of dtype f64");
   works();
   Data x1 = synk::data<float>(std::vector<float>(10, 1.0f), {10}, {.name = "flat"});
-  EXPECT_HAS(usage_error([&] { reg.intro({x1, y}); }),
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x1, y}); }),
              "input 'x' (argument 1 of intro): expected 2 dimensions (f32[n, 10]), received Data 'flat' of shape [10]");
   Data x9 = synk::data<float>(std::vector<float>(18, 1.0f), {2, 9}, {.name = "narrow"});
-  EXPECT_HAS(usage_error([&] { reg.intro({x9, y}); }), "expected shape f32[n, 10], received Data 'narrow' of shape [2, 9] (axis 1 must be 10)");
-  EXPECT_HAS(usage_error([&] { reg.intro({x}); }), "intro: expected 2 inputs (x, y), received 1");
-  EXPECT_HAS(usage_error([&] { reg.intro({x, Data()}); }), "input 'y' (argument 2 of intro): expected a synk::Data, received an empty handle");
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x9, y}); }), "expected shape f32[n, 10], received Data 'narrow' of shape [2, 9] (axis 1 must be 10)");
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x}); }), "intro: expected 2 inputs (x, y), received 1");
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x, Data()}); }), "input 'y' (argument 2 of intro): expected a synk::Data, received an empty handle");
   works();
-  EXPECT_HAS(usage_error([&] { reg.intro({x, y}, {.batch = 7}); }), "batch: count 7 is larger than the 6 rows of input 'x'");
-  EXPECT_HAS(usage_error([&] { reg.intro({x, y}, {.batch = -1}); }), "batch: a count must be >= 0, received -1");
-  EXPECT_HAS(usage_error([&] { reg.intro({x, y}, {.batch = Range{2, 7}}); }), "batch: range [2, 7) ends past the 6 rows");
-  EXPECT_HAS(usage_error([&] { reg.intro({x, y}, {.batch = {0, 6}}); }),
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x, y}, {.batch = 7}); }), "batch: count 7 is larger than the 6 rows of input 'x'");
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x, y}, {.batch = -1}); }), "batch: a count must be >= 0, received -1");
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x, y}, {.batch = Range{2, 7}}); }), "batch: range [2, 7) ends past the 6 rows");
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x, y}, {.batch = {0, 6}}); }),
              "batch: index 6 at position 1 is out of range for input 'x' with 6 rows (valid indices are 0..5)");
-  EXPECT_HAS(usage_error([&] { reg.intro({x, y}, {.batch = {-1}}); }), "batch: index -1 at position 0 is negative");
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x, y}, {.batch = {-1}}); }), "batch: index -1 at position 0 is negative");
   Data float_index = synk::data<float>({1, 2}, {2}, {.name = "fidx"});
-  EXPECT_HAS(usage_error([&] { reg.intro({x, y}, {.batch = float_index}); }),
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x, y}, {.batch = float_index}); }),
              "batch: an index array must be a 1-D integer Data (i64, i32 or u8), received Data 'fidx' of dtype f32 and shape [2]");
   Data bad_index = synk::data<int64_t>({0, 1, 99}, {3}, {.name = "idx"});
-  EXPECT_HAS(usage_error([&] { reg.intro({x, y}, {.batch = bad_index}); }), "batch: index 99 at position 2 is out of range");
-  EXPECT_HAS(usage_error([&] { reg.intro({x, y}, {.num_slices = 0}); }), "num_slices: must be >= 1, received 0");
-  EXPECT_HAS(usage_error([&] { reg.intro({x, y}, {.output_subset = {"w"}}); }), "output_subset: intro has no output 'w' (its outputs: z)");
-  EXPECT_HAS(usage_error([&] { reg.intro({x, y}, {.batch_s = Range{0, 1}}); }), "batch_s: intro reads no sliceable shared variable");
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x, y}, {.batch = bad_index}); }), "batch: index 99 at position 2 is out of range");
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x, y}, {.num_slices = 0}); }), "num_slices: must be >= 1, received 0");
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x, y}, {.output_subset = {"w"}}); }), "output_subset: intro has no output 'w' (its outputs: z)");
+  EXPECT_HAS(usage_error_of([&] { reg.intro({x, y}, {.batch_s = Range{0, 1}}); }), "batch_s: intro reads no sliceable shared variable");
   works();
   double local = f64(reg.intro.run_local({x, y}, {.batch = {5, 5, 0}})[0]);
   EXPECT_NEAR(f64(reg.intro({x, y}, {.batch = {5, 5, 0}})[0]), local, 1e-6 * (1 + std::abs(local)));

@@ -22,7 +22,6 @@ using namespace synk;
 
 namespace {
 
-#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 class ScopedLimit {
  public:

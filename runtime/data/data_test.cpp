@@ -13,22 +13,13 @@
 #include "runtime/testing.h"
 
 using namespace synk;
+using synk::testing::usage_error_of;
 using synk::testing::leftover_segments;
 
 namespace {
 
 std::string temp_path(const std::string& name) {
   return ::testing::TempDir() + "synk_data_test_" + std::to_string(getpid()) + "_" + name;
-}
-
-template <class F>
-std::string usage_error_of(F f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<no UsageError>";
 }
 
 // Writes an .npy file by hand: `dict` is the header text (padded here), then `data`.

@@ -122,7 +122,6 @@ std::string write_temp(const std::string& bytes, int index) {
   return path;
 }
 
-#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 }  // namespace
 

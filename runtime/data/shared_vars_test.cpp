@@ -17,17 +17,6 @@ using namespace synk;
 using namespace synk::rt;
 using namespace synk::testing;   // the runtime test helpers (runtime/testing.h)
 
-namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<no UsageError>";
-}
-#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
-}  // namespace
 
 TEST(SplitMix64, MatchesTheReferenceStream) {
   SplitMix64 g(0);
@@ -74,24 +63,24 @@ TEST(Init, LoadBindsSymbolsAndChecksTheFile) {
   EXPECT_EQ(v[0].shape, std::vector<int64_t>{3});
   EXPECT_EQ(v[2].shape, (std::vector<int64_t>{0, 2})) << "an unbound symbol starts at 0";
   spec.shareds[1].dims = {fixed(3), sym(0)};
-  EXPECT_HAS(error_of([&] { initial_values(spec); }), "declared f64[3, k], the file holds shape [2, 3]");
+  EXPECT_HAS(usage_error_of([&] { initial_values(spec); }), "declared f64[3, k], the file holds shape [2, 3]");
   spec.shareds[1].dims = {fixed(2), sym(0)};
   spec.shareds[1].dtype = DType::F32;
-  EXPECT_HAS(error_of([&] { initial_values(spec); }), "expected dtype f32 (or one that converts safely to it), received i32");
+  EXPECT_HAS(usage_error_of([&] { initial_values(spec); }), "expected dtype f32 (or one that converts safely to it), received i32");
   spec.shareds[1].init.path = path + ".missing";
-  EXPECT_HAS(error_of([&] { initial_values(spec); }), "cannot open");
+  EXPECT_HAS(usage_error_of([&] { initial_values(spec); }), "cannot open");
   std::remove(path.c_str());
 }
 
 TEST(Init, ValidateAndConform) {
   ModuleSpec spec;
   spec.shareds = {shared("a", DType::F32, {fixed(2)}), shared("a", DType::F32, {fixed(2)})};
-  EXPECT_HAS(error_of([&] { validate_module(spec); }), "shared variable 'a' is declared twice");
+  EXPECT_HAS(usage_error_of([&] { validate_module(spec); }), "shared variable 'a' is declared twice");
   spec.shareds = {shared("s", DType::F32, {}, {}, true)};
-  EXPECT_HAS(error_of([&] { validate_module(spec); }), "sliceable shared variable 's' needs at least one dimension");
+  EXPECT_HAS(usage_error_of([&] { validate_module(spec); }), "sliceable shared variable 's' needs at least one dimension");
   SharedSpec s = shared("w", DType::F32, {fixed(2), sym(0)});
   Array bad = make_array<float>({3, 1}, {1, 2, 3});
-  EXPECT_HAS(error_of([&] { conform_shared_value(s, {"n"}, bad.ref(), false, "set_value('w')"); }),
+  EXPECT_HAS(usage_error_of([&] { conform_shared_value(s, {"n"}, bad.ref(), false, "set_value('w')"); }),
              "set_value('w'): expected shape f32[2, n], received [3, 1] (axis 0 must be 2)");
   Array ints = make_array<uint8_t>({2, 1}, {1, 2});
   Array ok = conform_shared_value(s, {"n"}, ints.ref(), false, "w");

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -30,7 +31,6 @@ using namespace synk::testing;   // the runtime test helpers (runtime/testing.h)
 
 namespace {
 
-#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 int iterations() {
   const char* env = std::getenv("SYNK_FAULT_ITERATIONS");
@@ -123,6 +123,34 @@ std::pair<RankError, double> fault_while(pid_t victim, int sig, const std::funct
   return {*error, seconds};
 }
 
+// Rows of 1.0 for counting_function, one of them (`at`) the value that makes its rank misbehave.
+Data rows_with(size_t n, size_t at, float trigger) {
+  std::vector<float> rows(n, 1.0f);
+  rows[at] = trigger;
+  return rows_data(rows);
+}
+
+// Runs `f`, which must throw a RankError, and returns it (nothing, and a failure, if it returns).
+template <class F>
+std::optional<RankError> rank_error_of(F&& f) {
+  try {
+    f();
+  } catch (const RankError& e) {
+    return e;
+  }
+  ADD_FAILURE();
+  return std::nullopt;
+}
+
+// After a lost group: nothing of it is left, and once the test's Data `x` is dropped, no segment
+// is left either and a new fork() works.
+void expect_recovery(const GroupTrace& t, Data& x) {
+  expect_nothing_left(t);
+  x = Data();
+  EXPECT_TRUE(leftover_segments().empty());
+  expect_fork_works();
+}
+
 // A 4 MB variable: each all_reduce of it takes many rounds.
 rt::ModuleSpec big_module() {
   rt::ModuleSpec spec;
@@ -138,16 +166,11 @@ TEST(Faults, RankThatThrowsInAKernelFailsTheCallEverywhereAndUpdatesNothing) {
   for (int it = 0; it < iterations(); ++it) {
     for (int n : {1, 3}) {
       ASSERT_EQ(synk::fork(n), n);
-      std::vector<float> rows(9, 1.0f);
-      rows[8] = 666;   // the last rank's rows
-      Data bad = rows_data(rows);
-      try {
-        f({bad});
-        ADD_FAILURE();
-      } catch (const RankError& e) {
-        EXPECT_HAS(e.what(), "count_rows failed on rank " + std::to_string(n - 1) + ": row 666 is poison");
-        EXPECT_EQ(e.ranks(), std::vector<int>{n - 1});
-        EXPECT_FALSE(e.group_lost());
+      Data bad = rows_with(9, 8, 666);   // the last rank's rows
+      if (auto e = rank_error_of([&] { f({bad}); })) {
+        EXPECT_HAS(e->what(), "count_rows failed on rank " + std::to_string(n - 1) + ": row 666 is poison");
+        EXPECT_EQ(e->ranks(), std::vector<int>{n - 1});
+        EXPECT_FALSE(e->group_lost());
       }
       for (int r = 0; r < n; ++r) EXPECT_EQ(scalar(m.get_value(r, "s")), 0) << "no rank applied its update";
       Data good = rows_data(std::vector<float>(9, 1.0f));
@@ -166,17 +189,12 @@ TEST(Faults, WorkerKilledDuringACall) {
   for (int it = 0; it < iterations(); ++it) {
     ASSERT_EQ(synk::fork(3), 3);
     GroupTrace t = trace();
-    std::vector<float> rows(9, 1.0f);
-    rows[4] = 777;   // rank 1 kills itself
-    Data x = rows_data(rows);
-    try {
-      f({x});
-      ADD_FAILURE();
-    } catch (const RankError& e) {
-      EXPECT_HAS(e.what(), "rank 1 (pid " + std::to_string(t.workers[0]) + ") was killed by signal 9 (SIGKILL)");
-      EXPECT_HAS(e.what(), "shut down");
-      EXPECT_TRUE(e.group_lost());
-      EXPECT_EQ(e.ranks(), std::vector<int>{1});
+    Data x = rows_with(9, 4, 777);   // rank 1 kills itself
+    if (auto e = rank_error_of([&] { f({x}); })) {
+      EXPECT_HAS(e->what(), "rank 1 (pid " + std::to_string(t.workers[0]) + ") was killed by signal 9 (SIGKILL)");
+      EXPECT_HAS(e->what(), "shut down");
+      EXPECT_TRUE(e->group_lost());
+      EXPECT_EQ(e->ranks(), std::vector<int>{1});
     }
     expect_nothing_left(t);
     EXPECT_THROW(f({x}), UsageError);
@@ -221,20 +239,17 @@ TEST(Faults, WorkerKilledWhileIdleIsNamedAtTheNextCallOrCollective) {
     kill(t.workers[size_t(victim - 1)], SIGKILL);
     usleep(20'000);
     Clock::time_point start = Clock::now();
-    try {
+    auto e = rank_error_of([&] {
       if (it % 2) synk::all_reduce(m.var("s"), "sum");
       else f({x});
-      ADD_FAILURE();
-    } catch (const RankError& e) {
-      EXPECT_HAS(e.what(), fmt::format("rank {} (pid {}) was killed by signal 9 (SIGKILL)", victim,
-                                       t.workers[size_t(victim - 1)]));
-      EXPECT_TRUE(e.group_lost());
+    });
+    if (e) {
+      EXPECT_HAS(e->what(), fmt::format("rank {} (pid {}) was killed by signal 9 (SIGKILL)", victim,
+                                        t.workers[size_t(victim - 1)]));
+      EXPECT_TRUE(e->group_lost());
     }
     timing.add(seconds_since(start));
-    expect_nothing_left(t);
-    x = Data();
-    EXPECT_TRUE(leftover_segments().empty());
-    expect_fork_works();
+    expect_recovery(t, x);
   }
 }
 
@@ -244,21 +259,13 @@ TEST(Faults, WorkerThatExitsInsideAKernel) {
   for (int it = 0; it < iterations(); ++it) {
     ASSERT_EQ(synk::fork(3), 3);
     GroupTrace t = trace();
-    std::vector<float> rows(9, 1.0f);
-    rows[7] = 555;   // rank 2 calls exit(3)
-    Data x = rows_data(rows);
-    try {
-      f({x});
-      ADD_FAILURE();
-    } catch (const RankError& e) {
-      EXPECT_HAS(e.what(), "rank 2 (pid " + std::to_string(t.workers[1]) + ") exited with status 3");
-      EXPECT_TRUE(e.group_lost());
-      EXPECT_EQ(e.ranks(), std::vector<int>{2});
+    Data x = rows_with(9, 7, 555);   // rank 2 calls exit(3)
+    if (auto e = rank_error_of([&] { f({x}); })) {
+      EXPECT_HAS(e->what(), "rank 2 (pid " + std::to_string(t.workers[1]) + ") exited with status 3");
+      EXPECT_TRUE(e->group_lost());
+      EXPECT_EQ(e->ranks(), std::vector<int>{2});
     }
-    expect_nothing_left(t);
-    x = Data();
-    EXPECT_TRUE(leftover_segments().empty());
-    expect_fork_works();
+    expect_recovery(t, x);
   }
 }
 
@@ -268,9 +275,7 @@ TEST(Faults, WorkerKilledFromOutsideWhileComputing) {
   for (int it = 0; it < iterations(); ++it) {
     ASSERT_EQ(synk::fork(2), 2);
     GroupTrace t = trace();
-    std::vector<float> rows(4, 1.0f);
-    rows[3] = 888;   // rank 1 sleeps for 3 s
-    Data x = rows_data(rows);
+    Data x = rows_with(4, 3, 888);   // rank 1 sleeps for 3 s
     auto [error, seconds] = fault_while(t.workers[0], SIGTERM, [&] { f({x}); });
     EXPECT_HAS(error.what(), "rank 1 (pid " + std::to_string(t.workers[0]) + ") was killed by signal 15 (SIGTERM)");
     expect_nothing_left(t);
@@ -304,10 +309,7 @@ TEST(Faults, StoppedWorkerTurnsIntoAnErrorAfterTheTimeout) {
                                      "command within 0.5 s", victim, pid));
     EXPECT_TRUE(e.group_lost());
     EXPECT_EQ(e.ranks(), std::vector<int>{victim}) << "only the stopped rank is blamed";
-    expect_nothing_left(t);
-    x = Data();
-    EXPECT_TRUE(leftover_segments().empty());
-    expect_fork_works();
+    expect_recovery(t, x);
   }
 }
 
@@ -319,12 +321,9 @@ TEST(Faults, WorkerDeathWhileOthersWaitInABarrier) {
   for (int it = 0; it < iterations(); ++it) {
     ASSERT_EQ(synk::fork(3), 3);
     GroupTrace t = trace();
-    try {
-      synk::run_on_all_ranks("die_then_barrier", "");
-      ADD_FAILURE();
-    } catch (const RankError& e) {
-      EXPECT_HAS(e.what(), "rank 2 (pid " + std::to_string(t.workers[1]) + ") was killed by signal 9 (SIGKILL)");
-      EXPECT_TRUE(e.group_lost());
+    if (auto e = rank_error_of([] { synk::run_on_all_ranks("die_then_barrier", ""); })) {
+      EXPECT_HAS(e->what(), "rank 2 (pid " + std::to_string(t.workers[1]) + ") was killed by signal 9 (SIGKILL)");
+      EXPECT_TRUE(e->group_lost());
     }
     expect_nothing_left(t);
     EXPECT_TRUE(leftover_segments().empty());

@@ -23,7 +23,6 @@ using namespace synk::testing;   // the runtime test helpers (runtime/testing.h)
 
 namespace {
 
-#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 }  // namespace
 

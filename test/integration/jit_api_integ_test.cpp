@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 
+#include "base/testing.h"
 #include "compiler/backend/host_arrays.h"
 #include "compiler/backend/signature.h"
 #include "synk/jit.h"
@@ -21,17 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
-
-template <class E, class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception of the expected type>";
-}
+using synk::testing::error_of;
 
 const char* kIntro = R"(
 fn f(scatter x: f32[n, 10], bcast y: f32[10]) {
