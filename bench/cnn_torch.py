@@ -16,8 +16,6 @@ process's own rows, as fashion_cnn's ranks do).
 Prints one JSON object per line: {"variant", "epoch", "seconds", "loss"} per epoch, then
 {"variant", "summary": true, "median_epoch_s", "test_accuracy"}.
 """
-import argparse
-import json
 import os
 import statistics
 import sys
@@ -25,11 +23,10 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_torch import load  # noqa: E402  (the gzipped IDX reader)
+from train_torch import baseline_arguments, load, run_baseline  # noqa: E402  (IDX reader, variants)
 
 
 def make_model(seed):
@@ -92,41 +89,14 @@ def train(args, rank, world, variant, emit):
               "test_accuracy": correct / test_images.shape[0]})
 
 
-def emit_stdout(record):
-    print(json.dumps(record), flush=True)
-
-
-def ddp_worker(rank, args):
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(args.port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=args.ddp)
-    try:
-        train(args, rank, args.ddp, f"torch-ddp{args.ddp}", emit_stdout)
-    finally:
-        dist.destroy_process_group()
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=1, help="intra-op threads of the single process")
-    parser.add_argument("--ddp", type=int, default=0, help="DistributedDataParallel over gloo with this many processes")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--momentum", type=float, default=0.9)
+    parser = baseline_arguments(__doc__.split("\n\n")[0], 29518)
     parser.add_argument("--holdout", type=int, default=5000)
     parser.add_argument("--limit", type=int, default=0, help="train on the first N training images only (0: all)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--port", type=int, default=29518)
     args = parser.parse_args()
     if args.threads < 1 or args.epochs < 1 or args.batch < 1 or args.ddp < 0 or args.limit < 0:
         parser.error("--threads, --epochs and --batch must be at least 1, --ddp and --limit at least 0")
-    if args.ddp > 1:
-        mp.spawn(ddp_worker, args=(args,), nprocs=args.ddp, join=True)
-    else:
-        torch.set_num_threads(args.threads)
-        train(args, 0, 1, f"torch-t{args.threads}", emit_stdout)
+    run_baseline(train, args, "cnn_torch")
 
 
 if __name__ == "__main__":

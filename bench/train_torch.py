@@ -106,7 +106,7 @@ def emit_stdout(record):
     print(json.dumps(record), flush=True)
 
 
-def ddp_worker(rank, args):
+def ddp_worker(rank, train, args):
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(args.port))
     torch.set_num_threads(1)
@@ -117,8 +117,9 @@ def ddp_worker(rank, args):
         dist.destroy_process_group()
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def baseline_arguments(description, port):
+    """The options every PyTorch baseline takes (bench/cnn_torch.py adds its own)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads of the single process")
     parser.add_argument("--ddp", type=int, default=0, help="DistributedDataParallel over gloo with this many processes")
     parser.add_argument("--epochs", type=int, default=2)
@@ -126,17 +127,27 @@ def main():
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--momentum", type=float, default=0.9)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--port", type=int, default=29517)
-    args = parser.parse_args()
-    if args.threads < 1 or args.epochs < 1 or args.batch < 1 or args.ddp < 0:
-        parser.error("--threads, --epochs and --batch must be at least 1, --ddp at least 0")
+    parser.add_argument("--port", type=int, default=port)
+    return parser
+
+
+def run_baseline(train, args, name):
+    """Runs train() as the chosen variant: DDP processes, or one process with --threads threads."""
     if args.ddp > 1:
-        mp.spawn(ddp_worker, args=(args,), nprocs=args.ddp, join=True)
+        mp.spawn(ddp_worker, args=(train, args), nprocs=args.ddp, join=True)
     else:
         torch.set_num_threads(args.threads)
         if torch.get_num_threads() != args.threads:
-            sys.exit(f"train_torch: asked for {args.threads} threads, torch runs {torch.get_num_threads()}")
+            sys.exit(f"{name}: asked for {args.threads} threads, torch runs {torch.get_num_threads()}")
         train(args, 0, 1, f"torch-t{args.threads}", emit_stdout)
+
+
+def main():
+    parser = baseline_arguments(__doc__.split("\n\n")[0], 29517)
+    args = parser.parse_args()
+    if args.threads < 1 or args.epochs < 1 or args.batch < 1 or args.ddp < 0:
+        parser.error("--threads, --epochs and --batch must be at least 1, --ddp at least 0")
+    run_baseline(train, args, "train_torch")
 
 
 if __name__ == "__main__":

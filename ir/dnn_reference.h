@@ -22,32 +22,6 @@
 
 namespace synk::dnn::reference {
 
-// y[n, oc, oh, ow] = bias[oc] + sum over the group's input channels and the window.
-template <class T>
-void conv2d_forward(const Conv2dParams& p, const T* x, const T* w, const T* bias, T* y) {
-  const Size2d o = conv2d_output_size(p);
-  const int64_t cg = p.c / p.groups, og = p.out_channels / p.groups;
-  for (int64_t n = 0; n < p.n; ++n)
-    for (int64_t oc = 0; oc < p.out_channels; ++oc) {
-      const int64_t g = oc / og;
-      for (int64_t oh = 0; oh < o.h; ++oh)
-        for (int64_t ow = 0; ow < o.w; ++ow) {
-          T acc = p.has_bias ? bias[oc] : T(0);
-          for (int64_t ic = 0; ic < cg; ++ic)
-            for (int64_t i = 0; i < p.kh; ++i) {
-              const int64_t ih = oh * p.stride_h - p.pad_top + i * p.dilation_h;
-              if (ih < 0 || ih >= p.h) continue;
-              for (int64_t j = 0; j < p.kw; ++j) {
-                const int64_t iw = ow * p.stride_w - p.pad_left + j * p.dilation_w;
-                if (iw < 0 || iw >= p.w) continue;
-                acc += x[((n * p.c + g * cg + ic) * p.h + ih) * p.w + iw] * w[((oc * cg + ic) * p.kh + i) * p.kw + j];
-              }
-            }
-          y[((n * p.out_channels + oc) * o.h + oh) * o.w + ow] = acc;
-        }
-    }
-}
-
 // Visits every (output, input, weight) triple of the convolution once: the two backward passes
 // are the same sum as the forward, scattered instead of gathered.
 template <class F>
@@ -70,6 +44,18 @@ void conv2d_for_each_tap(const Conv2dParams& p, F&& f) {
               }
             }
         }
+}
+
+// y[n, oc, oh, ow] = bias[oc] + sum over the group's input channels and the window, in the order
+// conv2d_for_each_tap visits them.
+template <class T>
+void conv2d_forward(const Conv2dParams& p, const T* x, const T* w, const T* bias, T* y) {
+  const Size2d o = conv2d_output_size(p);
+  const int64_t plane = o.h * o.w;
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t oc = 0; oc < p.out_channels; ++oc)
+      std::fill_n(y + (n * p.out_channels + oc) * plane, plane, p.has_bias ? bias[oc] : T(0));
+  conv2d_for_each_tap(p, [&](int64_t yi, int64_t xi, int64_t wi) { y[yi] += x[xi] * w[wi]; });
 }
 
 template <class T>

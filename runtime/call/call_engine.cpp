@@ -471,7 +471,7 @@ void settle_pending_updates(bool commit) {
 }
 
 void worker_execute_call(RankContext& ctx, std::string_view payload) {
-  const CallMessage m = decode_call_message(payload);
+  CallMessage m = decode_call_message(payload);   // its vectors move into the plan below
   auto resolve = [&ctx](const IndexListRef& ref) {
     return IndexSource{ref.segment.empty() ? nullptr : ctx.map(ref.segment) + ref.offset, ref.dtype, ref.count};
   };
@@ -489,11 +489,12 @@ void worker_execute_call(RankContext& ctx, std::string_view payload) {
   plan.select = m.select;
   plan.select_start = m.select_start;
   plan.select_list = resolve(m.select_list);
-  for (const InputRef& in : m.inputs) {
+  for (InputRef& in : m.inputs) {
     plan.inputs.push_back(in.use);
-    call.inputs.push_back(ResolvedInput{in.segment.empty() ? nullptr : ctx.map(in.segment), in.dtype, in.shape});
+    call.inputs.push_back(
+        ResolvedInput{in.segment.empty() ? nullptr : ctx.map(in.segment), in.dtype, std::move(in.shape)});
   }
-  plan.sliceable_slots = m.sliceable_slots;
+  plan.sliceable_slots = std::move(m.sliceable_slots);
   if (plan.has_sliceable) {
     if (m.shared_rows.size() != size_t(ctx.size()))
       throw InternalError(fmt::format("call message: {} shared-row selections for {} ranks",
@@ -505,7 +506,7 @@ void worker_execute_call(RankContext& ctx, std::string_view payload) {
       plan.shared_rows.push_back(rows);
     }
   }
-  plan.outputs = m.outputs;
+  plan.outputs = std::move(m.outputs);
   PhaseClock clock(call.entry, "worker");
   clock.mark(0, "decode the call");
   RankOutcome outcome = execute_rank(call, ctx.rank());
