@@ -30,7 +30,9 @@ rt::CompiledFunction& BackendFunction::version(rt::Backend backend) {
 
 void BackendFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
                           std::span<rt::Array> outputs, std::span<rt::Array> updates) {
-  version(rt::active_backend()).run(inputs, shareds, outputs, updates);
+  rt::CompiledFunction& v = version(rt::active_backend());
+  v.set_random_state(rng_);
+  v.run(inputs, shareds, outputs, updates);
 }
 
 std::unique_ptr<CudaFunction> compile_cuda_function(const ir::Module& module, const std::string& name,

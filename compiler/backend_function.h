@@ -41,6 +41,7 @@ class BackendFunction : public rt::CompiledFunction {
   const rt::FunctionSignature& signature() const override { return signature_; }
   void run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
            std::span<rt::Array> outputs, std::span<rt::Array> updates) override;
+  void set_random_state(const RngState& state) override { rng_ = state; }
 
   // The version for `backend` (Cpu or Gpu), compiled on first use.
   rt::CompiledFunction& version(rt::Backend backend);
@@ -54,6 +55,7 @@ class BackendFunction : public rt::CompiledFunction {
   std::mutex mutex_;
   std::unique_ptr<rt::CompiledFunction> cpu_, gpu_;
   rt::FunctionSignature signature_;
+  RngState rng_;   // handed to the version that runs
 };
 
 }  // namespace synk::compiler

@@ -26,7 +26,8 @@ constexpr const char* kBuiltinOps[] = {
     "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs", "neg", "pow", "maximum", "minimum",
     "where", "sum", "mean", "max", "min", "prod", "argmax", "matmul", "transpose", "reshape",
     "flatten", "broadcast_to", "cast", "softmax", "log_softmax", "cross_entropy", "one_hot", "take",
-    "concat", "slice", "grad", "conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool", "batch_norm"};
+    "concat", "slice", "grad", "conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool", "batch_norm",
+    "uniform", "normal", "bernoulli", "uniform_like", "normal_like", "bernoulli_like", "dropout"};
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;

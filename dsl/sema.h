@@ -203,6 +203,12 @@ class FunctionAnalyzer {
   Value call_batch_norm(const ast::Expr& e);
   Value call_flatten(const ast::Expr& e);
   Value call_window_backward(const ast::Expr& e, ir::Op op);
+  // Random numbers (sema_random.cpp).
+  Value call_random(const ast::Expr& e);
+  Value call_dropout(const ast::Expr& e);
+  Value random_node(const ast::Expr& call, int64_t dist, const ir::TensorType& type);
+  std::optional<double> random_parameter(const ast::Expr& call, const char* name, double fallback);
+  bool is_training_function() const;
   std::optional<std::array<int64_t, 2>> pair_argument(const ast::Expr& arg, const char* what, int64_t at_least);
   std::optional<std::array<int64_t, 4>> padding_argument(const ast::Expr& arg, const char* op, bool* same);
   std::optional<double> number_argument(const ast::Expr& arg, const char* what);
@@ -254,6 +260,7 @@ class FunctionAnalyzer {
   std::vector<int64_t> trained_;                  // the step's variables
   std::vector<HelperFrame> frames_;               // the helper calls being inlined, outermost first
   size_t helper_calls_ = 0;                       // inlined so far in this function
+  int64_t next_salt_ = 0;                         // the next random op's salt
   size_t errors_at_start_ = 0;
   bool had_error_ = false;
 };

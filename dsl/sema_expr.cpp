@@ -394,6 +394,10 @@ Value FunctionAnalyzer::call(const ast::Expr& e) {
   if (f == "concat") return call_concat(e);
   if (f == "slice") return call_slice(e);
   if (f == "grad") return call_grad(e);
+  if (f == "dropout") return call_dropout(e);
+  if (f == "uniform" || f == "normal" || f == "bernoulli" || f == "uniform_like" || f == "normal_like" ||
+      f == "bernoulli_like")
+    return call_random(e);
   if (is_window_builtin(f)) return call_window_builtin(e);
   if (auto it = ctx_.helpers.find(f); it != ctx_.helpers.end()) return call_helper_value(e, it->second);
   if (auto it = ctx_.globals.find(f); it != ctx_.globals.end()) {

@@ -196,7 +196,8 @@ void check_node_result(const ir::Function& fn, ir::NodeId id, const HostTensor& 
 }  // namespace
 
 EvalResult evaluate(const ir::Module& module, const ir::Function& fn,
-                    std::span<const HostTensor> inputs, std::span<const HostTensor> shared_values) {
+                    std::span<const HostTensor> inputs, std::span<const HostTensor> shared_values,
+                    const RngState& rng) {
   if (inputs.size() != fn.params.size()) {
     std::vector<std::string> names;
     for (const ir::Param& p : fn.params) names.push_back(p.name);
@@ -272,6 +273,12 @@ EvalResult evaluate(const ir::Module& module, const ir::Function& fn,
         break;
       case ir::Op::Grad:
         throw UserError("grad(...) must be expanded by the compiler's gradient pass before evaluation");
+      case ir::Op::Random: {
+        std::vector<int64_t> shape;
+        for (const ir::Dim& d : node.type.shape) shape.push_back(d.is_symbolic() ? bindings.size.at(d.symbol) : d.size);
+        values[i] = random_values(node, shape, rng);
+        break;
+      }
       default: {
         eval_detail::OpContext ctx{node, id, operands, bindings};
         values[i] = eval_detail::op_impl(node.op)(ctx);
@@ -295,10 +302,11 @@ EvalResult evaluate(const ir::Module& module, const ir::Function& fn,
 }
 
 EvalResult evaluate(const ir::Module& module, std::string_view function_name,
-                    std::span<const HostTensor> inputs, std::span<const HostTensor> shared_values) {
+                    std::span<const HostTensor> inputs, std::span<const HostTensor> shared_values,
+                    const RngState& rng) {
   const ir::Function* fn = module.find_function(function_name);
   if (fn == nullptr) throw UserError(fmt::format("the module has no function '{}'", function_name));
-  return evaluate(module, *fn, inputs, shared_values);
+  return evaluate(module, *fn, inputs, shared_values, rng);
 }
 
 }  // namespace synk::dsl

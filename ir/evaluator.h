@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/diagnostics.h"
+#include "base/rng.h"
 #include "ir/ir.h"
 
 namespace synk::dsl {
@@ -59,12 +60,19 @@ struct EvalResult {
 // - max/min/maximum/minimum/relu propagate NaN; argmax returns the first maximum (a NaN counts as
 //   the maximum, as in numpy); sum of an empty axis is 0, prod 1, mean NaN; max/min/argmax of an
 //   empty axis is a UserError;
-// - take, one_hot and cross_entropy check every index (negative indices are out of range).
+// - take, one_hot and cross_entropy check every index (negative indices are out of range);
+// - random ops draw with base/philox.h at (rng.seed, salt, rng.step, row, element), the row of
+//   an op with global rows offset by rng.first_row, rounded to the op's dtype as kernels draw.
 EvalResult evaluate(const ir::Module& module, const ir::Function& fn,
-                    std::span<const HostTensor> inputs, std::span<const HostTensor> shared_values);
+                    std::span<const HostTensor> inputs, std::span<const HostTensor> shared_values,
+                    const RngState& rng = {});
+
+// The draws of one random op (ir::Op::Random) of concrete shape `shape`.
+HostTensor random_values(const ir::Node& node, const std::vector<int64_t>& shape, const RngState& rng);
 
 // Convenience for tests: finds the function by name (UserError when absent).
 EvalResult evaluate(const ir::Module& module, std::string_view function_name,
-                    std::span<const HostTensor> inputs, std::span<const HostTensor> shared_values);
+                    std::span<const HostTensor> inputs, std::span<const HostTensor> shared_values,
+                    const RngState& rng = {});
 
 }  // namespace synk::dsl

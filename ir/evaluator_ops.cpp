@@ -586,7 +586,7 @@ HostTensor leaf_in_table(OpContext& ctx) {
 // to ir.h without an entry here.
 OpImpl lookup(Op op) {
   switch (op) {
-    case Op::Input: case Op::SharedRead: return leaf_in_table;
+    case Op::Input: case Op::SharedRead: case Op::Random: return leaf_in_table;
     case Op::Constant: return constant;
     case Op::Neg: case Op::Abs: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Tanh:
     case Op::Sigmoid: case Op::Relu: case Op::Not: return unary_op;

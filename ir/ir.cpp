@@ -77,6 +77,7 @@ const char* op_name(Op op) {
     case Op::MaxPool2dBackward: return "max_pool2d_backward";
     case Op::AvgPool2d: return "avg_pool2d";
     case Op::AvgPool2dBackward: return "avg_pool2d_backward";
+    case Op::Random: return "random";
     case Op::Grad: return "grad";
   }
   return "?";
@@ -280,7 +281,7 @@ void verify_node(const Module& m, const Function& f, NodeId id, std::vector<std:
   const TensorType* requested = nullptr;
   switch (n.op) {
     case Op::Input: case Op::SharedRead: case Op::Constant: case Op::Cast: case Op::Reshape:
-    case Op::OneHot: case Op::BroadcastTo:
+    case Op::OneHot: case Op::BroadcastTo: case Op::Random:
       requested = &n.type;
       break;
     default:

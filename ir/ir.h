@@ -87,6 +87,12 @@ enum class Op : uint16_t {
   MaxPool2dBackward,      // operands: x, dy; result x's type (dy to the cell each window chose)
   AvgPool2d,              // operand: x; result [N, C, OH, OW]
   AvgPool2dBackward,      // operand: dy; result [N, C, in_h, in_w]
+  // Random numbers (base/philox.h): no operands; a float tensor of type.shape whose element e of
+  // row r (axis 0; a rank-0 value is row 0) is the Philox draw at (seed, attrs.salt, step, row, e)
+  // with e the flat index within the row; attrs.index: 0 uniform in [0, 1), 1 standard normal.
+  // With attrs.global_rows, axis 0 is a scattered row dimension and r is the call's row (the
+  // part's first row is added at run time), so every split of the rows draws the same values.
+  Random,
   // Differentiation, expanded by the gradient pass (a later stage); until then it is typed:
   // operands: loss (float scalar), then one SharedRead per variable. Result: the gradient with
   // the variable's type when there is one variable, else a flat rank-1 vector of the variables'
@@ -123,6 +129,8 @@ struct Attrs {
   int64_t start = 0, stop = 0;      // Slice
   int64_t num_classes = 0;          // OneHot
   Window2d window;                  // Conv2d and the pooling ops
+  int64_t salt = 0;                 // Random: the stream (the op's index in its function)
+  bool global_rows = false;         // Random: axis 0 is the call's scattered rows
   friend bool operator==(const Attrs&, const Attrs&) = default;
 };
 

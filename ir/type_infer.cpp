@@ -566,6 +566,13 @@ InferResult infer_any(Op op, std::span<const TensorType> operands, const ir::Att
       return infer_cross_entropy(operands[0], operands[1]);
     case Op::Grad:
       return infer_grad(operands);
+    case Op::Random:
+      if (auto r = count(0); !r.ok()) return r;
+      if (!requested || !ir::is_float(requested->dtype)) return fail("a random op needs a floating type");
+      if (attrs.index != 0 && attrs.index != 1) return fail(fmt::format("unknown distribution {}", attrs.index));
+      if (attrs.global_rows && (requested->rank() == 0 || !requested->shape[0].is_symbolic()))
+        return fail("a random op with global rows needs a symbolic axis 0");
+      return ok(*requested);
     case Op::Conv2d: case Op::Conv2dBackwardData: case Op::Conv2dBackwardWeights: case Op::MaxPool2d:
     case Op::MaxPool2dBackward: case Op::AvgPool2d: case Op::AvgPool2dBackward:
       return ir::infer_window_type(op, operands, attrs);

@@ -34,7 +34,7 @@ std::optional<ir::Shape> broadcast_shapes(const ir::Shape& a, const ir::Shape& b
 
 // Result type of `op` applied to operands of these types with these attributes. `requested` is
 // the dtype/shape the op is asked to produce where the op needs one (Cast: dtype; Reshape:
-// shape with at most one -1 size meaning "infer"; OneHot: dtype; BroadcastTo: shape); else null.
+// shape with at most one -1 size meaning "infer"; OneHot: dtype; BroadcastTo, Random: shape); else null.
 // Operand dtypes must already be promoted by the caller for binary pointwise ops.
 // Leaves (Input, SharedRead, Constant) take their type from `requested` (Constant: rank 0).
 // Reductions and ArgMax expect attrs.axes already normalized (sorted, unique, non-negative; see

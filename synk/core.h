@@ -241,6 +241,14 @@ class Function {
   int32_t id() const { return id_; }
   const rt::FunctionSignature& signature() const;
   const std::string& name() const { return signature().name; }
+
+  // The random state of its random ops (docs/language.md, "Random numbers"): a draw depends on
+  // (seed, step, the op, the call's row, the element). Both start at 0; every call of a function
+  // with updates (a training step) that succeeds advances the step by one.
+  void set_seed(uint64_t seed) const;
+  void set_step(uint64_t step) const;
+  uint64_t seed() const;
+  uint64_t step() const;
   std::vector<ReduceMode> output_modes() const;
   std::vector<ReduceMode> update_modes() const;
 

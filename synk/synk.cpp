@@ -298,6 +298,20 @@ const rt::FunctionSignature& Function::signature() const {
   return reg.functions[size_t(id_)]->fn->signature();
 }
 
+namespace {
+rt::FunctionEntry& function_entry(int32_t id) {
+  rt::Registry& reg = rt::Registry::instance();
+  if (id < 0 || size_t(id) >= reg.functions.size() || !reg.functions[size_t(id)])
+    throw UsageError("use of an empty synk::Function handle (create it with synk::function(...))");
+  return *reg.functions[size_t(id)];
+}
+}  // namespace
+
+void Function::set_seed(uint64_t seed) const { function_entry(id_).seed = seed; }
+void Function::set_step(uint64_t step) const { function_entry(id_).step = step; }
+uint64_t Function::seed() const { return function_entry(id_).seed; }
+uint64_t Function::step() const { return function_entry(id_).step; }
+
 std::vector<ReduceMode> Function::output_modes() const {
   std::vector<ReduceMode> modes;
   for (const rt::OutputSpec& o : signature().outputs) modes.push_back(o.mode);

@@ -25,6 +25,26 @@ std::vector<int> kernel_buffer_params(const Kernel& kernel) {
   return params;
 }
 
+std::string hidden_symbol_lines(size_t symbols, const std::string& array) {
+  return fmt::format("const uint64_t synk_seed = (uint64_t){0}[{1}]; (void)synk_seed;\n"
+                     "const uint64_t synk_step = (uint64_t){0}[{2}]; (void)synk_step;\n"
+                     "const int64_t synk_first_row = {0}[{3}]; (void)synk_first_row;",
+                     array, symbols, symbols + 1, symbols + 2);
+}
+
+std::string random_stream_line(const ir::Node& random) {
+  return fmt::format("const synk_rng_stream rng = synk_rng_make_stream(synk_seed, {}u, synk_step);",
+                     uint32_t(random.attrs.salt));
+}
+
+std::string random_draw(const ir::Node& random, const std::string& row, const std::string& e) {
+  const bool f32 = random.type.dtype == ir::DType::F32;
+  const std::string r = random.attrs.global_rows ? fmt::format("(uint64_t)(synk_first_row + {})", row)
+                                                 : fmt::format("(uint64_t)({})", row);
+  return fmt::format("synk_rng_{}_at_{}(rng, {}, (uint64_t)({}), {})", random.attrs.index == 1 ? "normal" : "uniform",
+                     f32 ? "f32" : "f64", r, e, f32 ? "0.0f, 1.0f" : "0.0, 1.0");
+}
+
 std::string kernel_symbol(const KernelPlan& plan, const Kernel& kernel, std::string_view module_prefix) {
   if (module_prefix.empty()) return fmt::format("synk_{}_{}", plan.function.name, kernel.name);
   return fmt::format("synk_{}__{}_{}", module_prefix, plan.function.name, kernel.name);

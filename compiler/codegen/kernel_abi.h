@@ -31,6 +31,17 @@ bool kernel_is_library_call(const KernelPlan& plan, const Kernel& kernel);
 // The buffers a generated kernel receives, in order: its outputs, then its inputs, each once.
 std::vector<int> kernel_buffer_params(const Kernel& kernel);
 
+// The `syms` array every kernel entry receives holds the plan's symbols (plan.symbols, in order),
+// then these values of the call's random state (base/rng.h), which random kernels read.
+constexpr size_t kHiddenSymbols = 3;   // seed, step, first row
+// The kernel prologue's lines that name them synk_seed, synk_step and synk_first_row, read from
+// `array` ("syms" on the CPU, "syms.v" in CUDA) after `symbols` plan symbols.
+std::string hidden_symbol_lines(size_t symbols, const std::string& array);
+// A Random node's draw (base/philox.h) for local row `row` (a C expression; the call's first row
+// is added for an op with global rows) and element `e` of the row, from a stream named `rng`.
+std::string random_stream_line(const ir::Node& random);   // "const synk_rng_stream rng = ...;"
+std::string random_draw(const ir::Node& random, const std::string& row, const std::string& e);
+
 // "synk_<function>_<kernel>"; with a module prefix (ahead-of-time artifacts, where kernels of
 // several modules share one binary) "synk_<prefix>__<function>_<kernel>". The JIT uses none.
 std::string kernel_symbol(const KernelPlan& plan, const Kernel& kernel, std::string_view module_prefix = {});

@@ -299,6 +299,21 @@ void emit_one_hot(Writer& w, const KernelPlan& plan, const Kernel& k) {
   w.close();
 }
 
+// A random op's draws (base/philox.h), row by row: element e of row r at (row, e).
+void emit_random(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::Node& rn = node_of(plan, k.roots[0]);
+  const ir::TensorType& t = rn.type;
+  w.open("");
+  w.line(fmt::format("const int64_t rows = {}, per_row = {};", t.rank() ? Poly::dim(t.shape[0]).c_expr() : "1",
+                     Poly::product(t.shape, std::min<size_t>(1, t.rank()), t.rank()).c_expr()));
+  w.line(random_stream_line(rn));
+  w.open("for (int64_t r = 0; r < rows; ++r)");
+  w.line(fmt::format("{} *__restrict__ out = {} + r * per_row;", emitter::c_type(t.dtype), buf(buffer_of(plan, k.roots[0]))));
+  w.line(fmt::format("for (int64_t e = 0; e < per_row; ++e) out[e] = {};", random_draw(rn, "r", "e")));
+  w.close();
+  w.close();
+}
+
 // Integer (and any non-BLAS) matrix products: C[i, j] = sum_p A[i, p] * B[p, j] with vector
 // operands as 1 x K / K x 1 matrices, transposes as strides; the j loop is contiguous in C.
 void emit_matmul_loops(Writer& w, const KernelPlan& plan, const Kernel& k) {
@@ -330,6 +345,7 @@ void emit_kernel_body(Writer& w, const KernelPlan& plan, const Kernel& k) {
     case KernelKind::CrossEntropy: emit_cross_entropy(w, plan, k); break;
     case KernelKind::Take: emit_take(w, plan, k); break;
     case KernelKind::OneHot: emit_one_hot(w, plan, k); break;
+    case KernelKind::Random: emit_random(w, plan, k); break;
     case KernelKind::MatMul: emit_matmul_loops(w, plan, k); break;
     case KernelKind::Dnn: synk::internal_error("a dnn step has no generated code");   // a library step
   }
@@ -372,6 +388,7 @@ CpuSourceParts generate_cpu_source_parts(const ir::Module& module, const KernelP
     kw.open(fmt::format("static __attribute__((noinline)) int64_t {}_body({})", sym, fmt::join(params, ", ")));
     for (size_t s = 0; s < plan.symbols.size(); ++s)
       kw.line(fmt::format("const int64_t s_{} = syms[{}]; (void)s_{};", plan.symbols[s], s, plan.symbols[s]));
+    kw.line(hidden_symbol_lines(plan.symbols.size(), "syms"));
     kw.line("bool cast_bad = false; (void)cast_bad;");
     emit_kernel_body(kw, plan, k);
     kw.line(fmt::format("return cast_bad ? {} : 0;", int64_t(KernelError::CastOutOfRange)));

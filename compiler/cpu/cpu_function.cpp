@@ -260,6 +260,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
     t_last = rt::profile::now_ns();
     table->add(0, t_last - t_start, "argument checks, symbols, buffers");
   }
+  syms_ = syms, syms_.insert(syms_.end(), {int64_t(rng_.seed), int64_t(rng_.step), rng_.first_row});   // + hidden
   std::vector<void*> args;
   for (size_t s = 0; s < steps_.size(); ++s) {
     cancellation_point();   // a lost process group stops a long share between steps
@@ -274,7 +275,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
       args.clear();
       for (int b : step.params) args.push_back(pointers_[size_t(b)]);
       int64_t err[4] = {0, 0, 0, 0};
-      int64_t rc = step.entry(args.data(), binding_->values().data(), err);
+      int64_t rc = step.entry(args.data(), syms_.data(), err);
       if (rc != 0) kernel_failed(step, rc, err);
     }
     if (profiling) {

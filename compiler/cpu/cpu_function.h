@@ -60,6 +60,8 @@ class CpuFunction : public rt::CompiledFunction {
   void run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
            std::span<rt::Array> outputs, std::span<rt::Array> updates) override;
 
+  void set_random_state(const RngState& state) override { rng_ = state; }
+
   const KernelPlan& plan() const { return plan_; }
   const std::string& source() const { return source_; }
   size_t temp_slot_count() const { return slots_.size(); }   // for tests
@@ -76,6 +78,8 @@ class CpuFunction : public rt::CompiledFunction {
   [[noreturn]] void kernel_failed(const Step& step, int64_t code, const int64_t* err) const;
 
   KernelPlan plan_;
+  RngState rng_;
+  std::vector<int64_t> syms_;   // the binding's values, then the random state (kHiddenSymbols)
   std::string source_;
   rt::FunctionSignature signature_;
   CacheOutcome outcome_ = CacheOutcome::Compiled;

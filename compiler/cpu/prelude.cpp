@@ -1,9 +1,10 @@
-// The fixed part of every generated CPU translation unit: freestanding headers and the scalar
-// helpers the kernels call (all `static inline`, so unused ones cost nothing). Their meaning
-// matches scalar_semantics.cpp: integers wrap, float max/min propagate NaN, float-to-integer
+// The fixed part of every generated CPU translation unit: freestanding headers, the random
+// numbers of base/philox.h and the scalar helpers the kernels call (all `static inline`, so
+// unused ones cost nothing). Their meaning matches scalar_semantics.cpp: integers wrap, float max/min propagate NaN, float-to-integer
 // casts of NaN, infinities or out-of-range values are reported, never undefined.
 #include <string>
 
+#include "base/rng.h"
 #include "compiler/codegen/scalar_semantics.h"
 #include "compiler/cpu/codegen_cpu.h"
 
@@ -15,7 +16,9 @@ const std::string& cpu_prelude() {
 
 #define SYNK_INLINE static inline __attribute__((always_inline))
 
-)PRELUDE" + scalar_prelude("__builtin_powf", "__builtin_pow") + R"PRELUDE(
+// base/philox.h: the random ops' draws.
+#define SYNK_RNG_STD_INCLUDES 0
+)PRELUDE" + philox_kernel_text() + "\n" + scalar_prelude("__builtin_powf", "__builtin_pow") + R"PRELUDE(
 // f32 exp, log and tanh are written out (Cephes' polynomials, branch-free, exponent bits by
 // bit casts) so that loops calling them vectorise; libm's are scalar calls. Within 2 ulp of the
 // correctly rounded result (tested). f64 uses libm.

@@ -233,6 +233,23 @@ void emit_one_hot(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernel
   launch.work = node_of(plan, k.roots[0]).type.shape;
 }
 
+// A random op's draws (base/philox.h): one thread per element, e of row r at (row, e).
+void emit_random(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
+  const ir::Node& rn = node_of(plan, k.roots[0]);
+  const ir::TensorType& t = rn.type;
+  w.open("");
+  w.line(fmt::format("const int64_t rows = {}, per_row = {};", t.rank() ? Poly::dim(t.shape[0]).c_expr() : "1",
+                     Poly::product(t.shape, std::min<size_t>(1, t.rank()), t.rank()).c_expr()));
+  w.line(random_stream_line(rn));
+  w.open("for (int64_t i = synk_thread(); i < rows * per_row; i += synk_threads())");
+  w.line("const int64_t r = i / per_row, e = i - r * per_row;");
+  w.line(fmt::format("{}[i] = {};", buf(buffer_of(plan, k.roots[0])), random_draw(rn, "r", "e")));
+  w.close();
+  w.close();
+  launch.kind = CudaLaunchKind::Flat;
+  launch.work = t.shape;
+}
+
 // Integer matrix products (float ones go to cuBLAS): one thread per element of C.
 void emit_matmul_loops(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
   const ir::Node& mm = node_of(plan, k.roots[0]);
@@ -260,6 +277,7 @@ void emit_kernel_body(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKe
     case KernelKind::Concat: emit_concat(w, plan, k, launch); break;
     case KernelKind::Take: emit_take(w, plan, k, launch); break;
     case KernelKind::OneHot: emit_one_hot(w, plan, k, launch); break;
+    case KernelKind::Random: emit_random(w, plan, k, launch); break;
     case KernelKind::MatMul: emit_matmul_loops(w, plan, k, launch); break;
     case KernelKind::Reduce: emit_cuda_reduce(w, plan, k, launch); break;
     case KernelKind::ArgMax: emit_cuda_argmax(w, plan, k, launch); break;
@@ -284,8 +302,9 @@ CudaProgram generate_cuda_program(const ir::Module& module, const KernelPlan& pl
   program.source = head.str() + cuda_prelude();
   Writer syms;
   syms.line("");
-  syms.line("// The values of the plan's symbolic dimensions, passed by value to every kernel.");
-  syms.line(fmt::format("struct SynkSyms {{ int64_t v[{}]; }};", std::max<size_t>(1, plan.symbols.size())));
+  syms.line("// The values of the plan's symbolic dimensions, then the random state (seed, step, first row),");
+  syms.line("// passed by value to every kernel.");
+  syms.line(fmt::format("struct SynkSyms {{ int64_t v[{}]; }};", plan.symbols.size() + kHiddenSymbols));
   program.source += syms.str();
   for (size_t ki = 0; ki < plan.kernels.size(); ++ki) {
     const Kernel& k = plan.kernels[ki];
@@ -319,6 +338,7 @@ CudaProgram generate_cuda_program(const ir::Module& module, const KernelPlan& pl
                         fmt::join(params, ", ")));
     for (size_t s = 0; s < plan.symbols.size(); ++s)
       kw.line(fmt::format("const int64_t s_{0} = syms.v[{1}]; (void)s_{0};", plan.symbols[s], s));
+    kw.line(hidden_symbol_lines(plan.symbols.size(), "syms.v"));
     kw.line("bool cast_bad = false;");
     emit_kernel_body(kw, plan, k, launch);
     kw.line(fmt::format("if (cast_bad) synk_fail(err, {}, 0, 0);", int64_t(KernelError::CastOutOfRange)));

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -321,6 +322,34 @@ TEST_P(CudaExec, OutOfMemoryIsAUserErrorNamingTheSize) {
   ASSERT_NO_THROW(f->run(in, {}, out, upd));
   ASSERT_EQ(out[0].shape, (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(out[0].data<float>()[5], 4.0f);   // x[2] * y[1]
+}
+
+// Random ops draw the CPU backend's bits (base/philox.h on both), for every first row of a part.
+TEST_P(CudaExec, RandomOpsDrawTheCpuBackendsBits) {
+  ir::Module m = module_of(
+      "fn f(scatter x: f32[n, 9], scatter y: f64[n, 5]) { out u: gather = uniform_like(x, low=-1, high=3); "
+      "out z: gather = normal_like(y); out d: gather = dropout(x, 0.3, training=true); "
+      "out b: gather = bernoulli_like(y, 0.6); out s: sum = normal([3, 4]); }");
+  std::unique_ptr<CudaFunction> gpu = compile(m, "f");
+  std::unique_ptr<CpuFunction> cpu = compile_cpu_function(m, "f");
+  rt::Array x, y;
+  x.resize(rt::DType::F32, {11, 9});
+  y.resize(rt::DType::F64, {11, 5});
+  for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = float(i % 7) - 2.5f;
+  for (int64_t i = 0; i < y.size(); ++i) y.data<double>()[i] = 0.5 * double(i);
+  std::vector<rt::ArrayRef> in = {x.ref(), y.ref()};
+  for (int64_t first_row : {0, 5, 1000003}) {
+    std::vector<rt::Array> a(5), b(5), upd;
+    gpu->set_random_state({0xabcdef, 12, first_row});
+    cpu->set_random_state({0xabcdef, 12, first_row});
+    gpu->run(in, {}, a, upd);
+    cpu->run(in, {}, b, upd);
+    for (size_t o = 0; o < 5; ++o) {
+      ASSERT_EQ(a[o].bytes.size(), b[o].bytes.size()) << o;
+      EXPECT_EQ(0, std::memcmp(a[o].bytes.data(), b[o].bytes.data(), a[o].bytes.size()))
+          << "output " << o << ", first row " << first_row;
+    }
+  }
 }
 
 TEST_P(CudaExec, ResidentRunLeavesResultsOnTheDevice) {

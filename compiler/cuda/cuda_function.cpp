@@ -2,6 +2,7 @@
 // construction, load into the device on the first run, then per call: argument checks, device
 // buffers, staging, launches, copies back and the failure records.
 #include "compiler/backend/signature.h"
+#include "compiler/codegen/kernel_abi.h"
 #include "compiler/codegen/kernel_errors.h"
 #include "compiler/cuda/cuda_function.h"
 
@@ -281,7 +282,7 @@ void CudaFunction::load_module() {
   state->buffers = std::vector<ExecBuffer>(plan_.buffers.size());
   state->pointers.assign(plan_.buffers.size(), 0);
   state->scratch = std::vector<ExecBuffer>(program_.launches.size());
-  state->syms_arg.assign(std::max<size_t>(1, plan_.symbols.size()), 0);
+  state->syms_arg.assign(plan_.symbols.size() + kHiddenSymbols, 0);   // SynkSyms: symbols, random state
   state_ = std::move(state);
 }
 
@@ -318,6 +319,9 @@ void CudaFunction::prepare(std::span<const rt::ArrayRef> inputs, std::span<const
   }
   const std::vector<int64_t>& syms = binding_->values();
   for (size_t s = 0; s < syms.size(); ++s) st.syms_arg[s] = syms[s];
+  st.syms_arg[syms.size()] = int64_t(rng_.seed);
+  st.syms_arg[syms.size() + 1] = int64_t(rng_.step);
+  st.syms_arg[syms.size() + 2] = rng_.first_row;
   st.failures_host.assign(4 * program_.launches.size(), 0);
   const size_t failure_bytes = st.failures_host.size() * sizeof(unsigned long long);
   st.failures.reserve(exec, failure_bytes, fn.name, "kernel failure records");

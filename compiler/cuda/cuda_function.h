@@ -83,6 +83,7 @@ class CudaFunction : public rt::CompiledFunction {
   CudaFunction& operator=(const CudaFunction&) = delete;
 
   const rt::FunctionSignature& signature() const override { return signature_; }
+  void set_random_state(const RngState& state) override { rng_ = state; }
   // Throws synk::UserError for bad arguments, data errors (an index out of range...) and device
   // out-of-memory (naming the size); rt::cuda::CudaError for driver failures (naming the kernel).
   void run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
@@ -114,6 +115,7 @@ class CudaFunction : public rt::CompiledFunction {
   void check_failures();
 
   KernelPlan plan_;
+  RngState rng_;
   CudaProgram program_;
   CudaCompileOptions options_;
   CudaTarget target_;

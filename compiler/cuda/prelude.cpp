@@ -5,6 +5,7 @@
 // undefined), warp-shuffle block reductions, 16-byte vectors and the failure reporter.
 // Math is CUDA's own (expf, logf, tanhf, powf: accurate versions unless --use_fast_math).
 #include "compiler/cuda/codegen_cuda.h"
+#include "base/rng.h"
 #include "compiler/codegen/scalar_semantics.h"
 
 namespace synk::compiler {
@@ -19,6 +20,9 @@ typedef unsigned int uint32_t;
 typedef long long int64_t;
 typedef unsigned long long uint64_t;
 
+// base/philox.h: the random ops' draws (device code uses explicitly rounded intrinsics).
+#define SYNK_RNG_STD_INCLUDES 0
+)PRELUDE" + philox_kernel_text() + R"PRELUDE(
 // The CPU generator's expression text uses these GCC builtins; map them to CUDA's.
 #define __builtin_fabsf fabsf
 #define __builtin_fabs fabs

@@ -52,6 +52,7 @@ KernelKind kind_of(Op op) {
     case Op::Concat: return KernelKind::Concat;
     case Op::Take: return KernelKind::Take;
     case Op::OneHot: return KernelKind::OneHot;
+    case Op::Random: return KernelKind::Random;
     case Op::Conv2d: case Op::Conv2dBackwardData: case Op::Conv2dBackwardWeights: case Op::MaxPool2d:
     case Op::MaxPool2dBackward: case Op::AvgPool2d: case Op::AvgPool2dBackward:
       return KernelKind::Dnn;

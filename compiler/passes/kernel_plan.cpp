@@ -30,6 +30,7 @@ const char* kernel_kind_name(KernelKind k) {
     case KernelKind::Concat: return "concat";
     case KernelKind::Take: return "take";
     case KernelKind::OneHot: return "one_hot";
+    case KernelKind::Random: return "random";
     case KernelKind::Dnn: return "dnn";
   }
   return "?";
@@ -69,6 +70,8 @@ std::string node_str(const ir::Module* module, const ir::Function& fn, ir::NodeI
   if (n.op == ir::Op::Concat || n.op == ir::Op::Softmax || n.op == ir::Op::LogSoftmax)
     s += fmt::format(" axis={}", a.axis);
   if (n.op == ir::Op::OneHot) s += fmt::format(" num_classes={}", a.num_classes);
+  if (n.op == ir::Op::Random)
+    s += fmt::format(" {} salt={}{}", a.index == 1 ? "normal" : "uniform", a.salt, a.global_rows ? " global_rows" : "");
   if (ir::is_window_op(n.op)) {
     const ir::Window2d& w = a.window;
     s += fmt::format(" window={}x{} stride={},{} pad={},{},{},{} dilation={},{} groups={} input={}x{}{}", w.kh, w.kw,

@@ -41,6 +41,7 @@ enum class KernelKind : uint8_t {
   Concat,        // one loop nest per operand, each a pointwise DAG
   Take,          // row gather with bounds checks
   OneHot,
+  Random,        // one random op's draws (base/philox.h), row by row
   Dnn,           // one conv2d / pooling op (forward or backward): a library call on the host
 };
 const char* kernel_kind_name(KernelKind k);

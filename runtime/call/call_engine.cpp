@@ -40,6 +40,7 @@ struct ResolvedCall {
   int32_t module_id = -1;
   CallPlan plan;
   std::vector<ResolvedInput> inputs;
+  uint64_t seed = 0, step = 0;   // the call's random state (the master's FunctionEntry)
 };
 
 struct PendingUpdate {
@@ -214,6 +215,9 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
                               rows.start + part.sh_hi);
     }
     clock.mark(2, "shared variables: values and row gathers");
+    // Random ops draw at the call's rows: a part's first position (or, with no scattered input,
+    // its first row of this rank's sliceable selection).
+    fn.set_random_state(RngState{call.seed, call.step, plan.has_scattered ? part.pos_lo : part.sh_lo});
     try {
       fn.run(inputs, shareds, g_outputs, g_updates);
     } catch (const ScatteredRowError& e) {
@@ -507,6 +511,8 @@ void worker_execute_call(RankContext& ctx, std::string_view payload) {
     }
   }
   plan.outputs = std::move(m.outputs);
+  call.seed = m.seed;
+  call.step = m.step;
   PhaseClock clock(call.entry, "worker");
   clock.mark(0, "decode the call");
   RankOutcome outcome = execute_rank(call, ctx.rank());
@@ -527,6 +533,8 @@ std::vector<Array> run_call(ProcessGroup* group, const CallRequest& req) {
   call.module = reg.modules.at(size_t(call.module_id)).get();
   const FunctionSignature& sig = call.entry->fn->signature();
   const int N = group ? group->size() : 1;
+  call.seed = call.entry->seed;
+  call.step = call.entry->step;
   PhaseClock clock(call.entry, "master");
 
   // Plan and validate: nothing has moved yet.
@@ -547,7 +555,10 @@ std::vector<Array> run_call(ProcessGroup* group, const CallRequest& req) {
       errors[0] = e.what();
     }
   } else {
-    std::string payload = encode_call_message(call_message(group, req, sig, plan, N));
+    CallMessage message = call_message(group, req, sig, plan, N);
+    message.seed = call.seed;
+    message.step = call.step;
+    std::string payload = encode_call_message(message);
     clock.mark(1, "encode the call for the workers");
     errors = group->run(kCallCommand, payload, master_part);
   }
@@ -564,6 +575,7 @@ std::vector<Array> run_call(ProcessGroup* group, const CallRequest& req) {
   std::vector<Array> results = reduce_outputs(group, sig, plan, mine, N);
   clock.mark(3, "reduce outputs over ranks");
   for (PendingUpdate& p : mine.updates) commit_update(p);
+  if (!sig.updates.empty()) ++call.entry->step;   // a training step: its next call draws anew
   clock.mark(4, "commit this rank's updates");
   clock.end_call();
   return results;

@@ -72,6 +72,8 @@ std::string encode_call_message(const CallMessage& m) {
     put_list(w, rows.list);
   }
   w.vec(m.outputs);
+  w.pod(m.seed);
+  w.pod(m.step);
   return w.take();
 }
 
@@ -107,6 +109,8 @@ CallMessage decode_call_message(std::string_view bytes) {
     rows.list = get_list(r);
   }
   m.outputs = r.vec<int32_t>();
+  m.seed = r.pod<uint64_t>();
+  m.step = r.pod<uint64_t>();
   if (!r.done()) throw InternalError("call message: bytes left over after the message");
   return m;
 }

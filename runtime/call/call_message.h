@@ -53,6 +53,7 @@ struct CallMessage {
   std::vector<int32_t> sliceable_slots;
   std::vector<SharedRowsRef> shared_rows;   // per rank, in rank order, when has_sliceable
   std::vector<int32_t> outputs;
+  uint64_t seed = 0, step = 0;              // the random state of the call (base/rng.h)
   bool operator==(const CallMessage&) const = default;
 };
 

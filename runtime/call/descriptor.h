@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "base/rng.h"
 
 namespace synk::rt {
 
@@ -109,6 +110,9 @@ class CompiledFunction {
   virtual const FunctionSignature& signature() const = 0;
   virtual void run(std::span<const ArrayRef> inputs, std::span<const ArrayRef> shareds,
                    std::span<Array> outputs, std::span<Array> updates) = 0;
+  // The random state the next run() draws with (base/rng.h): the engine sets it before every
+  // part, with the part's first row of the call. Functions without random ops ignore it.
+  virtual void set_random_state(const RngState& state) { (void)state; }
 };
 
 // Rebuilds a CompiledFunction in a worker from the payload its producer registered

@@ -23,6 +23,10 @@ struct FunctionEntry {
   std::shared_ptr<CompiledFunction> fn;
   int32_t module = -1;
   std::string kind, payload;     // how a worker forked earlier rebuilds it (may be empty)
+  // The random state of its calls (base/rng.h), the master's: every call sends it to the workers;
+  // a call of a function with updates (a training step) advances `step` once it succeeds.
+  uint64_t seed = 0;
+  uint64_t step = 0;
 };
 
 struct ModuleEntry {

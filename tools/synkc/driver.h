@@ -31,6 +31,7 @@ struct RunOptions {
   std::string out_dir;                   // empty: print
   bool all_ranks = false;                // print/save updated variables of every rank
   bool force_cast = false;               // --force-cast: convert .npy values that do not convert safely
+  uint64_t seed = 0, step = 0;           // --seed, --step: the random state of the call
 };
 
 // Ahead-of-time artifacts (-o libNAME.a, --main, --emit=stub|header).

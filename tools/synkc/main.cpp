@@ -86,6 +86,9 @@ std::vector<Subcommand> subcommands() {
          app.add_option("--num-slices", run.num_slices, "Slices per rank")->capture_default_str();
          app.add_option("--out", run.out_dir, "Save outputs as DIR/NAME.npy (and DIR/shared.NAME.npy) instead of printing")
              ->type_name("DIR");
+         app.add_option("--seed", run.seed, "Seed of the function's random ops (uniform, normal, dropout, ...)")
+             ->capture_default_str();
+         app.add_option("--step", run.step, "Step counter of the function's random ops")->capture_default_str();
          app.add_flag("--all-ranks", run.all_ranks, "Print every rank's copy of the updated shared variables");
          app.add_flag("--force-cast", run.force_cast,
                       "Convert --arg and --set values whose dtype does not convert safely (e.g. f64 to f32)");

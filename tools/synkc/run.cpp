@@ -238,6 +238,8 @@ int run_function(const DriverOptions& driver) {
   }
 
   synk::Function function = module.function(options.function);   // compiled before the fork
+  function.set_seed(options.seed);
+  function.set_step(options.step);
   synk::fork(options.ranks);
   for (const auto& [name, value] : sets)
     for (int rank = 0; rank < options.ranks; ++rank) module.shared(name).set_value(rank, value.ref(), options.force_cast);
