@@ -122,10 +122,10 @@ ir::Module build_fashion_mnist_mlp() {
     return h2.matmul(w3) + b3;
   });
   auto logits_of = [&](FunctionBuilder& f, const Expr& images) { return f.let("logits", forward(f, images)); };
-  auto step = [&](FunctionBuilder& f, const Expr& images, const Expr& labels, const Expr& scale) {
+  auto step = [&](FunctionBuilder& f, const Expr& images, const Expr& labels) {
     auto losses = f.let("losses", cross_entropy(logits_of(f, images), labels));
     f.out("loss_sum", sum(losses), ReduceMode::Sum);
-    f.minimize(sum(losses) * scale, {w1, b1, w2, b2, w3, b3}, "opt");
+    f.minimize(mean(losses), {w1, b1, w2, b2, w3, b3}, "opt");
   };
   // The front end declares every shared variable before it reads a function, so the gradient
   // variable that the first minimize adds comes after these two, written later in the file.
@@ -134,9 +134,9 @@ ir::Module build_fashion_mnist_mlp() {
   auto train = mb.function("train");
   auto images = train.scatter("images", DType::U8, {"n", 784});
   auto labels = train.scatter("labels", DType::I64, {"n"});
-  step(train, images, labels, train.bcast("scale", DType::F32, {}));
+  step(train, images, labels);
   auto device = mb.function("train_device");
-  step(device, train_images, train_labels, device.bcast("scale", DType::F32, {}));
+  step(device, train_images, train_labels);
   auto evaluate = mb.function("evaluate");
   auto eval_images = evaluate.scatter("images", DType::U8, {"n", 784});
   auto eval_labels = evaluate.scatter("labels", DType::I64, {"n"});

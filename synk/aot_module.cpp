@@ -188,6 +188,22 @@ std::vector<std::string> function_names(const ModuleDef& def) {
   return names;
 }
 
+namespace {
+std::vector<synk::Function> all_functions(const ModuleDef& def) {
+  std::vector<synk::Function> out;
+  for (const std::string& name : function_names(def)) out.push_back(function(def, name));
+  return out;
+}
+}  // namespace
+
+void save_checkpoint(const ModuleDef& def, const std::string& dir, const CheckpointMetadata& metadata) {
+  synk::save_checkpoint(runtime_module(def), all_functions(def), dir, metadata);
+}
+
+CheckpointMetadata load_checkpoint(const ModuleDef& def, const std::string& dir) {
+  return synk::load_checkpoint(runtime_module(def), all_functions(def), dir);
+}
+
 std::vector<std::string> shared_names(const ModuleDef& def) {
   std::lock_guard lock(table_mutex());
   std::vector<std::string> names;

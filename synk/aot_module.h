@@ -74,6 +74,10 @@ void load_all(const ModuleDef& def);
 std::vector<std::string> function_names(const ModuleDef& def);
 std::vector<std::string> shared_names(const ModuleDef& def);
 
+// Checkpoints of the module (synk/checkpoint.h) with the random state of all its functions.
+void save_checkpoint(const ModuleDef& def, const std::string& dir, const CheckpointMetadata& metadata);
+CheckpointMetadata load_checkpoint(const ModuleDef& def, const std::string& dir);
+
 // One shared variable of an AOT module (the same type as synk::jit::Shared).
 using Shared = synk::SharedVariable;
 

@@ -4,6 +4,7 @@
 #include "synk/collectives.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -280,8 +281,10 @@ void run(const char* what, rt::ProcessGroup& g, CollDescriptor& d, const std::ve
   throw RankError(fmt::format("{} failed on {}", what, fmt::join(parts, "; ")), ranks);
 }
 
+// rank_scale (all_reduce_weighted): each rank's factor; the op is then Sum.
 std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& vars, const ReduceOp& op,
-                                   bool in_place, const CollectiveOptions& options) {
+                                   bool in_place, const CollectiveOptions& options,
+                                   const std::vector<double>* rank_scale = nullptr) {
   CollectiveOptions o = merged(what, options);
   rt::ProcessGroup& g = group_for(what);
   std::vector<Target> ts = targets(what, vars.list());
@@ -293,6 +296,10 @@ std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& 
   d.algorithm = resolve_algorithm(what, *o.algorithm, g.size());
   d.in_place = in_place;
   fill_descriptor(d, ts, o);
+  if (rank_scale) {
+    d.op = CollOp::Sum;
+    d.rank_scale = *rank_scale;
+  }
   for (const Target& t : ts) d.add_shape(shape_on(&g, t, 0));
   // One rank: every op of one operand is that operand (avg divides by 1), so an in-place
   // reduction leaves the values as they are. Skipping the staging round trip matters to a
@@ -325,6 +332,24 @@ CollectiveOptions collective_defaults() { return g_defaults; }
 
 void all_reduce(const Vars& vars, ReduceOp op, const CollectiveOptions& options) {
   reduce_impl("all_reduce", CollKind::AllReduce, vars, op, true, options);
+}
+
+void all_reduce_weighted(const Vars& vars, const std::vector<double>& weights, const CollectiveOptions& options) {
+  const char* what = "all_reduce_weighted";
+  const int n = group_for(what).size();
+  if (weights.size() != size_t(n))
+    throw UsageError(fmt::format("{}: expected {} weights (one per rank), received {}", what, n, weights.size()));
+  double total = 0;
+  for (size_t r = 0; r < weights.size(); ++r) {
+    if (!std::isfinite(weights[r]) || weights[r] < 0)
+      throw UsageError(fmt::format("{}: the weight of rank {} is {}; weights must be finite and >= 0", what, r,
+                                   weights[r]));
+    total += weights[r];
+  }
+  if (total == 0) throw UsageError(fmt::format("{}: every weight is 0, so there is nothing to average", what));
+  std::vector<double> scale;
+  for (double w : weights) scale.push_back(w / total);
+  reduce_impl(what, CollKind::AllReduce, vars, Op::Avg, true, options, &scale);
 }
 
 std::vector<Array> reduce(const Vars& vars, ReduceOp op, bool in_place, const CollectiveOptions& options) {

@@ -142,6 +142,14 @@ Array reduce(const Var& var, ReduceOp op = Op::Avg, bool in_place = true,
 // Every rank's variable becomes the reduction over ranks (equal shapes required).
 void all_reduce(const Vars& vars, ReduceOp op = Op::Avg, const CollectiveOptions& options = {});
 
+// Every rank's variable becomes the weighted mean sum_r(weights[r] * x_r) / sum_r(weights[r])
+// (floating-point variables, equal shapes): one weight per rank, finite and >= 0, not all 0. A rank
+// of weight 0 contributes nothing, not even a NaN it holds. Each rank scales its own values before
+// the sum, so the result may differ from all_reduce(avg) in the last bit even for equal weights.
+// A training step reduces its gradient this way when its ranks held different numbers of rows.
+void all_reduce_weighted(const Vars& vars, const std::vector<double>& weights,
+                         const CollectiveOptions& options = {});
+
 // Writes / reads one rank's values (rank 0 is the master's own).
 void set_value(int rank, const Vars& vars, const Values& values, const CollectiveOptions& options = {});
 std::vector<Array> get_value(int rank, const Vars& vars, const CollectiveOptions& options = {});

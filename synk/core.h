@@ -86,9 +86,12 @@ class Module {
   Var var(std::string_view shared_name) const;
   std::vector<Var> vars() const;
 
-  // The master's own copy.
+  // The master's own copy. After synk::fork() set_value changes the master's copy ONLY (the
+  // workers keep theirs): use set_value_all to change every rank's.
   Array get_value(std::string_view name) const;
   void set_value(std::string_view name, const ArrayRef& value, bool force_cast = false);
+  // Every rank's copy: the master's, then a broadcast to the workers when forked.
+  void set_value_all(std::string_view name, const ArrayRef& value, bool force_cast = false);
   template <class T>
   void set_value(std::string_view name, const std::vector<T>& values, std::vector<int64_t> shape,
                  bool force_cast = false) {
@@ -219,10 +222,14 @@ class Outputs : public std::vector<Array> {
  public:
   const Array& get(std::string_view name) const;
   const std::vector<std::string>& names() const { return names_; }
+  // Each rank's weight in the call's `avg` reductions, in rank order: its row count over all its
+  // slices (1 per rank when nothing is scattered; 0 everywhere when the call selected no rows).
+  const std::vector<int64_t>& rank_weights() const { return rank_weights_; }
 
  private:
   friend class Function;
   std::vector<std::string> names_;
+  std::vector<int64_t> rank_weights_;
 };
 
 class Function {

@@ -137,6 +137,19 @@ synk::Function Module::function(const std::string& name) {
   return f;
 }
 
+void Module::save_checkpoint(const std::string& dir, const CheckpointMetadata& metadata) {
+  std::vector<synk::Function> compiled;
+  for (const auto& [name, f] : state().functions) compiled.push_back(f);
+  synk::save_checkpoint(state().runtime, compiled, dir, metadata);
+}
+
+CheckpointMetadata Module::load_checkpoint(const std::string& dir) {
+  std::vector<synk::Function> named;
+  for (const std::string& name : synk::detail::checkpoint_functions(dir))
+    if (state().ir.find_function(name)) named.push_back(function(name));
+  return synk::load_checkpoint(state().runtime, named, dir);
+}
+
 void Module::compile_all() {
   for (const std::string& name : function_names()) function(name);
 }

@@ -73,6 +73,12 @@ class Module {
   synk::TrainStep train_step(const std::string& name, int64_t num_packs = 0);
   std::vector<std::string> train_step_names() const;
 
+  // Checkpoints (synk/checkpoint.h): every shared variable but the sliceable ones, and the random
+  // state of the functions compiled so far; loading compiles the functions the checkpoint names
+  // and restores everything on every rank. A resumed run equals the uninterrupted one bit for bit.
+  void save_checkpoint(const std::string& dir, const CheckpointMetadata& metadata = {});
+  CheckpointMetadata load_checkpoint(const std::string& dir);
+
   std::vector<std::string> function_names() const;
   std::vector<std::string> shared_names() const;
   // The module as compiled, and its printed IR (dsl::print_module).

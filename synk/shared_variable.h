@@ -26,7 +26,13 @@ class SharedVariable {
   template <class T>
   std::vector<T> values(int rank = 0) const { return to_vector<T>(get_value(rank)); }
 
+  // The master's copy only, after synk::fork(); set_value_all changes every rank's (one broadcast).
   void set_value(const ArrayRef& value, bool force_cast = false) { module_.set_value(name_, value, force_cast); }
+  void set_value_all(const ArrayRef& value, bool force_cast = false) { module_.set_value_all(name_, value, force_cast); }
+  template <class T>
+  void set_value_all(const std::vector<T>& values, std::vector<int64_t> shape, bool force_cast = false) {
+    set_value_all(ArrayRef{values.data(), rt::dtype_v<T>, std::move(shape)}, force_cast);
+  }
   void set_value(int rank, const ArrayRef& value, bool force_cast = false) {
     module_.set_value(rank, name_, value, force_cast);
   }

@@ -182,6 +182,11 @@ void Module::set_value(std::string_view name, const ArrayRef& value, bool force_
                                                  force_cast, fmt::format("set_value('{}')", name));
 }
 
+void Module::set_value_all(std::string_view name, const ArrayRef& value, bool force_cast) {
+  set_value(name, value, force_cast);
+  if (forked() && size() > 1) broadcast(Vars(var(name)));
+}
+
 Array Module::get_value(int rank, std::string_view name) const {
   check_rank(rank, "get_value");
   if (rank == 0) return get_value(name);
@@ -369,7 +374,9 @@ Outputs Function::call(rt::ProcessGroup* group, const std::vector<Data>& inputs,
   req.num_slices = options.num_slices;
   req.output_subset = options.output_subset;
   Outputs out;
-  static_cast<std::vector<Array>&>(out) = rt::run_call(group, req);
+  rt::CallResult result = rt::run_call(group, req);
+  static_cast<std::vector<Array>&>(out) = std::move(result.outputs);
+  out.rank_weights_ = std::move(result.rank_weights);
   if (options.output_subset.empty()) {
     for (const rt::OutputSpec& o : sig.outputs) out.names_.push_back(o.name);
   } else {

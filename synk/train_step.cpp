@@ -60,11 +60,29 @@ void TrainStep::set_num_packs(int64_t num_packs) {
 Outputs TrainStep::operator()(const std::vector<Data>& inputs, const CallOptions& options) const {
   if (!valid()) throw UsageError("use of an empty synk::TrainStep (get one from jit::Module::train_step)");
   Outputs out = named(name_, "gradient function", [&] { return gradient_(inputs, options); });
+  if (reduce_gradient(out)) named(name_, "update function", [&] { return update_({}); });
+  return out;
+}
+
+bool TrainStep::reduce_gradient(const Outputs& gradient_outputs) const {
+  if (!valid()) throw UsageError("use of an empty synk::TrainStep (get one from jit::Module::train_step)");
   CollectiveOptions reduce;
   if (num_packs_ > 0) reduce.num_packs = num_packs_;
-  named(name_, "all_reduce of the gradient", [&] { all_reduce(gradient_var_, Op::Avg, reduce); });
-  named(name_, "update function", [&] { return update_({}); });
-  return out;
+  // Each rank's gradient counts by its rows, like an `avg` output (SEMANTICS, training steps): a
+  // rank without rows still holds an older gradient, which must not count. Equal shares take the
+  // plain average, so an evenly split step keeps the bits of the three separate calls.
+  const std::vector<int64_t>& rows = gradient_outputs.rank_weights();
+  if (rows.empty())
+    throw UsageError(fmt::format("training step '{}': reduce_gradient needs the outputs of a call of '{}'", name_,
+                                 gradient_.name()));
+  if (std::all_of(rows.begin(), rows.end(), [](int64_t r) { return r == 0; })) return false;
+  if (std::all_of(rows.begin(), rows.end(), [&](int64_t r) { return r == rows.front(); })) {
+    named(name_, "all_reduce of the gradient", [&] { all_reduce(gradient_var_, Op::Avg, reduce); });
+  } else {
+    const std::vector<double> weights(rows.begin(), rows.end());
+    named(name_, "all_reduce of the gradient", [&] { all_reduce_weighted(gradient_var_, weights, reduce); });
+  }
+  return true;
 }
 
 }  // namespace synk

@@ -2,9 +2,10 @@
 // runtime handles: the gradient function (which writes this rank's flat gradient into a shared
 // variable), that variable, and the update function (no inputs; reads the averaged gradient from
 // the variable and updates the parameters). A call runs the gradient function on every rank,
-// one all_reduce(avg) of the gradient variable (in num_packs flat buffers when asked), and the
-// update function, and returns the gradient function's outputs: exactly what the three separate
-// calls do, bit for bit. The runtime knows nothing of .synk: jit::Module::train_step("train")
+// one reduction of the gradient variable weighted by each rank's rows (in num_packs flat buffers
+// when asked), and the update function, and returns the gradient function's outputs. When every
+// rank held as many rows this is exactly what the three separate calls (gradient,
+// all_reduce(avg), update) do, bit for bit. The runtime knows nothing of .synk: jit::Module::train_step("train")
 // finds the three handles of a step declared with `minimize` (synk/jit.h).
 //
 //   synk::TrainStep step = mod.train_step("train");       // before or after synk::fork()
@@ -28,9 +29,19 @@ class TrainStep {
   // 0: the collectives' default.
   TrainStep(std::string name, Function gradient, Var gradient_var, Function update, int64_t num_packs = 0);
 
-  // Gradient call (with `options`), all_reduce(avg) of the gradient variable, update call.
+  // Gradient call (with `options`), reduction of the gradient variable, update call. The
+  // reduction weights each rank by its rows (Outputs::rank_weights): all_reduce(avg) when every
+  // rank held as many rows, all_reduce_weighted otherwise, so a rank without rows contributes
+  // nothing and `minimize mean(...)` is the gradient of the mean over all the step's rows. A step
+  // that selected no rows at all changes nothing (no reduction, no update).
   // Errors are those of the three calls, with the step and the part that failed named first.
   Outputs operator()(const std::vector<Data>& inputs, const CallOptions& options = {}) const;
+
+  // The middle part alone, for callers that time or interleave the three parts: reduces the
+  // gradient variable as operator() does, weighted by `gradient_outputs.rank_weights()` (the
+  // outputs of the gradient call just made). False when that call selected no rows: then nothing
+  // was reduced and the update must be skipped.
+  bool reduce_gradient(const Outputs& gradient_outputs) const;
 
   const std::string& name() const { return name_; }
   const Function& gradient() const { return gradient_; }

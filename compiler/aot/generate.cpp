@@ -119,13 +119,14 @@ std::string make_header(const std::string& name, const std::string& source_name,
       "// synkc wrote with this header, then what `synkc --print-link-flags` prints.\n"
       "// Every function is built and registered with the runtime on first use (before or after\n"
       "// synk::fork()); {1}::load_all() does it for all of them at once.\n"
-      "#pragma once\n\n#include <string>\n#include <vector>\n\n#include \"synk/aot_module.h\"\n#include \"synk/train_step.h\"\n\n"
+      "#pragma once\n\n#include <string>\n#include <vector>\n\n#include \"synk/aot_module.h\"\n#include \"synk/checkpoint.h\"\n#include \"synk/train_step.h\"\n\n"
       "namespace {1} {{\n\n",
       source_name, name);
   for (const ir::Function* fn : functions)
     h += signature_comment(module, *fn) + fmt::format("synk::Function {}();\n\n", entry_name(fn->name));
   for (const StepEntry& step : step_entries(module, functions))
-    h += fmt::format("// Training step: {}(), all_reduce(avg) of {}, {}() as one call (synk::TrainStep).\n"
+    h += fmt::format("// Training step: {}(), the all-reduce of {} weighted by each rank's rows, {}() as one call "
+                     "(synk::TrainStep).\n"
                      "synk::TrainStep {}();\n\n", step.function, step.gradient_var, step.update, step.entry);
   std::vector<std::string> shareds;
   for (const ir::SharedVar& v : module.shareds) shareds.push_back(fmt::format("{}: {}", v.name, ir::type_str(v.type)));
@@ -135,7 +136,11 @@ std::string make_header(const std::string& name, const std::string& source_name,
        "synk::Module module();   // the runtime's handle on the shared variables\n"
        "void load_all();\n"
        "std::vector<std::string> function_names();\n"
-       "std::vector<std::string> shared_names();\n\n";
+       "std::vector<std::string> shared_names();\n"
+       "// Checkpoints (synk/checkpoint.h): every shared variable but the sliceable ones, and the\n"
+       "// functions' random state; a load restores them on every rank.\n"
+       "void save_checkpoint(const std::string& dir, const synk::CheckpointMetadata& metadata = {});\n"
+       "synk::CheckpointMetadata load_checkpoint(const std::string& dir);\n\n";
   h += fmt::format("}}  // namespace {}\n", name);
   return h;
 }
@@ -205,7 +210,11 @@ std::string make_stub(const std::string& name, const std::string& source_name, c
        "synk::Module module() { return synk::aot::runtime_module(kModule); }\n"
        "void load_all() { synk::aot::load_all(kModule); }\n"
        "std::vector<std::string> function_names() { return synk::aot::function_names(kModule); }\n"
-       "std::vector<std::string> shared_names() { return synk::aot::shared_names(kModule); }\n\n";
+       "std::vector<std::string> shared_names() { return synk::aot::shared_names(kModule); }\n"
+       "void save_checkpoint(const std::string& dir, const synk::CheckpointMetadata& metadata) {\n"
+       "  synk::aot::save_checkpoint(kModule, dir, metadata);\n}\n"
+       "synk::CheckpointMetadata load_checkpoint(const std::string& dir) {\n"
+       "  return synk::aot::load_checkpoint(kModule, dir);\n}\n\n";
   for (const StepEntry& step : step_entries(module, functions))
     s += fmt::format("synk::TrainStep {}() {{\n  return synk::TrainStep({}, {}(), shared({}).var(), {}(), {});\n}}\n",
                      step.entry, string_literal(step.function), entry_name(step.function),

@@ -1,7 +1,7 @@
 // The Fashion-MNIST model as the training loop sees it: mlp.synk compiled with the JIT. The model
 // declares its training steps (`minimize ... using opt`), so the compiler adds the optimizer's
 // update function and state, and a step is one call of a synk::TrainStep: the gradient call, one
-// all_reduce(avg) of the flat gradient `opt_grads`, the update call.
+// all_reduce of the flat gradient `opt_grads` weighted by each rank's rows, the update call.
 #pragma once
 
 #include <optional>
@@ -21,8 +21,8 @@ struct OptimizerChoice {
 
 struct Model {
   synk::jit::Module module;
-  synk::TrainStep train;          // (images u8[n, 784], labels i64[n], scale f32) -> loss_sum
-  synk::TrainStep train_device;   // (scale f32) -> the same on the rows batch_s picks from train_images/labels
+  synk::TrainStep train;          // (images u8[n, 784], labels i64[n]) -> loss_sum
+  synk::TrainStep train_device;   // () -> the same on the rows batch_s picks from train_images/labels
   synk::Function evaluate;        // (images, labels) -> loss, accuracy
   synk::Var train_images, train_labels;   // sliceable: each rank's share of the training set
   std::vector<std::string> parameters;    // in the order of the flat gradient

@@ -67,6 +67,8 @@ struct Options {
   const fashion_mnist::Program* program = nullptr;
   bool profile = false;    // time the three parts of each step
   bool device_data = false;   // scatter the training set once; select rows with batch_s
+  std::string checkpoint;  // save a checkpoint here after every epoch
+  std::string resume;      // start from this checkpoint
 };
 
 // A command-line value that cannot work, found after parsing (exit status 2, like CLI11's errors).
@@ -232,15 +234,20 @@ struct EpochStats {
   double phase[3] = {0, 0, 0};     // gradient, all_reduce, update (with --profile)
 };
 
-// The training loop's state from epoch to epoch. `scale` (ranks / rows of a step) is rewritten
-// only when a step's row count changes, which is rarely.
+// The training loop's state from epoch to epoch.
 class Trainer {
  public:
   Trainer(const Options& o, const fashion_mnist::Model& model, const DataSet& train, int ranks, Schedule schedule)
-      : o_(o), model_(model), train_(train), ranks_(ranks), schedule_(std::move(schedule)), rng_(o.seed) {}
+      : o_(o), model_(model), train_(train), ranks_(ranks), schedule_(std::move(schedule)) {}
 
+  // Each epoch's shuffle depends on (seed, epoch) alone, so a run resumed from a checkpoint
+  // shuffles as the uninterrupted run did.
   EpochStats run_epoch(int epoch) {
-    for (std::vector<int64_t>& order : schedule_.orders) std::shuffle(order.begin(), order.end(), rng_);
+    std::mt19937_64 rng(o_.seed * 0x9E3779B97F4A7C15ull + uint64_t(epoch));
+    for (std::vector<int64_t>& order : schedule_.orders) {
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), rng);
+    }
     Clock::time_point start = Clock::now();
     EpochStats stats;
     double loss_sum = 0;
@@ -273,20 +280,12 @@ class Trainer {
         per_rank.emplace_back(std::vector<int64_t>(order.begin() + step * share, order.begin() + (step + 1) * share));
         rows += share;
       }
-      if (rows != scale_rows_) {
-        scale_rows_ = rows;
-        scale_.set_value<float>({float(ranks_) / float(rows)}, {});
-      }
-      out = call(model_.train_device, {scale_}, {.batch_s = synk::BatchS::per_rank(std::move(per_rank))}, phase);
+      out = call(model_.train_device, {}, {.batch_s = synk::BatchS::per_rank(std::move(per_rank))}, phase);
     } else {
       int64_t begin = step * o_.batch, end = std::min(train_.rows(), begin + o_.batch);
       rows = end - begin;
-      if (rows != scale_rows_) {   // ranks / rows: changes only for a last, shorter batch
-        scale_rows_ = rows;
-        scale_.set_value<float>({float(ranks_) / float(rows)}, {});
-      }
       std::vector<int64_t> batch(schedule_.orders[0].begin() + begin, schedule_.orders[0].begin() + end);
-      out = call(model_.train, {train_.images, train_.labels, scale_}, {.batch = std::move(batch)}, phase);
+      out = call(model_.train, {train_.images, train_.labels}, {.batch = std::move(batch)}, phase);
     }
     *rows_out = rows;
     return out;
@@ -299,9 +298,9 @@ class Trainer {
     Clock::time_point t0 = Clock::now();
     synk::Outputs out = step.gradient()(inputs, options);
     Clock::time_point t1 = Clock::now();
-    synk::all_reduce(step.gradient_var(), synk::Op::Avg);
+    const bool any_rows = step.reduce_gradient(out);
     Clock::time_point t2 = Clock::now();
-    step.update()({});
+    if (any_rows) step.update()({});
     phase[0] += std::chrono::duration<double>(t1 - t0).count();
     phase[1] += std::chrono::duration<double>(t2 - t1).count();
     phase[2] += seconds_since(t2);
@@ -313,9 +312,6 @@ class Trainer {
   const DataSet& train_;
   const int ranks_;
   Schedule schedule_;
-  std::mt19937_64 rng_;
-  synk::Data scale_ = synk::data<float>({1.0f}, {}, {.name = "scale"});
-  int64_t scale_rows_ = -1;
   Progress progress_;
 };
 
@@ -339,6 +335,29 @@ int check_required_accuracy(const Options& o, const Evaluation& initial, const E
   return 0;
 }
 
+// What a checkpoint of the examples records besides the model's state: enough to refuse a resume
+// that could not continue the same run.
+synk::CheckpointMetadata checkpoint_metadata(const Options& o, int epoch) {
+  return {{"epoch", std::to_string(epoch)}, {"seed", std::to_string(o.seed)}, {"batch", std::to_string(o.batch)},
+          {"device_data", o.device_data ? "1" : "0"}, {"limit", std::to_string(o.limit)},
+          {"holdout", std::to_string(o.holdout)}};
+}
+
+// Loads --resume (on every rank) and returns the epoch it ended; 0 without --resume.
+int resume_from_checkpoint(const Options& o, fashion_mnist::Model& model, int ranks) {
+  if (o.resume.empty()) return 0;
+  synk::CheckpointMetadata saved = synk::checkpoint_metadata(o.resume);
+  const synk::CheckpointMetadata now = checkpoint_metadata(o, 0);
+  for (const auto& [key, value] : now)
+    if (key != "epoch" && saved[key] != value)
+      throw CommandLineError(fmt::format("--resume {}: the checkpoint was saved with {} {}, this run has {} (give "
+                                         "the same options to continue that run)", o.resume, key, saved[key], value));
+  model.module.load_checkpoint(o.resume);
+  const int epoch = std::stoi(saved.at("epoch"));
+  fmt::print("resumed from {} after epoch {} on {} rank{}\n", o.resume, epoch, ranks, ranks == 1 ? "" : "s");
+  return epoch;
+}
+
 int train(const Options& o) {
   // Data first: a missing data set fails before anything is compiled or forked.
   fashion_mnist::Split train_split = fashion_mnist::read_split(o.data_dir, "train");
@@ -360,15 +379,16 @@ int train(const Options& o) {
   fmt::print("data: {} training images shuffled each epoch{}, validation on {} ({}); compiled in {:.2f} s\n",
              train.rows(), o.device_data ? " (scattered once into sliceable shared variables; batch_s)" : "",
              validation_name, o.data_dir, compile_time);
+  const int first_epoch = resume_from_checkpoint(o, model, ranks) + 1;
   Evaluation initial = evaluate(model, validation, ranks);
-  fmt::print("epoch {:>2}  {:>18}  val loss {:.4f}  val acc {:5.2f}%  (before training)\n", 0, "", initial.loss,
-             100 * initial.accuracy);
+  fmt::print("epoch {:>2}  {:>18}  val loss {:.4f}  val acc {:5.2f}%  ({})\n", first_epoch - 1, "", initial.loss,
+             100 * initial.accuracy, first_epoch == 1 ? "before training" : "resumed");
   std::fflush(stdout);
 
   Trainer trainer(o, model, train, ranks, make_schedule(o, model, train, ranks));
   Evaluation last = initial;
   double total_train_time = 0;
-  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+  for (int epoch = first_epoch; epoch <= o.epochs; ++epoch) {
     const EpochStats stats = trainer.run_epoch(epoch);
     total_train_time += stats.train_time;
     Clock::time_point validate_start = Clock::now();
@@ -380,13 +400,18 @@ int train(const Options& o) {
       fmt::print("          per step: gradient {:.2f} ms, all_reduce {:.2f} ms, update {:.2f} ms\n",
                  1e3 * stats.phase[0] / steps, 1e3 * stats.phase[1] / steps, 1e3 * stats.phase[2] / steps);
     }
+    if (!o.checkpoint.empty()) {
+      model.module.save_checkpoint(o.checkpoint, checkpoint_metadata(o, epoch));
+      fmt::print("          checkpoint of epoch {} saved to {}\n", epoch, o.checkpoint);
+    }
     std::fflush(stdout);
   }
 
   Evaluation final_test = evaluate(model, test, ranks);
+  const int trained = std::max(0, o.epochs - first_epoch + 1);   // in this run (after a --resume: the rest)
   fmt::print("test loss {:.4f}  test accuracy {:.2f}%  ({} epoch{}, {:.2f} s of training, {:.3f} s per epoch)\n",
-             final_test.loss, 100 * final_test.accuracy, o.epochs, o.epochs == 1 ? "" : "s", total_train_time,
-             o.epochs > 0 ? total_train_time / o.epochs : 0.0);
+             final_test.loss, 100 * final_test.accuracy, trained, trained == 1 ? "" : "s", total_train_time,
+             trained > 0 ? total_train_time / trained : 0.0);
   if (!o.out.empty()) {   // the directory was created and checked before training
     // Rank 0's values: the parameters are the same on every rank, running statistics are per rank.
     std::vector<std::string> saved = model.parameters;
@@ -511,6 +536,11 @@ int run_program(const Program& program, int argc, char** argv) {
                "Scatter the training set once into sliceable shared variables and select each step's rows with "
                "batch_s (the seeds' device-data pattern) instead of an index batch over shared-memory inputs");
   app.add_flag("--profile", o.profile, "Print the mean time of each part of a step after every epoch");
+  app.add_option("--checkpoint", o.checkpoint,
+                 "Save a checkpoint (parameters, optimizer state, epoch) to this directory after every epoch")
+      ->type_name("DIR");
+  app.add_option("--resume", o.resume, "Continue the run whose checkpoint is in DIR (same options; --epochs is the total)")
+      ->type_name("DIR");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -163,7 +163,7 @@ def device_plan(synk, np, mod, train, ranks, batch):
 
 def train_epoch(args, synk, np, mod, data, ranks, rng, plan):
     """One pass over the training set; returns (mean training loss, seconds)."""
-    images, labels, scale = data
+    images, labels = data
     start, loss_sum, rows_done = time.perf_counter(), 0.0, 0
     if args.device_data:
         orders, shares, steps = plan
@@ -173,16 +173,14 @@ def train_epoch(args, synk, np, mod, data, ranks, rng, plan):
         for step in range(steps):
             per_rank = [o[step * s:(step + 1) * s] for o, s in zip(orders, shares)]
             rows = sum(shares)
-            scale.data[()] = ranks / rows                      # written in place, in shared memory
-            loss_sum += float(step_fn(scale, batch_s=per_rank))
+            loss_sum += float(step_fn(batch_s=per_rank))
             rows_done += rows
     else:
         step_fn = mod.train_step("train")
         order = rng.permutation(len(images))
         for begin in range(0, len(order), args.batch):
             idx = order[begin:begin + args.batch]
-            scale.data[()] = ranks / len(idx)                  # ranks / rows: the mean gradient, exactly
-            loss_sum += float(step_fn(images, labels, scale, batch=idx))
+            loss_sum += float(step_fn(images, labels, batch=idx))   # the mean gradient over idx, exactly
             rows_done += len(idx)
     return loss_sum / max(rows_done, 1), time.perf_counter() - start
 
@@ -213,7 +211,6 @@ def train(args, synk, np):
     images = synk.data(train_images, name="training images")
     labels = synk.data(train_labels, name="training labels")
     test = (synk.data(test_images, name="test images"), synk.data(test_labels, name="test labels"))
-    scale = synk.data(np.float32(1), name="scale")
     evaluate_fn = mod.function("evaluate")
     print(f"fashion_mnist.py: MLP 784-256-256-10 (ReLU, f32), global batch {args.batch}, {ranks} rank"
           f"{'' if ranks == 1 else 's'} ({synk.backend().upper()}), {len(train_images)} training images"
@@ -224,7 +221,7 @@ def train(args, synk, np):
     plan = device_plan(synk, np, mod, (images, labels), ranks, args.batch) if args.device_data else None
     last, total = initial, 0.0
     for epoch in range(1, args.epochs + 1):
-        loss, seconds = train_epoch(args, synk, np, mod, (images, labels, scale), ranks, rng, plan)
+        loss, seconds = train_epoch(args, synk, np, mod, (images, labels), ranks, rng, plan)
         total += seconds
         last = evaluate(evaluate_fn, *test, ranks)
         print(f"epoch {epoch:2d}  train {seconds:6.2f} s  loss {loss:.4f}  val loss {last[0]:.4f}  "

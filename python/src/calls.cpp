@@ -317,6 +317,15 @@ void shared_set_value(const SharedObj& s, py::handle value, py::handle rank, boo
   }
 }
 
+void shared_set_value_all(const SharedObj& s, py::handle value, bool force_cast) {
+  HostArray a = host_array(value, s.dtype, force_cast, "shared variable '" + s.name + "': set_value_all");
+  without_gil([&] { s.handle().set_value_all(a.ref, force_cast); });
+}
+
+std::string path_arg(py::handle path) {
+  return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+}
+
 void bind_functions(py::module_& m) {
   py::class_<FunctionObj>(m, "Function", "A function of a compiled module, called data-parallel on every rank")
       .def("__call__", [](const FunctionObj& f, py::args a, py::kwargs k) { return f.call(a, k, false); },
@@ -334,8 +343,8 @@ void bind_functions(py::module_& m) {
       .def("__repr__", [](const FunctionObj& f) { return "<synk.Function " + signature_text(f.fn) + ">"; });
 
   py::class_<TrainStepObj>(m, "TrainStep",
-                           "One training step as one call: gradient function, all_reduce(avg) of the flat "
-                           "gradient, update function (synk::TrainStep)")
+                           "One training step as one call: gradient function, reduction of the flat gradient weighted by each "
+                           "rank's rows, update function (synk::TrainStep)")
       .def("__call__", [](const TrainStepObj& s, py::args a, py::kwargs k) { return s.call(a, k); })
       .def("build_inputs", [](const TrainStepObj& s, py::args a, py::kwargs k) {
              return build_inputs(make_function(s.module, s.step.gradient()), a, k);
@@ -362,7 +371,10 @@ void bind_functions(py::module_& m) {
              return to_numpy(without_gil([&] { return s.handle().get_value(rank); }));
            }, py::arg("rank") = 0, "A copy of the master's (or one rank's) value")
       .def("set_value", &shared_set_value, py::arg("value"), py::arg("rank") = py::none(),
-           py::arg("force_cast") = false, "Overwrite the master's (or one rank's) copy")
+           py::arg("force_cast") = false,
+           "Overwrite the master's (or one rank's) copy; after fork the master's only (see set_value_all)")
+      .def("set_value_all", &shared_set_value_all, py::arg("value"), py::arg("force_cast") = false,
+           "Overwrite every rank's copy (the master's, then one broadcast)")
       .def("__eq__", [](const SharedObj& a, py::handle b) {
              return py::isinstance<SharedObj>(b) && a.var == b.cast<const SharedObj&>().var;
            })
@@ -397,6 +409,19 @@ void bind_modules(py::module_& m) {
            "The training step of function `name` (one with `minimize ... using opt`)")
       .def("shared", &make_shared_obj, py::arg("name"))
       .def("compile_all", [](Module& mod) { without_gil([&] { mod.compile_all(); }); })
+      .def("save_checkpoint", [](Module& mod, py::handle dir, py::handle metadata) {
+             synk::CheckpointMetadata md;
+             if (!metadata.is_none())
+               for (auto [key, value] : metadata.cast<py::dict>()) md[py::str(key)] = py::str(value);
+             const std::string path = path_arg(dir);
+             without_gil([&] { mod.save_checkpoint(path, md); });
+           }, py::arg("dir"), py::arg("metadata") = py::none(),
+           "Save every shared variable but the sliceable ones and the functions' random state into the directory "
+           "`dir` (atomically); `metadata`: a dict, stored with str() of each key and value")
+      .def("load_checkpoint", [](Module& mod, py::handle dir) {
+             const std::string path = path_arg(dir);
+             return without_gil([&] { return mod.load_checkpoint(path); });
+           }, py::arg("dir"), "Restore a checkpoint on every rank; returns its metadata (a dict of str)")
       .def_property_readonly("function_names", [](const Module& mod) { ApiLock l; return mod.function_names(); })
       .def_property_readonly("shared_names", [](const Module& mod) { ApiLock l; return mod.shared_names(); })
       .def_property_readonly("train_step_names", [](const Module& mod) { ApiLock l; return mod.train_step_names(); })

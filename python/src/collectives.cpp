@@ -1,5 +1,5 @@
 // The collectives on shared variables (synk/collectives.h) as the seeds' module-level functions:
-// broadcast, scatter, gather, all_gather, reduce, all_reduce, set_value, get_value, get_lengths,
+// broadcast, scatter, gather, all_gather, reduce, all_reduce, all_reduce_weighted, set_value, get_value, get_lengths,
 // get_shapes, plus set_collective_defaults / collective_defaults. Each takes one shared variable
 // (then results come back as one array) or a list of them (a list of arrays); values are numpy
 // arrays (or anything numpy.asarray accepts) or synk.Data, one per variable. The options of
@@ -141,6 +141,14 @@ void bind_reductions(py::module_& m) {
           without_gil([&] { synk::all_reduce(v.vars, synk::ReduceOp(op), o); });
         }, py::arg("shared_vars"), py::arg("op") = "avg", SYNK_COLL_OPTION_ARGS,
         "Every rank's variable becomes the reduction over ranks");
+  m.def("all_reduce_weighted", [](py::handle vars, std::vector<double> weights, py::handle a, py::handle p,
+                                  py::handle c, py::handle g) {
+          VarList v = var_list(vars, "all_reduce_weighted");
+          synk::CollectiveOptions o = options(a, p, c, g, "all_reduce_weighted");
+          without_gil([&] { synk::all_reduce_weighted(v.vars, weights, o); });
+        }, py::arg("shared_vars"), py::arg("weights"), SYNK_COLL_OPTION_ARGS,
+        "Every rank's variable becomes sum_r(weights[r] * x_r) / sum(weights): one weight per rank, finite "
+        "and >= 0, not all 0; a rank of weight 0 contributes nothing");
 }
 
 void bind_one_rank(py::module_& m) {

@@ -1,9 +1,8 @@
 """Training steps (synk/train_step.h) from Python: a step declared with `minimize ... using opt`
-runs as one call (gradient function, all_reduce(avg) of the flat gradient, update function) and
-trains exactly as a numpy float64 reference of the same optimizer on the same shuffled batches:
-with the loss written as sum * (ranks / rows), as examples/fashion_mnist does, over uneven splits;
-with a mean loss, over even splits and num_slices. The three parts called one by one give the
-same bits.
+runs as one call (gradient function, the flat gradient reduced with each rank weighted by its
+rows, update function) and trains exactly as a numpy float64 reference of the same optimizer on
+the same shuffled batches with the mean loss, over uneven splits and num_slices. The three parts
+called one by one give the same bits.
 """
 import numpy as np
 import pytest
@@ -14,17 +13,12 @@ SOURCE = """
 shared w: f64[4, 2];
 shared b: f64[2];
 optimizer opt = momentum(lr=0.1, momentum=0.5);
-fn train(scatter x: f64[n, 4], scatter y: f64[n, 2], bcast scale: f64) {
+fn train(scatter x: f64[n, 4], scatter y: f64[n, 2]) {
   let err = x @ w + b - y;
   out loss_sum: sum = sum(err * err);
-  minimize sum(err * err) * scale over w, b using opt;
+  minimize mean(sum(err * err, axis=1)) over w, b using opt;
 }
 """
-
-# The same model with the mean loss: exact whenever every rank gets as many rows (all_reduce(avg)
-# is the plain mean over ranks); slices are weighted by their rows.
-MEAN_SOURCE = SOURCE.replace(", bcast scale: f64", "").replace(
-    "minimize sum(err * err) * scale", "minimize mean(sum(err * err, axis=1))")
 
 
 @pytest.fixture
@@ -55,9 +49,8 @@ def test_train_step_matches_numpy(model, group, rng):
     x, y = synk.data(x_dat), synk.data(y_dat)
     batches = [rng.choice(101, size=size, replace=False) for size in (25, 25, 31, 7, 3)]
     losses = []
-    for idx in batches:
-        scale = np.float64(group / len(idx))
-        losses.append(float(step(x, y, scale, batch=idx)))
+    for idx in batches:                        # 25, 31, 7 and 3 rows split unevenly over 2 ranks
+        losses.append(float(step(x, y, batch=idx)))
     w, b, ref_losses = reference_steps(x_dat, y_dat, batches)
     assert np.allclose(losses, ref_losses, rtol=1e-10)
     w_ranks = synk.gather(model.shared("w"))
@@ -72,7 +65,7 @@ def test_mean_loss_with_slices(group, rng):
     batches = [rng.choice(100, size=size, replace=False) for size in (24, 36, 12, 48)]
     w, b, ref_losses = reference_steps(x_dat, y_dat, batches)
     for num_slices in (1, 2, 3):
-        model = synk.compile(MEAN_SOURCE)
+        model = synk.compile(SOURCE)
         step = model.train_step("train")
         losses = [float(step(x, y, batch=idx, num_slices=num_slices)) for idx in batches]
         assert np.allclose(losses, ref_losses, rtol=1e-10)
@@ -88,9 +81,8 @@ def test_parts_one_by_one_give_the_same_bits(group, rng):
     y = synk.data(rng.standard_normal((40, 2)))
     for _ in range(3):
         idx = rng.permutation(40)[:16]
-        scale = np.float64(group / 16)
-        out_a = step_a(x, y, scale, batch=idx)
-        out_b = step_b.gradient(x, y, scale, batch=idx)          # the three parts by hand
+        out_a = step_a(x, y, batch=idx)
+        out_b = step_b.gradient(x, y, batch=idx)          # the three parts by hand (even split: plain avg)
         synk.all_reduce(step_b.gradient_var, "avg")
         step_b.update()
         assert out_a == out_b
@@ -105,4 +97,4 @@ def test_training_errors(model):
     with pytest.raises(synk.UsageError):
         step.num_packs = -1
     with pytest.raises(synk.UsageError, match="training step 'train'"):
-        step(synk.data(np.ones((4, 3))), synk.data(np.ones((4, 2))), np.float64(1))
+        step(synk.data(np.ones((4, 3))), synk.data(np.ones((4, 2))))

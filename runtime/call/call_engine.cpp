@@ -523,7 +523,15 @@ void worker_execute_call(RankContext& ctx, std::string_view payload) {
   clock.end_call();
 }
 
-std::vector<Array> run_call(ProcessGroup* group, const CallRequest& req) {
+std::vector<int64_t> rank_weights(const CallPlan& plan) {
+  std::vector<int64_t> weights(size_t(plan.nranks), 0);
+  if (plan.empty_call) return weights;
+  for (int r = 0; r < plan.nranks; ++r)
+    for (const Part& p : rank_parts(plan, r)) weights[size_t(r)] += p.weight;
+  return weights;
+}
+
+CallResult run_call(ProcessGroup* group, const CallRequest& req) {
   Registry& reg = Registry::instance();
   if (req.function < 0 || size_t(req.function) >= reg.functions.size() || !reg.functions[size_t(req.function)])
     throw UsageError(fmt::format("call: no function #{} is registered", req.function));
@@ -572,13 +580,13 @@ std::vector<Array> run_call(ProcessGroup* group, const CallRequest& req) {
   }
 
   // Reduce: rank 0 first, then every worker in rank order.
-  std::vector<Array> results = reduce_outputs(group, sig, plan, mine, N);
+  CallResult result{reduce_outputs(group, sig, plan, mine, N), rank_weights(plan)};
   clock.mark(3, "reduce outputs over ranks");
   for (PendingUpdate& p : mine.updates) commit_update(p);
   if (!sig.updates.empty()) ++call.entry->step;   // a training step: its next call draws anew
   clock.mark(4, "commit this rank's updates");
   clock.end_call();
-  return results;
+  return result;
 }
 
 CommandKind call_command() { return kCallCommand; }

@@ -34,10 +34,20 @@ struct CallRequest {
   std::vector<std::string> output_subset;
 };
 
-// Runs the call on the group (or on the master alone when `group` is null: N = 1). Returns the
-// reduced outputs in output-subset order. UsageError before anything runs; RankError when a
-// rank failed (updates are then dropped on every rank).
-std::vector<Array> run_call(ProcessGroup* group, const CallRequest& request);
+// What a call gives back: the reduced outputs in output-subset order, and each rank's weight in
+// the call's `avg` reductions (its row count over all its slices; 1 per rank when nothing is
+// scattered; 0 on every rank when the call selected no rows at all).
+struct CallResult {
+  std::vector<Array> outputs;
+  std::vector<int64_t> rank_weights;
+};
+
+// Runs the call on the group (or on the master alone when `group` is null: N = 1).
+// UsageError before anything runs; RankError when a rank failed (updates are then dropped on
+// every rank).
+CallResult run_call(ProcessGroup* group, const CallRequest& request);
+// Each rank's weight in a call planned as `plan` (CallResult::rank_weights).
+std::vector<int64_t> rank_weights(const CallPlan& plan);
 
 // The kind of the Call command (registered with the process group at start-up).
 CommandKind call_command();

@@ -63,6 +63,7 @@ void CollDescriptor::clear() {
   dims.clear();
   shape_ends.clear();
   scatter_rows.clear();
+  rank_scale.clear();
 }
 
 namespace {
@@ -86,6 +87,7 @@ void encode_collective(const CollDescriptor& d, wire::Writer& w) {
   w.vec(d.dims);
   w.vec(d.shape_ends);
   w.vec(d.scatter_rows);
+  w.vec(d.rank_scale);
 }
 
 void decode_collective(std::string_view bytes, CollDescriptor& d) {
@@ -108,6 +110,7 @@ void decode_collective(std::string_view bytes, CollDescriptor& d) {
   r.vec_into(d.dims);
   r.vec_into(d.shape_ends);
   r.vec_into(d.scatter_rows);
+  r.vec_into(d.rank_scale);
   if (!r.done()) throw InternalError("collective descriptor: trailing bytes");
   for (size_t s = 0; s < d.shape_ends.size(); ++s)
     if (d.shape_ends[s] > d.dims.size() || (s > 0 && d.shape_ends[s] < d.shape_ends[s - 1]))
@@ -216,6 +219,9 @@ void Job::reduce() {
     check_own_shape(v, d.shape(v, me, n));
     if (separate_output) io->outputs[v].resize(spec(v).dtype, as_vector(d.shape(v, me, n)));
   }
+  if (!d.rank_scale.empty())   // all_reduce is in place: the scaled values are overwritten by the sum
+    for (size_t v = 0; v < d.vars.size(); ++v)
+      scale_values(spec(v).dtype, value(v).bytes.data(), size_t(value(v).size()), d.rank_scale.at(size_t(me)));
   Scratch& sc = scratch();
   // Every pack takes two Pieces; reserve them all first so their addresses stay put.
   const size_t most = 2 * d.vars.size() * size_t(d.num_packs);

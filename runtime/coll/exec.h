@@ -60,6 +60,8 @@ struct CollDescriptor {
   std::vector<int64_t> dims;             // every shape's dimensions, concatenated
   std::vector<uint32_t> shape_ends;      // shape s is dims[shape_ends[s-1] (0 for s = 0), shape_ends[s])
   std::vector<int64_t> scatter_rows;     // scatter: [v * N + r] rows rank r receives
+  // A weighted all_reduce: rank r first scales its own values by rank_scale[r] (the op is Sum).
+  std::vector<double> rank_scale;
 
   void add_shape(std::span<const int64_t> shape) {
     dims.insert(dims.end(), shape.begin(), shape.end());

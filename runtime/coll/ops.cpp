@@ -44,6 +44,23 @@ bool coll_op_supports(CollOp op, DType dtype, const char** why) {
   return true;
 }
 
+void scale_values(DType dtype, std::byte* x, size_t count, double factor) {
+  if (factor == 0.0) {
+    std::memset(x, 0, count * dtype_size(dtype));
+    return;
+  }
+  if (factor == 1.0) return;
+  if (dtype == DType::F32) {
+    auto* v = reinterpret_cast<float*>(x);
+    for (size_t i = 0; i < count; ++i) v[i] = float(double(v[i]) * factor);
+  } else if (dtype == DType::F64) {
+    auto* v = reinterpret_cast<double*>(x);
+    for (size_t i = 0; i < count; ++i) v[i] *= factor;
+  } else {
+    throw InternalError(fmt::format("scale_values: dtype {} is not a floating-point runtime dtype", dtype_name(dtype)));
+  }
+}
+
 namespace {
 
 constexpr size_t kBlockBytes = 8192;

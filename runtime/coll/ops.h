@@ -30,6 +30,10 @@ bool coll_op_supports(CollOp op, DType dtype, const char** why = nullptr);
 void reduce_sources(DType dtype, CollOp op, const std::byte* const* srcs, int nsrc, std::byte* dst,
                     size_t count, int divisor);
 
+// x[i] *= factor for i < count, in double and rounded once to the dtype (F32, F64); factor 0
+// writes zeros (so a NaN or inf there contributes nothing to a weighted reduction).
+void scale_values(DType dtype, std::byte* x, size_t count, double factor);
+
 // memcpy for copies to and from the staging area. glibc 2.36's memcpy (rep movsb on this AMD
 // host) drops to ~3 GB/s when the destination sits a few bytes past the source modulo 4096, which
 // is exactly a page-aligned staging slot copied into a malloc'd buffer (docs/performance.md); a

@@ -88,15 +88,13 @@ TEST(HelperMlp, TheHelperVersionIsTheCopiedVersionBitForBit) {
     Data labels = data<int64_t>(b.labels, {b.rows});
     std::vector<int64_t> rows;
     for (int64_t i = b.rows - 1; i >= 0; i -= 3) rows.push_back(i);
-    Data scale = data<float>({float(kRanks) / float(rows.size())}, {});
-    expect_same_outputs(helper_train({images, labels, scale}, {.batch = rows}),
-                        copied_train({images, labels, scale}, {.batch = rows}), fmt::format("train, step {}", step));
+    expect_same_outputs(helper_train({images, labels}, {.batch = rows}),
+                        copied_train({images, labels}, {.batch = rows}), fmt::format("train, step {}", step));
     expect_same_shareds(helper, copied, kRanks, fmt::format("after train step {}", step));
 
-    Data device_scale = data<float>({float(kRanks) / 20.0f}, {});
     BatchS own_rows = BatchS(Range{step, step + 10});
-    expect_same_outputs(helper_device({device_scale}, {.batch_s = own_rows}),
-                        copied_device({device_scale}, {.batch_s = own_rows}),
+    expect_same_outputs(helper_device({}, {.batch_s = own_rows}),
+                        copied_device({}, {.batch_s = own_rows}),
                         fmt::format("train_device, step {}", step));
     expect_same_shareds(helper, copied, kRanks, fmt::format("after train_device step {}", step));
 

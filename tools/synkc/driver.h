@@ -32,6 +32,8 @@ struct RunOptions {
   bool all_ranks = false;                // print/save updated variables of every rank
   bool force_cast = false;               // --force-cast: convert .npy values that do not convert safely
   uint64_t seed = 0, step = 0;           // --seed, --step: the random state of the call
+  std::string resume;                    // --resume DIR: load this checkpoint first
+  std::string checkpoint;                // --checkpoint DIR: save one after the call
 };
 
 // Ahead-of-time artifacts (-o libNAME.a, --main, --emit=stub|header).

@@ -90,6 +90,11 @@ std::vector<Subcommand> subcommands() {
              ->capture_default_str();
          app.add_option("--step", run.step, "Step counter of the function's random ops")->capture_default_str();
          app.add_flag("--all-ranks", run.all_ranks, "Print every rank's copy of the updated shared variables");
+         app.add_option("--resume", run.resume,
+                        "Load a checkpoint first (every shared variable but the sliceable ones, on every rank; "
+                        "--set and --seed/--step apply after it)")
+             ->type_name("DIR");
+         app.add_option("--checkpoint", run.checkpoint, "Save a checkpoint after the call")->type_name("DIR");
          app.add_flag("--force-cast", run.force_cast,
                       "Convert --arg and --set values whose dtype does not convert safely (e.g. f64 to f32)");
        },

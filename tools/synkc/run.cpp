@@ -238,8 +238,9 @@ int run_function(const DriverOptions& driver) {
   }
 
   synk::Function function = module.function(options.function);   // compiled before the fork
-  function.set_seed(options.seed);
-  function.set_step(options.step);
+  if (!options.resume.empty()) module.load_checkpoint(options.resume);
+  if (options.resume.empty() || options.seed != 0) function.set_seed(options.seed);
+  if (options.resume.empty() || options.step != 0) function.set_step(options.step);
   synk::fork(options.ranks);
   for (const auto& [name, value] : sets)
     for (int rank = 0; rank < options.ranks; ++rank) module.shared(name).set_value(rank, value.ref(), options.force_cast);
@@ -256,6 +257,7 @@ int run_function(const DriverOptions& driver) {
       emit_value(options, fmt::format("shared {} (rank {})", name, rank), fmt::format("shared.{}.rank{}.npy", name, rank),
                  module.shared(name).get_value(rank));
   }
+  if (!options.checkpoint.empty()) module.save_checkpoint(options.checkpoint);
   std::cout << std::flush;
   synk::close();
   return kOk;

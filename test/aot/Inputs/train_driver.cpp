@@ -1,19 +1,24 @@
 // Driver for test/aot/train.test: five training steps of examples/fashion_mnist/mlp.synk on
 // random bytes, either through the generated one-call accessor mlp::train_step() ("step") or as
-// the three calls it stands for ("calls": train, all_reduce(avg) of opt_grads, opt_update). Prints
-// each step's loss and a checksum of w3 as exact hex floats, so the two modes can be diffed.
-// Usage: app RANKS step|calls
+// the three calls it stands for ("calls": train, all_reduce(avg) of opt_grads, opt_update; the 96
+// rows split evenly, so the step's reduction is that plain average). Prints each step's loss and
+// a checksum of w3 as exact hex floats, so the two modes can be diffed. "resume DIR" runs the
+// steps through the accessor with mlp::save_checkpoint(DIR) after step 1, then loads it and runs
+// steps 2-4 again, and says whether w3 came out the same bits.
+// Usage: app RANKS step|calls|resume [DIR]
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 
 #include "mlp.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) return 2;
+  if (argc < 3) return 2;
   const int ranks = std::atoi(argv[1]);
   const std::string mode = argv[2];
+  if (mode == "resume" && argc != 4) return 2;
   synk::fork(ranks);
   std::mt19937 gen(7);
   const int64_t rows = 96;
@@ -23,26 +28,35 @@ int main(int argc, char** argv) {
   for (auto& v : lab) v = int64_t(gen() % 10);
   synk::Data images = synk::data<uint8_t>(img, {rows, 784});
   synk::Data labels = synk::data<int64_t>(lab, {rows});
-  synk::Data scale = synk::data<float>(std::vector<float>{float(ranks) / float(rows)}, {});
   synk::TrainStep step = mlp::train_step();
   float first = 0, last = 0;
   for (int i = 0; i < 5; ++i) {
     synk::Outputs out;
-    if (mode == "step") {
-      out = step({images, labels, scale});
-    } else {
-      out = mlp::train()({images, labels, scale});
+    if (mode == "calls") {
+      out = mlp::train()({images, labels});
       synk::all_reduce(mlp::shared("opt_grads").var(), "avg");
       mlp::opt_update()({});
+    } else {
+      out = step({images, labels});
     }
     float loss = synk::to_vector<float>(out[0])[0];
     if (i == 0) first = loss;
     last = loss;
     std::printf("step %d loss_sum %a\n", i, double(loss));
+    if (mode == "resume" && i == 1) mlp::save_checkpoint(argv[3], {{"step", "2"}});
   }
   double checksum = 0;
   for (float v : mlp::shared("w3").values<float>()) checksum += double(v);
   std::printf("w3 checksum %a\n", checksum);
   std::printf("loss decreased: %s\n", last < first ? "yes" : "no");
+  if (mode == "resume") {
+    const std::vector<float> straight = mlp::shared("w3").values<float>(ranks - 1);
+    std::printf("resumed after step %s\n", mlp::load_checkpoint(argv[3]).at("step").c_str());
+    for (int i = 2; i < 5; ++i) step({images, labels});
+    const std::vector<float> again = mlp::shared("w3").values<float>(ranks - 1);
+    std::printf("resumed run identical: %s\n",
+                straight.size() == again.size() && std::memcmp(straight.data(), again.data(), 4 * straight.size()) == 0
+                    ? "yes" : "no");
+  }
   return 0;
 }

@@ -1,0 +1,28 @@
+#!/bin/sh
+# A run resumed from a checkpoint equals the uninterrupted run bit for bit: 3 epochs straight
+# against 1 epoch with --checkpoint, then --resume to epoch 3 (with the data as scattered inputs and
+# with --device-data), comparing the saved parameters byte for byte; a resume with other
+# options is refused with a message naming the option. Usage: resume_test.sh FASHION_MNIST WORKDIR
+set -eu
+app=$1
+work=$2
+rm -rf "$work"
+mkdir -p "$work"
+common="--limit 3000 --holdout 500 --seed 7"
+for extra in "" "--device-data"; do
+  tag=$(echo "plain$extra" | tr -d ' -')
+  "$app" --ranks 2 $common --batch 100 --epochs 3 $extra --out "$work/$tag.straight" > "$work/$tag.straight.log"
+  "$app" --ranks 2 $common --batch 100 --epochs 1 $extra --checkpoint "$work/$tag.ckpt" --out "" > "$work/$tag.first.log"
+  "$app" --ranks 2 $common --batch 100 --epochs 3 $extra --resume "$work/$tag.ckpt" --out "$work/$tag.resumed" > "$work/$tag.resumed.log"
+  grep -q "resumed from" "$work/$tag.resumed.log" || { echo "FAILED: $tag: no 'resumed from' line"; exit 1; }
+  for f in "$work/$tag.straight"/*.npy; do
+    cmp "$f" "$work/$tag.resumed/$(basename "$f")" || { echo "FAILED: $tag: $(basename "$f") differs"; exit 1; }
+  done
+  echo "$tag: $(ls "$work/$tag.straight" | wc -l) parameter files identical after resuming"
+done
+# Another batch size cannot continue the same run.
+if "$app" --ranks 2 $common --batch 50 --epochs 3 --resume "$work/plain.ckpt" --out "" > "$work/bad.log" 2>&1; then
+  echo "FAILED: a resume with another --batch was accepted"; exit 1
+fi
+grep -q "saved with batch 100, this run has 50" "$work/bad.log" || { echo "FAILED: message"; cat "$work/bad.log"; exit 1; }
+echo "resume: passed"

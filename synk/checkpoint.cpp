@@ -1,0 +1,257 @@
+// Checkpoints (checkpoint.h): the directory layout, the atomic swap and the all-or-nothing load.
+//
+// DIR/manifest.json:
+//   {"format": "synk-checkpoint", "version": 1,
+//    "variables": [{"name": "w", "file": "w.npy", "dtype": "f32", "shape": [4], "xxh3_64": "..."}],
+//    "functions": [{"name": "train", "seed": 0, "step": 20}], "metadata": {"epoch": "3"}}
+#include "synk/checkpoint.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "runtime/data/npy.h"
+#include "runtime/data/shared_vars.h"
+#include "synk/collectives.h"
+
+namespace synk {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kFormat = "synk-checkpoint";
+constexpr int kVersion = 1;
+constexpr const char* kManifest = "manifest.json";
+
+std::string checksum(const Array& a) {
+  return fmt::format("{:016x}", XXH3_64bits(a.bytes.data(), a.bytes.size()));
+}
+
+// Flushes a file or directory to disk, so the rename that publishes a checkpoint never
+// overtakes its contents.
+void sync_path(const fs::path& path, const std::string& dir) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int e = errno;
+    if (fd >= 0) ::close(fd);
+    throw UsageError(fmt::format("save_checkpoint('{}'): cannot flush '{}' to disk: {}", dir, path.string(),
+                                 std::strerror(e)));
+  }
+  ::close(fd);
+}
+
+// Temporary directories are named .NAME.tmp-PID-RANDOM beside DIR; those of dead processes (a
+// save interrupted by a crash or a kill) are removed by the next save.
+std::string temp_prefix(const fs::path& target) { return "." + target.filename().string() + ".tmp-"; }
+
+void sweep_stale_temps(const fs::path& target) {
+  std::error_code ec;
+  const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const std::string prefix = temp_prefix(target);
+  for (const fs::directory_entry& e : fs::directory_iterator(parent, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const pid_t pid = pid_t(std::atoll(name.c_str() + prefix.size()));
+    if (pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH)) continue;   // its writer may still run
+    fs::remove_all(e.path(), ec);
+  }
+}
+
+bool is_checkpoint(const fs::path& dir) { return fs::is_regular_file(dir / kManifest); }
+
+json read_manifest(const std::string& dir, const char* what) {
+  const fs::path path = fs::path(dir) / kManifest;
+  if (!fs::is_directory(dir)) throw UsageError(fmt::format("{}('{}'): no such directory", what, dir));
+  std::ifstream in(path);
+  if (!in) throw UsageError(fmt::format("{}('{}'): not a checkpoint (no {})", what, dir, kManifest));
+  json m;
+  try {
+    m = json::parse(in);
+    if (m.at("format") != kFormat) throw UsageError("");
+  } catch (const std::exception&) {
+    throw UsageError(fmt::format("{}('{}'): {} is not a synk checkpoint manifest", what, dir, path.string()));
+  }
+  if (m.value("version", 0) != kVersion)
+    throw UsageError(fmt::format("{}('{}'): checkpoint format version {} (this synk reads version {})", what, dir,
+                                 m.value("version", 0), kVersion));
+  return m;
+}
+
+// The variables a checkpoint holds: every shared variable but the sliceable ones.
+std::vector<int32_t> state_variables(const Module& module) {
+  std::vector<int32_t> out;
+  const rt::ModuleSpec& spec = module.spec();
+  for (size_t v = 0; v < spec.shareds.size(); ++v)
+    if (!spec.shareds[v].sliceable) out.push_back(int32_t(v));
+  return out;
+}
+
+json manifest_of(const Module& module, const std::vector<Function>& functions, const CheckpointMetadata& metadata,
+                 const fs::path& into) {
+  json vars = json::array();
+  for (int32_t v : state_variables(module)) {
+    const rt::SharedSpec& s = module.spec().shareds[size_t(v)];
+    const Array value = module.get_value(s.name);
+    const std::string file = s.name + ".npy";
+    rt::npy::write((into / file).string(), value.ref());
+    vars.push_back({{"name", s.name}, {"file", file}, {"dtype", rt::dtype_name(value.dtype)},
+                    {"shape", value.shape}, {"xxh3_64", checksum(value)}});
+  }
+  json fns = json::array();
+  for (const Function& f : functions) fns.push_back({{"name", f.name()}, {"seed", f.seed()}, {"step", f.step()}});
+  return json{{"format", kFormat}, {"version", kVersion}, {"variables", vars}, {"functions", fns},
+              {"metadata", metadata}};
+}
+
+// Puts `fresh` at `target`: an atomic exchange when a checkpoint is there (the old one then sits
+// at `fresh` and is removed), a rename otherwise.
+void publish(const fs::path& fresh, const fs::path& target, const std::string& dir) {
+  if (fs::exists(target)) {
+    if (::renameat2(AT_FDCWD, fresh.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0)
+      throw UsageError(fmt::format("save_checkpoint('{}'): cannot replace the old checkpoint: {}", dir,
+                                   std::strerror(errno)));
+    fs::remove_all(fresh);
+  } else if (::rename(fresh.c_str(), target.c_str()) != 0) {
+    throw UsageError(fmt::format("save_checkpoint('{}'): cannot create it: {}", dir, std::strerror(errno)));
+  }
+  const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  sync_path(parent, dir);
+}
+
+// One variable read back from a checkpoint and checked against the manifest and the module.
+Array read_variable(const Module& module, const json& entry, const std::string& dir) {
+  const std::string name = entry.at("name");
+  const rt::SharedSpec& spec = module.spec().shareds.at(size_t(module.index_of(name)));
+  const std::string where = fmt::format("load_checkpoint('{}'): shared variable '{}'", dir, name);
+  if (entry.at("file").get<std::string>() != name + ".npy")   // never a path outside the checkpoint
+    throw UsageError(fmt::format("{}: the manifest names the file '{}' instead of '{}.npy'", where,
+                                 entry.at("file").get<std::string>(), name));
+  const fs::path file = fs::path(dir) / (name + ".npy");
+  if (!fs::is_regular_file(file)) throw UsageError(fmt::format("{}: the file {} is missing", where, file.string()));
+  Array value = rt::npy::read(file.string());
+  if (rt::dtype_name(value.dtype) != entry.at("dtype").get<std::string>() ||
+      value.shape != entry.at("shape").get<std::vector<int64_t>>() || checksum(value) != entry.at("xxh3_64"))
+    throw UsageError(fmt::format("{}: {} does not match the manifest (dtype, shape or checksum): the checkpoint is "
+                                 "damaged", where, file.string()));
+  return rt::conform_shared_value(spec, module.spec().symbols, value.ref(), false, where);
+}
+
+// A manifest's fields have the wrong type or are missing: the checkpoint was damaged or edited.
+template <class F>
+auto checked_manifest(const std::string& dir, const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const json::exception& e) {
+    throw UsageError(fmt::format("{}('{}'): {} is damaged: {}", what, dir, kManifest, e.what()));
+  }
+}
+
+// Checks every variable against the module and the files, then sets them all.
+CheckpointMetadata restore(const Module& module, const std::vector<Function>& functions, const std::string& dir,
+                           const json& manifest) {
+  std::vector<std::string> held;
+  for (const json& e : manifest.at("variables")) held.push_back(e.at("name"));
+  std::vector<std::string> wanted;
+  for (int32_t v : state_variables(module)) wanted.push_back(module.spec().shareds[size_t(v)].name);
+  const std::set<std::string> held_set(held.begin(), held.end()), wanted_set(wanted.begin(), wanted.end());
+  for (const std::string& name : wanted)
+    if (!held_set.count(name))
+      throw UsageError(fmt::format("load_checkpoint('{}'): it has no shared variable '{}' (it holds: {}); was it "
+                                   "saved from another model?", dir, name, fmt::join(held, ", ")));
+  for (const std::string& name : held)
+    if (!wanted_set.count(name))
+      throw UsageError(fmt::format("load_checkpoint('{}'): it holds '{}', which this module has no non-sliceable "
+                                   "shared variable of that name; was it saved from another model?", dir, name));
+  // Everything is read and checked before anything changes.
+  std::vector<std::pair<std::string, Array>> values;
+  for (const json& e : manifest.at("variables")) values.emplace_back(e.at("name"), read_variable(module, e, dir));
+  Module target = module;
+  std::vector<Var> vars;
+  for (auto& [name, value] : values) {
+    target.set_value(name, value.ref());
+    vars.push_back(target.var(name));
+  }
+  if (forked() && size() > 1 && !vars.empty()) broadcast(Vars(vars));
+  for (const json& f : manifest.at("functions"))
+    for (const Function& fn : functions)
+      if (fn.name() == f.at("name").get<std::string>()) {
+        fn.set_seed(f.at("seed").get<uint64_t>());
+        fn.set_step(f.at("step").get<uint64_t>());
+      }
+  return manifest.value("metadata", json::object()).get<CheckpointMetadata>();
+}
+
+}  // namespace
+
+void save_checkpoint(const Module& module, const std::vector<Function>& functions, const std::string& dir,
+                     const CheckpointMetadata& metadata) {
+  if (dir.empty()) throw UsageError("save_checkpoint: the directory name is empty");
+  const fs::path target = fs::path(dir).lexically_normal();
+  if (target.filename().empty() || target.filename() == "." || target.filename() == "..")
+    throw UsageError(fmt::format("save_checkpoint('{}'): name the checkpoint's own directory", dir));
+  if (fs::exists(target) && !(fs::is_directory(target) && (is_checkpoint(target) || fs::is_empty(target))))
+    throw UsageError(fmt::format("save_checkpoint('{}'): it exists and is not a checkpoint; a checkpoint never "
+                                 "replaces other files", dir));
+  const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  if (!fs::is_directory(parent))
+    throw UsageError(fmt::format("save_checkpoint('{}'): the directory '{}' does not exist", dir, parent.string()));
+  sweep_stale_temps(target);
+  std::random_device entropy;
+  const fs::path fresh = parent / fmt::format("{}{}-{:08x}", temp_prefix(target), ::getpid(), entropy());
+  std::error_code ec;
+  if (!fs::create_directory(fresh, ec))
+    throw UsageError(fmt::format("save_checkpoint('{}'): cannot create '{}': {}", dir, fresh.string(), ec.message()));
+  try {
+    const json manifest = manifest_of(module, functions, metadata, fresh);
+    {
+      std::ofstream out(fresh / kManifest);
+      out << manifest.dump(1) << "\n";
+      if (!out.flush()) throw UsageError(fmt::format("save_checkpoint('{}'): cannot write the manifest", dir));
+    }
+    for (const fs::directory_entry& e : fs::directory_iterator(fresh)) sync_path(e.path(), dir);
+    sync_path(fresh, dir);
+    publish(fresh, target, dir);
+  } catch (...) {
+    fs::remove_all(fresh, ec);
+    throw;
+  }
+}
+
+CheckpointMetadata checkpoint_metadata(const std::string& dir) {
+  const json m = read_manifest(dir, "checkpoint_metadata");
+  return checked_manifest(dir, "checkpoint_metadata",
+                          [&] { return m.value("metadata", json::object()).get<CheckpointMetadata>(); });
+}
+
+std::vector<std::string> detail::checkpoint_functions(const std::string& dir) {
+  const json m = read_manifest(dir, "load_checkpoint");
+  return checked_manifest(dir, "load_checkpoint", [&] {
+    std::vector<std::string> names;
+    for (const json& f : m.at("functions")) names.push_back(f.at("name"));
+    return names;
+  });
+}
+
+CheckpointMetadata load_checkpoint(const Module& module, const std::vector<Function>& functions,
+                                   const std::string& dir) {
+  const json manifest = read_manifest(dir, "load_checkpoint");
+  return checked_manifest(dir, "load_checkpoint", [&] { return restore(module, functions, dir, manifest); });
+}
+
+}  // namespace synk

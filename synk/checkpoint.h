@@ -1,0 +1,46 @@
+// Checkpoints: every piece of a module's training state in one directory, restored on every rank
+// (docs/training.md, "Checkpoints"). A checkpoint holds each shared variable that is model state
+// (parameters, optimizer state such as `w_m`/`w_v`, step counters, batch-norm statistics; every
+// shared variable except the sliceable ones, which hold each rank's own data) as NAME.npy, the
+// random state (seed, step) of the given functions, and the caller's metadata, described by
+// manifest.json (dtypes, shapes, XXH3-64 checksums). It is written into a temporary directory
+// beside DIR and swapped into place with one rename, so a crash mid-save leaves the previous
+// checkpoint (or none), never half of one. Loading checks everything before it changes anything,
+// then sets the master's copies and broadcasts them, so every rank resumes from the same state.
+//
+//   synk::save_checkpoint(mod, fns, "ckpt", {{"epoch", "3"}});   // jit::Module::save_checkpoint
+//   auto metadata = synk::load_checkpoint(mod, fns, "ckpt");      // metadata["epoch"] == "3"
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "synk/core.h"
+
+namespace synk {
+
+using CheckpointMetadata = std::map<std::string, std::string>;
+
+// Saves the master's copies (after a training step every rank holds the same parameters and
+// optimizer state; a variable that ranks update from their own rows alone, such as batch norm's
+// running statistics, is saved as the master holds it). `dir` is created, or replaced when it is
+// a checkpoint; anything else there is a UsageError (a checkpoint never overwrites other files).
+void save_checkpoint(const Module& module, const std::vector<Function>& functions, const std::string& dir,
+                     const CheckpointMetadata& metadata = {});
+
+// Restores what save_checkpoint wrote, on every rank, and returns its metadata. UsageError, with
+// nothing changed, when `dir` is not a checkpoint, was saved from a module with other shared
+// variables, or a file is missing, has another dtype or shape, or fails its checksum.
+CheckpointMetadata load_checkpoint(const Module& module, const std::vector<Function>& functions,
+                                   const std::string& dir);
+
+// The metadata alone (UsageError when `dir` is not a checkpoint).
+CheckpointMetadata checkpoint_metadata(const std::string& dir);
+
+namespace detail {
+// The functions whose random state the checkpoint holds (jit::Module compiles them before loading).
+std::vector<std::string> checkpoint_functions(const std::string& dir);
+}  // namespace detail
+
+}  // namespace synk

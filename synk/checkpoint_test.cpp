@@ -1,0 +1,219 @@
+// Checkpoints (synk/checkpoint.h) through jit::Module: a run resumed from a checkpoint equals the
+// uninterrupted run bit for bit on every rank (parameters, adam's state and step counter, the
+// dropout draws), loaded before or after synk::fork(); the directory holds what the manifest says;
+// every bad checkpoint is a UsageError that changes nothing; a save never replaces other files and
+// leaves no temporary directory; set_value_all reaches every rank where set_value reaches one.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/testing.h"
+#include "synk/jit.h"
+
+using namespace synk;
+using synk::testing::error_of;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kProgram = R"(
+shared w: f32[4, 3] = uniform(seed=1, low=-0.5, high=0.5);
+shared b: f32[3];
+shared data_x: f32[m, 4] sliceable;
+optimizer opt = adam(lr=0.01);
+fn train(scatter x: f32[n, 4], scatter y: i64[n]) {
+  let h = dropout(x, 0.25) @ w + b;
+  out loss: avg = mean(cross_entropy(h, y));
+  minimize mean(cross_entropy(h, y)) over w, b using opt;
+}
+)";
+
+constexpr const char* kOtherProgram = R"(
+shared w: f32[4, 3];
+fn f(scatter x: f32[n, 4]) { out y: gather = x @ w; }
+)";
+
+struct Batch {
+  Data x, y;
+};
+
+Batch make_batch() {
+  std::vector<float> x;
+  std::vector<int64_t> y;
+  for (int i = 0; i < 30; ++i) {
+    for (int j = 0; j < 4; ++j) x.push_back(float((i * 7 + j * 3) % 11) * 0.2f - 1.0f);
+    y.push_back(i % 3);
+  }
+  return {data<float>(x, {30, 4}), data<int64_t>(y, {30})};
+}
+
+void train_steps(jit::Module& m, const Batch& batch, int first, int count) {
+  TrainStep step = m.train_step("train");
+  for (int s = first; s < first + count; ++s) {
+    std::vector<int64_t> rows;
+    for (int j = 0; j < 5 + s % 4; ++j) rows.push_back((s * 11 + j * 5) % 30);
+    step({batch.x, batch.y}, {.batch = rows});
+  }
+}
+
+std::vector<Array> state_on(jit::Module& m, int rank) {
+  std::vector<Array> out;
+  for (const char* name : {"w", "b", "w_m", "w_v", "b_m", "b_v", "opt_update_t"})
+    out.push_back(m.shared(name).get_value(rank));
+  return out;
+}
+
+void expect_same_bits(const std::vector<Array>& a, const std::vector<Array>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].bytes.size(), b[i].bytes.size()) << what;
+    EXPECT_EQ(0, std::memcmp(a[i].bytes.data(), b[i].bytes.data(), a[i].bytes.size())) << what << ", variable " << i;
+  }
+}
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("synk-ckpt-test-" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+TEST(Checkpoint, AResumedRunEqualsTheUninterruptedOneOnEveryRank) {
+  TempDir tmp;
+  const std::string ckpt = (tmp.path / "ckpt").string();
+  const Batch batch = make_batch();
+  constexpr int kRanks = 3;
+  jit::Module straight = jit::compile_string(kProgram);
+  straight.function("train");
+  ASSERT_EQ(kRanks, synk::fork(kRanks));
+  train_steps(straight, batch, 0, 3);
+  straight.save_checkpoint(ckpt, {{"step", "3"}});
+  train_steps(straight, batch, 3, 4);
+  std::vector<std::vector<Array>> want;
+  for (int r = 0; r < kRanks; ++r) want.push_back(state_on(straight, r));
+  synk::close();
+
+  for (bool load_after_fork : {true, false}) {
+    jit::Module resumed = jit::compile_string(kProgram);
+    std::string step;
+    if (!load_after_fork) step = resumed.load_checkpoint(ckpt).at("step");
+    ASSERT_EQ(kRanks, synk::fork(kRanks));
+    if (load_after_fork) step = resumed.load_checkpoint(ckpt).at("step");
+    EXPECT_EQ(step, "3");
+    EXPECT_EQ(resumed.function("train").step(), 3u) << "the random state came back";
+    train_steps(resumed, batch, 3, 4);
+    for (int r = 0; r < kRanks; ++r)
+      expect_same_bits(state_on(resumed, r), want[size_t(r)],
+                       "rank " + std::to_string(r) + (load_after_fork ? ", loaded after fork" : ", loaded before fork"));
+    synk::close();
+  }
+}
+
+TEST(Checkpoint, TheDirectoryHoldsWhatTheManifestSays) {
+  TempDir tmp;
+  const fs::path ckpt = tmp.path / "ckpt";
+  jit::Module m = jit::compile_string(kProgram);
+  m.function("train").set_step(41);
+  m.save_checkpoint(ckpt.string(), {{"epoch", "7"}, {"note", "a \"quoted\" value"}});
+  for (const char* file : {"manifest.json", "w.npy", "b.npy", "opt_grads.npy", "w_m.npy", "opt_update_t.npy"})
+    EXPECT_TRUE(fs::is_regular_file(ckpt / file)) << file;
+  EXPECT_FALSE(fs::exists(ckpt / "data_x.npy")) << "sliceable variables hold data, not state";
+  EXPECT_EQ(checkpoint_metadata(ckpt.string()), (CheckpointMetadata{{"epoch", "7"}, {"note", "a \"quoted\" value"}}));
+  for (const fs::directory_entry& e : fs::directory_iterator(tmp.path))
+    EXPECT_EQ(e.path().filename(), "ckpt") << "no temporary directory is left beside it";
+  // Saving again swaps the new checkpoint in.
+  m.save_checkpoint(ckpt.string(), {{"epoch", "8"}});
+  EXPECT_EQ(checkpoint_metadata(ckpt.string()).at("epoch"), "8");
+}
+
+TEST(Checkpoint, BadCheckpointsAreUsageErrorsThatChangeNothing) {
+  TempDir tmp;
+  const fs::path ckpt = tmp.path / "ckpt";
+  jit::Module m = jit::compile_string(kProgram);
+  m.save_checkpoint(ckpt.string());
+  jit::Module other = jit::compile_string(kOtherProgram);
+  EXPECT_HAS(error_of<UsageError>([&] { other.load_checkpoint(ckpt.string()); }), "it holds 'b'");
+  EXPECT_HAS(error_of<UsageError>([&] { m.load_checkpoint((tmp.path / "none").string()); }), "no such directory");
+  fs::create_directories(tmp.path / "empty");
+  EXPECT_HAS(error_of<UsageError>([&] { m.load_checkpoint((tmp.path / "empty").string()); }), "not a checkpoint");
+  {
+    std::fstream f(ckpt / "w_v.npy", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x7f');   // one flipped byte of data: the checksum catches it
+  }
+  jit::Module target = jit::compile_string(kProgram);
+  target.shared("w").set_value(std::vector<float>(12, 9.0f), {4, 3});
+  EXPECT_HAS(error_of<UsageError>([&] { target.load_checkpoint(ckpt.string()); }), "the checkpoint is damaged");
+  EXPECT_EQ(target.shared("w").values<float>(), std::vector<float>(12, 9.0f)) << "nothing was loaded";
+  std::ofstream(ckpt / "manifest.json") << "{\"format\": \"synk-checkpoint\", \"version\": 1, \"variables\": 3}";
+  EXPECT_HAS(error_of<UsageError>([&] { target.load_checkpoint(ckpt.string()); }), "manifest.json is damaged");
+}
+
+TEST(Checkpoint, ASaveNeverReplacesOtherFiles) {
+  TempDir tmp;
+  jit::Module m = jit::compile_string(kProgram);
+  fs::create_directories(tmp.path / "mine");
+  std::ofstream(tmp.path / "mine" / "notes.txt") << "keep me";
+  EXPECT_HAS(error_of<UsageError>([&] { m.save_checkpoint((tmp.path / "mine").string()); }), "not a checkpoint");
+  EXPECT_TRUE(fs::exists(tmp.path / "mine" / "notes.txt"));
+  EXPECT_HAS(error_of<UsageError>([&] { m.save_checkpoint((tmp.path / "no" / "ckpt").string()); }), "does not exist");
+  // A temporary directory that a killed save left behind is swept by the next save.
+  const fs::path stale = tmp.path / ".ckpt.tmp-999999999-0badf00d";
+  fs::create_directories(stale);
+  m.save_checkpoint((tmp.path / "ckpt").string());
+  EXPECT_FALSE(fs::exists(stale));
+}
+
+TEST(Checkpoint, SetValueAllReachesEveryRank) {
+  jit::Module m = jit::compile_string(kProgram);
+  ASSERT_EQ(2, synk::fork(2));
+  const std::vector<float> before = m.shared("w").values<float>(1);
+  m.shared("w").set_value(std::vector<float>(12, 1.0f), {4, 3});
+  EXPECT_EQ(m.shared("w").values<float>(1), before) << "set_value changes the master's copy only";
+  m.shared("w").set_value_all(std::vector<float>(12, 2.0f), {4, 3});
+  EXPECT_EQ(m.shared("w").values<float>(1), std::vector<float>(12, 2.0f));
+  EXPECT_EQ(m.shared("w").values<float>(0), std::vector<float>(12, 2.0f));
+  synk::close();
+}
+
+// A save killed at any moment (SIGKILL: no handler runs) leaves the previous checkpoint or the new
+// one, whole, never a mix: the child saves checkpoints of alternating values as fast as it can.
+TEST(Checkpoint, ASaveKilledAtAnyMomentLeavesAWholeCheckpoint) {
+  TempDir tmp;
+  const std::string ckpt = (tmp.path / "ckpt").string();
+  jit::Module m = jit::compile_string(kProgram);
+  std::mt19937 rng(std::random_device{}());
+  int seen_old = 0, seen_new = 0;
+  for (int round = 0; round < 12; ++round) {
+    m.shared("w").set_value(std::vector<float>(12, 1.0f), {4, 3});
+    m.save_checkpoint(ckpt, {{"value", "1"}});
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      m.shared("w").set_value(std::vector<float>(12, 2.0f), {4, 3});
+      for (;;) m.save_checkpoint(ckpt, {{"value", "2"}});
+    }
+    ::usleep(useconds_t(std::uniform_int_distribution<int>(0, 20000)(rng)));
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    jit::Module loaded = jit::compile_string(kProgram);
+    const std::string value = loaded.load_checkpoint(ckpt).at("value");
+    const std::vector<float> w = loaded.shared("w").values<float>();
+    EXPECT_EQ(w, std::vector<float>(12, value == "1" ? 1.0f : 2.0f)) << "round " << round;
+    (value == "1" ? seen_old : seen_new)++;
+  }
+  // The next save sweeps what the killed saves left.
+  m.save_checkpoint(ckpt);
+  for (const fs::directory_entry& e : fs::directory_iterator(tmp.path)) EXPECT_EQ(e.path().filename(), "ckpt");
+  RecordProperty("old_new", std::to_string(seen_old) + "/" + std::to_string(seen_new));
+}
+
+}  // namespace
