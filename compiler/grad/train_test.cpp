@@ -27,18 +27,18 @@ namespace {
 
 using synk::testing::error_of;
 
-// A linear model trained with `rule`; `scale` = ranks / rows of the step makes the ranks' mean
-// gradient the gradient of the mean loss over all the step's rows.
+// A linear model trained with `rule` on the mean loss over the step's rows (the step weights each
+// rank's gradient by its rows, so any split gives that gradient).
 std::string linear_model(const std::string& rule) {
   return fmt::format(R"(
 shared w: f32[4, 3] = normal(seed=7, std=0.5);
 shared b: f32[3] = uniform(seed=8, low=-0.5, high=0.5);
 optimizer opt = {};
-fn train(scatter x: f32[n, 4], scatter y: f32[n, 3], bcast scale: f32) {{
+fn train(scatter x: f32[n, 4], scatter y: f32[n, 3]) {{
   let e = x @ w + b - y;
   let losses = sum(e * e, axis=1);
   out loss_sum: sum = sum(losses);
-  minimize sum(losses) * scale over w, b using opt;
+  minimize mean(losses) over w, b using opt;
 }}
 fn evaluate(scatter x: f32[n, 4]) {{
   out y: gather = x @ w + b;
@@ -48,12 +48,12 @@ fn evaluate(scatter x: f32[n, 4]) {{
 }
 
 struct StepData {
-  Data x, y, scale;
+  Data x, y;
   std::vector<float> xs, ys;
   int64_t rows = 0;
 };
 
-StepData random_batch(int64_t rows, int ranks, std::mt19937_64& rng) {
+StepData random_batch(int64_t rows, std::mt19937_64& rng) {
   std::normal_distribution<float> normal;
   StepData b;
   b.rows = rows;
@@ -61,7 +61,6 @@ StepData random_batch(int64_t rows, int ranks, std::mt19937_64& rng) {
   for (int64_t i = 0; i < rows * 3; ++i) b.ys.push_back(normal(rng));
   b.x = data<float>(b.xs, {rows, 4});
   b.y = data<float>(b.ys, {rows, 3});
-  b.scale = data<float>({float(ranks) / float(rows)}, {});
   return b;
 }
 
@@ -92,14 +91,16 @@ TEST_P(OneCallStep, EqualsTheThreeCallsBitForBit) {
 
   std::mt19937_64 rng(12345);
   for (int s = 0; s < 4; ++s) {
-    StepData b = random_batch(10 + 3 * s, ranks, rng);
+    StepData b = random_batch(10 + 3 * s, rng);
     std::vector<int64_t> rows;
     for (int64_t i = b.rows - 1; i >= 0; i -= 2) rows.push_back(i);   // a shuffled-looking subset
-    b.scale.set_value<float>({float(ranks) / float(rows.size())}, {});
-    Outputs a = step({b.x, b.y, b.scale}, {.batch = rows});
-    Outputs p = packed_step({b.x, b.y, b.scale}, {.batch = rows});
-    Outputs c = gradient({b.x, b.y, b.scale}, {.batch = rows});
-    all_reduce(gradient_var, Op::Avg);
+    Outputs a = step({b.x, b.y}, {.batch = rows});
+    Outputs p = packed_step({b.x, b.y}, {.batch = rows});
+    Outputs c = gradient({b.x, b.y}, {.batch = rows});
+    // The step's reduction written out: the plain mean when the rows split evenly, else weighted.
+    const std::vector<int64_t>& w = c.rank_weights();
+    if (std::equal(w.begin() + 1, w.end(), w.begin())) all_reduce(gradient_var, Op::Avg);
+    else all_reduce_weighted(gradient_var, std::vector<double>(w.begin(), w.end()));
     update({});
     expect_same_bits(a[0], c[0], fmt::format("loss_sum, step {}", s));
     expect_same_bits(p[0], c[0], fmt::format("loss_sum (2 packs), step {}", s));
@@ -132,11 +133,10 @@ TEST(TrainStep, BuilderStepEqualsTheSynkStep) {
   auto train = mb.function("train");
   auto x = train.scatter("x", DType::F32, {"n", 4});
   auto y = train.scatter("y", DType::F32, {"n", 3});
-  auto scale = train.bcast("scale", DType::F32, {});
   auto e = train.let("e", x.matmul(w) + b - y);
   auto losses = train.let("losses", dsl::sum(e * e, 1));
   train.out("loss_sum", dsl::sum(losses), ir::ReduceMode::Sum);
-  train.minimize(dsl::sum(losses) * scale, {w, b}, "opt");
+  train.minimize(dsl::mean(losses), {w, b}, "opt");
   auto evaluate = mb.function("evaluate");
   evaluate.out("y", evaluate.scatter("x", DType::F32, {"n", 4}).matmul(w) + b, ir::ReduceMode::Gather);
 
@@ -147,9 +147,9 @@ TEST(TrainStep, BuilderStepEqualsTheSynkStep) {
   ASSERT_EQ(2, synk::fork(2));
   std::mt19937_64 rng(2024);
   for (int s = 0; s < 3; ++s) {
-    StepData batch = random_batch(9 + s, 2, rng);
-    Outputs a = built_step({batch.x, batch.y, batch.scale});
-    Outputs c = parsed_step({batch.x, batch.y, batch.scale});
+    StepData batch = random_batch(9 + s, rng);
+    Outputs a = built_step({batch.x, batch.y});
+    Outputs c = parsed_step({batch.x, batch.y});
     expect_same_bits(a[0], c[0], fmt::format("loss_sum, step {}", s));
     for (int r = 0; r < 2; ++r)
       for (const char* name : {"w", "b", "opt_grads", "w_velocity", "b_velocity"})
@@ -169,7 +169,7 @@ TEST(TrainStep, SgdStepMatchesFloat64Reference) {
   TrainStep step = mod.train_step("train");
   std::mt19937_64 rng(99);
   for (int s = 0; s < 3; ++s) {
-    StepData b = random_batch(9 + s, 2, rng);
+    StepData b = random_batch(9 + s, rng);
     std::vector<double> gw(12, 0), gb(3, 0);
     double loss = 0;
     for (int64_t i = 0; i < b.rows; ++i)
@@ -182,7 +182,7 @@ TEST(TrainStep, SgdStepMatchesFloat64Reference) {
       }
     for (size_t i = 0; i < w.size(); ++i) w[i] -= lr * gw[i];
     for (size_t i = 0; i < bias.size(); ++i) bias[i] -= lr * gb[i];
-    Outputs out = step({b.x, b.y, b.scale});
+    Outputs out = step({b.x, b.y});
     EXPECT_NEAR(to_vector<float>(out[0])[0], loss, 1e-4 * std::max(1.0, loss));
     for (int r = 0; r < 2; ++r) {
       std::vector<float> got_w = mod.shared("w").values<float>(r), got_b = mod.shared("b").values<float>(r);
@@ -227,8 +227,8 @@ TEST(TrainStep, EveryRuleIsReachableFromSynk) {
   std::mt19937_64 rng(5);
   for (size_t i = 0; i < modules.size(); ++i) {
     std::vector<float> before = modules[i].shared("w").values<float>();
-    StepData b = random_batch(8, 2, rng);
-    modules[i].train_step("train")({b.x, b.y, b.scale});
+    StepData b = random_batch(8, rng);
+    modules[i].train_step("train")({b.x, b.y});
     std::vector<float> after = modules[i].shared("w").values<float>();
     EXPECT_NE(before, after) << rules[i].first;
     EXPECT_EQ(after, modules[i].shared("w").values<float>(1)) << rules[i].first << ": the ranks disagree";
@@ -245,8 +245,8 @@ TEST(TrainStep, MisuseIsReportedNamingTheStep) {
   EXPECT_HAS(e, "the module has: train");
   TrainStep step = mod.train_step("train");
   std::mt19937_64 rng(1);
-  StepData b = random_batch(4, 1, rng);
-  e = error_of<UsageError>([&] { step({b.x, b.y, b.scale}); });   // no process group yet
+  StepData b = random_batch(4, rng);
+  e = error_of<UsageError>([&] { step({b.x}); });   // one input missing, before the fork
   EXPECT_HAS(e, "training step 'train', gradient function:");
   e = error_of<UsageError>([&] { TrainStep()({}); });
   EXPECT_HAS(e, "empty synk::TrainStep");
@@ -265,10 +265,10 @@ TEST(TrainStep, MisuseIsReportedNamingTheStep) {
   EXPECT_EQ(declared_packs.train_step("train", 3).num_packs(), 3);
 
   ASSERT_EQ(2, synk::fork(2));
-  StepData wrong = random_batch(4, 2, rng);
-  e = error_of<UsageError>([&] { step({wrong.x, wrong.scale}); });   // one input missing
+  StepData wrong = random_batch(4, rng);
+  e = error_of<UsageError>([&] { step({wrong.y}); });   // one input missing, after the fork
   EXPECT_HAS(e, "training step 'train', gradient function:");
-  step({wrong.x, wrong.y, wrong.scale});   // and the next call works
+  step({wrong.x, wrong.y});   // and the next call works
   synk::close();
 
   // A module whose steps are expanded already cannot go through jit::compile again.
