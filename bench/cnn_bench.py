@@ -23,53 +23,23 @@ cnn_bench.png (bar chart of the medians) into --out-dir.
 """
 import argparse
 import csv
-import json
 import os
-import re
 import statistics
-import subprocess
 import sys
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-EPOCH_LINE = re.compile(r"^epoch\s+(\d+)\s+train\s+([0-9.]+) s")
-ACCURACY_LINE = re.compile(r"test accuracy ([0-9.]+)%")
-
-
-def run_synk(binary, ranks, epochs, limit, env):
-    cmd = [binary, "--ranks", str(ranks), "--epochs", str(epochs), "--out", ""]
-    if limit:
-        cmd += ["--limit", str(limit)]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=7200)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
-    times = [float(m.group(2)) for m in map(EPOCH_LINE.match, done.stdout.splitlines()) if m]
-    if len(times) != epochs:
-        raise RuntimeError(f"{' '.join(cmd)}: expected {epochs} epoch lines, found {len(times)}")
-    accuracy = ACCURACY_LINE.search(done.stdout)
-    return times, float(accuracy.group(1)) / 100 if accuracy else float("nan")
-
-
-def run_torch(args_list, epochs, limit, env):
-    cmd = [sys.executable, os.path.join(HERE, "cnn_torch.py"), "--epochs", str(epochs), "--limit", str(limit)] + args_list
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=7200)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
-    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    times = [r["seconds"] for r in records if "epoch" in r]
-    if len(times) != epochs:
-        raise RuntimeError(f"{' '.join(cmd)}: expected {epochs} epochs, found {len(times)}")
-    summary = [r for r in records if r.get("summary")]
-    return times, summary[0]["test_accuracy"] if summary else float("nan")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from epoch_bench import bench_env, chosen_variants, run_rounds, run_synk, run_torch  # noqa: E402
 
 
 def variants(binary, limit):
+    synk_args = ["--limit", str(limit)] if limit else []
+    torch_args = ["--limit", str(limit)]
     return {
-        "synk-r1": lambda e, env: run_synk(binary, 1, e, limit, env),
-        "synk-r2": lambda e, env: run_synk(binary, 2, e, limit, env),
-        "torch-t1": lambda e, env: run_torch(["--threads", "1"], e, limit, env),
-        "torch-t2": lambda e, env: run_torch(["--threads", "2"], e, limit, env),
-        "torch-ddp2": lambda e, env: run_torch(["--ddp", "2"], e, limit, env),
+        "synk-r1": lambda e, env: run_synk(binary, 1, e, env, synk_args),
+        "synk-r2": lambda e, env: run_synk(binary, 2, e, env, synk_args),
+        "torch-t1": lambda e, env: run_torch("cnn_torch.py", torch_args + ["--threads", "1"], e, env),
+        "torch-t2": lambda e, env: run_torch("cnn_torch.py", torch_args + ["--threads", "2"], e, env),
+        "torch-ddp2": lambda e, env: run_torch("cnn_torch.py", torch_args + ["--ddp", "2"], e, env),
     }
 
 
@@ -142,26 +112,11 @@ def main():
     if args.rounds < 1 or args.epochs < 1 or args.limit < 0:
         parser.error("--rounds and --epochs must be at least 1, --limit at least 0")
     table = variants(binary, args.limit)
-    chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = [v for v in chosen if v not in table]
-    if unknown:
-        parser.error(f"unknown variants {unknown} (known: {', '.join(table)})")
+    chosen = chosen_variants(parser, args.variants, table)
     out_dir = args.out_dir or args.build_dir
     os.makedirs(out_dir, exist_ok=True)
-    env = dict(os.environ)
-    env.pop("SYNK_PROFILE", None)
-    rows = []   # (round, variant, epoch times, median, test accuracy, load before, load after)
-    for rnd in range(1, args.rounds + 1):
-        for name in chosen:
-            load_before = os.getloadavg()[0]
-            start = time.time()
-            times, accuracy = table[name](args.epochs, env)
-            load_after = os.getloadavg()[0]
-            median = statistics.median(times)
-            rows.append((rnd, name, times, median, accuracy, load_before, load_after))
-            print(f"round {rnd}  {name:<12} {median:7.3f} s/epoch  (epochs {', '.join(f'{t:.3f}' for t in times)}; "
-                  f"test acc {100 * accuracy:.2f}%; load {load_before:.2f} -> {load_after:.2f}; "
-                  f"{time.time() - start:.0f} s)", flush=True)
+    env = bench_env()
+    rows = run_rounds(args.rounds, chosen, lambda name: table[name](args.epochs, env), with_accuracy=True)
     report(rows, chosen, out_dir)
 
 

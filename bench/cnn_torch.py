@@ -17,16 +17,13 @@ Prints one JSON object per line: {"variant", "epoch", "seconds", "loss"} per epo
 {"variant", "summary": true, "median_epoch_s", "test_accuracy"}.
 """
 import os
-import statistics
 import sys
-import time
 
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_torch import baseline_arguments, load, run_baseline  # noqa: E402  (IDX reader, variants)
+from train_torch import baseline_arguments, emit_summary, load, run_baseline, train_epochs  # noqa: E402
 
 
 def make_model(seed):
@@ -44,49 +41,9 @@ def train(args, rank, world, variant, emit):
     train_rows = split[:images.shape[0] - args.holdout]
     if args.limit:
         train_rows = train_rows[:args.limit]
-    model = make_model(args.seed)
-    if world > 1:
-        model = nn.parallel.DistributedDataParallel(model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-    loss_fn = nn.CrossEntropyLoss()
-    generator = torch.Generator().manual_seed(args.seed)
-    rows = train_rows.shape[0]
-    times = []
-    for epoch in range(1, args.epochs + 1):
-        model.train()
-        order = train_rows[torch.randperm(rows, generator=generator)]   # same on every rank
-        if world > 1:
-            dist.barrier()
-        start = time.perf_counter()
-        loss_sum, steps = 0.0, 0
-        for begin in range(0, rows, args.batch):
-            batch = order[begin:begin + args.batch]
-            share = batch[rank * len(batch) // world:(rank + 1) * len(batch) // world]
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(images[share].float() / 255), labels[share])
-            if world > 1 and len(share) != len(batch) // world:
-                loss = loss * (len(share) * world / len(batch))
-            loss.backward()
-            optimizer.step()
-            loss_sum += float(loss.detach())
-            steps += 1
-        if world > 1:
-            dist.barrier()
-        seconds = time.perf_counter() - start
-        times.append(seconds)
-        if rank == 0:
-            emit({"variant": variant, "epoch": epoch, "seconds": seconds, "loss": loss_sum / steps})
+    net, times = train_epochs(args, rank, world, variant, emit, make_model(args.seed), images, labels, train_rows)
     if rank == 0:
-        test_images, test_labels = load("t10k")
-        net = model.module if world > 1 else model
-        net.eval()
-        correct = 0
-        with torch.no_grad():
-            for begin in range(0, test_images.shape[0], 1000):
-                x = test_images[begin:begin + 1000].float() / 255
-                correct += int((net(x).argmax(1) == test_labels[begin:begin + 1000]).sum())
-        emit({"variant": variant, "summary": True, "median_epoch_s": statistics.median(times),
-              "test_accuracy": correct / test_images.shape[0]})
+        emit_summary(emit, variant, net, times)
 
 
 def main():

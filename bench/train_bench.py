@@ -24,51 +24,22 @@ its runs, then the ratios synk / PyTorch and the 1 -> 2 rank speedups. Writes tr
 """
 import argparse
 import csv
-import json
 import os
-import re
 import statistics
-import subprocess
 import sys
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-EPOCH_LINE = re.compile(r"^epoch\s+(\d+)\s+train\s+([0-9.]+) s")
-
-
-def run_synk(binary, ranks, epochs, env, extra_env=None):
-    if extra_env:
-        env = dict(env, **extra_env)
-    cmd = [binary, "--ranks", str(ranks), "--epochs", str(epochs), "--out", ""]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
-    times = [float(m.group(2)) for m in map(EPOCH_LINE.match, done.stdout.splitlines()) if m]
-    if len(times) != epochs:
-        raise RuntimeError(f"{' '.join(cmd)}: expected {epochs} epoch lines, found {len(times)}")
-    return times
-
-
-def run_torch(args_list, epochs, env):
-    cmd = [sys.executable, os.path.join(HERE, "train_torch.py"), "--epochs", str(epochs)] + args_list
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
-    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    times = [r["seconds"] for r in records if "epoch" in r]
-    if len(times) != epochs:
-        raise RuntimeError(f"{' '.join(cmd)}: expected {epochs} epochs, found {len(times)}")
-    return times
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from epoch_bench import bench_env, chosen_variants, run_rounds, run_synk, run_torch  # noqa: E402
 
 
 def variants(binary):
     return {
-        "synk-r1": lambda e, env: run_synk(binary, 1, e, env),
-        "synk-r2": lambda e, env: run_synk(binary, 2, e, env),
-        "synk-r2-y50": lambda e, env: run_synk(binary, 2, e, env, {"SYNK_YIELD_US": "50"}),
-        "torch-t1": lambda e, env: run_torch(["--threads", "1"], e, env),
-        "torch-t2": lambda e, env: run_torch(["--threads", "2"], e, env),
-        "torch-ddp2": lambda e, env: run_torch(["--ddp", "2"], e, env),
+        "synk-r1": lambda e, env: run_synk(binary, 1, e, env, timeout=1200),
+        "synk-r2": lambda e, env: run_synk(binary, 2, e, env, timeout=1200),
+        "synk-r2-y50": lambda e, env: run_synk(binary, 2, e, env, extra_env={"SYNK_YIELD_US": "50"}, timeout=1200),
+        "torch-t1": lambda e, env: run_torch("train_torch.py", ["--threads", "1"], e, env, timeout=3600),
+        "torch-t2": lambda e, env: run_torch("train_torch.py", ["--threads", "2"], e, env, timeout=3600),
+        "torch-ddp2": lambda e, env: run_torch("train_torch.py", ["--ddp", "2"], e, env, timeout=3600),
     }
 
 
@@ -122,27 +93,15 @@ def main():
     if args.rounds < 1 or args.epochs < 1:
         parser.error("--rounds and --epochs must be at least 1")
     table = variants(binary)
-    chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = [v for v in chosen if v not in table]
-    if unknown:
-        parser.error(f"unknown variants {unknown} (known: {', '.join(table)})")
+    chosen = chosen_variants(parser, args.variants, table)
     out_dir = args.out_dir or args.build_dir
     os.makedirs(out_dir, exist_ok=True)
-    env = dict(os.environ)
-    env.pop("SYNK_PROFILE", None)
+    env = bench_env()
 
-    rows = []   # (round, variant, epoch times, median, load before, load after)
-    for rnd in range(1, args.rounds + 1):
-        for name in chosen:
-            epochs = args.torch_t2_epochs if name == "torch-t2" else args.epochs
-            load_before = os.getloadavg()[0]
-            start = time.time()
-            times = table[name](epochs, env)
-            load_after = os.getloadavg()[0]
-            median = statistics.median(times)
-            rows.append((rnd, name, times, median, load_before, load_after))
-            print(f"round {rnd}  {name:<12} {median:7.3f} s/epoch  (epochs {', '.join(f'{t:.3f}' for t in times)}; "
-                  f"load {load_before:.2f} -> {load_after:.2f}; {time.time() - start:.0f} s)", flush=True)
+    def run_variant(name):
+        return table[name](args.torch_t2_epochs if name == "torch-t2" else args.epochs, env)
+
+    rows = run_rounds(args.rounds, chosen, run_variant, with_accuracy=False)
 
     report(rows, chosen, out_dir)
 

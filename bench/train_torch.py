@@ -57,18 +57,21 @@ def make_model(seed):
     return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
 
 
-def train(args, rank, world, variant, emit):
-    images, labels = load("train")
-    model = make_model(args.seed)
+def train_epochs(args, rank, world, variant, emit, model, images, labels, train_rows):
+    """The timed training loop of both baselines (this MLP and bench/cnn_torch.py's CNN): SGD with
+    momentum on the mean cross-entropy, `train_rows` reshuffled every epoch (the same order on every
+    rank), each rank taking its 1/world of every global batch. Returns (the trained model, without
+    its DDP wrapper, and each epoch's seconds)."""
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     loss_fn = nn.CrossEntropyLoss()
     generator = torch.Generator().manual_seed(args.seed)
-    rows = images.shape[0]
+    rows = train_rows.shape[0]
     times = []
     for epoch in range(1, args.epochs + 1):
-        order = torch.randperm(rows, generator=generator)   # same on every rank (same seed)
+        model.train()
+        order = train_rows[torch.randperm(rows, generator=generator)]
         if world > 1:
             dist.barrier()
         start = time.perf_counter()
@@ -76,10 +79,8 @@ def train(args, rank, world, variant, emit):
         for begin in range(0, rows, args.batch):
             batch = order[begin:begin + args.batch]
             share = batch[rank * len(batch) // world:(rank + 1) * len(batch) // world]
-            x = images[share].float() / 255
-            y = labels[share]
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
+            loss = loss_fn(model(images[share].float() / 255), labels[share])
             if world > 1 and len(share) != len(batch) // world:
                 # uneven last batch: weight this rank's mean so that DDP's average is the global mean
                 loss = loss * (len(share) * world / len(batch))
@@ -93,13 +94,28 @@ def train(args, rank, world, variant, emit):
         times.append(seconds)
         if rank == 0:
             emit({"variant": variant, "epoch": epoch, "seconds": seconds, "loss": loss_sum / steps})
+    return (model.module if world > 1 else model), times
+
+
+def emit_summary(emit, variant, net, times):
+    """The test accuracy (in chunks of 1,000 images, evaluation mode) and the median epoch time."""
+    test_images, test_labels = load("t10k")
+    net.eval()
+    correct = 0
+    with torch.no_grad():
+        for begin in range(0, test_images.shape[0], 1000):
+            x = test_images[begin:begin + 1000].float() / 255
+            correct += int((net(x).argmax(1) == test_labels[begin:begin + 1000]).sum())
+    emit({"variant": variant, "summary": True, "median_epoch_s": statistics.median(times),
+          "test_accuracy": correct / test_images.shape[0]})
+
+
+def train(args, rank, world, variant, emit):
+    images, labels = load("train")
+    net, times = train_epochs(args, rank, world, variant, emit, make_model(args.seed), images, labels,
+                              torch.arange(images.shape[0]))
     if rank == 0:
-        test_images, test_labels = load("t10k")
-        with torch.no_grad():
-            net = model.module if world > 1 else model
-            accuracy = float((net(test_images.float() / 255).argmax(1) == test_labels).float().mean())
-        emit({"variant": variant, "summary": True, "median_epoch_s": statistics.median(times),
-              "test_accuracy": accuracy})
+        emit_summary(emit, variant, net, times)
 
 
 def emit_stdout(record):

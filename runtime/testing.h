@@ -132,6 +132,26 @@ inline std::shared_ptr<rt::CompiledFunction> counting_function(int64_t scale, st
   });
 }
 
+// The seeds' shared-variable example, s = sum(x * s, axis=0) over this rank's rows of x: f32[n, 2],
+// as a hand-written function (the module's shared variable 0 is s: f32[2]).
+inline std::shared_ptr<rt::CompiledFunction> shared_example_function() {
+  rt::FunctionSignature sig;
+  sig.name = "f";
+  sig.symbols = {"n"};
+  sig.inputs = {input("x", rt::Role::Scatter, rt::DType::F32, {sym(0), fixed(2)})};
+  sig.shareds_read = {0};
+  sig.updates = {rt::UpdateSpec{0, rt::ReduceMode::Avg}};
+  return std::make_shared<LambdaFunction>(sig, [](auto in, auto sh, auto, auto upd) {
+    const float* x = ptr<float>(in[0]);
+    const float* s = ptr<float>(sh[0]);
+    upd[0].resize(rt::DType::F32, {2});
+    float* u = upd[0].template data<float>();
+    u[0] = u[1] = 0;
+    for (int64_t i = 0; i < in[0].shape[0]; ++i)
+      for (int k = 0; k < 2; ++k) u[k] += x[i * 2 + k] * s[k];
+  });
+}
+
 inline rt::ModuleSpec counter_module() {
   rt::ModuleSpec spec;
   spec.shareds = {shared("s", rt::DType::F64, {})};

@@ -12,9 +12,15 @@
 namespace synk::compiler::emitter {
 
 void Writer::line(const std::string& text) {
-  text_.append(size_t(indent_) * 2, ' ');
-  text_ += text;
-  text_ += '\n';
+  size_t start = 0;
+  for (;;) {   // each line of a multi-line text at the current indentation
+    const size_t end = text.find('\n', start);
+    text_.append(size_t(indent_) * 2, ' ');
+    text_.append(text, start, end == std::string::npos ? std::string::npos : end - start);
+    text_ += '\n';
+    if (end == std::string::npos) return;
+    start = end + 1;
+  }
 }
 void Writer::open(const std::string& text) {
   line(text + (text.empty() ? "{" : " {"));

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/codegen/poly.h"
+
 namespace synk::compiler {
 
 bool kernel_uses_blas(const KernelPlan& plan, const Kernel& kernel) {
@@ -32,8 +34,12 @@ std::string hidden_symbol_lines(size_t symbols, const std::string& array) {
                      array, symbols, symbols + 1, symbols + 2);
 }
 
-std::string random_stream_line(const ir::Node& random) {
-  return fmt::format("const synk_rng_stream rng = synk_rng_make_stream(synk_seed, {}u, synk_step);",
+std::string random_prologue(const ir::Node& random) {
+  const ir::TensorType& t = random.type;
+  return fmt::format("const int64_t rows = {}, per_row = {};\n"
+                     "const synk_rng_stream rng = synk_rng_make_stream(synk_seed, {}u, synk_step);",
+                     t.rank() ? Poly::dim(t.shape[0]).c_expr() : "1",
+                     Poly::product(t.shape, std::min<size_t>(1, t.rank()), t.rank()).c_expr(),
                      uint32_t(random.attrs.salt));
 }
 

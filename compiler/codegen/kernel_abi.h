@@ -39,7 +39,9 @@ constexpr size_t kHiddenSymbols = 3;   // seed, step, first row
 std::string hidden_symbol_lines(size_t symbols, const std::string& array);
 // A Random node's draw (base/philox.h) for local row `row` (a C expression; the call's first row
 // is added for an op with global rows) and element `e` of the row, from a stream named `rng`.
-std::string random_stream_line(const ir::Node& random);   // "const synk_rng_stream rng = ...;"
+// The prologue of a random kernel: `rows` and `per_row` (the node's axis 0 and the elements of
+// one row) and the stream `rng`.
+std::string random_prologue(const ir::Node& random);
 std::string random_draw(const ir::Node& random, const std::string& row, const std::string& e);
 
 // "synk_<function>_<kernel>"; with a module prefix (ahead-of-time artifacts, where kernels of

@@ -304,9 +304,7 @@ void emit_random(Writer& w, const KernelPlan& plan, const Kernel& k) {
   const ir::Node& rn = node_of(plan, k.roots[0]);
   const ir::TensorType& t = rn.type;
   w.open("");
-  w.line(fmt::format("const int64_t rows = {}, per_row = {};", t.rank() ? Poly::dim(t.shape[0]).c_expr() : "1",
-                     Poly::product(t.shape, std::min<size_t>(1, t.rank()), t.rank()).c_expr()));
-  w.line(random_stream_line(rn));
+  w.line(random_prologue(rn));
   w.open("for (int64_t r = 0; r < rows; ++r)");
   w.line(fmt::format("{} *__restrict__ out = {} + r * per_row;", emitter::c_type(t.dtype), buf(buffer_of(plan, k.roots[0]))));
   w.line(fmt::format("for (int64_t e = 0; e < per_row; ++e) out[e] = {};", random_draw(rn, "r", "e")));

@@ -14,11 +14,6 @@ namespace {
 
 using Sizes = std::map<std::string, int64_t>;
 
-const bool kCacheDirSet = [] {
-  setenv("SYNK_CACHE_DIR", SYNK_BINARY_DIR "/kernel-cache-tests", 0);
-  return true;
-}();
-
 const std::vector<Sizes> kBatches = {{{"n", 0}}, {{"n", 1}}, {{"n", 3}}};
 
 // f32 sums of up to a few hundred products of N(0, 1) values against float64.
@@ -33,12 +28,9 @@ void check(const std::string& source_template, const std::vector<Sizes>& batches
   for (const char* dtype : {"f32", "f64"}) {
     const std::string source = fmt::format(fmt::runtime(source_template), dtype);
     SCOPED_TRACE(source);
-    ir::Module m;
-    try {
-      m = testing::parse(source);
-    } catch (const std::exception& e) {
-      FAIL() << "test program does not compile: " << e.what();
-    }
+    std::optional<ir::Module> parsed = testing::parse_or_fail(source);
+    if (!parsed) return;
+    const ir::Module& m = *parsed;
     testing::ValueStyle style;
     style.scale = 1.0;
     for (bool fuse : {true, false}) {

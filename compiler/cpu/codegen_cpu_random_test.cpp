@@ -10,11 +10,6 @@
 namespace synk::compiler {
 namespace {
 
-const bool kCacheDirSet = [] {
-  setenv("SYNK_CACHE_DIR", SYNK_BINARY_DIR "/kernel-cache-tests", 0);
-  return true;
-}();
-
 struct Var {
   std::string name;
   int rows;   // 0: no row axis, 1: size-1 row axis, 2: n rows

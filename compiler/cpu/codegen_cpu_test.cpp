@@ -14,11 +14,6 @@ using testing::run_differential;
 using Sizes = std::map<std::string, int64_t>;
 
 // Each test binary gets its own kernel cache so tests never depend on the user's.
-const bool kCacheDirSet = [] {
-  setenv("SYNK_CACHE_DIR", SYNK_BINARY_DIR "/kernel-cache-tests", 0);
-  return true;
-}();
-
 const std::vector<Sizes> kVectorSizes = {{{"n", 0}}, {{"n", 1}}, {{"n", 7}}, {{"n", 33}}, {{"n", 1000}}};
 const std::vector<Sizes> kMatrixSizes = {{{"n", 0}, {"m", 3}}, {{"n", 1}, {"m", 1}}, {{"n", 5}, {"m", 7}},
                                          {{"n", 17}, {"m", 33}}, {{"n", 4}, {"m", 0}}};
@@ -30,12 +25,9 @@ void check(const std::string& source, const std::string& fn, const std::vector<S
            const testing::ValueStyle& style = {}, const testing::Tolerance& tol = {},
            bool expect_user_error = false) {
   SCOPED_TRACE(source);
-  ir::Module m;
-  try {
-    m = testing::parse(source);
-  } catch (const std::exception& e) {
-    FAIL() << "test program does not compile: " << e.what();
-  }
+  std::optional<ir::Module> parsed = testing::parse_or_fail(source);
+  if (!parsed) return;
+  const ir::Module& m = *parsed;
   for (size_t i = 0; i < size_sets.size(); ++i) {
     uint64_t seed = testing::test_seed() + i;
     testing::CaseResult r = run_differential(m, fn, size_sets[i], seed, style, tol);

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -37,6 +38,24 @@ inline uint64_t test_seed() {
 }
 
 inline ir::Module parse(const std::string& text) { return dsl::compile_source("test.synk", text); }
+
+// The module `text` compiles to; nullopt, after a test failure with the diagnostic, when it does not.
+inline std::optional<ir::Module> parse_or_fail(const std::string& text) {
+  try {
+    return parse(text);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "test program does not compile: " << e.what();
+    return std::nullopt;
+  }
+}
+
+#ifdef SYNK_BINARY_DIR
+// Every CPU-backend test keeps its kernel cache in the build tree (set before the first compile).
+inline const bool kKernelCacheInBuildTree = [] {
+  setenv("SYNK_CACHE_DIR", SYNK_BINARY_DIR "/kernel-cache-tests", 0);
+  return true;
+}();
+#endif
 
 // How random values are drawn.
 struct ValueStyle {

@@ -236,18 +236,15 @@ void emit_one_hot(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernel
 // A random op's draws (base/philox.h): one thread per element, e of row r at (row, e).
 void emit_random(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
   const ir::Node& rn = node_of(plan, k.roots[0]);
-  const ir::TensorType& t = rn.type;
   w.open("");
-  w.line(fmt::format("const int64_t rows = {}, per_row = {};", t.rank() ? Poly::dim(t.shape[0]).c_expr() : "1",
-                     Poly::product(t.shape, std::min<size_t>(1, t.rank()), t.rank()).c_expr()));
-  w.line(random_stream_line(rn));
+  w.line(random_prologue(rn));
   w.open("for (int64_t i = synk_thread(); i < rows * per_row; i += synk_threads())");
   w.line("const int64_t r = i / per_row, e = i - r * per_row;");
   w.line(fmt::format("{}[i] = {};", buf(buffer_of(plan, k.roots[0])), random_draw(rn, "r", "e")));
   w.close();
   w.close();
   launch.kind = CudaLaunchKind::Flat;
-  launch.work = t.shape;
+  launch.work = rn.type.shape;
 }
 
 // Integer matrix products (float ones go to cuBLAS): one thread per element of C.

@@ -13,11 +13,6 @@ namespace {
 
 using Sizes = std::map<std::string, int64_t>;
 
-const bool kCacheDirSet = [] {
-  setenv("SYNK_CACHE_DIR", SYNK_BINARY_DIR "/kernel-cache-tests", 0);
-  return true;
-}();
-
 const testing::Tolerance kTolerance{.f32_rel = 2e-4, .f32_abs = 2e-4};
 
 void check(const ir::Module& m, const std::string& fn, const std::vector<Sizes>& size_sets,

@@ -45,26 +45,6 @@ std::shared_ptr<rt::CompiledFunction> intro_function() {
   });
 }
 
-// --- The shared-variable example: update s = sum(x * s, axis=0) -------------------------------
-
-std::shared_ptr<rt::CompiledFunction> shared_example_function() {
-  rt::FunctionSignature sig;
-  sig.name = "f";
-  sig.symbols = {"n"};
-  sig.inputs = {input("x", rt::Role::Scatter, DType::F32, {sym(0), fixed(2)})};
-  sig.shareds_read = {0};
-  sig.updates = {rt::UpdateSpec{0, ReduceMode::Avg}};
-  return std::make_shared<LambdaFunction>(sig, [](auto in, auto sh, auto, auto upd) {
-    const float* x = ptr<float>(in[0]);
-    const float* s = ptr<float>(sh[0]);
-    upd[0].resize(DType::F32, {2});
-    float* u = upd[0].template data<float>();
-    u[0] = u[1] = 0;
-    for (int64_t i = 0; i < in[0].shape[0]; ++i)
-      for (int k = 0; k < 2; ++k) u[k] += x[i * 2 + k] * s[k];
-  });
-}
-
 // --- A multi-output function with updates --------------------------------------------------------
 // x: f64[n, 3] scattered, w: f64[3] broadcast, m: i64[n] minibatch; shareds acc, avgv: f64[3].
 

@@ -47,21 +47,7 @@ TEST(Collectives, SeedSharedVariableExample) {
   rt::ModuleSpec spec;
   spec.shareds = {shared("s", DType::F32, {fixed(2)}, rt::InitSpec{rt::InitSpec::Kind::Ones})};
   Module m = synk::module(spec);
-  rt::FunctionSignature sig;
-  sig.name = "f";
-  sig.symbols = {"n"};
-  sig.inputs = {input("x", rt::Role::Scatter, DType::F32, {sym(0), fixed(2)})};
-  sig.shareds_read = {0};
-  sig.updates = {rt::UpdateSpec{0, ReduceMode::Avg}};
-  Function f = synk::function(std::make_shared<LambdaFunction>(sig, [](auto in, auto sh, auto, auto upd) {
-    const float* x = synk::testing::ptr<float>(in[0]);
-    const float* s = synk::testing::ptr<float>(sh[0]);
-    upd[0].resize(DType::F32, {2});
-    float* out = upd[0].template data<float>();
-    out[0] = out[1] = 0;
-    for (int64_t i = 0; i < in[0].shape[0]; ++i)
-      for (int k = 0; k < 2; ++k) out[k] += x[i * 2 + k] * s[k];
-  }), m);
+  Function f = synk::function(synk::testing::shared_example_function(), m);
   ASSERT_EQ(synk::fork(2), 2);
   Var s = m.var("s");
   Data x = synk::data<float>({1, 1, 2, 2, 3, 3, 4, 4}, {4, 2}, {.name = "x"});
