@@ -80,20 +80,9 @@ CublasHandle::~CublasHandle() {
 
 ColumnMajorGemm row_major_gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, CUdeviceptr a,
                                int64_t lda, CUdeviceptr b, int64_t ldb, CUdeviceptr c) {
-  ColumnMajorGemm g;
-  g.f64 = f64;
-  g.trans_a = trans_b;
-  g.trans_b = trans_a;
-  g.m = n;
-  g.n = m;
-  g.k = k;
-  g.a = b;
-  g.lda = ldb;
-  g.b = a;
-  g.ldb = lda;
-  g.c = c;
-  g.ldc = n;
-  return g;
+  // C^T (N x M) = op(B)^T (N x K) op(A)^T (K x M): operands and sizes swap, the flags swap with them.
+  return ColumnMajorGemm{.f64 = f64, .trans_a = trans_b, .trans_b = trans_a, .m = n, .n = m, .k = k,
+                         .a = b, .b = a, .c = c, .lda = ldb, .ldb = lda, .ldc = n};
 }
 
 void gemm(const CublasHandle& handle, const ColumnMajorGemm& g, const std::string& what) {

@@ -197,6 +197,24 @@ void fill_descriptor(CollDescriptor& d, const std::vector<Target>& ts, const Col
   for (const Target& t : ts) d.vars.push_back(t.cv);
 }
 
+// The start of most collectives: the options merged with the defaults, the group, the checked
+// variables, and a fresh descriptor of `kind` for them.
+struct Setup {
+  CollectiveOptions o;
+  rt::ProcessGroup& g;
+  std::vector<Target> ts;
+  CollDescriptor& d;
+};
+Setup setup(const char* what, CollKind kind, const Vars& vars, const CollectiveOptions& options) {
+  CollectiveOptions o = merged(what, options);
+  rt::ProcessGroup& g = group_for(what);
+  std::vector<Target> ts = targets(what, vars.list());
+  CollDescriptor& d = descriptor();
+  d.kind = kind;
+  fill_descriptor(d, ts, o);
+  return Setup{o, g, std::move(ts), d};
+}
+
 CollAlgorithm resolve_algorithm(const char* what, Algorithm a, int nranks) {
   switch (a) {
     case Algorithm::Auto:
@@ -285,17 +303,12 @@ void run(const char* what, rt::ProcessGroup& g, CollDescriptor& d, const std::ve
 std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& vars, const ReduceOp& op,
                                    bool in_place, const CollectiveOptions& options,
                                    const std::vector<double>* rank_scale = nullptr) {
-  CollectiveOptions o = merged(what, options);
-  rt::ProcessGroup& g = group_for(what);
-  std::vector<Target> ts = targets(what, vars.list());
-  CollDescriptor& d = descriptor();
-  d.kind = kind;
+  auto [o, g, ts, d] = setup(what, kind, vars, options);
   d.op = checked_op(what, op, ts);
   for (const Target& t : ts)
     require_equal_shapes(what, g, t, " (gather with nd_up=0 and all_gather accept different lengths)");
   d.algorithm = resolve_algorithm(what, *o.algorithm, g.size());
   d.in_place = in_place;
-  fill_descriptor(d, ts, o);
   if (rank_scale) {
     d.op = CollOp::Sum;
     d.rank_scale = *rank_scale;
@@ -364,12 +377,7 @@ Array reduce(const Var& var, ReduceOp op, bool in_place, const CollectiveOptions
 
 void broadcast(const Vars& vars, const CollectiveOptions& options) {
   const char* what = "broadcast";
-  CollectiveOptions o = merged(what, options);
-  rt::ProcessGroup& g = group_for(what);
-  std::vector<Target> ts = targets(what, vars.list());
-  CollDescriptor& d = descriptor();
-  d.kind = CollKind::Broadcast;
-  fill_descriptor(d, ts, o);
+  auto [o, g, ts, d] = setup(what, CollKind::Broadcast, vars, options);
   for (const Target& t : ts) d.add_shape(shape_on(&g, t, 0));
   rt::MasterIO io;
   run(what, g, d, ts, io);
@@ -501,12 +509,7 @@ Array gather(const Var& var, int nd_up, const CollectiveOptions& options) {
 
 void all_gather(const Vars& vars, const CollectiveOptions& options) {
   const char* what = "all_gather";
-  CollectiveOptions o = merged(what, options);
-  rt::ProcessGroup& g = group_for(what);
-  std::vector<Target> ts = targets(what, vars.list());
-  CollDescriptor& d = descriptor();
-  d.kind = CollKind::AllGather;
-  fill_descriptor(d, ts, o);
+  auto [o, g, ts, d] = setup(what, CollKind::AllGather, vars, options);
   d.per_rank_shapes = 1;
   for (const Target& t : ts) {
     require_rows(what, g, t);

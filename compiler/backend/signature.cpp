@@ -30,25 +30,29 @@ DType runtime_dtype(DType t) {
   throw synk::UserError(std::string("dtype ") + dtype_name(t) + " is reserved: the runtime cannot hold it yet");
 }
 
+// The name, runtime dtype and dims of an input, output or shared variable of type `t`.
+template <class Spec>
+Spec tensor_spec(const std::string& name, const ir::TensorType& t, const std::vector<std::string>& symbols) {
+  Spec spec;
+  spec.name = name;
+  spec.dtype = runtime_dtype(t.dtype);
+  spec.dims = dims_of(t.shape, symbols);
+  return spec;
+}
+
 rt::FunctionSignature make_signature(const ir::Module& module, const ir::Function& fn, const KernelPlan& plan) {
   rt::FunctionSignature sig;
   sig.name = fn.name;
   sig.symbols = plan.symbols;
   for (const ir::Param& p : fn.params) {
-    rt::InputSpec in;
-    in.name = p.name;
-    in.dtype = runtime_dtype(p.type.dtype);
-    in.dims = dims_of(p.type.shape, sig.symbols);
+    rt::InputSpec in = tensor_spec<rt::InputSpec>(p.name, p.type, sig.symbols);
     in.role = p.role;
     sig.inputs.push_back(std::move(in));
   }
   sig.shareds_read = plan.shareds_read;
   for (const ir::Output& o : fn.outputs) {
-    rt::OutputSpec out;
-    out.name = o.name;
     const ir::TensorType& t = plan.function.node(plan.function.outputs.at(sig.outputs.size()).node).type;
-    out.dtype = runtime_dtype(t.dtype);
-    out.dims = dims_of(t.shape, sig.symbols);
+    rt::OutputSpec out = tensor_spec<rt::OutputSpec>(o.name, t, sig.symbols);
     out.mode = o.mode;
     sig.outputs.push_back(std::move(out));
   }
@@ -64,10 +68,7 @@ rt::ModuleSpec make_module_spec(const ir::Module& module) {
       if (d.is_symbolic() && std::find(spec.symbols.begin(), spec.symbols.end(), d.symbol) == spec.symbols.end())
         spec.symbols.push_back(d.symbol);
   for (const ir::SharedVar& s : module.shareds) {
-    rt::SharedSpec sh;
-    sh.name = s.name;
-    sh.dtype = runtime_dtype(s.type.dtype);
-    sh.dims = dims_of(s.type.shape, spec.symbols);
+    rt::SharedSpec sh = tensor_spec<rt::SharedSpec>(s.name, s.type, spec.symbols);
     sh.sliceable = s.sliceable;
     std::visit([&](const auto& init) {
       using T = std::decay_t<decltype(init)>;
