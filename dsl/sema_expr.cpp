@@ -359,8 +359,10 @@ Value FunctionAnalyzer::binary(const ast::Expr& e) {
       std::string hint = a.is_literal() && b.is_literal()
                              ? fmt::format("write a float literal such as {}.0", expr_text(*e.args[0]))
                              : fmt::format("use cast({}, f32)", expr_text(a.is_literal() ? *e.args[1] : *e.args[0]));
-      error(e.loc, fmt::format("'/' needs floating operands but {} and {}; {}", what_is(a, *e.args[0]),
-                               what_is(b, *e.args[1]), hint));
+      // `//` starts a comment, so name numpy's integer division too.
+      error(e.loc, fmt::format("'/' needs floating operands but {} and {}; {} (or floor_divide({}, {}) for an "
+                               "integer quotient)", what_is(a, *e.args[0]), what_is(b, *e.args[1]), hint,
+                               expr_text(*e.args[0]), expr_text(*e.args[1])));
       return Value::error();
     }
   }
