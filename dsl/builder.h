@@ -148,6 +148,15 @@ Expr sqrt(const Expr& x);
 Expr tanh(const Expr& x);
 Expr sigmoid(const Expr& x);
 Expr relu(const Expr& x);
+Expr log1p(const Expr& x);
+Expr expm1(const Expr& x);
+Expr softplus(const Expr& x);     // max(x, 0) + log1p(exp(-|x|)); gradient sigmoid(x)
+Expr sin(const Expr& x);
+Expr cos(const Expr& x);
+Expr floor(const Expr& x);        // floor .. sign: any numeric dtype; gradient 0
+Expr ceil(const Expr& x);
+Expr round(const Expr& x);        // half to even, like numpy
+Expr sign(const Expr& x);         // sign(NaN) = NaN
 Expr logical_not(const Expr& x);
 
 Expr add(const Expr& a, const Expr& b);
@@ -166,6 +175,11 @@ Expr greater_equal(const Expr& a, const Expr& b);
 Expr logical_and(const Expr& a, const Expr& b);
 Expr logical_or(const Expr& a, const Expr& b);
 Expr where(const Expr& condition, const Expr& a, const Expr& b);
+Expr mod(const Expr& a, const Expr& b);            // `a % b`: numpy's floor remainder (divisor's sign)
+Expr floor_divide(const Expr& a, const Expr& b);   // numpy's a // b
+// max(z, 0) - z * y + log1p(exp(-|z|)); gradient sigmoid(z) - y for z, -z for y.
+Expr binary_cross_entropy_with_logits(const Expr& logits, const Expr& targets);
+Expr clip(const Expr& x, const Expr& lo, const Expr& hi);   // gradient 1 for lo <= x <= hi, else 0
 
 Expr sum(const Expr& x, Axes axes = {}, bool keepdims = false);
 Expr mean(const Expr& x, Axes axes = {}, bool keepdims = false);
@@ -173,6 +187,11 @@ Expr max(const Expr& x, Axes axes = {}, bool keepdims = false);
 Expr min(const Expr& x, Axes axes = {}, bool keepdims = false);
 Expr prod(const Expr& x, Axes axes = {}, bool keepdims = false);
 Expr argmax(const Expr& x, int64_t axis = -1, bool keepdims = false);
+Expr argmin(const Expr& x, int64_t axis = -1, bool keepdims = false);
+Expr logsumexp(const Expr& x, Axes axes = {}, bool keepdims = false);
+Expr var(const Expr& x, Axes axes = {}, bool keepdims = false, int64_t ddof = 0);
+Expr stddev(const Expr& x, Axes axes = {}, bool keepdims = false, int64_t ddof = 0);   // the language's std
+Expr norm(const Expr& x, Axes axes = {}, bool keepdims = false);   // L2; gradient x / norm, 0 at norm 0
 
 Expr matmul(const Expr& a, const Expr& b);
 Expr transpose(const Expr& x);                              // reverses the axes
@@ -188,6 +207,9 @@ Expr one_hot(const Expr& labels, int64_t num_classes, ir::DType dtype = ir::DTyp
 Expr take(const Expr& x, const Expr& indices);
 Expr concat(std::vector<Expr> parts, int64_t axis = 0);
 Expr slice(const Expr& x, int64_t start, int64_t stop, int64_t axis = 0);
+Expr stack(std::vector<Expr> parts, int64_t axis = 0);
+Expr expand_dims(const Expr& x, int64_t axis);
+Expr squeeze(const Expr& x, std::optional<int64_t> axis = std::nullopt);   // no axis: every static 1
 // Gradient of a float scalar loss with respect to shared variables (Exprs from
 // ModuleBuilder::shared): one variable gives its shape, several give one flat vector.
 Expr grad(const Expr& loss, std::vector<Expr> variables);
@@ -208,6 +230,8 @@ template <class A, class B> requires ExprOperands<A, B>
 Expr operator*(const A& a, const B& b) { return mul(Expr(a), Expr(b)); }
 template <class A, class B> requires ExprOperands<A, B>
 Expr operator/(const A& a, const B& b) { return div(Expr(a), Expr(b)); }
+template <class A, class B> requires ExprOperands<A, B>
+Expr operator%(const A& a, const B& b) { return mod(Expr(a), Expr(b)); }
 template <class A, class B> requires ExprOperands<A, B>
 Expr operator==(const A& a, const B& b) { return equal(Expr(a), Expr(b)); }
 template <class A, class B> requires ExprOperands<A, B>

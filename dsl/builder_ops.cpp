@@ -50,7 +50,8 @@ void require_supported(DType dtype, const char* op) {
 Expr call_unary(Op op, const Expr& x_expr) {
   const char* name = ir::op_name(op);
   const NodePtr& x = require(x_expr, name);
-  const bool float_only = op != Op::Abs && op != Op::Neg && op != Op::Relu;
+  const bool float_only = op != Op::Abs && op != Op::Neg && op != Op::Relu && op != Op::Floor && op != Op::Ceil &&
+                          op != Op::Round && op != Op::Sign;
   DType dtype = x->type.dtype;
   if (is_literal(x) && float_only) dtype = builder_detail::weak_dtype(DType::F32, x->literal);
   if (is_literal(x)) builder_detail::check_literal_fits(*x, dtype);
@@ -137,6 +138,15 @@ Expr sqrt(const Expr& x) { return call_unary(Op::Sqrt, x); }
 Expr tanh(const Expr& x) { return call_unary(Op::Tanh, x); }
 Expr sigmoid(const Expr& x) { return call_unary(Op::Sigmoid, x); }
 Expr relu(const Expr& x) { return call_unary(Op::Relu, x); }
+Expr log1p(const Expr& x) { return call_unary(Op::Log1p, x); }
+Expr expm1(const Expr& x) { return call_unary(Op::Expm1, x); }
+Expr softplus(const Expr& x) { return call_unary(Op::Softplus, x); }
+Expr sin(const Expr& x) { return call_unary(Op::Sin, x); }
+Expr cos(const Expr& x) { return call_unary(Op::Cos, x); }
+Expr floor(const Expr& x) { return call_unary(Op::Floor, x); }
+Expr ceil(const Expr& x) { return call_unary(Op::Ceil, x); }
+Expr round(const Expr& x) { return call_unary(Op::Round, x); }
+Expr sign(const Expr& x) { return call_unary(Op::Sign, x); }
 
 // sema's unary '-': a literal folds into a literal.
 Expr unary_minus(const Expr& x_expr) {
@@ -176,6 +186,11 @@ Expr greater_equal(const Expr& a, const Expr& b) { return pointwise(Op::Ge, ">="
 Expr logical_and(const Expr& a, const Expr& b) { return pointwise(Op::And, "&&", a, b); }
 Expr logical_or(const Expr& a, const Expr& b) { return pointwise(Op::Or, "||", a, b); }
 Expr matmul(const Expr& a, const Expr& b) { return pointwise(Op::MatMul, "@", a, b); }
+Expr mod(const Expr& a, const Expr& b) { return pointwise(Op::Mod, "%", a, b); }
+Expr floor_divide(const Expr& a, const Expr& b) { return pointwise(Op::FloorDiv, "floor_divide", a, b); }
+Expr binary_cross_entropy_with_logits(const Expr& z, const Expr& y) {
+  return pointwise(Op::BceWithLogits, "binary_cross_entropy_with_logits", z, y);
+}
 
 Expr where(const Expr& c_expr, const Expr& a_expr, const Expr& b_expr) {
   const NodePtr& c = require(c_expr, "where");

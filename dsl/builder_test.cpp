@@ -234,7 +234,7 @@ TEST(BuilderHelpers, ErrorsNameTheHelperAndItsCaller) {
   expect_user_error([&] { mb.helper("f", [](FunctionBuilder&, const Expr& e) { return e; }); },
                     {"'f' is already declared as a function"});
   std::function<Expr(FunctionBuilder&, const Expr&, int)> layers;
-  auto stack = mb.helper("stack", [&](FunctionBuilder& g, const Expr& h, int n) {
+  auto stack = mb.helper("deep", [&](FunctionBuilder& g, const Expr& h, int n) {
     return n == 0 ? h : layers(g, g.let("h", relu(h)), n - 1);
   });
   layers = [&](FunctionBuilder& g, const Expr& h, int n) { return stack(g, h, n); };

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -27,7 +28,10 @@ constexpr const char* kBuiltinOps[] = {
     "where", "sum", "mean", "max", "min", "prod", "argmax", "matmul", "transpose", "reshape",
     "flatten", "broadcast_to", "cast", "softmax", "log_softmax", "cross_entropy", "one_hot", "take",
     "concat", "slice", "grad", "conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool", "batch_norm",
-    "uniform", "normal", "bernoulli", "uniform_like", "normal_like", "bernoulli_like", "dropout"};
+    "uniform", "normal", "bernoulli", "uniform_like", "normal_like", "bernoulli_like", "dropout",
+    "log1p", "expm1", "softplus", "sin", "cos", "floor", "ceil", "round", "sign", "clip", "mod",
+    "floor_divide", "binary_cross_entropy_with_logits", "logsumexp", "argmin", "var", "std", "norm",
+    "stack", "expand_dims", "squeeze"};
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
@@ -55,6 +59,60 @@ bool is_builtin_operation(std::string_view name) {
 }
 
 std::span<const char* const> builtin_operations() { return kBuiltinOps; }
+
+std::optional<std::string> operation_alias_hint(std::string_view name) {
+  // Another name for a built-in: "did you mean".
+  static const std::map<std::string_view, std::string_view> same = {
+      {"average", "mean"}, {"amax", "max"}, {"amin", "min"}, {"reduce_sum", "sum"}, {"reduce_mean", "mean"},
+      {"reduce_max", "max"}, {"reduce_min", "min"}, {"reduce_prod", "prod"}, {"reduce_logsumexp", "logsumexp"},
+      {"nanargmin", "argmin"}, {"nanargmax", "argmax"}, {"power", "pow"}, {"absolute", "abs"},
+      {"clamp", "clip"}, {"clip_by_value", "clip"}, {"logistic", "sigmoid"}, {"expit", "sigmoid"},
+      {"logsoftmax", "log_softmax"}, {"rint", "round"}, {"around", "round"}, {"remainder", "mod"},
+      {"floordiv", "floor_divide"}, {"floor_div", "floor_divide"}, {"variance", "var"}, {"stddev", "std"},
+      {"std_dev", "std"}, {"l2_norm", "norm"}, {"linalg_norm", "norm"}, {"frobenius_norm", "norm"},
+      {"concatenate", "concat"}, {"cat", "concat"}, {"unsqueeze", "expand_dims"}, {"view", "reshape"},
+      {"permute", "transpose"}, {"mm", "matmul"}, {"dot", "matmul"}, {"index_select", "take"},
+      {"gather", "take"}, {"bce", "binary_cross_entropy_with_logits"},
+      {"bce_with_logits", "binary_cross_entropy_with_logits"},
+      {"binary_cross_entropy", "binary_cross_entropy_with_logits"},
+      {"sigmoid_cross_entropy_with_logits", "binary_cross_entropy_with_logits"},
+      {"softmax_cross_entropy", "cross_entropy"}, {"categorical_crossentropy", "cross_entropy"},
+      {"sparse_softmax_cross_entropy_with_logits", "cross_entropy"}, {"softmax_cross_entropy_with_logits", "cross_entropy"}};
+  // No built-in of its own: how to write it.
+  static const std::map<std::string_view, std::string_view> written = {
+      {"square", "x * x"}, {"rsqrt", "1.0 / sqrt(x)"}, {"reciprocal", "1.0 / x"}, {"exp2", "2.0 ** x"},
+      {"log2", "log(x) / log(2.0)"}, {"log10", "log(x) / log(10.0)"}, {"tan", "sin(x) / cos(x)"},
+      {"sinh", "(exp(x) - exp(-x)) / 2.0"}, {"cosh", "(exp(x) + exp(-x)) / 2.0"},
+      {"trunc", "where(x < 0.0, ceil(x), floor(x))"}, {"fix", "where(x < 0.0, ceil(x), floor(x))"},
+      {"silu", "x * sigmoid(x)"}, {"swish", "x * sigmoid(x)"}, {"leaky_relu", "where(x > 0.0, x, 0.01 * x)"},
+      {"elu", "where(x > 0.0, x, expm1(x))"}, {"log_sigmoid", "-softplus(-x)"}, {"logsigmoid", "-softplus(-x)"},
+      {"gelu", "0.5 * x * (1.0 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)))"},
+      {"softsign", "x / (1.0 + abs(x))"}, {"mse_loss", "mean((a - b) ** 2)"}, {"l1_loss", "mean(abs(a - b))"},
+      {"nll_loss", "cross_entropy(logits, labels), which takes logits and applies log_softmax itself"},
+      {"isnan", "x != x"}, {"isinf", "abs(x) == inf"}, {"isfinite", "abs(x) < inf"},
+      {"hstack", "concat(a, b, axis=1), or stack([a, b], axis=1) for new axes"},
+      {"vstack", "concat(a, b, axis=0), or stack([a, b]) for new axes"},
+      {"fmod", "x - y * where(x / y < 0.0, ceil(x / y), floor(x / y)) ('%' is numpy's mod: the divisor's sign)"},
+      {"cumsum", "x @ u for a static length k, with u the k x k upper-triangular ones (no cumsum op yet)"},
+      {"asin", "nothing yet: there are no inverse trigonometric ops"},
+      {"acos", "nothing yet: there are no inverse trigonometric ops"},
+      {"atan", "nothing yet: there are no inverse trigonometric ops"},
+      {"arcsin", "nothing yet: there are no inverse trigonometric ops"},
+      {"arccos", "nothing yet: there are no inverse trigonometric ops"},
+      {"arctan", "nothing yet: there are no inverse trigonometric ops"}};
+  if (auto it = same.find(name); it != same.end()) return fmt::format("; did you mean '{}'?", it->second);
+  if (auto it = written.find(name); it != written.end())
+    return fmt::format("; '{}' is written {} here", name, it->second);
+  // PyTorch's in-place spelling (sum_, clamp_): the op without the underscore.
+  if (name.size() > 1 && name.back() == '_') {
+    const std::string_view plain = name.substr(0, name.size() - 1);
+    if (is_builtin_operation(plain))
+      return fmt::format("; did you mean '{}'? (values are immutable: there are no in-place ops)", plain);
+    if (auto it = same.find(plain); it != same.end())
+      return fmt::format("; did you mean '{}'? (values are immutable: there are no in-place ops)", it->second);
+  }
+  return std::nullopt;
+}
 
 std::optional<std::string> helper_name_error(const std::string& name) {
   if (!is_builtin_operation(name)) return std::nullopt;

@@ -41,6 +41,10 @@ enum class Spelling : uint8_t {
 bool is_builtin_constant(std::string_view name);   // inf, nan
 bool is_builtin_operation(std::string_view name);  // exp, sum, grad, ... (docs/language.md's table)
 std::span<const char* const> builtin_operations();
+// For a name users coming from numpy or PyTorch write (`amax`, `bce`, `silu`, `sum_`), the text
+// to append to "unknown operation '...'": "; did you mean 'max'?" or how to write it here. nullopt
+// for other names (then the closest built-in by edit distance is suggested).
+std::optional<std::string> operation_alias_hint(std::string_view name);
 // A helper named like a built-in operation, which a call of that name always means.
 std::optional<std::string> helper_name_error(const std::string& name);
 

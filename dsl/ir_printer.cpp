@@ -61,6 +61,7 @@ const char* operator_spelling(Op op) {
     case Op::Sub: return "-";
     case Op::Mul: return "*";
     case Op::Div: return "/";
+    case Op::Mod: return "%";
     case Op::Pow: return "**";
     case Op::MatMul: return "@";
     case Op::Eq: return "==";

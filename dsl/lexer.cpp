@@ -151,6 +151,7 @@ Token Lexer::next() {
     case '+': return single(TokenKind::Plus);
     case '-': return single(TokenKind::Minus);
     case '/': return single(TokenKind::Slash);
+    case '%': return single(TokenKind::Percent);
     case '@': return single(TokenKind::At);
     case '*': return one_or_two('*', TokenKind::StarStar, TokenKind::Star);
     case '=': return one_or_two('=', TokenKind::EqualEqual, TokenKind::Assign);
@@ -354,6 +355,7 @@ std::string_view token_kind_name(TokenKind kind) {
     case TokenKind::Minus: return "'-'";
     case TokenKind::Star: return "'*'";
     case TokenKind::Slash: return "'/'";
+    case TokenKind::Percent: return "'%'";
     case TokenKind::StarStar: return "'**'";
     case TokenKind::At: return "'@'";
     case TokenKind::EqualEqual: return "'=='";

@@ -29,7 +29,7 @@ enum class TokenKind : uint8_t {
   KwDef, KwReturn,           // helpers (docs/language.md, "Helpers"); KwReturn is the last keyword
   // punctuation
   LParen, RParen, LBracket, RBracket, LBrace, RBrace, Comma, Semicolon, Colon, Assign,
-  Plus, Minus, Star, Slash, StarStar, At, EqualEqual, BangEqual, Less, LessEqual, Greater,
+  Plus, Minus, Star, Slash, Percent, StarStar, At, EqualEqual, BangEqual, Less, LessEqual, Greater,
   GreaterEqual, AmpAmp, PipePipe, Bang,
 };
 

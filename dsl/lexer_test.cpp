@@ -64,10 +64,10 @@ TEST(Lexer, TokensOfTheIntroductoryExample) {
 }
 
 TEST(Lexer, EveryPunctuator) {
-  SourceFile file("t.synk", "( ) [ ] { } , ; : = + - * / ** @ == != < <= > >= && || !");
+  SourceFile file("t.synk", "( ) [ ] { } , ; : = + - * / % ** @ == != < <= > >= && || !");
   std::vector<K> expected = {
       K::LParen, K::RParen, K::LBracket, K::RBracket, K::LBrace, K::RBrace, K::Comma,
-      K::Semicolon, K::Colon, K::Assign, K::Plus, K::Minus, K::Star, K::Slash, K::StarStar,
+      K::Semicolon, K::Colon, K::Assign, K::Plus, K::Minus, K::Star, K::Slash, K::Percent, K::StarStar,
       K::At, K::EqualEqual, K::BangEqual, K::Less, K::LessEqual, K::Greater, K::GreaterEqual,
       K::AmpAmp, K::PipePipe, K::Bang, K::EndOfFile};
   Lexed lexed = lex(file);

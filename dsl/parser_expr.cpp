@@ -83,7 +83,7 @@ Parsed Parser::parse_additive() {
 
 Parsed Parser::parse_multiplicative() {
   Parsed left = parse_unary();
-  while (!panic_ && (at(TokenKind::Star) || at(TokenKind::Slash) || at(TokenKind::At))) {
+  while (!panic_ && (at(TokenKind::Star) || at(TokenKind::Slash) || at(TokenKind::Percent) || at(TokenKind::At))) {
     Token op = advance();
     Parsed right = parse_unary();
     left = make_binary(op, std::move(left), std::move(right));

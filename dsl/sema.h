@@ -195,6 +195,28 @@ class FunctionAnalyzer {
   Value call_concat(const ast::Expr& e);
   Value call_slice(const ast::Expr& e);
   Value call_grad(const ast::Expr& e);
+  // Compositions of existing IR ops (sema_composite.cpp).
+  struct ReductionArgs {
+    Value x;
+    std::vector<int64_t> axes;   // normalized
+    bool keepdims = false;
+  };
+  std::optional<ReductionArgs> reduction_arguments(const ast::Expr& e, bool single_axis,
+                                                   std::initializer_list<const char*> keywords);
+  bool require_float(const ast::Expr& e, const Value& x);
+  Value constant(double v, ir::DType dtype, SourceLoc loc);
+  Value reduce(ir::Op op, const Value& x, const std::vector<int64_t>& axes, bool keepdims, SourceLoc loc);
+  Value drop_kept_axes(const Value& kept, const Value& x, const std::vector<int64_t>& axes, bool keepdims,
+                       SourceLoc loc);
+  Value insert_axis(const Value& x, int64_t axis, SourceLoc loc);
+  Value call_clip(const ast::Expr& e);
+  Value call_logsumexp(const ast::Expr& e);
+  Value call_argmin(const ast::Expr& e);
+  Value call_variance(const ast::Expr& e, bool take_sqrt);
+  Value call_norm(const ast::Expr& e);
+  Value call_expand_dims(const ast::Expr& e);
+  Value call_squeeze(const ast::Expr& e);
+  Value call_stack(const ast::Expr& e);
   // Convolutional networks (sema_dnn.cpp, sema_batch_norm.cpp).
   Value call_window_builtin(const ast::Expr& e);
   Value call_conv2d(const ast::Expr& e);

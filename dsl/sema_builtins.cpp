@@ -152,7 +152,8 @@ Value FunctionAnalyzer::call_unary(const ast::Expr& e, Op op) {
   if (!check_arguments(e, 1, 1, {})) return Value::error();
   Value v = expr(*e.args[0]);
   if (v.failed()) return v;
-  bool float_only = op != Op::Abs && op != Op::Neg && op != Op::Relu;
+  bool float_only = op != Op::Abs && op != Op::Neg && op != Op::Relu && op != Op::Floor && op != Op::Ceil &&
+                    op != Op::Round && op != Op::Sign;
   if (v.is_literal()) {
     auto c = convert(v, float_only ? weak_dtype(DType::F32, v.literal) : v.type.dtype, e.args[0]->loc);
     if (!c) return Value::error();

@@ -46,7 +46,7 @@ std::string suggestion(std::string_view wrong, const std::vector<std::string>& c
 
 Op binary_op(const std::string& spelling) {
   static const std::map<std::string, Op> ops = {
-      {"+", Op::Add}, {"-", Op::Sub}, {"*", Op::Mul}, {"/", Op::Div}, {"**", Op::Pow},
+      {"+", Op::Add}, {"-", Op::Sub}, {"*", Op::Mul}, {"/", Op::Div}, {"%", Op::Mod}, {"**", Op::Pow},
       {"@", Op::MatMul}, {"==", Op::Eq}, {"!=", Op::Ne}, {"<", Op::Lt}, {"<=", Op::Le},
       {">", Op::Gt}, {">=", Op::Ge}, {"&&", Op::And}, {"||", Op::Or}};
   auto it = ops.find(spelling);
@@ -359,8 +359,10 @@ Value FunctionAnalyzer::binary(const ast::Expr& e) {
       std::string hint = a.is_literal() && b.is_literal()
                              ? fmt::format("write a float literal such as {}.0", expr_text(*e.args[0]))
                              : fmt::format("use cast({}, f32)", expr_text(a.is_literal() ? *e.args[1] : *e.args[0]));
-      error(e.loc, fmt::format("'/' needs floating operands but {} and {}; {}", what_is(a, *e.args[0]),
-                               what_is(b, *e.args[1]), hint));
+      // `//` starts a comment, so name numpy's integer division too.
+      error(e.loc, fmt::format("'/' needs floating operands but {} and {}; {} (or floor_divide({}, {}) for an "
+                               "integer quotient)", what_is(a, *e.args[0]), what_is(b, *e.args[1]), hint,
+                               expr_text(*e.args[0]), expr_text(*e.args[1])));
       return Value::error();
     }
   }
@@ -370,9 +372,13 @@ Value FunctionAnalyzer::binary(const ast::Expr& e) {
 Value FunctionAnalyzer::call(const ast::Expr& e) {
   static const std::map<std::string, Op> unary_ops = {
       {"exp", Op::Exp}, {"log", Op::Log}, {"sqrt", Op::Sqrt}, {"tanh", Op::Tanh},
-      {"sigmoid", Op::Sigmoid}, {"relu", Op::Relu}, {"abs", Op::Abs}, {"neg", Op::Neg}};
+      {"sigmoid", Op::Sigmoid}, {"relu", Op::Relu}, {"abs", Op::Abs}, {"neg", Op::Neg},
+      {"log1p", Op::Log1p}, {"expm1", Op::Expm1}, {"softplus", Op::Softplus}, {"sin", Op::Sin},
+      {"cos", Op::Cos}, {"floor", Op::Floor}, {"ceil", Op::Ceil}, {"round", Op::Round}, {"sign", Op::Sign}};
   static const std::map<std::string, Op> binary_ops = {
-      {"pow", Op::Pow}, {"maximum", Op::Maximum}, {"minimum", Op::Minimum}, {"matmul", Op::MatMul}};
+      {"pow", Op::Pow}, {"maximum", Op::Maximum}, {"minimum", Op::Minimum}, {"matmul", Op::MatMul},
+      {"mod", Op::Mod}, {"floor_divide", Op::FloorDiv},
+      {"binary_cross_entropy_with_logits", Op::BceWithLogits}};
   static const std::map<std::string, Op> reductions = {
       {"sum", Op::ReduceSum}, {"mean", Op::ReduceMean}, {"max", Op::ReduceMax},
       {"min", Op::ReduceMin}, {"prod", Op::ReduceProd}, {"argmax", Op::ArgMax}};
@@ -381,6 +387,14 @@ Value FunctionAnalyzer::call(const ast::Expr& e) {
   if (auto it = binary_ops.find(f); it != binary_ops.end()) return call_binary(e, it->second);
   if (auto it = reductions.find(f); it != reductions.end()) return call_reduction(e, it->second);
   if (f == "where") return call_where(e);
+  if (f == "clip") return call_clip(e);
+  if (f == "logsumexp") return call_logsumexp(e);
+  if (f == "argmin") return call_argmin(e);
+  if (f == "var" || f == "std") return call_variance(e, f == "std");
+  if (f == "norm") return call_norm(e);
+  if (f == "expand_dims") return call_expand_dims(e);
+  if (f == "squeeze") return call_squeeze(e);
+  if (f == "stack") return call_stack(e);
   if (f == "transpose") return call_transpose(e);
   if (f == "reshape") return call_reshape(e, false);
   if (f == "flatten") return call_reshape(e, true);
@@ -412,6 +426,10 @@ Value FunctionAnalyzer::call(const ast::Expr& e) {
   }
   if (std::find(std::begin(kInitializers), std::end(kInitializers), f) != std::end(kInitializers)) {
     error(e.loc, fmt::format("'{}' initializes shared variables and cannot be used in an expression", f));
+    return Value::error();
+  }
+  if (std::optional<std::string> hint = checks::operation_alias_hint(f)) {
+    error(e.loc, fmt::format("unknown operation or helper '{}'{}", f, *hint));
     return Value::error();
   }
   std::vector<std::string> candidates(checks::builtin_operations().begin(), checks::builtin_operations().end());

@@ -106,7 +106,7 @@ TEST(SemaHelpers, NotesNameEveryCallOnTheWay) {
                             "fn f(bcast i: i32[2]) { out a: sum = mid(i); }\n");
   EXPECT_EQ(a.diagnostics, (std::vector<std::string>{
                                "error 1:23: '/' needs floating operands but 'v' is i32[2] and '2' is an integer "
-                               "literal; use cast(v, f32)",
+                               "literal; use cast(v, f32) (or floor_divide(v, 2) for an integer quotient)",
                                "note 2:21: in call to helper 'bad' from helper 'mid'",
                                "note 3:38: in call to helper 'mid' from function 'f'"}));
 }

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "base/numpy_math.h"
 #include "ir/evaluator_internal.h"
 
 namespace synk::dsl::eval_detail {
@@ -96,6 +97,10 @@ HostTensor unary_op(OpContext& ctx) {
       return map_unary(ctx, [](double v) { return std::isnan(v) ? v : (v > 0 ? v : 0.0); });
     case Op::Not:
       return map_unary(ctx, [](double v) { return v != 0 ? 0.0 : 1.0; });
+    case Op::Floor: return map_unary(ctx, [](double v) { return std::floor(v); });   // ints: identity
+    case Op::Ceil: return map_unary(ctx, [](double v) { return std::ceil(v); });
+    case Op::Round: return map_unary(ctx, numpy_math::round_half_even);
+    case Op::Sign: return map_unary(ctx, numpy_math::sign);
     default: break;
   }
   SYNK_CHECK(ir::is_float(t), fmt::format("node %{} ({}) needs a float type", ctx.id, ir::op_name(ctx.node.op)));
@@ -104,6 +109,11 @@ HostTensor unary_op(OpContext& ctx) {
     case Op::Log: return map_unary(ctx, [](double v) { return std::log(v); });
     case Op::Sqrt: return map_unary(ctx, [](double v) { return std::sqrt(v); });
     case Op::Tanh: return map_unary(ctx, [](double v) { return std::tanh(v); });
+    case Op::Log1p: return map_unary(ctx, [](double v) { return std::log1p(v); });
+    case Op::Expm1: return map_unary(ctx, [](double v) { return std::expm1(v); });
+    case Op::Sin: return map_unary(ctx, [](double v) { return std::sin(v); });
+    case Op::Cos: return map_unary(ctx, [](double v) { return std::cos(v); });
+    case Op::Softplus: return map_unary(ctx, numpy_math::softplus);
     case Op::Sigmoid:
       // Written so that exp never overflows: both branches take exp of a non-positive number.
       return map_unary(ctx, [](double v) {
@@ -176,8 +186,23 @@ HostTensor binary_op(OpContext& ctx) {
       return wrap_integer(int64_t(r), t);
     });
   }
+  if (is_integral_dtype(t) && (op == Op::Mod || op == Op::FloorDiv)) {
+    return map_broadcast(ctx, [&ctx, op, t](double a, double b) {
+      // Integer division by zero has no value (numpy gives 0 and a warning): a user error.
+      if (as_int(b) == 0)
+        throw UserError(fmt::format("{}{}: integer division by zero", op == Op::Mod ? "'%'" : "floor_divide",
+                                    ctx.node.loc.valid() ? fmt::format(" (line {}, column {})", ctx.node.loc.line,
+                                                                       ctx.node.loc.col) : std::string()));
+      const int64_t r = op == Op::Mod ? numpy_math::int_floor_mod(as_int(a), as_int(b))
+                                      : numpy_math::int_floor_divide(as_int(a), as_int(b));
+      return wrap_integer(r, t);
+    });
+  }
   switch (op) {
     case Op::Add: return map_broadcast(ctx, [](double a, double b) { return a + b; });
+    case Op::Mod: return map_broadcast(ctx, numpy_math::floor_mod);
+    case Op::FloorDiv: return map_broadcast(ctx, numpy_math::floor_divide);
+    case Op::BceWithLogits: return map_broadcast(ctx, numpy_math::bce_with_logits);
     case Op::Sub: return map_broadcast(ctx, [](double a, double b) { return a - b; });
     case Op::Mul: return map_broadcast(ctx, [](double a, double b) { return a * b; });
     case Op::Div:
@@ -589,11 +614,12 @@ OpImpl lookup(Op op) {
     case Op::Input: case Op::SharedRead: case Op::Random: return leaf_in_table;
     case Op::Constant: return constant;
     case Op::Neg: case Op::Abs: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Tanh:
-    case Op::Sigmoid: case Op::Relu: case Op::Not: return unary_op;
+    case Op::Sigmoid: case Op::Relu: case Op::Not: case Op::Log1p: case Op::Expm1: case Op::Softplus:
+    case Op::Sin: case Op::Cos: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Sign: return unary_op;
     case Op::Cast: return cast;
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow: case Op::Maximum:
     case Op::Minimum: case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
-    case Op::And: case Op::Or: return binary_op;
+    case Op::And: case Op::Or: case Op::Mod: case Op::FloorDiv: case Op::BceWithLogits: return binary_op;
     case Op::Where: return where;
     case Op::ReduceSum: case Op::ReduceMean: case Op::ReduceMax: case Op::ReduceMin:
     case Op::ReduceProd: return reduce_op;

@@ -35,6 +35,15 @@ const char* op_name(Op op) {
     case Op::Tanh: return "tanh";
     case Op::Sigmoid: return "sigmoid";
     case Op::Relu: return "relu";
+    case Op::Log1p: return "log1p";
+    case Op::Expm1: return "expm1";
+    case Op::Softplus: return "softplus";
+    case Op::Sin: return "sin";
+    case Op::Cos: return "cos";
+    case Op::Floor: return "floor";
+    case Op::Ceil: return "ceil";
+    case Op::Round: return "round";
+    case Op::Sign: return "sign";
     case Op::Not: return "not";
     case Op::Cast: return "cast";
     case Op::Add: return "add";
@@ -44,6 +53,9 @@ const char* op_name(Op op) {
     case Op::Pow: return "pow";
     case Op::Maximum: return "maximum";
     case Op::Minimum: return "minimum";
+    case Op::Mod: return "mod";
+    case Op::FloorDiv: return "floor_divide";
+    case Op::BceWithLogits: return "binary_cross_entropy_with_logits";
     case Op::Eq: return "eq";
     case Op::Ne: return "ne";
     case Op::Lt: return "lt";

@@ -53,12 +53,17 @@ enum class Op : uint16_t {
   Input,        // attr.index: position in Function::params
   SharedRead,   // attr.index: position in Module::shareds (value at the start of the call)
   Constant,     // scalar: attr.value (floats) / attr.ivalue (integers, bool); type has rank 0
-  // Pointwise, one operand.
-  Neg, Abs, Exp, Log, Sqrt, Tanh, Sigmoid, Relu, Not,
+  // Pointwise, one operand. Floor Ceil Round (half to even) Sign take any numeric type, like Neg
+  // Abs Relu; Log1p .. Cos need floats. Softplus is the stable max(x,0) + log1p(exp(-|x|)).
+  Neg, Abs, Exp, Log, Sqrt, Tanh, Sigmoid, Relu,
+  Log1p, Expm1, Softplus, Sin, Cos, Floor, Ceil, Round, Sign,
+  Not,
   Cast,         // to type.dtype
   // Pointwise, two operands, numpy broadcasting (operands already have the result dtype,
   // except comparisons, whose operands share a dtype and whose result is Bool).
   Add, Sub, Mul, Div, Pow, Maximum, Minimum,
+  Mod, FloorDiv,  // numpy's floor semantics (the remainder has the divisor's sign); integers or floats
+  BceWithLogits,  // (z, y): max(z,0) - z*y + log1p(exp(-|z|)); float
   Eq, Ne, Lt, Le, Gt, Ge, And, Or,
   Where,        // operands: cond (Bool), a, b; broadcasting over all three
   // Reductions over attr.axes (sorted, unique, non-negative), attr.keepdims.

@@ -53,11 +53,11 @@ InferResult infer_unary(Op op, const TensorType& x) {
       if (x.dtype != DType::Bool)
         return fail(fmt::format("'!' needs a bool operand, found {}", ir::dtype_name(x.dtype)));
       return ok(x);
-    case Op::Neg: case Op::Abs: case Op::Relu:
+    case Op::Neg: case Op::Abs: case Op::Relu: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Sign:
       if (!is_numeric(x.dtype))
         return fail(fmt::format("{} needs a numeric operand, found {}", name, ir::dtype_name(x.dtype)));
       return ok(x);
-    default:  // Exp Log Sqrt Tanh Sigmoid
+    default:  // Exp Log Sqrt Tanh Sigmoid Log1p Expm1 Softplus Sin Cos
       if (!ir::is_float(x.dtype))
         return fail(fmt::format("{} needs a floating operand, found {}; use cast(x, f32)", name,
                                 ir::dtype_name(x.dtype)));
@@ -71,6 +71,7 @@ const char* binary_spelling(Op op) {
     case Op::Sub: return "-";
     case Op::Mul: return "*";
     case Op::Div: return "/";
+    case Op::Mod: return "%";
     case Op::Pow: return "**";
     case Op::Eq: return "==";
     case Op::Ne: return "!=";
@@ -99,7 +100,13 @@ InferResult infer_binary(Op op, const TensorType& a, const TensorType& b) {
         return fail(fmt::format("'/' needs floating operands, found {}; use cast(x, f32)",
                                 ir::dtype_name(a.dtype)));
       break;
+    case Op::BceWithLogits:
+      if (!ir::is_float(a.dtype))
+        return fail(fmt::format("{} needs floating operands, found {}; use cast(x, f32)", spelling,
+                                ir::dtype_name(a.dtype)));
+      break;
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Pow: case Op::Maximum: case Op::Minimum:
+    case Op::Mod: case Op::FloorDiv:
       if (!is_numeric(a.dtype))
         return fail(fmt::format("'{}' needs numeric operands, found {}", spelling,
                                 ir::dtype_name(a.dtype)));
@@ -510,7 +517,8 @@ InferResult infer_any(Op op, std::span<const TensorType> operands, const ir::Att
       return ok(*requested);
     }
     case Op::Neg: case Op::Abs: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Tanh:
-    case Op::Sigmoid: case Op::Relu: case Op::Not:
+    case Op::Sigmoid: case Op::Relu: case Op::Not: case Op::Log1p: case Op::Expm1: case Op::Softplus:
+    case Op::Sin: case Op::Cos: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Sign:
       if (auto r = count(1); !r.ok()) return r;
       return infer_unary(op, operands[0]);
     case Op::Cast:
@@ -519,7 +527,7 @@ InferResult infer_any(Op op, std::span<const TensorType> operands, const ir::Att
       return ok(TensorType{requested->dtype, operands[0].shape});
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow: case Op::Maximum:
     case Op::Minimum: case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt:
-    case Op::Ge: case Op::And: case Op::Or:
+    case Op::Ge: case Op::And: case Op::Or: case Op::Mod: case Op::FloorDiv: case Op::BceWithLogits:
       if (auto r = count(2); !r.ok()) return r;
       return infer_binary(op, operands[0], operands[1]);
     case Op::Where:

@@ -300,6 +300,16 @@ std::string value_expr(const ExprBuilder& eb, const KernelPlan& plan, int i, con
     case ir::Op::Tanh: return fmt::format("synk_tanh_{}({})", sfx, arg(0));
     case ir::Op::Sigmoid: return fmt::format("synk_sigmoid_{}({})", sfx, arg(0));
     case ir::Op::Relu: return fmt::format("({0} < ({1})0 ? ({1})0 : {0})", arg(0), T);
+    case ir::Op::Log1p: return fmt::format("__builtin_log1p{}({})", fs, arg(0));
+    case ir::Op::Expm1: return fmt::format("__builtin_expm1{}({})", fs, arg(0));
+    case ir::Op::Sin: return fmt::format("__builtin_sin{}({})", fs, arg(0));
+    case ir::Op::Cos: return fmt::format("__builtin_cos{}({})", fs, arg(0));
+    case ir::Op::Softplus: return fmt::format("synk_softplus_{}({})", sfx, arg(0));
+    // Integers are already whole: floor, ceil and round are the identity there.
+    case ir::Op::Floor: return flt ? fmt::format("__builtin_floor{}({})", fs, arg(0)) : arg(0);
+    case ir::Op::Ceil: return flt ? fmt::format("__builtin_ceil{}({})", fs, arg(0)) : arg(0);
+    case ir::Op::Round: return flt ? fmt::format("__builtin_rint{}({})", fs, arg(0)) : arg(0);   // half to even
+    case ir::Op::Sign: return fmt::format("synk_sign_{}({})", sfx, arg(0));
     case ir::Op::Not: return "!" + arg(0);
     case ir::Op::Cast: {
       ir::DType from = eb.values.at(size_t(v.args[0])).dtype;
@@ -314,6 +324,12 @@ std::string value_expr(const ExprBuilder& eb, const KernelPlan& plan, int i, con
     case ir::Op::Pow: return fmt::format("synk_pow_{}({}, {})", sfx, arg(0), arg(1));
     case ir::Op::Maximum: return fmt::format("synk_max_{}({}, {})", sfx, arg(0), arg(1));
     case ir::Op::Minimum: return fmt::format("synk_min_{}({}, {})", sfx, arg(0), arg(1));
+    case ir::Op::Mod: case ir::Op::FloorDiv: {
+      const char* name = n.op == ir::Op::Mod ? "mod" : "floordiv";
+      if (flt) return fmt::format("synk_{}_{}({}, {})", name, sfx, arg(0), arg(1));
+      return fmt::format("synk_{}_{}({}, {}, div_bad)", name, sfx, arg(0), arg(1));
+    }
+    case ir::Op::BceWithLogits: return fmt::format("synk_bce_{}({}, {})", sfx, arg(0), arg(1));
     case ir::Op::Eq: return fmt::format("({} == {})", arg(0), arg(1));
     case ir::Op::Ne: return fmt::format("({} != {})", arg(0), arg(1));
     case ir::Op::Lt: return fmt::format("({} < {})", arg(0), arg(1));

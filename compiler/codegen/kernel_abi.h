@@ -21,6 +21,7 @@ enum class KernelError : int64_t {
   LabelOutOfRange = 2,   // cross_entropy / one_hot: label err[2] of row err[1] outside [0, err[3])
   EmptyReduction = 3,    // max / min / argmax over an empty axis (no identity)
   CastOutOfRange = 4,    // a float-to-integer cast of NaN, an infinity or a value out of range
+  DivisionByZero = 5,    // an integer '%' or floor_divide by zero
 };
 
 // Kernels that run as BLAS calls from the host.

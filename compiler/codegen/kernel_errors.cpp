@@ -61,6 +61,15 @@ void throw_kernel_failure(const KernelPlan& plan, const Kernel& kernel, int64_t 
       }
       throw synk::UserError(fmt::format("{}: a value (NaN, infinite or out of range) cannot be converted to an integer",
                                        prefix));
+    case KernelError::DivisionByZero:
+      // Name the division rather than the kernel's root: the first integer one in the kernel.
+      for (ir::NodeId id : kernel.nodes) {
+        const ir::Node& n = graph.node(id);
+        if ((n.op != ir::Op::Mod && n.op != ir::Op::FloorDiv) || ir::is_float(n.type.dtype)) continue;
+        throw synk::UserError(fmt::format("function '{}': {}{}: integer division by zero", graph.name,
+                                         n.op == ir::Op::Mod ? "'%'" : "floor_divide", source_position(n)));
+      }
+      throw synk::UserError(fmt::format("{}: integer division by zero", prefix));
     case KernelError::Ok:
       break;
   }

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "base/diagnostics.h"
+#include "base/numpy_math.h"
 
 namespace synk::compiler {
 
@@ -77,6 +78,15 @@ std::optional<Scalar> eval_pointwise(ir::Op op, ir::DType result, const std::vec
     case Op::Sigmoid: return F(1.0 / (1.0 + std::exp(-a.f)));
     case Op::Relu: return flt ? F(a.f < 0 ? 0.0 : a.f) : I(a.i < 0 ? 0 : a.i);
     case Op::Not: return B(a.i == 0);
+    case Op::Log1p: return F(std::log1p(a.f));
+    case Op::Expm1: return F(std::expm1(a.f));
+    case Op::Softplus: return F(numpy_math::softplus(a.f));
+    case Op::Sin: return F(std::sin(a.f));
+    case Op::Cos: return F(std::cos(a.f));
+    case Op::Floor: return flt ? F(std::floor(a.f)) : I(a.i);
+    case Op::Ceil: return flt ? F(std::ceil(a.f)) : I(a.i);
+    case Op::Round: return flt ? F(numpy_math::round_half_even(a.f)) : I(a.i);
+    case Op::Sign: return flt ? F(numpy_math::sign(a.f)) : I(a.i > 0 ? 1 : a.i < 0 ? -1 : 0);
     case Op::Cast: return cast(a, result);
     default: break;
   }
@@ -94,6 +104,12 @@ std::optional<Scalar> eval_pointwise(ir::Op op, ir::DType result, const std::vec
       if (!flt) return std::nullopt;
       return F(a.f / b.f);
     case Op::Pow: return flt ? F(std::pow(a.f, b.f)) : I(integer_pow(a.i, b.i, result));
+    case Op::Mod: case Op::FloorDiv:
+      // An integer division by zero is left to the kernel, which reports it with the location.
+      if (!flt && b.i == 0) return std::nullopt;
+      if (op == Op::Mod) return flt ? F(numpy_math::floor_mod(a.f, b.f)) : I(numpy_math::int_floor_mod(a.i, b.i));
+      return flt ? F(numpy_math::floor_divide(a.f, b.f)) : I(numpy_math::int_floor_divide(a.i, b.i));
+    case Op::BceWithLogits: return F(numpy_math::bce_with_logits(a.f, b.f));
     case Op::Maximum: return flt ? F(nan_max(a.f, b.f)) : I(a.i > b.i ? a.i : b.i);
     case Op::Minimum: return flt ? F(nan_min(a.f, b.f)) : I(a.i < b.i ? a.i : b.i);
     case Op::Eq: return B(cmp_flt ? a.f == b.f : a.i == b.i);
@@ -219,6 +235,73 @@ SYNK_CAST64(f64, double)
 #undef SYNK_CAST64
 )PRELUDE";
   return fill_holes(text, {{"@FLOAT_ABS@", float_abs}, {"@DOUBLE_ABS@", double_abs}});
+}
+
+std::string math_prelude() {
+  // The GCC builtins name libm's functions on the CPU; the CUDA prelude maps them to CUDA's.
+  static const std::string text = R"PRELUDE(// log1p(exp(-|x|)) never overflows: base/numpy_math.h's stable forms.
+SYNK_INLINE float synk_softplus_f32(float x) {
+  const float l = __builtin_log1pf(synk_exp_f32(-__builtin_fabsf(x)));
+  return x != x ? x : (x > 0 ? x : 0.0f) + l;
+}
+SYNK_INLINE double synk_softplus_f64(double x) {
+  const double l = __builtin_log1p(synk_exp_f64(-__builtin_fabs(x)));
+  return x != x ? x : (x > 0 ? x : 0.0) + l;
+}
+SYNK_INLINE float synk_bce_f32(float z, float y) {
+  return (z > 0 ? z : 0.0f) - z * y + __builtin_log1pf(synk_exp_f32(-__builtin_fabsf(z)));
+}
+SYNK_INLINE double synk_bce_f64(double z, double y) {
+  return (z > 0 ? z : 0.0) - z * y + __builtin_log1p(synk_exp_f64(-__builtin_fabs(z)));
+}
+
+// numpy's sign: NaN stays NaN, 0 gives 0.
+SYNK_INLINE float synk_sign_f32(float x) { return x != x ? x : (float)((x > 0) - (x < 0)); }
+SYNK_INLINE double synk_sign_f64(double x) { return x != x ? x : (double)((x > 0) - (x < 0)); }
+SYNK_INLINE int32_t synk_sign_i32(int32_t x) { return (x > 0) - (x < 0); }
+SYNK_INLINE int64_t synk_sign_i64(int64_t x) { return (x > 0) - (x < 0); }
+SYNK_INLINE uint8_t synk_sign_u8(uint8_t x) { return x > 0; }
+
+// numpy's floor division and remainder (npy_divmod): the remainder has the divisor's sign, and
+// the quotient is floor((a - mod) / b) corrected for rounding; b = 0 gives NaN / a / b.
+#define SYNK_FLOOR_DIVMOD(S, T, F) \
+  SYNK_INLINE T synk_mod_##S(T a, T b) { \
+    T mod = __builtin_fmod##F(a, b); \
+    if (b == 0) return mod; \
+    if (mod != 0) { if ((b < 0) != (mod < 0)) mod += b; } else { mod = __builtin_copysign##F((T)0, b); } \
+    return mod; } \
+  SYNK_INLINE T synk_floordiv_##S(T a, T b) { \
+    if (b == 0) return a / b; \
+    const T mod = __builtin_fmod##F(a, b); \
+    T div = (a - mod) / b; \
+    if (mod != 0 && (b < 0) != (mod < 0)) div -= (T)1; \
+    if (div == 0) return __builtin_copysign##F((T)0, a / b); \
+    T fl = __builtin_floor##F(div); \
+    if (div - fl > (T)0.5) fl += (T)1; \
+    return fl; }
+SYNK_FLOOR_DIVMOD(f32, float, f)
+SYNK_FLOOR_DIVMOD(f64, double, )
+#undef SYNK_FLOOR_DIVMOD
+// Integers: a zero divisor sets `bad` (the kernel fails with KernelError::DivisionByZero); -1 is
+// special-cased because C's INT_MIN / -1 traps (numpy wraps, and so do we).
+SYNK_INLINE int64_t synk_floordiv_i64(int64_t a, int64_t b, bool& bad) {
+  if (b == 0) { bad = true; return 0; }
+  if (b == -1) return (int64_t)(0ull - (uint64_t)a);
+  const int64_t q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+SYNK_INLINE int64_t synk_mod_i64(int64_t a, int64_t b, bool& bad) {
+  if (b == 0) { bad = true; return 0; }
+  if (b == -1) return 0;
+  const int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+SYNK_INLINE int32_t synk_floordiv_i32(int32_t a, int32_t b, bool& bad) { return (int32_t)(uint32_t)(uint64_t)synk_floordiv_i64(a, b, bad); }
+SYNK_INLINE int32_t synk_mod_i32(int32_t a, int32_t b, bool& bad) { return (int32_t)synk_mod_i64(a, b, bad); }
+SYNK_INLINE uint8_t synk_floordiv_u8(uint8_t a, uint8_t b, bool& bad) { return (uint8_t)synk_floordiv_i64(a, b, bad); }
+SYNK_INLINE uint8_t synk_mod_u8(uint8_t a, uint8_t b, bool& bad) { return (uint8_t)synk_mod_i64(a, b, bad); }
+)PRELUDE";
+  return text;
 }
 
 }  // namespace synk::compiler

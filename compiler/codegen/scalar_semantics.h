@@ -45,4 +45,8 @@ std::string scalar_prelude(std::string_view float_pow, std::string_view double_p
 // name the absolute-value functions ("__builtin_fabsf" on the CPU, "fabsf" in CUDA).
 std::string sigmoid_and_cast_prelude(std::string_view float_abs, std::string_view double_abs);
 
+// After sigmoid_and_cast_prelude in both preludes: softplus, binary_cross_entropy_with_logits,
+// sign, and numpy's floor division and remainder (base/numpy_math.h's formulas in C).
+std::string math_prelude();
+
 }  // namespace synk::compiler

@@ -388,8 +388,10 @@ CpuSourceParts generate_cpu_source_parts(const ir::Module& module, const KernelP
       kw.line(fmt::format("const int64_t s_{} = syms[{}]; (void)s_{};", plan.symbols[s], s, plan.symbols[s]));
     kw.line(hidden_symbol_lines(plan.symbols.size(), "syms"));
     kw.line("bool cast_bad = false; (void)cast_bad;");
+    kw.line("bool div_bad = false; (void)div_bad;");
     emit_kernel_body(kw, plan, k);
-    kw.line(fmt::format("return cast_bad ? {} : 0;", int64_t(KernelError::CastOutOfRange)));
+    kw.line(fmt::format("return cast_bad ? {} : div_bad ? {} : 0;", int64_t(KernelError::CastOutOfRange),
+                        int64_t(KernelError::DivisionByZero)));
     kw.close();
     kw.open(fmt::format("extern \"C\" int64_t {}(void* const* bufs, const int64_t* syms, int64_t* err)", sym));
     casts.push_back("syms");

@@ -86,7 +86,7 @@ SYNK_INLINE float synk_tanh_f32(float x) {
 SYNK_INLINE double synk_exp_f64(double x) { return __builtin_exp(x); }
 SYNK_INLINE double synk_log_f64(double x) { return __builtin_log(x); }
 SYNK_INLINE double synk_tanh_f64(double x) { return __builtin_tanh(x); }
-)PRELUDE" + sigmoid_and_cast_prelude("__builtin_fabsf", "__builtin_fabs") + R"PRELUDE()PRELUDE";
+)PRELUDE" + sigmoid_and_cast_prelude("__builtin_fabsf", "__builtin_fabs") + math_prelude();
   return text;
 }
 

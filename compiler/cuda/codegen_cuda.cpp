@@ -337,8 +337,10 @@ CudaProgram generate_cuda_program(const ir::Module& module, const KernelPlan& pl
       kw.line(fmt::format("const int64_t s_{0} = syms.v[{1}]; (void)s_{0};", plan.symbols[s], s));
     kw.line(hidden_symbol_lines(plan.symbols.size(), "syms.v"));
     kw.line("bool cast_bad = false;");
+    kw.line("bool div_bad = false;");
     emit_kernel_body(kw, plan, k, launch);
     kw.line(fmt::format("if (cast_bad) synk_fail(err, {}, 0, 0);", int64_t(KernelError::CastOutOfRange)));
+    kw.line(fmt::format("if (div_bad) synk_fail(err, {}, 0, 0);", int64_t(KernelError::DivisionByZero)));
     kw.line("(void)scratch; (void)splits;");
     kw.close();
     program.source += kw.str();

@@ -269,7 +269,8 @@ TEST_P(CudaExec, DataErrorsMatchTheCpuBackend) {
       "fn c(scatter x: f32[n, 3], scatter y: i32[n]) { out l: gather = cross_entropy(x, y); }\n"
       "fn h(scatter y: i32[n]) { out o: gather = one_hot(y, 4); }\n"
       "fn k(scatter x: f32[n]) { out o: gather = cast(x, i32); }\n"
-      "fn e(scatter x: f32[n, k]) { out o: gather = max(x, axis=1); }\n");
+      "fn e(scatter x: f32[n, k]) { out o: gather = max(x, axis=1); }\n"
+      "fn d(scatter x: i32[n], scatter y: i32[n]) { out o: gather = x % y + floor_divide(x, y); }\n");
   auto array = [](rt::DType t, std::vector<int64_t> shape, std::vector<double> values) {
     rt::Array a;
     a.resize(t, std::move(shape));
@@ -294,6 +295,8 @@ TEST_P(CudaExec, DataErrorsMatchTheCpuBackend) {
   same_error("h", {array(rt::DType::I32, {3}, {0, 4, 1})});
   same_error("k", {array(rt::DType::F32, {2}, {1, NAN})});
   same_error("e", {array(rt::DType::F32, {2, 0}, {})});
+  // An integer division by zero names the '%' and its line (the first integer division).
+  same_error("d", {array(rt::DType::I32, {3}, {5, -7, 9}), array(rt::DType::I32, {3}, {2, 0, 3})});
 }
 
 TEST_P(CudaExec, OutOfMemoryIsAUserErrorNamingTheSize) {

@@ -10,6 +10,33 @@
 
 namespace synk::compiler {
 
+namespace {
+
+// The libm builtins math_prelude() and the emitter write, as CUDA's functions.
+std::string math_builtins() {
+  return R"PRELUDE(#define __builtin_log1pf log1pf
+#define __builtin_log1p log1p
+#define __builtin_expm1f expm1f
+#define __builtin_expm1 expm1
+#define __builtin_sinf sinf
+#define __builtin_sin sin
+#define __builtin_cosf cosf
+#define __builtin_cos cos
+#define __builtin_floorf floorf
+#define __builtin_floor floor
+#define __builtin_ceilf ceilf
+#define __builtin_ceil ceil
+#define __builtin_rintf rintf
+#define __builtin_rint rint
+#define __builtin_fmodf fmodf
+#define __builtin_fmod fmod
+#define __builtin_copysignf copysignf
+#define __builtin_copysign copysign
+)PRELUDE";
+}
+
+}  // namespace
+
 const std::string& cuda_prelude() {
   static const std::string text = R"PRELUDE(// Unused helpers and constants are expected (every kernel gets the whole prelude).
 #pragma nv_diag_suppress 177
@@ -35,14 +62,14 @@ typedef unsigned long long uint64_t;
 
 #define SYNK_INLINE static __device__ __forceinline__
 
-)PRELUDE" + scalar_prelude("powf", "pow") + R"PRELUDE(
+)PRELUDE" + math_builtins() + scalar_prelude("powf", "pow") + R"PRELUDE(
 SYNK_INLINE float synk_exp_f32(float x) { return expf(x); }
 SYNK_INLINE double synk_exp_f64(double x) { return exp(x); }
 SYNK_INLINE float synk_log_f32(float x) { return logf(x); }
 SYNK_INLINE double synk_log_f64(double x) { return log(x); }
 SYNK_INLINE float synk_tanh_f32(float x) { return tanhf(x); }
 SYNK_INLINE double synk_tanh_f64(double x) { return tanh(x); }
-)PRELUDE" + sigmoid_and_cast_prelude("fabsf", "fabs") + R"PRELUDE(
+)PRELUDE" + sigmoid_and_cast_prelude("fabsf", "fabs") + math_prelude() + R"PRELUDE(
 // A kernel's failure record, all zeros at the start of a call: err[0] the first code
 // (KernelError), err[1] the complement of the smallest failing position (a max of complements, so
 // that zero means "none"), err[2] the limit that was exceeded.

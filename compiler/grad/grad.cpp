@@ -28,6 +28,8 @@ bool is_differentiable_edge(const ir::Node& node, size_t operand) {
     case Op::OneHot: case Op::ArgMax: case Op::Grad:
     case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
     case Op::And: case Op::Or: case Op::Not:
+    // Piecewise constant: derivative 0 wherever it exists, so no adjoint flows (like argmax).
+    case Op::Floor: case Op::Ceil: case Op::Round: case Op::Sign: case Op::FloorDiv:
       return false;
     default: return true;
   }

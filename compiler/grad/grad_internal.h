@@ -35,6 +35,8 @@ class Backprop {
   void propagate_matmul(const ir::Node& n, ir::NodeId g);
   void propagate_structure(const ir::Node& n, ir::NodeId id, ir::NodeId g);
   void propagate_cross_entropy(const ir::Node& n, ir::NodeId g);
+  // log1p, expm1, softplus, sin, cos, %, binary_cross_entropy_with_logits.
+  void propagate_math(const ir::Node& n, ir::NodeId id, ir::NodeId g);
 
   bool wants(const ir::Node& n, size_t operand) const;
   void give(const ir::Node& n, size_t operand, ir::NodeId value);

@@ -106,6 +106,8 @@ void Backprop::propagate(NodeId id, NodeId g) {
       return give(n, 0, w_.mul(g, w_.scalar_binary(Op::Sub, 1, w_.mul(id, id))));
     case Op::Sigmoid:
       return give(n, 0, w_.mul(g, w_.mul(id, w_.scalar_binary(Op::Sub, 1, id))));
+    case Op::Log1p: case Op::Expm1: case Op::Softplus: case Op::Sin: case Op::Cos: case Op::Mod: case Op::BceWithLogits:
+      return propagate_math(n, id, g);
     case Op::Relu:
       // Derivative 0 at 0, like the usual frameworks.
       return give(n, 0, w_.where(w_.binary_scalar(Op::Gt, in(0), 0), g, zero()));
@@ -193,6 +195,36 @@ void Backprop::propagate(NodeId id, NodeId g) {
 
     default:
       synk::internal_error(fmt::format("gradient: no rule for active op {}", ir::op_name(n.op)));
+  }
+}
+
+void Backprop::propagate_math(const ir::Node& n, NodeId id, NodeId g) {
+  auto in = [&](size_t k) { return n.operands[k]; };
+  switch (n.op) {
+    case Op::Log1p:
+      return give(n, 0, w_.div(g, w_.binary_scalar(Op::Add, in(0), 1)));
+    case Op::Expm1:
+      return give(n, 0, w_.mul(g, w_.binary_scalar(Op::Add, id, 1)));
+    case Op::Softplus:
+      // sigmoid(x) exactly (0.5 at 0): the stable form's max and |x| kinks cancel.
+      return give(n, 0, w_.mul(g, w_.unary(Op::Sigmoid, in(0))));
+    case Op::Sin:
+      return give(n, 0, w_.mul(g, w_.unary(Op::Cos, in(0))));
+    case Op::Cos:
+      return give(n, 0, w_.neg(w_.mul(g, w_.unary(Op::Sin, in(0)))));
+    case Op::Mod:
+      // a - b * floor(a / b): 1 for a, -floor(a / b) for b (away from the jumps).
+      if (wants(n, 0)) give(n, 0, unbroadcast(g, w_.type(in(0))));
+      if (wants(n, 1)) give(n, 1, unbroadcast(w_.neg(w_.mul(g, w_.binary(Op::FloorDiv, in(0), in(1)))), w_.type(in(1))));
+      return;
+    case Op::BceWithLogits:
+      // sigmoid(z) - y for the logits, written as such (not through the stable form's kinks, whose
+      // one-sided derivatives would give -y at z = 0); -z for the targets.
+      if (wants(n, 0)) give(n, 0, unbroadcast(w_.mul(g, w_.sub(w_.unary(Op::Sigmoid, in(0)), in(1))), w_.type(in(0))));
+      if (wants(n, 1)) give(n, 1, unbroadcast(w_.neg(w_.mul(g, in(0))), w_.type(in(1))));
+      return;
+    default:
+      synk::internal_error(fmt::format("gradient: {} is not a math op", ir::op_name(n.op)));
   }
 }
 
