@@ -23,6 +23,7 @@
 #include "compiler/cpu/codegen_cpu.h"
 #include "compiler/cpu/cpu_function.h"
 #include "compiler/lower.h"
+#include "dsl/sema_optimizer.h"
 
 namespace synk::compiler::aot {
 namespace {
@@ -76,7 +77,24 @@ std::string entry_name(const std::string& function) {
 struct StepEntry {
   std::string entry, function, update, gradient_var;
   int64_t num_packs = 0;
+  std::vector<std::pair<std::string, std::string>> hyper;   // (keyword, variable) for synk::HyperParameter
 };
+
+// The synk::HyperParameter list of a step, as C++ (the keyword's range spelled as synk::HyperRange).
+std::string hyper_list(const StepEntry& step) {
+  std::vector<std::string> items;
+  for (const auto& [keyword, variable] : step.hyper) {
+    const char* range = "NonNegative";
+    switch (dsl::hyper_parameter_range(keyword)) {
+      case dsl::HyperRange::Positive: range = "Positive"; break;
+      case dsl::HyperRange::Unit: range = "Unit"; break;
+      case dsl::HyperRange::NonNegative: range = "NonNegative"; break;
+    }
+    items.push_back(fmt::format("{{{}, shared({}).var(), synk::HyperRange::{}}}", string_literal(keyword),
+                                string_literal(variable), range));
+  }
+  return fmt::format("{{{}}}", fmt::join(items, ", "));
+}
 
 std::vector<StepEntry> step_entries(const ir::Module& module, const std::vector<const ir::Function*>& functions) {
   auto compiled = [&](const std::string& name) {
@@ -89,7 +107,7 @@ std::vector<StepEntry> step_entries(const ir::Module& module, const std::vector<
     std::string entry = entry_name(step.function + "_step");
     if (compiled(entry)) continue;   // a function of that name exists: no accessor rather than a clash
     steps.push_back({entry, step.function, opt.update_function(), module.shareds.at(size_t(opt.gradient)).name,
-                     opt.num_packs});
+                     opt.num_packs, dsl::hyper_parameter_variables(opt)});
   }
   return steps;
 }
@@ -207,9 +225,10 @@ std::string make_stub(const std::string& name, const std::string& source_name, c
        "std::vector<std::string> function_names() { return synk::aot::function_names(kModule); }\n"
        "std::vector<std::string> shared_names() { return synk::aot::shared_names(kModule); }\n\n";
   for (const StepEntry& step : step_entries(module, functions))
-    s += fmt::format("synk::TrainStep {}() {{\n  return synk::TrainStep({}, {}(), shared({}).var(), {}(), {});\n}}\n",
+    s += fmt::format("synk::TrainStep {}() {{\n  return synk::TrainStep({}, {}(), shared({}).var(), {}(), {},\n"
+                     "                         {});\n}}\n",
                      step.entry, string_literal(step.function), entry_name(step.function),
-                     string_literal(step.gradient_var), entry_name(step.update), step.num_packs);
+                     string_literal(step.gradient_var), entry_name(step.update), step.num_packs, hyper_list(step));
   s += fmt::format("}}  // namespace {}\n", name);
   return s;
 }

@@ -2,6 +2,8 @@
 // random bytes, either through the generated one-call accessor mlp::train_step() ("step") or as
 // the three calls it stands for ("calls": train, all_reduce(avg) of opt_grads, opt_update). Prints
 // each step's loss and a checksum of w3 as exact hex floats, so the two modes can be diffed.
+// Before step 3 the learning rate drops to 0.02: through the step's set_lr ("step") or a
+// broadcast of the optimizer's variable opt_lr ("calls"), which must give the same bits.
 // Usage: app RANKS step|calls
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +30,12 @@ int main(int argc, char** argv) {
   float first = 0, last = 0;
   for (int i = 0; i < 5; ++i) {
     synk::Outputs out;
+    if (i == 3) {
+      const double lr = 0.02;
+      if (mode == "step") step.set_lr(lr);
+      else synk::broadcast(mlp::shared("opt_lr").var(), synk::ArrayRef{&lr, synk::rt::DType::F64, {}});
+      std::printf("lr %a\n", mlp::shared("opt_lr").values<double>(ranks - 1)[0]);
+    }
     if (mode == "step") {
       out = step({images, labels, scale});
     } else {
