@@ -163,12 +163,9 @@ synk::TrainStep Module::train_step(const std::string& name, int64_t num_packs) {
   const std::string gradient_var = s.ir.shareds.at(size_t(optimizer.gradient)).name;
   std::vector<HyperParameter> hyper;
   for (const auto& [keyword, variable] : dsl::hyper_parameter_variables(optimizer)) {
-    HyperRange range = HyperRange::NonNegative;
-    switch (dsl::hyper_parameter_range(keyword)) {
-      case dsl::HyperRange::Positive: range = HyperRange::Positive; break;
-      case dsl::HyperRange::Unit: range = HyperRange::Unit; break;
-      case dsl::HyperRange::NonNegative: range = HyperRange::NonNegative; break;
-    }
+    // At run time lr may be 0 (synk::HyperRange): Positive becomes NonNegative.
+    const HyperRange range =
+        dsl::hyper_parameter_range(keyword) == dsl::HyperRange::Unit ? HyperRange::Unit : HyperRange::NonNegative;
     hyper.push_back(HyperParameter{keyword, shared(variable).var(), range});
   }
   return synk::TrainStep(name, function(name), shared(gradient_var).var(), function(optimizer.update_function()),

@@ -72,17 +72,16 @@ const HyperParameter& TrainStep::find_hyper(std::string_view keyword) const {
                                                     "declare clip_norm=0 to start with clipping off)"
                                                   : "";
   throw UsageError(fmt::format("training step '{}': no hyper-parameter '{}'{}; its update function has: {}", name_,
-                               keyword, hint, keywords.empty() ? std::string("none") : fmt::format("{}", fmt::join(keywords, ", "))));
+                               keyword, hint,
+                               keywords.empty() ? std::string("none") : fmt::format("{}", fmt::join(keywords, ", "))));
 }
 
 void TrainStep::write_hyper(const HyperParameter& h, double value) const {
   const char* range = nullptr;
   switch (h.range) {
-    case HyperRange::Positive: if (!(value > 0)) range = "a finite number > 0"; break;
     case HyperRange::Unit: if (!(value >= 0 && value < 1)) range = "in [0, 1)"; break;
-    case HyperRange::NonNegative: if (!(value >= 0)) range = "a finite number >= 0"; break;
+    case HyperRange::NonNegative: if (!(value >= 0) || !std::isfinite(value)) range = "a finite number >= 0"; break;
   }
-  if (!range && !std::isfinite(value)) range = h.range == HyperRange::Positive ? "a finite number > 0" : "a finite number >= 0";
   if (range)
     throw UsageError(fmt::format("training step '{}': hyper-parameter '{}' must be {}, got {}", name_, h.keyword,
                                  range, value));

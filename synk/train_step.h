@@ -28,9 +28,10 @@
 
 namespace synk {
 
-// The values a hyper-parameter may take (all finite): > 0 (lr), [0, 1) (momentum, rho, beta1,
-// beta2), >= 0 (epsilon, weight_decay, clip_norm).
-enum class HyperRange : uint8_t { Positive, Unit, NonNegative };
+// The values a hyper-parameter may take at run time (all finite): [0, 1) (momentum, rho, beta1,
+// beta2) or >= 0 (lr, epsilon, weight_decay, clip_norm). A declaration needs lr > 0, but at run
+// time lr may reach 0 (where a schedule ends): the parameters then stay as they are.
+enum class HyperRange : uint8_t { Unit, NonNegative };
 
 // One hyper-parameter of a step's update function: its keyword and the f64 scalar shared
 // variable the function reads it from.

@@ -80,16 +80,12 @@ struct StepEntry {
   std::vector<std::pair<std::string, std::string>> hyper;   // (keyword, variable) for synk::HyperParameter
 };
 
-// The synk::HyperParameter list of a step, as C++ (the keyword's range spelled as synk::HyperRange).
+// The synk::HyperParameter list of a step, as C++ (the keyword's range spelled as synk::HyperRange,
+// where lr may be 0 at run time: Positive becomes NonNegative, as in jit::Module::train_step).
 std::string hyper_list(const StepEntry& step) {
   std::vector<std::string> items;
   for (const auto& [keyword, variable] : step.hyper) {
-    const char* range = "NonNegative";
-    switch (dsl::hyper_parameter_range(keyword)) {
-      case dsl::HyperRange::Positive: range = "Positive"; break;
-      case dsl::HyperRange::Unit: range = "Unit"; break;
-      case dsl::HyperRange::NonNegative: range = "NonNegative"; break;
-    }
+    const char* range = dsl::hyper_parameter_range(keyword) == dsl::HyperRange::Unit ? "Unit" : "NonNegative";
     items.push_back(fmt::format("{{{}, shared({}).var(), synk::HyperRange::{}}}", string_literal(keyword),
                                 string_literal(variable), range));
   }

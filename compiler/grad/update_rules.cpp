@@ -205,7 +205,13 @@ UpdateFunctionInfo add_update_function(ir::Module& module, const std::string& fu
   if (step_counter) reserve(function_name + "_t");
   const std::string prefix = hyper_prefix.empty() ? function_name : hyper_prefix;
   const std::vector<std::pair<std::string, double>> hyper_values = dsl::hyper_parameter_values(rule);
-  for (const auto& [keyword, value] : hyper_values) reserve(fmt::format("{}_{}", prefix, keyword));
+  for (const auto& [keyword, value] : hyper_values) {
+    const std::string name = fmt::format("{}_{}", prefix, keyword);
+    if (!is_identifier(name))
+      throw synk::UserError(fmt::format("{}: '{}' cannot name its hyper-parameter variable (prefix '{}'): use a "
+                                       "prefix that makes an identifier", what, name, prefix));
+    reserve(name);
+  }
 
   ir::Function fn;
   fn.name = function_name;

@@ -390,6 +390,23 @@ TEST(UpdateRules, BadParametersAreUserErrorsThatChangeNothing) {
   EXPECT_NE(add_error(m, {"w"}, sgd, "update").find("'update' cannot name an update function"), std::string::npos);
   EXPECT_NE(add_error(m, {"w"}, sgd, "").find("cannot name"), std::string::npos);
   EXPECT_NE(add_error(m, {"w"}, sgd, "train step").find("cannot name"), std::string::npos);
+  try {
+    add_update_function(m, "step2", std::vector<std::string>{"w"}, sgd, {}, "bad prefix");
+    ADD_FAILURE() << "a prefix that makes no identifier";
+  } catch (const synk::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("'bad prefix_lr' cannot name its hyper-parameter variable"),
+              std::string::npos) << e.what();
+  }
+  ir::Module taken = module_with({shared("w", T(DType::F32, {3})), shared("opt_lr", T(DType::F64, {}))});
+  const size_t before = taken.shareds.size();
+  try {
+    add_update_function(taken, "opt_update", std::vector<std::string>{"w"}, sgd, {}, "opt");
+    ADD_FAILURE() << "opt_lr is taken";
+  } catch (const synk::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("hyper-parameter variable 'opt_lr' would clash"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(taken.shareds.size(), before) << "a failed call leaves the module unchanged";
 }
 
 TEST(UpdateRules, GeneratedFunctionPrintsAsSynkThatReadsBack) {

@@ -130,7 +130,7 @@ def test_bad_keywords_and_values(group):
         step.set_hyper("beta1", 0.5)
     with pytest.raises(synk.UsageError, match="declare clip_norm=0"):
         step.hyper("clip_norm")
-    with pytest.raises(synk.UsageError, match="'lr' must be a finite number > 0, got -1"):
+    with pytest.raises(synk.UsageError, match="'lr' must be a finite number >= 0, got -1"):
         step.set_lr(-1)
     with pytest.raises(synk.UsageError, match="lr must be a finite number > 0"):
         synk.Schedule.constant(0)

@@ -212,11 +212,16 @@ TEST(HyperAtRunTime, BadKeywordsAndValuesAreUsageErrorsNamingThem) {
   EXPECT_HAS(e, "its update function has: lr, momentum");
   e = error_of<UsageError>([&] { step.hyper("clip_norm"); });
   EXPECT_HAS(e, "declare clip_norm=0");
-  EXPECT_HAS(error_of<UsageError>([&] { step.set_lr(-1); }), "hyper-parameter 'lr' must be a finite number > 0, got -1");
+  EXPECT_HAS(error_of<UsageError>([&] { step.set_lr(-1); }), "hyper-parameter 'lr' must be a finite number >= 0, got -1");
   EXPECT_HAS(error_of<UsageError>([&] { step.set_hyper("momentum", 1); }), "'momentum' must be in [0, 1), got 1");
-  EXPECT_HAS(error_of<UsageError>([&] { step.set_lr(NAN); }), "'lr' must be a finite number > 0");
+  EXPECT_HAS(error_of<UsageError>([&] { step.set_lr(NAN); }), "'lr' must be a finite number >= 0");
+  EXPECT_HAS(error_of<UsageError>([&] { step.set_hyper("momentum", INFINITY); }), "'momentum' must be in [0, 1)");
   EXPECT_HAS(error_of<UsageError>([&] { step.set_step_index(-2); }), "step index must be >= 0, got -2");
   EXPECT_EQ(step.lr(), 0.1) << "a rejected value changes nothing";
+  step.set_lr(0);   // unlike a declaration: where a schedule such as cosine(lr, T) ends
+  EXPECT_EQ(step.lr(), 0);
+  step.set_schedule(Schedule::cosine(0.1, 2));
+  EXPECT_EQ(step.schedule()->describe(), "cosine(lr=0.1, steps=2, min_lr=0)");
   EXPECT_HAS(error_of<UsageError>([] { TrainStep().set_lr(0.1); }), "empty synk::TrainStep");
   // A hyper-parameter's variable name that is taken: the module is rejected naming it.
   EXPECT_HAS(error_of<UserError>([] { jit::compile_string("shared opt_lr: f64[1];\n" + linear_model("sgd(lr=0.1)")); }),
