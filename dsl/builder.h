@@ -347,7 +347,7 @@ class ModuleBuilder {
     return Helper<Body>(name, std::move(body));
   }
   // `optimizer name = rule(keyword=value, ...);`: an update rule (sgd, momentum, nesterov,
-  // adagrad, rmsprop, adadelta, adam, adamax) with its hyper-parameters by keyword (lr, momentum,
+  // adagrad, rmsprop, adadelta, adam, adamax, adamw) with its hyper-parameters by keyword (lr, momentum,
   // rho, epsilon, beta1, beta2; the others take their defaults), and `num_packs` for the step's
   // all-reduce. Functions train with it through FunctionBuilder::minimize.
   void optimizer(const std::string& name, const std::string& rule,

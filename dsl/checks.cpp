@@ -487,8 +487,9 @@ std::vector<std::pair<size_t, std::string>> training_name_errors(const std::vect
       else if (auto a = added.find(name); a != added.end())
         clash = fmt::format("what optimizer '{}' adds too", optimizers[a->second].name);
       if (!clash.empty()) {
-        errors.emplace_back(i, fmt::format("optimizer '{}' ({}) adds '{}' for its update function and state, but "
-                                           "'{}' is {}; rename one of them", o.name, o.rule, name, name, clash));
+        errors.emplace_back(i, fmt::format("optimizer '{}' ({}) adds '{}' for its update function, state and "
+                                           "hyper-parameters, but '{}' is {}; rename one of them",
+                                           o.name, o.rule, name, name, clash));
         break;
       }
       added.emplace(name, i);

@@ -284,13 +284,13 @@ TEST(ChecksTraining, NamesTheExpansionAddsMustBeFree) {
   auto clash = training_name_errors({o, unbound}, shareds, {{"o_update", "a function declared at 1:1"}});
   ASSERT_EQ(clash.size(), 1u);
   EXPECT_EQ(clash[0].first, 0u);
-  EXPECT_EQ(clash[0].second, "optimizer 'o' (momentum) adds 'o_update' for its update function and state, but "
+  EXPECT_EQ(clash[0].second, "optimizer 'o' (momentum) adds 'o_update' for its update function, state and hyper-parameters, but "
                              "'o_update' is a function declared at 1:1; rename one of them");
 
   auto twice = training_name_errors({o, p}, shareds, {});
   ASSERT_EQ(twice.size(), 1u);
   EXPECT_EQ(twice[0].first, 1u);
-  EXPECT_EQ(twice[0].second, "optimizer 'p' (momentum) adds 'w_velocity' for its update function and state, but "
+  EXPECT_EQ(twice[0].second, "optimizer 'p' (momentum) adds 'w_velocity' for its update function, state and hyper-parameters, but "
                              "'w_velocity' is what optimizer 'o' adds too; rename one of them");
 }
 

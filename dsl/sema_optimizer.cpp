@@ -32,6 +32,7 @@ const std::vector<RuleInfo>& rules() {
       {UpdateRuleKind::Adadelta, "adadelta", {"accu", "delta_accu"}, false, {"lr", "rho", "epsilon"}, false},
       {UpdateRuleKind::Adam, "adam", {"m", "v"}, true, {"lr", "beta1", "beta2", "epsilon"}, false},
       {UpdateRuleKind::Adamax, "adamax", {"m", "u"}, true, {"lr", "beta1", "beta2", "epsilon"}, false},
+      {UpdateRuleKind::AdamW, "adamw", {"m", "v"}, true, {"lr", "beta1", "beta2", "epsilon", "weight_decay"}, false},
   };
   return table;
 }
@@ -43,6 +44,7 @@ const RuleInfo& info(UpdateRuleKind kind) {
 }
 
 bool uses(const RuleInfo& r, std::string_view keyword) {
+  if (keyword == "clip_norm") return true;   // every rule
   for (const char* k : r.keywords)
     if (keyword == k) return true;
   return false;
@@ -118,6 +120,13 @@ UpdateRule UpdateRule::adamax(double learning_rate, double beta1, double beta2, 
   return r;
 }
 
+UpdateRule UpdateRule::adamw(double learning_rate, double beta1, double beta2, double epsilon, double weight_decay) {
+  UpdateRule r = adam(learning_rate, beta1, beta2, epsilon);
+  r.kind = UpdateRuleKind::AdamW;
+  r.weight_decay = weight_decay;
+  return r;
+}
+
 UpdateRule make_update_rule(std::string_view name,
                             std::span<const std::pair<std::string, double>> hyper_parameters) {
   auto kind = update_rule_from_name(name);
@@ -137,6 +146,7 @@ UpdateRule make_update_rule(std::string_view name,
     case UpdateRuleKind::Adadelta: rule = UpdateRule::adadelta(); break;
     case UpdateRuleKind::Adam: rule = UpdateRule::adam(); break;
     case UpdateRuleKind::Adamax: rule = UpdateRule::adamax(); break;
+    case UpdateRuleKind::AdamW: rule = UpdateRule::adamw(); break;
   }
   bool have_lr = false;
   std::set<std::string> seen;
@@ -145,13 +155,15 @@ UpdateRule make_update_rule(std::string_view name,
       throw UserError(fmt::format("update rule '{}': hyper-parameter '{}' is given twice", name, key));
     if (!uses(ri, key))
       throw UserError(fmt::format("update rule '{}' has no hyper-parameter '{}' (it takes: {})", name,
-                                       key, fmt::join(ri.keywords, ", ")));
+                                       key, fmt::join(update_rule_keywords(*kind), ", ")));
     if (key == "lr") rule.learning_rate = value, have_lr = true;
     else if (key == "momentum") rule.momentum = value;
     else if (key == "rho") rule.rho = value;
     else if (key == "epsilon") rule.epsilon = value;
     else if (key == "beta1") rule.beta1 = value;
     else if (key == "beta2") rule.beta2 = value;
+    else if (key == "weight_decay") rule.weight_decay = value;
+    else if (key == "clip_norm") rule.clip_norm = value;
   }
   if (ri.needs_learning_rate && !have_lr)
     throw UserError(fmt::format("update rule '{}' needs a learning rate (lr=...)", name));
@@ -159,23 +171,28 @@ UpdateRule make_update_rule(std::string_view name,
   return rule;
 }
 
+HyperRange hyper_parameter_range(std::string_view keyword) {
+  if (keyword == "lr") return HyperRange::Positive;
+  if (keyword == "momentum" || keyword == "rho" || keyword == "beta1" || keyword == "beta2") return HyperRange::Unit;
+  if (keyword == "epsilon" || keyword == "weight_decay" || keyword == "clip_norm") return HyperRange::NonNegative;
+  internal_error(fmt::format("hyper_parameter_range: unknown hyper-parameter '{}'", keyword));
+}
+
 void check_update_rule(const UpdateRule& rule) {
   const RuleInfo& ri = info(rule.kind);
-  auto bad = [&](const char* what, double value, const char* range) {
-    throw UserError(fmt::format("update rule '{}': {} is {}, but it must be {}", ri.name, what,
-                                     value, range));
-  };
-  auto unit = [&](const char* keyword, const char* what, double value) {
-    if (uses(ri, keyword) && !(value >= 0 && value < 1)) bad(what, value, "in [0, 1)");
-  };
-  if (!(rule.learning_rate > 0) || !std::isfinite(rule.learning_rate))
-    bad("the learning rate", rule.learning_rate, "a finite number > 0");
-  unit("momentum", "momentum", rule.momentum);
-  unit("rho", "rho", rule.rho);
-  unit("beta1", "beta1", rule.beta1);
-  unit("beta2", "beta2", rule.beta2);
-  if (uses(ri, "epsilon") && (!(rule.epsilon >= 0) || !std::isfinite(rule.epsilon)))
-    bad("epsilon", rule.epsilon, "a finite number >= 0");
+  for (const auto& [keyword, value] : hyper_parameter_values(rule)) {
+    const char* range = nullptr;
+    switch (hyper_parameter_range(keyword)) {
+      case HyperRange::Positive: if (!(value > 0)) range = "a finite number > 0"; break;
+      case HyperRange::Unit: if (!(value >= 0 && value < 1)) range = "in [0, 1)"; break;
+      case HyperRange::NonNegative: if (!(value >= 0)) range = "a finite number >= 0"; break;
+    }
+    if (!range && !std::isfinite(value)) range = hyper_parameter_range(keyword) == HyperRange::Positive
+                                                     ? "a finite number > 0" : "a finite number >= 0";
+    if (range)
+      throw UserError(fmt::format("update rule '{}': {} is {}, but it must be {}", ri.name,
+                                  keyword == "lr" ? std::string("the learning rate") : keyword, value, range));
+  }
 }
 
 std::optional<std::string> hyper_parameter_error(std::string_view rule, const std::string& keyword, double value) {
@@ -196,7 +213,30 @@ std::vector<std::string> names_added_by(const ir::Optimizer& optimizer, const st
   if (ri.step_counter) names.push_back(optimizer.update_function() + "_t");
   for (int64_t p : optimizer.parameters)
     for (const char* slot : ri.slots) names.push_back(fmt::format("{}_{}", shareds.at(size_t(p)).name, slot));
+  for (const auto& [keyword, variable] : hyper_parameter_variables(optimizer)) names.push_back(variable);
   return names;
+}
+
+std::vector<std::pair<std::string, std::string>> hyper_parameter_variables(const ir::Optimizer& optimizer) {
+  const RuleInfo& ri = info(*update_rule_from_name(optimizer.rule));
+  std::vector<std::pair<std::string, std::string>> result;
+  for (const char* keyword : ri.keywords) result.emplace_back(keyword, fmt::format("{}_{}", optimizer.name, keyword));
+  for (const auto& [keyword, value] : optimizer.hyper_parameters)
+    if (keyword == "clip_norm") result.emplace_back(keyword, optimizer.name + "_clip_norm");
+  return result;
+}
+
+std::vector<std::pair<std::string, double>> hyper_parameter_values(const UpdateRule& rule) {
+  std::vector<std::pair<std::string, double>> result;
+  for (const char* keyword : info(rule.kind).keywords) {
+    const std::string_view k = keyword;
+    const double value = k == "lr" ? rule.learning_rate : k == "momentum" ? rule.momentum : k == "rho" ? rule.rho
+                       : k == "epsilon" ? rule.epsilon : k == "beta1" ? rule.beta1 : k == "beta2" ? rule.beta2
+                       : rule.weight_decay;
+    result.emplace_back(keyword, value);
+  }
+  if (rule.clip_norm) result.emplace_back("clip_norm", *rule.clip_norm);
+  return result;
 }
 
 std::vector<std::string> update_rule_slots(UpdateRuleKind kind) {
@@ -208,7 +248,9 @@ bool update_rule_has_step_counter(UpdateRuleKind kind) { return info(kind).step_
 
 std::vector<std::string> update_rule_keywords(UpdateRuleKind kind) {
   const RuleInfo& ri = info(kind);
-  return {ri.keywords.begin(), ri.keywords.end()};
+  std::vector<std::string> keywords(ri.keywords.begin(), ri.keywords.end());
+  keywords.push_back("clip_norm");
+  return keywords;
 }
 
 std::vector<std::string> update_rule_names() {

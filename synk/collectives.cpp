@@ -197,24 +197,6 @@ void fill_descriptor(CollDescriptor& d, const std::vector<Target>& ts, const Col
   for (const Target& t : ts) d.vars.push_back(t.cv);
 }
 
-// The start of most collectives: the options merged with the defaults, the group, the checked
-// variables, and a fresh descriptor of `kind` for them.
-struct Setup {
-  CollectiveOptions o;
-  rt::ProcessGroup& g;
-  std::vector<Target> ts;
-  CollDescriptor& d;
-};
-Setup setup(const char* what, CollKind kind, const Vars& vars, const CollectiveOptions& options) {
-  CollectiveOptions o = merged(what, options);
-  rt::ProcessGroup& g = group_for(what);
-  std::vector<Target> ts = targets(what, vars.list());
-  CollDescriptor& d = descriptor();
-  d.kind = kind;
-  fill_descriptor(d, ts, o);
-  return Setup{o, g, std::move(ts), d};
-}
-
 CollAlgorithm resolve_algorithm(const char* what, Algorithm a, int nranks) {
   switch (a) {
     case Algorithm::Auto:
@@ -235,6 +217,24 @@ CollDescriptor& descriptor() {
   thread_local CollDescriptor d;
   d.clear();
   return d;
+}
+
+// The start of most collectives: the options merged with the defaults, the group, the checked
+// variables, and a fresh descriptor of `kind` for them.
+struct Setup {
+  CollectiveOptions o;
+  rt::ProcessGroup& g;
+  std::vector<Target> ts;
+  CollDescriptor& d;
+};
+Setup setup(const char* what, CollKind kind, const Vars& vars, const CollectiveOptions& options) {
+  CollectiveOptions o = merged(what, options);
+  rt::ProcessGroup& g = group_for(what);
+  std::vector<Target> ts = targets(what, vars.list());
+  CollDescriptor& d = descriptor();
+  d.kind = kind;
+  fill_descriptor(d, ts, o);
+  return Setup{o, g, std::move(ts), d};
 }
 
 bool is_abandon_message(const std::string& m) { return m.rfind("collective abandoned because rank", 0) == 0; }

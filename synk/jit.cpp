@@ -174,8 +174,15 @@ synk::TrainStep Module::train_step(const std::string& name, int64_t num_packs) {
   }
   const ir::Optimizer& optimizer = s.ir.optimizers.at(size_t(step->optimizer));
   const std::string gradient_var = s.ir.shareds.at(size_t(optimizer.gradient)).name;
+  std::vector<HyperParameter> hyper;
+  for (const auto& [keyword, variable] : dsl::hyper_parameter_variables(optimizer)) {
+    // At run time lr may be 0 (synk::HyperRange): Positive becomes NonNegative.
+    const HyperRange range =
+        dsl::hyper_parameter_range(keyword) == dsl::HyperRange::Unit ? HyperRange::Unit : HyperRange::NonNegative;
+    hyper.push_back(HyperParameter{keyword, shared(variable).var(), range});
+  }
   return synk::TrainStep(name, function(name), shared(gradient_var).var(), function(optimizer.update_function()),
-                         num_packs > 0 ? num_packs : optimizer.num_packs);
+                         num_packs > 0 ? num_packs : optimizer.num_packs, std::move(hyper));
 }
 
 std::vector<std::string> Module::train_step_names() const {

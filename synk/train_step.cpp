@@ -1,10 +1,12 @@
-// synk::TrainStep (train_step.h).
+// synk::TrainStep (train_step.h): the step's three calls, and its run-time hyper-parameters.
 #include "synk/train_step.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "synk/collectives.h"
 
@@ -29,11 +31,13 @@ auto named(const std::string& step, const char* part, F&& f) -> decltype(f()) {
 
 }  // namespace
 
-TrainStep::TrainStep(std::string name, Function gradient, Var gradient_var, Function update, int64_t num_packs)
+TrainStep::TrainStep(std::string name, Function gradient, Var gradient_var, Function update, int64_t num_packs,
+                     std::vector<HyperParameter> hyper)
     : name_(std::move(name)),
       gradient_(std::move(gradient)),
       gradient_var_(gradient_var),
-      update_(std::move(update)) {
+      update_(std::move(update)),
+      hyper_(std::move(hyper)) {
   if (gradient_.id() < 0 || update_.id() < 0 || !gradient_var_.valid())
     throw UsageError(fmt::format("training step '{}': the gradient function, the gradient variable and the "
                                  "update function must all be given", name_));
@@ -48,6 +52,69 @@ TrainStep::TrainStep(std::string name, Function gradient, Var gradient_var, Func
                                  "averaged gradient from '{}'), but it takes {}",
                                  name_, update_.name(), gradient_var_.name(), update_.signature().inputs.size()));
   set_num_packs(num_packs);
+  for (size_t i = 0; i < hyper_.size(); ++i) {
+    if (hyper_[i].keyword.empty() || !hyper_[i].var.valid())
+      throw UsageError(fmt::format("training step '{}': hyper-parameter {} needs a keyword and a shared variable",
+                                   name_, i));
+    for (size_t j = 0; j < i; ++j)
+      if (hyper_[j].keyword == hyper_[i].keyword)
+        throw UsageError(fmt::format("training step '{}': hyper-parameter '{}' is given twice", name_,
+                                     hyper_[i].keyword));
+  }
+}
+
+const HyperParameter& TrainStep::find_hyper(std::string_view keyword) const {
+  for (const HyperParameter& h : hyper_)
+    if (h.keyword == keyword) return h;
+  std::vector<std::string> keywords;
+  for (const HyperParameter& h : hyper_) keywords.push_back(h.keyword);
+  const std::string hint = keyword == "clip_norm" ? " (clip_norm can be set where the optimizer declares it; "
+                                                    "declare clip_norm=0 to start with clipping off)"
+                                                  : "";
+  throw UsageError(fmt::format("training step '{}': no hyper-parameter '{}'{}; its update function has: {}", name_,
+                               keyword, hint,
+                               keywords.empty() ? std::string("none") : fmt::format("{}", fmt::join(keywords, ", "))));
+}
+
+void TrainStep::write_hyper(const HyperParameter& h, double value) const {
+  const char* range = nullptr;
+  switch (h.range) {
+    case HyperRange::Unit: if (!(value >= 0 && value < 1)) range = "in [0, 1)"; break;
+    case HyperRange::NonNegative: if (!(value >= 0) || !std::isfinite(value)) range = "a finite number >= 0"; break;
+  }
+  if (range)
+    throw UsageError(fmt::format("training step '{}': hyper-parameter '{}' must be {}, got {}", name_, h.keyword,
+                                 range, value));
+  const ArrayRef ref{&value, rt::DType::F64, {}};
+  named(name_, fmt::format("setting '{}'", h.keyword).c_str(), [&] {
+    if (forked()) broadcast(h.var, ref);
+    else set_value(0, h.var, ref);
+  });
+}
+
+void TrainStep::set_hyper(std::string_view keyword, double value) {
+  if (!valid()) throw UsageError("use of an empty synk::TrainStep (get one from jit::Module::train_step)");
+  write_hyper(find_hyper(keyword), value);
+}
+
+double TrainStep::hyper(std::string_view keyword) const {
+  if (!valid()) throw UsageError("use of an empty synk::TrainStep (get one from jit::Module::train_step)");
+  const Array value = get_value(0, find_hyper(keyword).var);
+  if (value.dtype != rt::DType::F64 || value.size() != 1)
+    throw UsageError(fmt::format("training step '{}': hyper-parameter '{}' is not an f64 scalar variable", name_,
+                                 keyword));
+  return value.data<double>()[0];
+}
+
+void TrainStep::set_schedule(Schedule schedule) {
+  (void)find_hyper("lr");
+  schedule_ = std::move(schedule);
+}
+
+void TrainStep::set_step_index(int64_t index) {
+  if (index < 0)
+    throw UsageError(fmt::format("training step '{}': the step index must be >= 0, got {}", name_, index));
+  step_index_ = index;
 }
 
 void TrainStep::set_num_packs(int64_t num_packs) {
@@ -59,8 +126,10 @@ void TrainStep::set_num_packs(int64_t num_packs) {
 
 Outputs TrainStep::operator()(const std::vector<Data>& inputs, const CallOptions& options) const {
   if (!valid()) throw UsageError("use of an empty synk::TrainStep (get one from jit::Module::train_step)");
+  if (schedule_) write_hyper(find_hyper("lr"), (*schedule_)(step_index_));
   Outputs out = named(name_, "gradient function", [&] { return gradient_(inputs, options); });
   if (reduce_gradient(out)) named(name_, "update function", [&] { return update_({}); });
+  ++step_index_;
   return out;
 }
 

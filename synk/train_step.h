@@ -8,17 +8,39 @@
 // all_reduce(avg), update) do, bit for bit. The runtime knows nothing of .synk: jit::Module::train_step("train")
 // finds the three handles of a step declared with `minimize` (synk/jit.h).
 //
+// Hyper-parameters at run time: the update function reads each of its optimizer's
+// hyper-parameters from a scalar f64 shared variable, and the step knows them by keyword
+// (HyperParameter). set_hyper / set_lr write one on every rank (so the ranks never diverge);
+// set_schedule makes every call set `lr` from a synk::Schedule of the step's call count first.
+//
 //   synk::TrainStep step = mod.train_step("train");       // before or after synk::fork()
-//   synk::Outputs out = step({images, labels, scale}, {.batch = idx});
+//   synk::Outputs out = step({images, labels}, {.batch = idx});
+//   step.set_lr(0.01);                                    // the next calls use lr = 0.01
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "synk/core.h"
+#include "synk/schedule.h"
 
 namespace synk {
+
+// The values a hyper-parameter may take at run time (all finite): [0, 1) (momentum, rho, beta1,
+// beta2) or >= 0 (lr, epsilon, weight_decay, clip_norm). A declaration needs lr > 0, but at run
+// time lr may reach 0 (where a schedule ends): the parameters then stay as they are.
+enum class HyperRange : uint8_t { Unit, NonNegative };
+
+// One hyper-parameter of a step's update function: its keyword and the f64 scalar shared
+// variable the function reads it from.
+struct HyperParameter {
+  std::string keyword;
+  Var var;
+  HyperRange range = HyperRange::NonNegative;
+};
 
 class TrainStep {
  public:
@@ -26,10 +48,14 @@ class TrainStep {
   // UsageError when a handle is empty, `update` takes inputs, or `gradient` does not update
   // `gradient_var`. `name` names the step in every message.
   // num_packs > 0: the gradient travels in that many flat buffers (CollectiveOptions::num_packs);
-  // 0: the collectives' default.
-  TrainStep(std::string name, Function gradient, Var gradient_var, Function update, int64_t num_packs = 0);
+  // 0: the collectives' default. `hyper`: the update function's hyper-parameters (UsageError for
+  // an empty keyword or handle, or a keyword given twice).
+  TrainStep(std::string name, Function gradient, Var gradient_var, Function update, int64_t num_packs = 0,
+            std::vector<HyperParameter> hyper = {});
 
-  // Gradient call (with `options`), reduction of the gradient variable, update call. The
+  // With a schedule: lr = schedule(step_index()) on every rank first. Then the gradient call
+  // (with `options`), reduction of the gradient variable, update call; step_index() counts the
+  // calls that got through. The
   // reduction weights each rank by its rows (Outputs::rank_weights): all_reduce(avg) when every
   // rank held as many rows, all_reduce_weighted otherwise, so a rank without rows contributes
   // nothing and `minimize mean(...)` is the gradient of the mean over all the step's rows. A step
@@ -42,6 +68,25 @@ class TrainStep {
   // outputs of the gradient call just made). False when that call selected no rows: then nothing
   // was reduced and the update must be skipped.
   bool reduce_gradient(const Outputs& gradient_outputs) const;
+
+  // Writes hyper-parameter `keyword` on every rank (a broadcast after synk::fork(), the master's
+  // own value before). UsageError naming the keyword for an unknown one (listing the step's) or a
+  // value out of its range.
+  void set_hyper(std::string_view keyword, double value);
+  void set_lr(double value) { set_hyper("lr", value); }
+  // The master's current value of hyper-parameter `keyword` (UsageError for an unknown one).
+  double hyper(std::string_view keyword) const;
+  double lr() const { return hyper("lr"); }
+  const std::vector<HyperParameter>& hyper_parameters() const { return hyper_; }
+
+  // Every later call sets lr = schedule(step_index()) before its update; clear_schedule() stops it
+  // (lr keeps its last value). UsageError when the step has no `lr`.
+  void set_schedule(Schedule schedule);
+  void clear_schedule() { schedule_.reset(); }
+  const std::optional<Schedule>& schedule() const { return schedule_; }
+  // The number of calls that completed (the schedule's step); settable, e.g. when resuming.
+  int64_t step_index() const { return step_index_; }
+  void set_step_index(int64_t index);   // UsageError when negative
 
   const std::string& name() const { return name_; }
   const Function& gradient() const { return gradient_; }
@@ -57,6 +102,12 @@ class TrainStep {
   Var gradient_var_;
   Function update_;
   int64_t num_packs_ = 0;
+  std::vector<HyperParameter> hyper_;
+  std::optional<Schedule> schedule_;
+  mutable int64_t step_index_ = 0;
+
+  const HyperParameter& find_hyper(std::string_view keyword) const;
+  void write_hyper(const HyperParameter& h, double value) const;
 };
 
 }  // namespace synk

@@ -23,6 +23,7 @@
 #include "compiler/cpu/codegen_cpu.h"
 #include "compiler/cpu/cpu_function.h"
 #include "compiler/lower.h"
+#include "dsl/sema_optimizer.h"
 
 namespace synk::compiler::aot {
 namespace {
@@ -76,7 +77,20 @@ std::string entry_name(const std::string& function) {
 struct StepEntry {
   std::string entry, function, update, gradient_var;
   int64_t num_packs = 0;
+  std::vector<std::pair<std::string, std::string>> hyper;   // (keyword, variable) for synk::HyperParameter
 };
+
+// The synk::HyperParameter list of a step, as C++ (the keyword's range spelled as synk::HyperRange,
+// where lr may be 0 at run time: Positive becomes NonNegative, as in jit::Module::train_step).
+std::string hyper_list(const StepEntry& step) {
+  std::vector<std::string> items;
+  for (const auto& [keyword, variable] : step.hyper) {
+    const char* range = dsl::hyper_parameter_range(keyword) == dsl::HyperRange::Unit ? "Unit" : "NonNegative";
+    items.push_back(fmt::format("{{{}, shared({}).var(), synk::HyperRange::{}}}", string_literal(keyword),
+                                string_literal(variable), range));
+  }
+  return fmt::format("{{{}}}", fmt::join(items, ", "));
+}
 
 std::vector<StepEntry> step_entries(const ir::Module& module, const std::vector<const ir::Function*>& functions) {
   auto compiled = [&](const std::string& name) {
@@ -89,7 +103,7 @@ std::vector<StepEntry> step_entries(const ir::Module& module, const std::vector<
     std::string entry = entry_name(step.function + "_step");
     if (compiled(entry)) continue;   // a function of that name exists: no accessor rather than a clash
     steps.push_back({entry, step.function, opt.update_function(), module.shareds.at(size_t(opt.gradient)).name,
-                     opt.num_packs});
+                     opt.num_packs, dsl::hyper_parameter_variables(opt)});
   }
   return steps;
 }
@@ -216,9 +230,10 @@ std::string make_stub(const std::string& name, const std::string& source_name, c
        "synk::CheckpointMetadata load_checkpoint(const std::string& dir) {\n"
        "  return synk::aot::load_checkpoint(kModule, dir);\n}\n\n";
   for (const StepEntry& step : step_entries(module, functions))
-    s += fmt::format("synk::TrainStep {}() {{\n  return synk::TrainStep({}, {}(), shared({}).var(), {}(), {});\n}}\n",
+    s += fmt::format("synk::TrainStep {}() {{\n  return synk::TrainStep({}, {}(), shared({}).var(), {}(), {},\n"
+                     "                         {});\n}}\n",
                      step.entry, string_literal(step.function), entry_name(step.function),
-                     string_literal(step.gradient_var), entry_name(step.update), step.num_packs);
+                     string_literal(step.gradient_var), entry_name(step.update), step.num_packs, hyper_list(step));
   s += fmt::format("}}  // namespace {}\n", name);
   return s;
 }

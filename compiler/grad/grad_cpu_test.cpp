@@ -95,11 +95,13 @@ fn f(bcast c: bool[4, 1]) {{
 }
 
 TEST(GradCpu, EveryUpdateRule) {
-  for (const char* name : {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adadelta", "adam", "adamax"}) {
+  for (const char* name : {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adadelta", "adam", "adamax",
+                           "adamw"}) {
     SCOPED_TRACE(name);
     ir::Module m = testing::parse("shared w: f32[4, 3]; shared b: f32[3]; shared s: f32;\n"
                                   "fn unused(bcast x: f32[3]) { out y: none = x; }");
-    const std::vector<std::pair<std::string, double>> lr = {{"lr", 0.05}};
+    // With gradient clipping: the norm's reduction and the factor in f64 go through the backend too.
+    const std::vector<std::pair<std::string, double>> lr = {{"lr", 0.05}, {"clip_norm", 0.5}};
     add_update_function(m, "train_step", std::vector<std::string>{"s", "w", "b"}, make_update_rule(name, lr));
     // Positive state values, as the rules' own steps would leave them.
     check(m, "train_step", {{}}, {.scale = 0.5});

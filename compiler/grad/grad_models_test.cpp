@@ -237,16 +237,29 @@ TEST(DocsExample, HandWrittenUpdateMatchesGeneratedUpdate) {
   add_update_function(generated, "train_step", std::vector<std::string>{"w1", "b1", "w2", "b2"},
                       UpdateRule::with_momentum(0.05));
   ASSERT_TRUE(ir::verify(generated).empty());
-  ASSERT_EQ(generated.shareds.size(), doc.shareds.size());
-  for (size_t s = 0; s < doc.shareds.size(); ++s) {
-    EXPECT_EQ(generated.shareds[s].name, doc.shareds[s].name);
-    EXPECT_EQ(generated.shareds[s].type, doc.shareds[s].type);
+  // The generated form has the doc's variables (by name) plus the f64 hyper-parameter variables
+  // train_step_lr and train_step_momentum, initialised to the constants the doc writes.
+  ASSERT_EQ(generated.shareds.size(), doc.shareds.size() + 2);
+  for (const ir::SharedVar& s : doc.shareds) {
+    const int64_t g = generated.find_shared(s.name);
+    ASSERT_GE(g, 0) << s.name;
+    EXPECT_EQ(generated.shareds[size_t(g)].type, s.type) << s.name;
+  }
+  for (const auto& [name, value] : {std::pair<std::string, double>{"train_step_lr", 0.05}, {"train_step_momentum", 0.9}}) {
+    const int64_t g = generated.find_shared(name);
+    ASSERT_GE(g, 0) << name;
+    EXPECT_EQ(std::get<ir::InitConstant>(generated.shareds[size_t(g)].init).value, value) << name;
   }
 
   std::vector<HostTensor> values;
   for (const ir::SharedVar& s : doc.shareds)
     values.push_back(testing::uniform_tensor(rng, s.type.dtype, testing::static_sizes(s.type), -0.1, 0.1));
-  std::vector<HostTensor> doc_values = values, generated_values = values;
+  std::vector<HostTensor> doc_values = values, generated_values;
+  for (const ir::SharedVar& s : generated.shareds) {
+    const int64_t d = doc.find_shared(s.name);
+    generated_values.push_back(d >= 0 ? values[size_t(d)]
+                                      : HostTensor::filled(s.type.dtype, {}, std::get<ir::InitConstant>(s.init).value));
+  }
   const HostTensor x = testing::uniform_tensor(rng, DType::F32, {3, 784}, 0, 1);
   const HostTensor y = labels(rng, 3, 10);
   for (int step = 0; step < 2; ++step) {
@@ -259,10 +272,12 @@ TEST(DocsExample, HandWrittenUpdateMatchesGeneratedUpdate) {
     };
     apply(doc, doc_values);
     apply(generated, generated_values);
-    for (size_t s = 0; s < values.size(); ++s)
+    for (size_t s = 0; s < values.size(); ++s) {
+      const size_t g = size_t(generated.find_shared(doc.shareds[s].name));
       for (size_t i = 0; i < values[s].data.size(); ++i)
-        ASSERT_NEAR(doc_values[s].data[i], generated_values[s].data[i], 1e-12)
+        ASSERT_NEAR(doc_values[s].data[i], generated_values[g].data[i], 1e-12)
             << doc.shareds[s].name << "[" << i << "] after step " << step + 1;
+    }
   }
   // The gradient of the example itself, on a few coordinates of each parameter block.
   const HostTensor analytic = dsl::evaluate(doc, "gradient", std::vector{x, y}, values).outputs[1];

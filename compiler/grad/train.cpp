@@ -52,7 +52,7 @@ void expand_training_steps(ir::Module& module) {
     for (int64_t p : o.parameters) parameters.push_back(module.shareds.at(size_t(p)).name);
     const std::string gradient = module.shareds.at(size_t(o.gradient)).name;
     const std::string function = o.update_function();
-    add_update_function(module, function, parameters, rule, o.loc);
+    add_update_function(module, function, parameters, rule, o.loc, o.name);
     read_input_from_shared(module, function, "grad", gradient);
   }
 }

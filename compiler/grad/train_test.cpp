@@ -206,6 +206,7 @@ TEST(TrainStep, EveryRuleIsReachableFromSynk) {
       {"adadelta", {{"lr", 0.5}, {"rho", 0.9}, {"epsilon", 1e-5}}},
       {"adam", {{"lr", 0.003}, {"beta1", 0.8}, {"beta2", 0.99}, {"epsilon", 1e-7}}},
       {"adamax", {{"lr", 0.004}, {"beta1", 0.85}, {"beta2", 0.995}, {"epsilon", 1e-7}}},
+      {"adamw", {{"lr", 0.003}, {"beta2", 0.99}, {"weight_decay", 0.05}, {"clip_norm", 1.0}}},
   };
   std::vector<jit::Module> modules;
   for (const auto& [name, hyper] : rules) {
@@ -216,7 +217,7 @@ TEST(TrainStep, EveryRuleIsReachableFromSynk) {
     ir::Module by_hand = declared;
     compiler::expand_training_steps(declared);
     compiler::add_update_function(by_hand, "opt_update", std::vector<std::string>{"w", "b"},
-                                  compiler::make_update_rule(name, hyper));
+                                  compiler::make_update_rule(name, hyper), {}, "opt");
     compiler::read_input_from_shared(by_hand, "opt_update", "grad", "opt_grads");
     std::string difference;
     EXPECT_TRUE(ir::structurally_equal(declared, by_hand, &difference)) << name << ": " << difference;

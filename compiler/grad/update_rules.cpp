@@ -4,6 +4,7 @@
 #include "compiler/grad/update_rules.h"
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -20,74 +21,128 @@ using ir::Op;
 
 namespace {
 
+// The hyper-parameters as the update function reads them: f64 scalars (shared reads of the
+// `<prefix>_<keyword>` variables), by keyword.
+using Hyper = std::map<std::string, NodeId>;
+
 // The new value of one parameter and of its state slots (in dsl::update_rule_slots order).
 struct Step {
   NodeId param;
   std::vector<NodeId> slots;
 };
 
-// `step_size` is adam's a_t or adamax's lr / (1 - beta1^t), already in the parameter's dtype.
-Step apply_rule(NodeWriter& w, const UpdateRule& r, NodeId p, NodeId g, const std::vector<NodeId>& s,
-                std::optional<NodeId> step_size) {
-  auto scale = [&](double c, NodeId x) { return w.scalar_binary(Op::Mul, c, x); };
-  auto plus = [&](NodeId x, double c) { return w.binary_scalar(Op::Add, x, c); };
+// Per-step scalars shared by every parameter: adam's a_t or adamax's lr / (1 - beta1^t) in the
+// gradient's dtype; adamw's lr / (1 - beta1^t) and sqrt(1 - beta2^t) in f64.
+struct StepScalars {
+  std::optional<NodeId> step_size;
+  std::optional<NodeId> bias2_sqrt;
+};
+
+// Every formula computes each scalar factor exactly as the constant it replaces was computed
+// (in f64, e.g. `1 - rho`, then rounded once to the parameter's dtype), so an update reads the
+// same bits from variables as it used to fold from constants.
+Step apply_rule(NodeWriter& w, const UpdateRule& r, const Hyper& h, NodeId p, NodeId g, const std::vector<NodeId>& s,
+                const StepScalars& scalars) {
+  const ir::DType dtype = w.type(p).dtype;
+  auto in = [&](NodeId f64) { return w.cast(f64, dtype); };
+  auto one_minus = [&](const char* keyword) { return w.scalar_binary(Op::Sub, 1, h.at(keyword)); };
+  auto scale = [&](NodeId c, NodeId x) { return w.mul(in(c), x); };
+  auto plus = [&](NodeId x, NodeId c) { return w.add(x, in(c)); };
   auto sqrt = [&](NodeId x) { return w.unary(Op::Sqrt, x); };
   auto square = [&](NodeId x) { return w.mul(x, x); };
   // rho * a + (1 - rho) * g^2, Lasagne's running average of squares.
-  auto running_mean = [&](double rho, NodeId a, NodeId x) {
-    return w.add(scale(rho, a), scale(1 - rho, square(x)));
+  auto running_mean = [&](const char* rho, NodeId a, NodeId x) {
+    return w.add(scale(h.at(rho), a), scale(one_minus(rho), square(x)));
   };
-  const NodeId lr_g = scale(r.learning_rate, g);
+  auto first_moment = [&] { return w.add(scale(h.at("beta1"), s[0]), scale(one_minus("beta1"), g)); };
+  const NodeId lr_g = scale(h.at("lr"), g);
 
   switch (r.kind) {
     case UpdateRuleKind::Sgd:
       return {w.sub(p, lr_g), {}};
     case UpdateRuleKind::Momentum: {
-      const NodeId v = w.sub(scale(r.momentum, s[0]), lr_g);
+      const NodeId v = w.sub(scale(h.at("momentum"), s[0]), lr_g);
       return {w.add(p, v), {v}};
     }
     case UpdateRuleKind::Nesterov: {
-      const NodeId v = w.sub(scale(r.momentum, s[0]), lr_g);
-      return {w.sub(w.add(p, scale(r.momentum, v)), lr_g), {v}};
+      const NodeId v = w.sub(scale(h.at("momentum"), s[0]), lr_g);
+      return {w.sub(w.add(p, scale(h.at("momentum"), v)), lr_g), {v}};
     }
     case UpdateRuleKind::Adagrad: {
       const NodeId accu = w.add(s[0], square(g));
-      return {w.sub(p, w.div(lr_g, sqrt(plus(accu, r.epsilon)))), {accu}};
+      return {w.sub(p, w.div(lr_g, sqrt(plus(accu, h.at("epsilon"))))), {accu}};
     }
     case UpdateRuleKind::RMSProp: {
-      const NodeId accu = running_mean(r.rho, s[0], g);
-      return {w.sub(p, w.div(lr_g, sqrt(plus(accu, r.epsilon)))), {accu}};
+      const NodeId accu = running_mean("rho", s[0], g);
+      return {w.sub(p, w.div(lr_g, sqrt(plus(accu, h.at("epsilon"))))), {accu}};
     }
     case UpdateRuleKind::Adadelta: {
-      const NodeId accu = running_mean(r.rho, s[0], g);
-      const NodeId update = w.div(w.mul(g, sqrt(plus(s[1], r.epsilon))), sqrt(plus(accu, r.epsilon)));
-      const NodeId delta_accu = running_mean(r.rho, s[1], update);
-      return {w.sub(p, scale(r.learning_rate, update)), {accu, delta_accu}};
+      const NodeId eps = h.at("epsilon");
+      const NodeId accu = running_mean("rho", s[0], g);
+      const NodeId update = w.div(w.mul(g, sqrt(plus(s[1], eps))), sqrt(plus(accu, eps)));
+      const NodeId delta_accu = running_mean("rho", s[1], update);
+      return {w.sub(p, scale(h.at("lr"), update)), {accu, delta_accu}};
     }
     case UpdateRuleKind::Adam: {
-      const NodeId m = w.add(scale(r.beta1, s[0]), scale(1 - r.beta1, g));
-      const NodeId v = running_mean(r.beta2, s[1], g);
-      const NodeId step = w.div(w.mul(*step_size, m), plus(sqrt(v), r.epsilon));
+      const NodeId m = first_moment();
+      const NodeId v = running_mean("beta2", s[1], g);
+      const NodeId step = w.div(w.mul(w.cast(*scalars.step_size, dtype), m), plus(sqrt(v), h.at("epsilon")));
       return {w.sub(p, step), {m, v}};
     }
     case UpdateRuleKind::Adamax: {
-      const NodeId m = w.add(scale(r.beta1, s[0]), scale(1 - r.beta1, g));
-      const NodeId u = w.binary(Op::Maximum, scale(r.beta2, s[1]), w.unary(Op::Abs, g));
-      const NodeId step = w.div(w.mul(*step_size, m), plus(u, r.epsilon));
+      const NodeId m = first_moment();
+      const NodeId u = w.binary(Op::Maximum, scale(h.at("beta2"), s[1]), w.unary(Op::Abs, g));
+      const NodeId step = w.div(w.mul(w.cast(*scalars.step_size, dtype), m), plus(u, h.at("epsilon")));
       return {w.sub(p, step), {m, u}};
+    }
+    case UpdateRuleKind::AdamW: {
+      // PyTorch's AdamW: p *= 1 - lr * weight_decay, then the bias-corrected Adam step with
+      // epsilon added to sqrt(v) / sqrt(1 - beta2^t).
+      const NodeId decay = w.scalar_binary(Op::Sub, 1, w.mul(h.at("lr"), h.at("weight_decay")));
+      const NodeId decayed = scale(decay, p);
+      const NodeId m = first_moment();
+      const NodeId v = running_mean("beta2", s[1], g);
+      const NodeId denom = plus(w.div(sqrt(v), in(*scalars.bias2_sqrt)), h.at("epsilon"));
+      return {w.sub(decayed, w.mul(in(*scalars.step_size), w.div(m, denom))), {m, v}};
     }
   }
   synk::internal_error("unknown update rule kind");
 }
 
-// Adam's a_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t); adamax's a_t = lr / (1 - beta1^t).
-NodeId step_size(NodeWriter& w, const UpdateRule& r, NodeId t) {
-  auto one_minus_power = [&](double beta) {
-    return w.scalar_binary(Op::Sub, 1, w.binary(Op::Pow, w.constant(beta, w.type(t).dtype), t));
+// The per-step scalars of the rules with a step counter `t` (a scalar of the gradient's dtype).
+StepScalars step_scalars(NodeWriter& w, const UpdateRule& r, const Hyper& h, NodeId t) {
+  StepScalars result;
+  const ir::DType dtype = w.type(t).dtype;
+  if (r.kind == UpdateRuleKind::AdamW) {
+    const NodeId t64 = w.cast(t, ir::DType::F64);
+    auto one_minus_power = [&](const char* beta) {
+      return w.scalar_binary(Op::Sub, 1, w.binary(Op::Pow, h.at(beta), t64));
+    };
+    result.step_size = w.div(h.at("lr"), one_minus_power("beta1"));
+    result.bias2_sqrt = w.unary(Op::Sqrt, one_minus_power("beta2"));
+    return result;
+  }
+  // Adam's a_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t); adamax's a_t = lr / (1 - beta1^t), in
+  // the counter's dtype.
+  auto one_minus_power = [&](const char* beta) {
+    return w.scalar_binary(Op::Sub, 1, w.binary(Op::Pow, w.cast(h.at(beta), dtype), t));
   };
-  NodeId numerator = w.constant(r.learning_rate, w.type(t).dtype);
-  if (r.kind == UpdateRuleKind::Adam) numerator = w.mul(numerator, w.unary(Op::Sqrt, one_minus_power(r.beta2)));
-  return w.div(numerator, one_minus_power(r.beta1));
+  NodeId numerator = w.cast(h.at("lr"), dtype);
+  if (r.kind == UpdateRuleKind::Adam) numerator = w.mul(numerator, w.unary(Op::Sqrt, one_minus_power("beta2")));
+  result.step_size = w.div(numerator, one_minus_power("beta1"));
+  return result;
+}
+
+// The flat gradient scaled by min(1, clip_norm / (||g||_2 + 1e-6)) when clip_norm > 0 (PyTorch's
+// clip_grad_norm_), the norm and the factor computed in f64; a factor of 1 leaves g's bits.
+NodeId clip_gradient(NodeWriter& w, NodeId g, NodeId clip_norm) {
+  const NodeId g64 = w.cast(g, ir::DType::F64);
+  const NodeId norm = w.unary(Op::Sqrt, w.reduce(Op::ReduceSum, w.mul(g64, g64), {0}, false));
+  const NodeId factor = w.binary(Op::Minimum, w.constant(1, ir::DType::F64),
+                                 w.div(clip_norm, w.binary_scalar(Op::Add, norm, 1e-6)));
+  const NodeId on = w.binary(Op::Gt, clip_norm, w.constant(0, ir::DType::F64));
+  const NodeId scale = w.where(on, factor, w.constant(1, ir::DType::F64));
+  return w.mul(g, w.cast(scale, w.type(g).dtype));
 }
 
 // True when `name` lexes as one .synk identifier (so not a keyword such as `update`): the
@@ -104,7 +159,7 @@ bool is_identifier(const std::string& name) {
 
 UpdateFunctionInfo add_update_function(ir::Module& module, const std::string& function_name,
                                        std::span<const std::string> parameters,
-                                       const UpdateRule& rule, SourceLoc loc) {
+                                       const UpdateRule& rule, SourceLoc loc, const std::string& hyper_prefix) {
   check_update_rule(rule);
   const std::vector<std::string> slots = dsl::update_rule_slots(rule.kind);
   const bool step_counter = dsl::update_rule_has_step_counter(rule.kind);
@@ -142,12 +197,21 @@ UpdateFunctionInfo add_update_function(ir::Module& module, const std::string& fu
   std::set<std::string> new_names;
   auto reserve = [&](const std::string& name) {
     if (module.find_shared(name) >= 0 || module.find_function(name) != nullptr || !new_names.insert(name).second)
-      throw synk::UserError(fmt::format("{}: its state variable '{}' would clash with an existing name",
+      throw synk::UserError(fmt::format("{}: its state or hyper-parameter variable '{}' would clash with an existing name",
                                        what, name));
   };
   for (const std::string& name : parameters)
     for (const std::string& slot : slots) reserve(fmt::format("{}_{}", name, slot));
   if (step_counter) reserve(function_name + "_t");
+  const std::string prefix = hyper_prefix.empty() ? function_name : hyper_prefix;
+  const std::vector<std::pair<std::string, double>> hyper_values = dsl::hyper_parameter_values(rule);
+  for (const auto& [keyword, value] : hyper_values) {
+    const std::string name = fmt::format("{}_{}", prefix, keyword);
+    if (!is_identifier(name))
+      throw synk::UserError(fmt::format("{}: '{}' cannot name its hyper-parameter variable (prefix '{}'): use a "
+                                       "prefix that makes an identifier", what, name, prefix));
+    reserve(name);
+  }
 
   ir::Function fn;
   fn.name = function_name;
@@ -163,14 +227,24 @@ UpdateFunctionInfo add_update_function(ir::Module& module, const std::string& fu
     fn.updates.push_back(ir::Update{shared, value, ir::ReduceMode::Avg, loc});
   };
 
-  const NodeId flat_grad = w.input(0);
-  std::optional<NodeId> step_size_in_grad_dtype;
+  Hyper hyper;
+  const ir::TensorType scalar64{ir::DType::F64, {}};
+  for (const auto& [keyword, value] : hyper_values) {
+    const int64_t index = int64_t(module.shareds.size());
+    module.shareds.push_back(ir::SharedVar{fmt::format("{}_{}", prefix, keyword), scalar64, ir::InitConstant{value},
+                                           false, loc});
+    result.hyper.emplace_back(keyword, index);
+    hyper[keyword] = w.shared_read(index, scalar64);
+  }
+  NodeId flat_grad = w.input(0);
+  if (rule.clip_norm) flat_grad = clip_gradient(w, flat_grad, hyper.at("clip_norm"));
+  StepScalars scalars;
   if (step_counter) {
     const ir::TensorType counter_type{*grad_dtype, {}};
     result.step_counter = add_shared(function_name + "_t", counter_type);
     const NodeId t = w.binary_scalar(Op::Add, w.shared_read(result.step_counter, counter_type), 1);
     update(result.step_counter, t);
-    step_size_in_grad_dtype = step_size(w, rule, t);
+    scalars = step_scalars(w, rule, hyper, t);
   }
 
   int64_t offset = 0;
@@ -186,9 +260,7 @@ UpdateFunctionInfo add_update_function(ir::Module& module, const std::string& fu
       slot_vars.push_back(add_shared(fmt::format("{}_{}", parameters[i], slot), type));
       slot_values.push_back(w.shared_read(slot_vars.back(), type));
     }
-    std::optional<NodeId> step;
-    if (step_size_in_grad_dtype) step = w.cast(*step_size_in_grad_dtype, type.dtype);
-    const Step next = apply_rule(w, rule, w.shared_read(index, type), g, slot_values, step);
+    const Step next = apply_rule(w, rule, hyper, w.shared_read(index, type), g, slot_values, scalars);
     update(index, next.param);
     for (size_t k = 0; k < slot_vars.size(); ++k) update(slot_vars[k], next.slots[k]);
     result.state.insert(result.state.end(), slot_vars.begin(), slot_vars.end());

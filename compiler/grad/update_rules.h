@@ -5,7 +5,8 @@
 // slices and reshapes it per parameter and updates every parameter and state variable, so every
 // rank applies the same update to the same averaged gradient. Formulas and defaults follow
 // Lasagne's `lasagne.updates` (the library the seeds' Synkhronos extension adapts); they are
-// written out in docs/training.md.
+// written out in docs/training.md (adamw: PyTorch's AdamW). Hyper-parameters are f64 scalar
+// shared variables the update function reads, so a runtime can change them between steps.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,10 @@ struct UpdateFunctionInfo {
   int64_t gradient_size = 0;            // P, the length of its `grad` input
   std::vector<int64_t> parameters;      // shared-variable indices, in gradient order
   std::vector<int64_t> state;           // the optimizer-state shared variables it added
-  int64_t step_counter = -1;            // adam, adamax: the shared step count t (else -1)
+  int64_t step_counter = -1;            // adam, adamax, adamw: the shared step count t (else -1)
+  // The hyper-parameter variables it added, (keyword, shared index), in dsl::hyper_parameter_values
+  // order: f64 scalars initialised to the rule's values, read (never written) by the function.
+  std::vector<std::pair<std::string, int64_t>> hyper;
 };
 
 // Adds `fn <function_name>(bcast grad: D[P])` to `module`, where P is the total size of the
@@ -45,11 +49,15 @@ struct UpdateFunctionInfo {
 // parameter's slice of `grad`, reshapes it to the parameter's shape and updates the parameter and
 // its state. State variables are named `<param>_<slot>` (slots: velocity; accu; accu and
 // delta_accu; m and v; m and u) and the step counter `<function_name>_t`, all zeros-initialized
-// with the parameter's type (the counter: a D scalar).
+// with the parameter's type (the counter: a D scalar). Each hyper-parameter is an f64 scalar
+// variable `<hyper_prefix>_<keyword>` (hyper_prefix empty: the function's name) initialised to
+// the rule's value, so that it can change between calls without recompiling; with `clip_norm`
+// the flat gradient is first scaled to that global norm when larger.
 // UserError for an unknown, repeated, non-float or symbolically shaped parameter, an existing
 // function of that name, a state name that is already taken, or a bad hyper-parameter.
 UpdateFunctionInfo add_update_function(ir::Module& module, const std::string& function_name,
                                        std::span<const std::string> parameters,
-                                       const UpdateRule& rule, SourceLoc loc = {});
+                                       const UpdateRule& rule, SourceLoc loc = {},
+                                       const std::string& hyper_prefix = {});
 
 }  // namespace synk::compiler

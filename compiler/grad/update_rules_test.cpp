@@ -31,10 +31,17 @@ struct RefParam {
 
 void reference_step(const UpdateRule& r, std::vector<RefParam>& params, double& t, const std::vector<double>& grad) {
   t += 1;
+  // PyTorch's clip_grad_norm_: the whole flat gradient scaled to norm clip_norm when larger.
+  double clip = 1;
+  if (r.clip_norm && *r.clip_norm > 0) {
+    double sum = 0;
+    for (double g : grad) sum += g * g;
+    clip = std::min(1.0, *r.clip_norm / (std::sqrt(sum) + 1e-6));
+  }
   size_t at = 0;
   for (RefParam& param : params) {
     for (size_t i = 0; i < param.p.size(); ++i, ++at) {
-      const double g = grad[at];
+      const double g = grad[at] * clip;
       double& p = param.p[i];
       switch (r.kind) {
         case UpdateRuleKind::Sgd:
@@ -91,6 +98,16 @@ void reference_step(const UpdateRule& r, std::vector<RefParam>& params, double& 
           p -= a_t * m / (u + r.epsilon);
           break;
         }
+        case UpdateRuleKind::AdamW: {   // torch.optim.AdamW, written out
+          double& m = param.slot["m"][i];
+          double& v = param.slot["v"][i];
+          p *= 1 - r.learning_rate * r.weight_decay;
+          m = r.beta1 * m + (1 - r.beta1) * g;
+          v = r.beta2 * v + (1 - r.beta2) * g * g;
+          const double bias1 = 1 - std::pow(r.beta1, t), bias2 = 1 - std::pow(r.beta2, t);
+          p -= r.learning_rate / bias1 * m / (std::sqrt(v) / std::sqrt(bias2) + r.epsilon);
+          break;
+        }
       }
     }
   }
@@ -102,7 +119,7 @@ std::vector<std::string> slots_of(UpdateRuleKind kind) {
     case UpdateRuleKind::Momentum: case UpdateRuleKind::Nesterov: return {"velocity"};
     case UpdateRuleKind::Adagrad: case UpdateRuleKind::RMSProp: return {"accu"};
     case UpdateRuleKind::Adadelta: return {"accu", "delta_accu"};
-    case UpdateRuleKind::Adam: return {"m", "v"};
+    case UpdateRuleKind::Adam: case UpdateRuleKind::AdamW: return {"m", "v"};
     case UpdateRuleKind::Adamax: return {"m", "u"};
   }
   return {};
@@ -115,6 +132,11 @@ struct RuleCase {
   UpdateRule rule;
 };
 void PrintTo(const RuleCase& c, std::ostream* os) { *os << c.name; }
+
+UpdateRule with_clip(UpdateRule rule, double clip_norm) {
+  rule.clip_norm = clip_norm;
+  return rule;
+}
 
 std::vector<RuleCase> rule_cases() {
   return {{"sgd", UpdateRule::sgd(0.1)},
@@ -131,12 +153,25 @@ std::vector<RuleCase> rule_cases() {
           {"adam", UpdateRule::adam()},
           {"adam_custom", UpdateRule::adam(0.01, 0.8, 0.99, 1e-6)},
           {"adamax", UpdateRule::adamax()},
-          {"adamax_custom", UpdateRule::adamax(0.01, 0.5, 0.9, 1e-5)}};
+          {"adamax_custom", UpdateRule::adamax(0.01, 0.5, 0.9, 1e-5)},
+          {"adamw", UpdateRule::adamw()},
+          {"adamw_custom", UpdateRule::adamw(0.01, 0.8, 0.99, 1e-6, 0.1)},
+          {"sgd_clipped", with_clip(UpdateRule::sgd(0.1), 0.5)},
+          {"momentum_clip_off", with_clip(UpdateRule::with_momentum(0.05), 0)},
+          {"adam_clip_not_reached", with_clip(UpdateRule::adam(0.01), 1e6)},
+          {"adamw_clipped", with_clip(UpdateRule::adamw(0.01), 0.25)}};
 }
 
 // Applies `rule` for `steps` steps to parameters of these types (listed to the update function
 // in the order `order`, which need not be declaration order) and compares every parameter and
 // state variable with the reference after every step.
+// The value a zeros- or constant-initialised variable starts with.
+double initial_value(const ir::SharedVar& v) {
+  if (const auto* c = std::get_if<ir::InitConstant>(&v.init)) return c->value;
+  EXPECT_TRUE(std::holds_alternative<ir::InitZeros>(v.init)) << v.name;
+  return 0;
+}
+
 void check_rule(const RuleCase& c, const std::vector<ir::TensorType>& types, const std::vector<size_t>& order,
                 int steps, double tolerance) {
   testing::Rng rng(c.name);
@@ -171,16 +206,30 @@ void check_rule(const RuleCase& c, const std::vector<ir::TensorType>& types, con
       EXPECT_EQ(m.shareds[size_t(s)].type, types[k]);
       EXPECT_TRUE(std::holds_alternative<ir::InitZeros>(m.shareds[size_t(s)].init));
     }
-  const bool counted = c.rule.kind == UpdateRuleKind::Adam || c.rule.kind == UpdateRuleKind::Adamax;
+  // One f64 scalar variable per hyper-parameter, initialised to the rule's value.
+  const std::vector<std::pair<std::string, double>> hyper = dsl::hyper_parameter_values(c.rule);
+  ASSERT_EQ(info.hyper.size(), hyper.size());
+  for (size_t k = 0; k < hyper.size(); ++k) {
+    EXPECT_EQ(info.hyper[k].first, hyper[k].first);
+    const ir::SharedVar& v = m.shareds.at(size_t(info.hyper[k].second));
+    EXPECT_EQ(v.name, "step_" + hyper[k].first);
+    EXPECT_EQ(v.type, T(DType::F64, {}));
+    ASSERT_TRUE(std::holds_alternative<ir::InitConstant>(v.init)) << v.name;
+    EXPECT_EQ(std::get<ir::InitConstant>(v.init).value, hyper[k].second) << v.name;
+  }
+  EXPECT_EQ(c.rule.clip_norm.has_value(), m.find_shared("step_clip_norm") >= 0);
+  const bool counted = c.rule.kind == UpdateRuleKind::Adam || c.rule.kind == UpdateRuleKind::Adamax ||
+                       c.rule.kind == UpdateRuleKind::AdamW;
   EXPECT_EQ(info.step_counter >= 0, counted);
   if (counted) {
     EXPECT_EQ(m.shareds[size_t(info.step_counter)].name, "step_t");
   }
   EXPECT_EQ(fn->updates.size(), order.size() * (1 + slots.size()) + (counted ? 1 : 0));
 
-  // Zeros for the state, as the initializers say.
+  // Zeros for the state and the declared values for the hyper-parameters, as the initializers say.
   for (size_t s = types.size(); s < m.shareds.size(); ++s)
-    values.push_back(HostTensor::filled(m.shareds[s].type.dtype, testing::static_sizes(m.shareds[s].type), 0));
+    values.push_back(HostTensor::filled(m.shareds[s].type.dtype, testing::static_sizes(m.shareds[s].type),
+                                        initial_value(m.shareds[s])));
 
   std::vector<RefParam> ref;
   for (size_t k : order) {
@@ -281,7 +330,7 @@ TEST(UpdateRules, MakeUpdateRuleByName) {
   const UpdateRule adam = make_update_rule("adam", std::vector<KV>{{"beta2", 0.99}});
   EXPECT_EQ(adam.learning_rate, 0.001);
   EXPECT_EQ(adam.beta2, 0.99);
-  for (const char* name : {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adadelta", "adam", "adamax"}) {
+  for (const char* name : {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adadelta", "adam", "adamax", "adamw"}) {
     ASSERT_TRUE(update_rule_from_name(name).has_value()) << name;
     EXPECT_STREQ(update_rule_name(*update_rule_from_name(name)), name);
   }
@@ -293,7 +342,7 @@ TEST(UpdateRules, MakeUpdateRuleByName) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message("adamw", {}).find("unknown update rule 'adamw'"), std::string::npos);
+  EXPECT_NE(message("lamb", {}).find("unknown update rule 'lamb'"), std::string::npos);
   EXPECT_NE(message("sgd", {}).find("needs a learning rate"), std::string::npos);
   EXPECT_NE(message("sgd", {{"lr", 0.1}, {"momentum", 0.9}}).find("has no hyper-parameter 'momentum'"), std::string::npos);
   EXPECT_NE(message("adam", {{"lr", 0.1}, {"lr", 0.2}}).find("given twice"), std::string::npos);
@@ -341,6 +390,23 @@ TEST(UpdateRules, BadParametersAreUserErrorsThatChangeNothing) {
   EXPECT_NE(add_error(m, {"w"}, sgd, "update").find("'update' cannot name an update function"), std::string::npos);
   EXPECT_NE(add_error(m, {"w"}, sgd, "").find("cannot name"), std::string::npos);
   EXPECT_NE(add_error(m, {"w"}, sgd, "train step").find("cannot name"), std::string::npos);
+  try {
+    add_update_function(m, "step2", std::vector<std::string>{"w"}, sgd, {}, "bad prefix");
+    ADD_FAILURE() << "a prefix that makes no identifier";
+  } catch (const synk::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("'bad prefix_lr' cannot name its hyper-parameter variable"),
+              std::string::npos) << e.what();
+  }
+  ir::Module taken = module_with({shared("w", T(DType::F32, {3})), shared("opt_lr", T(DType::F64, {}))});
+  const size_t before = taken.shareds.size();
+  try {
+    add_update_function(taken, "opt_update", std::vector<std::string>{"w"}, sgd, {}, "opt");
+    ADD_FAILURE() << "opt_lr is taken";
+  } catch (const synk::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("hyper-parameter variable 'opt_lr' would clash"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(taken.shareds.size(), before) << "a failed call leaves the module unchanged";
 }
 
 TEST(UpdateRules, GeneratedFunctionPrintsAsSynkThatReadsBack) {
@@ -367,6 +433,90 @@ TEST(UpdateRules, GradientDtypeIsThePromotedParameterDtype) {
   ir::Module single = module_with({shared("a", T(DType::F32, {2, 2}))});
   add_update_function(single, "step", std::vector<std::string>{"a"}, UpdateRule::sgd(0.1));
   EXPECT_EQ(single.find_function("step")->params[0].type, T(DType::F32, {4}));
+}
+
+// ---- gradient clipping -------------------------------------------------------------------------
+
+// One sgd(lr=1) step from w = 0 with `grad`: returns the new w (= -the gradient the rule used).
+std::vector<double> clipped_step(std::optional<double> clip_norm, const std::vector<double>& grad,
+                                 std::optional<double> clip_at_run_time = std::nullopt) {
+  ir::Module m = module_with({shared("w", T(DType::F64, {int(grad.size())}))});
+  UpdateRule rule = UpdateRule::sgd(1);
+  rule.clip_norm = clip_norm;
+  const UpdateFunctionInfo info = add_update_function(m, "step", std::vector<std::string>{"w"}, rule);
+  std::vector<HostTensor> values;
+  for (const ir::SharedVar& v : m.shareds)
+    values.push_back(HostTensor::filled(v.type.dtype, testing::static_sizes(v.type), initial_value(v)));
+  if (clip_at_run_time) values.at(size_t(m.find_shared("step_clip_norm"))).data[0] = *clip_at_run_time;
+  HostTensor g = HostTensor::filled(DType::F64, {int64_t(grad.size())}, 0);
+  g.data = grad;
+  const dsl::EvalResult result = dsl::evaluate(m, "step", std::vector{g}, values);
+  const ir::Function* fn = m.find_function("step");
+  for (size_t u = 0; u < fn->updates.size(); ++u)
+    if (fn->updates[u].shared == info.parameters[0]) return result.updates[u].data;
+  ADD_FAILURE() << "no update of w";
+  return {};
+}
+
+TEST(UpdateRules, ClipNormScalesALargeGradientExactlyAndLeavesASmallOneAlone) {
+  const std::vector<double> large = {3, -4, 0, 0}, small = {0.3, -0.4, 0, 0};   // norms 5 and 0.5
+  const double factor = 1.0 / (5.0 + 1e-6);   // PyTorch: max_norm / (total_norm + 1e-6)
+  const std::vector<double> clipped = clipped_step(1.0, large);
+  ASSERT_EQ(clipped.size(), 4u);
+  double norm = 0;
+  for (size_t j = 0; j < 4; ++j) {
+    EXPECT_EQ(clipped[j], -(large[j] * factor)) << j;
+    norm += clipped[j] * clipped[j];
+  }
+  EXPECT_NEAR(std::sqrt(norm), 1.0, 1e-6);
+  for (const std::optional<double>& clip : {std::optional<double>(1.0), std::optional<double>(0.0),
+                                            std::optional<double>()}) {
+    const std::vector<double> unchanged = clipped_step(clip, small);
+    for (size_t j = 0; j < 4; ++j) EXPECT_EQ(unchanged[j], -small[j]) << "clip_norm " << clip.value_or(-1);
+  }
+  // 0 turns clipping off; the threshold is read at run time.
+  const std::vector<double> off = clipped_step(0.0, large);
+  for (size_t j = 0; j < 4; ++j) EXPECT_EQ(off[j], -large[j]) << j;
+  const std::vector<double> set_later = clipped_step(0.0, large, 1.0);
+  EXPECT_EQ(set_later, clipped);
+  const std::vector<double> raised = clipped_step(1.0, large, 10.0);
+  for (size_t j = 0; j < 4; ++j) EXPECT_EQ(raised[j], -large[j]) << j;
+}
+
+// A hyper-parameter read from its variable: the update with the variable changed equals the update
+// of a function made with the new value, bit for bit, for every rule.
+TEST(UpdateRules, HyperParametersAreReadFromTheirVariables) {
+  for (const RuleCase& c : rule_cases()) {
+    UpdateRule changed = c.rule;
+    changed.learning_rate *= 0.5;
+    if (c.rule.kind == UpdateRuleKind::AdamW) changed.weight_decay = 0.2;
+    if (c.rule.kind == UpdateRuleKind::Momentum || c.rule.kind == UpdateRuleKind::Nesterov) changed.momentum = 0.3;
+    testing::Rng rng(c.name);
+    const HostTensor w0 = testing::uniform_tensor(rng, DType::F32, {7}, -1, 1);
+    const HostTensor grad = testing::uniform_tensor(rng, DType::F32, {7}, -2, 2);
+    auto run = [&](const UpdateRule& built, const UpdateRule& value) {
+      ir::Module m = module_with({shared("w", T(DType::F32, {7}))});
+      add_update_function(m, "step", std::vector<std::string>{"w"}, built);
+      std::vector<HostTensor> values = {w0};
+      const std::vector<std::pair<std::string, double>> wanted = dsl::hyper_parameter_values(value);
+      for (size_t s = 1; s < m.shareds.size(); ++s) {
+        values.push_back(HostTensor::filled(m.shareds[s].type.dtype, testing::static_sizes(m.shareds[s].type),
+                                            initial_value(m.shareds[s])));
+        for (const auto& [keyword, v] : wanted)
+          if (m.shareds[s].name == "step_" + keyword) values.back().data[0] = v;
+      }
+      return dsl::evaluate(m, "step", std::vector{grad}, values).updates;
+    };
+    const std::vector<HostTensor> set = run(c.rule, changed), built = run(changed, changed), old = run(c.rule, c.rule);
+    ASSERT_EQ(set.size(), built.size()) << c.name;
+    for (size_t u = 0; u < set.size(); ++u) EXPECT_EQ(set[u].data, built[u].data) << c.name << " update " << u;
+    auto flat = [](const std::vector<HostTensor>& updates) {
+      std::vector<double> all;
+      for (const HostTensor& u : updates) all.insert(all.end(), u.data.begin(), u.data.end());
+      return all;
+    };
+    EXPECT_NE(flat(set), flat(old)) << c.name << ": the changed hyper-parameters change the update";
+  }
 }
 
 // ---- the training pattern: gradient function -> flat vector -> update function -------------
@@ -397,8 +547,9 @@ TEST(UpdateRules, LinearRegressionTrainsWithGradientThenUpdate) {
   for (int i = 0; i < n; ++i)
     ys.data[size_t(i)] = 0.3 + true_w[0] * xs.data[size_t(3 * i)] + true_w[1] * xs.data[size_t(3 * i + 1)] +
                          true_w[2] * xs.data[size_t(3 * i + 2)];
-  std::vector<HostTensor> values = {HostTensor::filled(DType::F64, {3, 1}, 0), HostTensor::filled(DType::F64, {1}, 0),
-                                    HostTensor::filled(DType::F64, {3, 1}, 0), HostTensor::filled(DType::F64, {1}, 0)};
+  std::vector<HostTensor> values;   // w, b, the hyper-parameters and the velocities, as initialised
+  for (const ir::SharedVar& v : compiled.shareds)
+    values.push_back(HostTensor::filled(v.type.dtype, testing::static_sizes(v.type), initial_value(v)));
   // Reference: the same steps with the gradient written out by hand (2/n X^T r, 2/n sum r).
   std::vector<RefParam> ref = {{{0, 0, 0}, {{"velocity", {0, 0, 0}}}}, {{0}, {{"velocity", {0}}}}};
   double t = 0, first_loss = 0, last_loss = 0;

@@ -1,7 +1,8 @@
 // Modules, functions, training steps and shared variables: synk.load() / synk.compile() (the JIT
 // API, synk/jit.h), Module.function() and calls with the seeds' keyword arguments (batch,
 // batch_s, num_slices, output_subset), Function.as_local(), build_inputs(), output_modes,
-// update_modes, Module.train_step() (synk::TrainStep) and Module.shared() (one shared variable).
+// update_modes, Module.train_step() (synk::TrainStep, with its run-time hyper-parameters and synk.Schedule)
+// and Module.shared() (one shared variable).
 //
 // A call converts its arguments under the GIL (numpy arrays become references, to be copied into
 // temporary shared memory), then runs without the GIL and with the API lock (common.h): the
@@ -356,7 +357,34 @@ void bind_functions(py::module_& m) {
       .def_property_readonly("update", [](const TrainStepObj& s) { return make_function(s.module, s.step.update()); })
       .def_property_readonly("gradient_var",
                              [](const TrainStepObj& s) { return make_shared_obj(s.module, s.step.gradient_var().name()); })
+      .def("set_hyper", [](TrainStepObj& s, const std::string& keyword, double value) {
+             without_gil([&] { s.step.set_hyper(keyword, value); });
+           }, py::arg("keyword"), py::arg("value"),
+           "Sets one hyper-parameter of the optimizer (lr, momentum, beta1, ..., clip_norm) on every rank")
+      .def("set_lr", [](TrainStepObj& s, double value) { without_gil([&] { s.step.set_lr(value); }); },
+           py::arg("value"), "set_hyper('lr', value)")
+      .def("hyper", [](const TrainStepObj& s, const std::string& keyword) {
+             return without_gil([&] { return s.step.hyper(keyword); });
+           }, py::arg("keyword"), "The current value of one hyper-parameter (the master's)")
+      .def_property_readonly("hyper_names", [](const TrainStepObj& s) {
+             std::vector<std::string> names;
+             for (const synk::HyperParameter& h : s.step.hyper_parameters()) names.push_back(h.keyword);
+             return names;
+           })
+      .def("set_schedule", [](TrainStepObj& s, const synk::Schedule& schedule) { s.step.set_schedule(schedule); },
+           py::arg("schedule"), "Every later call sets lr = schedule(step_index) first")
+      .def("clear_schedule", [](TrainStepObj& s) { s.step.clear_schedule(); })
+      .def_property("step_index", [](const TrainStepObj& s) { return s.step.step_index(); },
+                    [](TrainStepObj& s, int64_t i) { s.step.set_step_index(i); })
       .def("__repr__", [](const TrainStepObj& s) { return "<synk.TrainStep '" + s.step.name() + "'>"; });
+
+  py::class_<synk::Schedule>(m, "Schedule", "A learning-rate schedule for TrainStep.set_schedule (synk::Schedule)")
+      .def_static("constant", &synk::Schedule::constant, py::arg("lr"))
+      .def_static("step_decay", &synk::Schedule::step_decay, py::arg("lr"), py::arg("every"), py::arg("gamma"))
+      .def_static("cosine", &synk::Schedule::cosine, py::arg("lr"), py::arg("steps"), py::arg("min_lr") = 0.0)
+      .def("with_warmup", &synk::Schedule::with_warmup, py::arg("steps"))
+      .def("__call__", &synk::Schedule::operator(), py::arg("step"))
+      .def("__repr__", [](const synk::Schedule& s) { return "<synk.Schedule " + s.describe() + ">"; });
 
   py::class_<SharedObj>(m, "Shared", "One shared variable of a module: every rank holds its own copy")
       .def_property_readonly("name", [](const SharedObj& s) { return s.name; })

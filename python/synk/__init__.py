@@ -23,7 +23,7 @@ import atexit as _atexit
 
 from ._synk import (  # noqa: F401  (the public API)
     Data, Error, Function, InternalError, LocatedUserError, Module, RankError, ScatteredRowError,
-    Shared, TrainStep, UsageError, UserError, all_gather, all_reduce, all_reduce_weighted, backend, broadcast, close,
+    Schedule, Shared, TrainStep, UsageError, UserError, all_gather, all_reduce, all_reduce_weighted, backend, broadcast, close,
     collective_defaults, compile, data, distribute, fork, forked, gather, get_lengths, get_shapes,
     get_value, load, load_npy, reduce, scatter, set_collective_defaults, set_value, size,
     worker_pid,
@@ -67,7 +67,7 @@ _atexit.register(close)
 # `compile` is left out so that `from synk import *` does not shadow the built-in; use synk.compile.
 __all__ = [
     "Data", "Error", "Function", "InternalError", "LocatedUserError", "Module", "Outputs",
-    "RankError", "ScatteredRowError", "Shared", "TrainStep", "UsageError", "UserError",
+    "RankError", "ScatteredRowError", "Schedule", "Shared", "TrainStep", "UsageError", "UserError",
     "all_gather", "all_reduce", "all_reduce_weighted", "backend", "broadcast", "close", "collective_defaults",
     "data", "distribute", "fork", "forked", "gather", "get_lengths", "get_shapes", "get_value",
     "load", "load_npy", "reduce", "scatter", "set_collective_defaults", "set_value", "size",

@@ -2,8 +2,10 @@
 // random bytes, either through the generated one-call accessor mlp::train_step() ("step") or as
 // the three calls it stands for ("calls": train, all_reduce(avg) of opt_grads, opt_update; the 96
 // rows split evenly, so the step's reduction is that plain average). Prints each step's loss and
-// a checksum of w3 as exact hex floats, so the two modes can be diffed. "resume DIR" runs the
-// steps through the accessor with mlp::save_checkpoint(DIR) after step 1, then loads it and runs
+// a checksum of w3 as exact hex floats, so the two modes can be diffed. Before step 3 the
+// learning rate drops to 0.02: through the step's set_lr ("step", "resume") or a broadcast of the
+// optimizer's variable opt_lr ("calls"), which must give the same bits. "resume DIR" runs the
+// steps through the accessor with mlp::save_checkpoint(DIR) after step 1, then loads it, runs
 // steps 2-4 again, and says whether w3 came out the same bits.
 // Usage: app RANKS step|calls|resume [DIR]
 #include <cstdio>
@@ -13,6 +15,30 @@
 #include <string>
 
 #include "mlp.h"
+
+namespace {
+
+// Step i of the run (the learning-rate drop included); returns its loss_sum.
+float run_step(int i, const std::string& mode, synk::TrainStep& step, const synk::Data& images,
+               const synk::Data& labels, int ranks) {
+  if (i == 3) {
+    const double lr = 0.02;
+    if (mode == "calls") synk::broadcast(mlp::shared("opt_lr").var(), synk::ArrayRef{&lr, synk::rt::DType::F64, {}});
+    else step.set_lr(lr);
+    std::printf("lr %a\n", mlp::shared("opt_lr").values<double>(ranks - 1)[0]);
+  }
+  synk::Outputs out;
+  if (mode == "calls") {
+    out = mlp::train()({images, labels});
+    synk::all_reduce(mlp::shared("opt_grads").var(), "avg");
+    mlp::opt_update()({});
+  } else {
+    out = step({images, labels});
+  }
+  return synk::to_vector<float>(out[0])[0];
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
@@ -31,15 +57,7 @@ int main(int argc, char** argv) {
   synk::TrainStep step = mlp::train_step();
   float first = 0, last = 0;
   for (int i = 0; i < 5; ++i) {
-    synk::Outputs out;
-    if (mode == "calls") {
-      out = mlp::train()({images, labels});
-      synk::all_reduce(mlp::shared("opt_grads").var(), "avg");
-      mlp::opt_update()({});
-    } else {
-      out = step({images, labels});
-    }
-    float loss = synk::to_vector<float>(out[0])[0];
+    const float loss = run_step(i, mode, step, images, labels, ranks);
     if (i == 0) first = loss;
     last = loss;
     std::printf("step %d loss_sum %a\n", i, double(loss));
@@ -52,7 +70,7 @@ int main(int argc, char** argv) {
   if (mode == "resume") {
     const std::vector<float> straight = mlp::shared("w3").values<float>(ranks - 1);
     std::printf("resumed after step %s\n", mlp::load_checkpoint(argv[3]).at("step").c_str());
-    for (int i = 2; i < 5; ++i) step({images, labels});
+    for (int i = 2; i < 5; ++i) run_step(i, mode, step, images, labels, ranks);
     const std::vector<float> again = mlp::shared("w3").values<float>(ranks - 1);
     std::printf("resumed run identical: %s\n",
                 straight.size() == again.size() && std::memcmp(straight.data(), again.data(), 4 * straight.size()) == 0
