@@ -93,7 +93,7 @@ std::optional<std::string> operation_alias_hint(std::string_view name) {
       {"hstack", "concat(a, b, axis=1), or stack([a, b], axis=1) for new axes"},
       {"vstack", "concat(a, b, axis=0), or stack([a, b]) for new axes"},
       {"fmod", "x - y * where(x / y < 0.0, ceil(x / y), floor(x / y)) ('%' is numpy's mod: the divisor's sign)"},
-      {"cumsum", "x @ u for a static length k, with u the k x k upper-triangular ones (no cumsum op yet)"},
+      {"cumsum", "x @ u (no cumsum op yet), with u the k x k upper-triangular matrix of ones for a static length k"},
       {"asin", "nothing yet: there are no inverse trigonometric ops"},
       {"acos", "nothing yet: there are no inverse trigonometric ops"},
       {"atan", "nothing yet: there are no inverse trigonometric ops"},
@@ -101,8 +101,12 @@ std::optional<std::string> operation_alias_hint(std::string_view name) {
       {"arccos", "nothing yet: there are no inverse trigonometric ops"},
       {"arctan", "nothing yet: there are no inverse trigonometric ops"}};
   if (auto it = same.find(name); it != same.end()) return fmt::format("; did you mean '{}'?", it->second);
-  if (auto it = written.find(name); it != written.end())
+  if (auto it = written.find(name); it != written.end()) {
+    constexpr std::string_view kNone = "nothing yet: ";
+    if (it->second.substr(0, kNone.size()) == kNone)
+      return fmt::format("; synk has no '{}' yet ({})", name, it->second.substr(kNone.size()));
     return fmt::format("; '{}' is written {} here", name, it->second);
+  }
   // PyTorch's in-place spelling (sum_, clamp_): the op without the underscore.
   if (name.size() > 1 && name.back() == '_') {
     const std::string_view plain = name.substr(0, name.size() - 1);

@@ -3,6 +3,7 @@
 // a float out of range, a number glued to letters (`10n`).
 #include "dsl/lexer.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -103,6 +104,16 @@ void Lexer::skip_whitespace_and_comments() {
       return;
     }
   }
+}
+
+bool Lexer::floor_division_comment_after(const char* end) const {
+  if (end < text_.data() || end > text_.data() + text_.size()) return false;
+  size_t pos = size_t(end - text_.data());
+  while (pos < text_.size() && (text_[pos] == ' ' || text_[pos] == '\t')) ++pos;
+  if (pos + 2 > text_.size() || text_[pos] != '/' || text_[pos + 1] != '/') return false;
+  pos += 2;
+  while (pos < text_.size() && (text_[pos] == ' ' || text_[pos] == '\t')) ++pos;
+  return pos < text_.size() && (std::isalnum((unsigned char)text_[pos]) || text_[pos] == '(' || text_[pos] == '_');
 }
 
 Token Lexer::next() {

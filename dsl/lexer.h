@@ -48,6 +48,9 @@ class Lexer {
   Lexer(const SourceFile& file, DiagnosticEngine& diags);
   // The next token; EndOfFile forever once the text is exhausted.
   Token next();
+  // Whether a `//` comment follows `end` (a token's end in this file) on the same line and reads
+  // like an operand (`x // 2;`): numpy's floor division, which .synk spells floor_divide(a, b).
+  bool floor_division_comment_after(const char* end) const;
 
  private:
   void skip_whitespace_and_comments();

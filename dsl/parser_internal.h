@@ -64,6 +64,7 @@ class Parser {
     Token consumed = std::move(current_);
     previous_line_ = consumed.loc.line;
     previous_kind_ = consumed.kind;
+    previous_end_ = consumed.spelling.data() + consumed.spelling.size();
     if (next_) {
       current_ = std::move(*next_);
       next_.reset();
@@ -99,7 +100,14 @@ class Parser {
   // Consumes a token of `kind` or reports `expected 'K' CONTEXT but found X`.
   bool expect(TokenKind kind, std::string_view context) {
     if (match(kind)) return true;
-    expected(fmt::format("{} {}", token_kind_name(kind), context));
+    std::string what = fmt::format("{} {}", token_kind_name(kind), context);
+    if (previous_end_ && lexer_.floor_division_comment_after(previous_end_)) {
+      syntax_error(current_, fmt::format("expected {} but found {}: the '//' before it starts a comment in .synk; "
+                                         "for floor division write floor_divide(a, b)", what,
+                                         describe_token(current_)));
+      return false;
+    }
+    expected(what);
     return false;
   }
   // Consumes an identifier into name/loc, or reports `expected WHAT CONTEXT but found X`.
@@ -193,6 +201,7 @@ class Parser {
   std::optional<Token> next_;
   uint32_t previous_line_ = 0;
   TokenKind previous_kind_ = TokenKind::EndOfFile;
+  const char* previous_end_ = nullptr;   // where the last consumed token ends in the source
   bool panic_ = false;
   int nesting_ = 0;
 };

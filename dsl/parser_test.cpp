@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/testing.h"
 #include "dsl/frontend.h"
 #include "dsl/parser.h"
 
@@ -407,6 +408,25 @@ TEST(ParserRecovery, ThreeIndependentErrorsGiveExactlyThreeMessages) {
   ASSERT_EQ(p.program.functions.size(), 1u);
   EXPECT_EQ(p.program.functions[0].body.size(), 4u);
   EXPECT_EQ(p.program.functions[0].body[3].name, "y");
+}
+
+// numpy's `x // 2` comments out the rest of the line in .synk: the missing ';' says why.
+TEST(ParserRecovery, AFloorDivisionThatIsACommentIsExplained) {
+  Parse p = parse("fn f(scatter x: i32[n]) {\n"
+                  "  out z: gather = x // 2;\n"
+                  "}\n");
+  EXPECT_EQ(p.messages(), std::vector<std::string>{
+                              "3:1: expected ';' after expression but found '}': the '//' before it starts a comment "
+                              "in .synk; for floor division write floor_divide(a, b)"});
+  Parse comment = parse("fn f(scatter x: i32[n]) {\n"
+                        "  out z: gather = x // a comment, then no ';'\n"
+                        "}\n");
+  ASSERT_EQ(comment.messages().size(), 1u);
+  EXPECT_HAS(comment.messages()[0], "floor_divide") << "a word after // reads like an operand too";
+  Parse plain = parse("fn f(scatter x: i32[n]) {\n"
+                      "  out z: gather = x //\n"
+                      "}\n");
+  EXPECT_EQ(plain.messages(), std::vector<std::string>{"3:1: expected ';' after expression but found '}'"});
 }
 
 TEST(ParserRecovery, MissingSemicolonIsOneErrorAndTheNextStatementParses) {

@@ -33,11 +33,11 @@ std::string linear_model(const std::string& rule) {
 shared w: f32[4, 3] = normal(seed=7, std=0.5);
 shared b: f32[3] = uniform(seed=8, low=-0.5, high=0.5);
 optimizer opt = {};
-fn train(scatter x: f32[n, 4], scatter y: f32[n, 3], bcast scale: f32) {{
+fn train(scatter x: f32[n, 4], scatter y: f32[n, 3]) {{
   let e = x @ w + b - y;
   let losses = sum(e * e, axis=1);
   out loss_sum: sum = sum(losses);
-  minimize sum(losses) * scale over w, b using opt;
+  minimize mean(losses) over w, b using opt;
 }}
 )",
                      rule);
@@ -48,17 +48,16 @@ const std::vector<std::string> kAdamState = {"w", "b", "w_m", "w_v", "b_m", "b_v
 
 struct Batch {
   std::vector<float> xs, ys;
-  Data x, y, scale;
+  Data x, y;
 };
 
-Batch random_batch(int64_t rows, int ranks, std::mt19937_64& rng) {
+Batch random_batch(int64_t rows, std::mt19937_64& rng) {
   std::normal_distribution<float> normal;
   Batch b;
   for (int64_t i = 0; i < rows * 4; ++i) b.xs.push_back(normal(rng));
   for (int64_t i = 0; i < rows * 3; ++i) b.ys.push_back(normal(rng));
   b.x = data<float>(b.xs, {rows, 4});
   b.y = data<float>(b.ys, {rows, 3});
-  b.scale = data<float>({float(ranks) / float(rows)}, {});
   return b;
 }
 
@@ -95,8 +94,8 @@ TEST_P(HyperAtRunTime, SetLrBetweenStepsEqualsCompilingWithIt) {
 
   std::mt19937_64 rng(77);
   std::vector<Batch> batches;
-  for (int s = 0; s < 6; ++s) batches.push_back(random_batch(6 + 2 * s, ranks, rng));
-  for (int s = 0; s < 3; ++s) switched_step({batches[s].x, batches[s].y, batches[s].scale});
+  for (int s = 0; s < 6; ++s) batches.push_back(random_batch(6 + 2 * s, rng));
+  for (int s = 0; s < 3; ++s) switched_step({batches[s].x, batches[s].y});
 
   // The switch changes lr on every rank and nothing else.
   std::vector<Array> before;
@@ -117,8 +116,8 @@ TEST_P(HyperAtRunTime, SetLrBetweenStepsEqualsCompilingWithIt) {
     }
   for (int s = 3; s < 6; ++s) {
     const Batch& b = batches[s];
-    const Outputs a = switched_step({b.x, b.y, b.scale});
-    const Outputs c = fresh_step({b.x, b.y, b.scale});
+    const Outputs a = switched_step({b.x, b.y});
+    const Outputs c = fresh_step({b.x, b.y});
     EXPECT_TRUE(same_bits(a[0], c[0])) << "loss_sum, step " << s;
     expect_same_state(switched, fresh, ranks, fmt::format("after step {}", s));
   }
@@ -127,8 +126,8 @@ TEST_P(HyperAtRunTime, SetLrBetweenStepsEqualsCompilingWithIt) {
 
   for (int s = 0; s < 6; ++s) {
     const Batch& b = batches[s];
-    set_first_step({b.x, b.y, b.scale});
-    compiled_step({b.x, b.y, b.scale});
+    set_first_step({b.x, b.y});
+    compiled_step({b.x, b.y});
     expect_same_state(set_first, compiled, ranks, fmt::format("set before step 0, after step {}", s));
   }
   // And lr mattered: the module trained at 0.01 throughout ended elsewhere.
@@ -147,11 +146,11 @@ TEST_P(HyperAtRunTime, ScheduleEqualsSetLrBeforeEachCall) {
   a.set_schedule(schedule);
   std::mt19937_64 rng(3);
   for (int s = 0; s < 7; ++s) {
-    const Batch batch = random_batch(8, ranks, rng);
+    const Batch batch = random_batch(8, rng);
     EXPECT_EQ(a.step_index(), s);
     b.set_lr(schedule(s));
-    a({batch.x, batch.y, batch.scale});
-    b({batch.x, batch.y, batch.scale});
+    a({batch.x, batch.y});
+    b({batch.x, batch.y});
     EXPECT_EQ(a.lr(), schedule(s)) << "step " << s;
     for (int r = 0; r < ranks; ++r)
       EXPECT_EQ(scheduled.shared("opt_lr").values<double>(r), std::vector<double>{schedule(s)}) << "rank " << r;
@@ -159,11 +158,11 @@ TEST_P(HyperAtRunTime, ScheduleEqualsSetLrBeforeEachCall) {
   }
   // Resuming: the step index is settable; clearing the schedule keeps the last lr.
   a.set_step_index(1);
-  const Batch batch = random_batch(8, ranks, rng);
-  a({batch.x, batch.y, batch.scale});
+  const Batch batch = random_batch(8, rng);
+  a({batch.x, batch.y});
   EXPECT_EQ(a.lr(), schedule(1));
   a.clear_schedule();
-  a({batch.x, batch.y, batch.scale});
+  a({batch.x, batch.y});
   EXPECT_EQ(a.lr(), schedule(1));
   EXPECT_EQ(a.step_index(), 3);
   synk::close();
@@ -191,8 +190,8 @@ TEST(HyperAtRunTime, EveryKeywordOfAnAdamwStepWithClipping) {
   // m = (1 - beta1) * the clipped gradient, of norm (1 - beta1) * clip_norm.
   step.set_hyper("clip_norm", 1e-3);
   std::mt19937_64 rng(9);
-  const Batch b = random_batch(8, 2, rng);
-  step({b.x, b.y, b.scale});
+  const Batch b = random_batch(8, rng);
+  step({b.x, b.y});
   std::vector<float> grads = mod.shared("opt_grads").values<float>();
   std::vector<float> m = mod.shared("w_m").values<float>(), mb = mod.shared("b_m").values<float>();
   m.insert(m.end(), mb.begin(), mb.end());
