@@ -193,6 +193,13 @@ class FunctionAnalyzer {
   Value call_one_hot(const ast::Expr& e);
   Value call_take(const ast::Expr& e);
   Value call_concat(const ast::Expr& e);
+  // concat's and stack's operands (`args`, converted to their common dtype) and `e`'s axis=
+  // (default 0); nullopt after an error.
+  struct JoinArgs {
+    std::vector<Value> xs;
+    int64_t axis = 0;
+  };
+  std::optional<JoinArgs> join_arguments(const ast::Expr& e, const std::vector<ast::ExprPtr>& args);
   Value call_slice(const ast::Expr& e);
   Value call_grad(const ast::Expr& e);
   // Compositions of existing IR ops (sema_composite.cpp).

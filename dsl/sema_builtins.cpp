@@ -362,27 +362,37 @@ Value FunctionAnalyzer::call_take(const ast::Expr& e) {
   return apply(Op::Take, {x, idx}, ir::Attrs{}, e.loc);
 }
 
-Value FunctionAnalyzer::call_concat(const ast::Expr& e) {
-  if (!check_arguments(e, 2, SIZE_MAX, {"axis"})) return Value::error();
-  std::vector<Value> xs;
+std::optional<FunctionAnalyzer::JoinArgs> FunctionAnalyzer::join_arguments(const ast::Expr& e,
+                                                                            const std::vector<ast::ExprPtr>& args) {
+  JoinArgs r;
   bool failed = false;
-  for (const auto& a : e.args) {
-    xs.push_back(expr(*a));
-    failed |= xs.back().failed();
+  for (const auto& a : args) {
+    r.xs.push_back(expr(*a));
+    failed |= r.xs.back().failed();
   }
   std::optional<int64_t> axis = 0;
-  const ast::Expr* axis_arg = keyword(e, "axis");
-  if (axis_arg) axis = int_argument(*axis_arg, "axis");
-  if (!axis || failed) return Value::error();
-  auto dtype = common_dtype(xs);
-  for (size_t i = 0; i < xs.size(); ++i) {
-    auto c = convert(xs[i], *dtype, e.args[i]->loc);
-    if (!c) return Value::error();
-    xs[i] = *c;
+  if (const ast::Expr* axis_arg = keyword(e, "axis")) axis = int_argument(*axis_arg, "axis");
+  if (!axis || failed) return std::nullopt;
+  r.axis = *axis;
+  auto dtype = common_dtype(r.xs);
+  for (size_t i = 0; i < r.xs.size(); ++i) {
+    auto c = convert(r.xs[i], *dtype, args[i]->loc);
+    if (!c) return std::nullopt;
+    r.xs[i] = *c;
   }
+  return r;
+}
+
+Value FunctionAnalyzer::call_concat(const ast::Expr& e) {
+  if (!check_arguments(e, 2, SIZE_MAX, {"axis"})) return Value::error();
+  std::optional<JoinArgs> joined = join_arguments(e, e.args);
+  if (!joined) return Value::error();
+  std::vector<Value>& xs = joined->xs;
+  std::optional<int64_t> axis = joined->axis;
   std::string why;
   auto normalized = normalize_axis(*axis, xs[0].type.rank(), &why);
   if (!normalized) {
+    const ast::Expr* axis_arg = keyword(e, "axis");
     error(axis_arg ? axis_arg->loc : e.loc, fmt::format("{} in concat: '{}' has type {}", why,
                                                         expr_text(*e.args[0]), ir::type_str(xs[0].type)));
     return Value::error();

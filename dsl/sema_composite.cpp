@@ -264,21 +264,12 @@ Value FunctionAnalyzer::call_stack(const ast::Expr& e) {
       error(list.loc, fmt::format("stack takes a list of tensors such as [a, b], found '{}'", expr_text(list)));
     return Value::error();
   }
-  std::vector<Value> xs;
-  bool failed = false;
-  for (const auto& a : list.args) {
-    xs.push_back(expr(*a));
-    failed |= xs.back().failed();
-  }
-  std::optional<int64_t> axis = 0;
+  std::optional<JoinArgs> joined = join_arguments(e, list.args);
+  if (!joined) return Value::error();
+  std::vector<Value>& xs = joined->xs;
+  std::optional<int64_t> axis = joined->axis;
   const ast::Expr* axis_arg = keyword(e, "axis");
-  if (axis_arg) axis = int_argument(*axis_arg, "axis");
-  if (!axis || failed) return Value::error();
-  auto dtype = common_dtype(xs);
   for (size_t i = 0; i < xs.size(); ++i) {
-    auto c = convert(xs[i], *dtype, list.args[i]->loc);
-    if (!c) return Value::error();
-    xs[i] = *c;
     if (!(xs[i].type.shape == xs[0].type.shape)) {
       error(list.args[i]->loc, fmt::format("stack needs operands of one shape but '{}' is {} and '{}' is {}",
                                            expr_text(*list.args[0]), ir::type_str(xs[0].type),

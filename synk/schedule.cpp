@@ -26,22 +26,14 @@ void check_steps(const char* schedule, const char* what, int64_t value) {
 
 Schedule Schedule::constant(double lr) {
   check_lr("constant", "lr", lr, false);
-  Schedule s;
-  s.kind_ = Kind::Constant;
-  s.lr_ = lr;
-  return s;
+  return Schedule(Kind::Constant, lr, 1, 1, 0);
 }
 
 Schedule Schedule::step_decay(double lr, int64_t every, double gamma) {
   check_lr("step_decay", "lr", lr, false);
   check_steps("step_decay", "every", every);
   check_lr("step_decay", "gamma", gamma, false);
-  Schedule s;
-  s.kind_ = Kind::StepDecay;
-  s.lr_ = lr;
-  s.steps_ = every;
-  s.gamma_ = gamma;
-  return s;
+  return Schedule(Kind::StepDecay, lr, every, gamma, 0);
 }
 
 Schedule Schedule::cosine(double lr, int64_t steps, double min_lr) {
@@ -50,19 +42,12 @@ Schedule Schedule::cosine(double lr, int64_t steps, double min_lr) {
   check_lr("cosine", "min_lr", min_lr, true);
   if (min_lr > lr)
     throw UsageError(fmt::format("synk::Schedule::cosine: min_lr ({}) must not exceed lr ({})", min_lr, lr));
-  Schedule s;
-  s.kind_ = Kind::Cosine;
-  s.lr_ = lr;
-  s.steps_ = steps;
-  s.min_lr_ = min_lr;
-  return s;
+  return Schedule(Kind::Cosine, lr, steps, 1, min_lr);
 }
 
 Schedule Schedule::with_warmup(int64_t steps) const {
   check_steps("with_warmup", "steps", steps);
-  Schedule s;
-  s.kind_ = Kind::Warmup;
-  s.steps_ = steps;
+  Schedule s(Kind::Warmup, 0, steps, 1, 0);
   s.inner_ = std::make_shared<const Schedule>(*this);
   return s;
 }

@@ -35,6 +35,8 @@ class Schedule {
  private:
   enum class Kind : uint8_t { Constant, StepDecay, Cosine, Warmup };
   Schedule() = default;
+  Schedule(Kind kind, double lr, int64_t steps, double gamma, double min_lr)
+      : kind_(kind), lr_(lr), gamma_(gamma), min_lr_(min_lr), steps_(steps) {}
   Kind kind_ = Kind::Constant;
   double lr_ = 0, gamma_ = 1, min_lr_ = 0;
   int64_t steps_ = 1;

@@ -12,38 +12,14 @@
 namespace synk::compiler {
 namespace {
 
+using testing::check_differential;
+
 using testing::run_differential;
 using Sizes = std::map<std::string, int64_t>;
-
-// Each test binary gets its own kernel cache so tests never depend on the user's.
-const bool kCacheDirSet = [] {
-  setenv("SYNK_CACHE_DIR", SYNK_BINARY_DIR "/kernel-cache-tests", 0);
-  return true;
-}();
 
 const std::vector<Sizes> kVectorSizes = {{{"n", 0}}, {{"n", 1}}, {{"n", 7}}, {{"n", 33}}, {{"n", 300}}};
 const char* const kFloatTypes[] = {"f32", "f64"};
 const char* const kIntTypes[] = {"i32", "i64", "u8"};
-
-testing::CaseResult check(const std::string& source, const std::string& fn, const std::vector<Sizes>& size_sets,
-                          const testing::ValueStyle& style = {}, const testing::Tolerance& tol = {}) {
-  SCOPED_TRACE(source);
-  ir::Module m;
-  try {
-    m = testing::parse(source);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "test program does not compile: " << e.what();
-    return {};
-  }
-  testing::CaseResult last;
-  for (size_t i = 0; i < size_sets.size(); ++i) {
-    uint64_t seed = testing::test_seed() + i;
-    last = run_differential(m, fn, size_sets[i], seed, style, tol);
-    EXPECT_TRUE(last.failure.empty()) << "seed " << seed << " (replay: SYNK_TEST_SEED=" << testing::test_seed()
-                                      << "), sizes " << fmt::format("{}", size_sets[i]) << ": " << last.failure;
-  }
-  return last;
-}
 
 TEST(CodegenCpuMath, UnaryFloat) {
   for (const char* t : kFloatTypes) {
@@ -51,24 +27,24 @@ TEST(CodegenCpuMath, UnaryFloat) {
         "fn f(bcast x: {0}[n, 3]) {{ out a: none = softplus(x); out b: none = log1p(x); out c: none = expm1(x); "
         "out d: none = sin(x); out e: none = cos(x); out g: none = floor(x); out h: none = ceil(x); "
         "out i: none = round(x); out j: none = sign(x); }}", t);
-    check(src, "f", kVectorSizes);
+    check_differential(src, "f", kVectorSizes);
     // Large magnitudes (softplus is x there, expm1 overflows), and NaN / inf / 0 / huge values.
-    check(src, "f", {{{"n", 40}}}, {.scale = 60});
-    check(src, "f", {{{"n", 40}}}, {.scale = 1, .special_fraction = 0.3});
+    check_differential(src, "f", {{{"n", 40}}}, {.scale = 60});
+    check_differential(src, "f", {{{"n", 40}}}, {.scale = 1, .special_fraction = 0.3});
   }
 }
 
 TEST(CodegenCpuMath, RoundIsHalfToEven) {
   // Values on the halves: scale 0 would be all zeros, so build them from integers.
   for (const char* t : kFloatTypes)
-    check(fmt::format("fn f(bcast k: i32[n]) {{ let x = cast(k, {0}) + 0.5; out a: none = round(x); "
+    check_differential(fmt::format("fn f(bcast k: i32[n]) {{ let x = cast(k, {0}) + 0.5; out a: none = round(x); "
                       "out b: none = round(-x); out c: none = round(x * 0.5); }}", t),
           "f", kVectorSizes, {.int_low = -9, .int_high = 9});
 }
 
 TEST(CodegenCpuMath, UnaryInteger) {
   for (const char* t : kIntTypes)
-    check(fmt::format("fn f(bcast x: {0}[n, 2]) {{ out a: none = sign(x); out b: none = floor(x); "
+    check_differential(fmt::format("fn f(bcast x: {0}[n, 2]) {{ out a: none = sign(x); out b: none = floor(x); "
                       "out c: none = ceil(x); out d: none = round(x); }}", t),
           "f", kVectorSizes, {.int_low = -128, .int_high = 127});
 }
@@ -78,19 +54,19 @@ TEST(CodegenCpuMath, FloorDivisionAndRemainder) {
     std::string src = fmt::format(
         "fn f(bcast x: {0}[n, 3], bcast y: {0}[3]) {{ out a: none = x % y; out b: none = floor_divide(x, y); "
         "out c: none = mod(y, x); out d: none = x % 1.5; out e: none = floor_divide(x, -0.75); }}", t);
-    check(src, "f", kVectorSizes);
-    check(src, "f", {{{"n", 60}}}, {.scale = 1, .special_fraction = 0.3});
+    check_differential(src, "f", kVectorSizes);
+    check_differential(src, "f", {{{"n", 60}}}, {.scale = 1, .special_fraction = 0.3});
   }
   // Integers: divisors are kept nonzero by taking them from positive and negative ranges.
   for (const char* t : {"i32", "i64"})
-    check(fmt::format("fn f(bcast x: {0}[n, 3], bcast y: {0}[3]) {{ let d = where(y == 0, 7, y); "
+    check_differential(fmt::format("fn f(bcast x: {0}[n, 3], bcast y: {0}[3]) {{ let d = where(y == 0, 7, y); "
                       "out a: none = x % d; out b: none = floor_divide(x, d); out c: none = x % -3; "
                       "out e: none = floor_divide(x, -1); }}", t),
           "f", kVectorSizes, {.int_low = -50, .int_high = 50});
-  check("fn f(bcast x: u8[n], bcast y: u8[n]) { let d = where(y == 0, 3, y); out a: none = x % d; "
+  check_differential("fn f(bcast x: u8[n], bcast y: u8[n]) { let d = where(y == 0, 3, y); out a: none = x % d; "
         "out b: none = floor_divide(x, d); }", "f", kVectorSizes, {.int_low = 0, .int_high = 255});
   // The edges: INT_MIN // -1 wraps as in numpy (no trap), INT_MIN % -1 is 0.
-  check("fn f(bcast x: i32[n]) { out a: none = floor_divide(x, -1); out b: none = x % -1; out c: none = x % 2147483647; }",
+  check_differential("fn f(bcast x: i32[n]) { out a: none = floor_divide(x, -1); out b: none = x % -1; out c: none = x % 2147483647; }",
         "f", {{{"n", 64}}}, {.int_low = -2147483648LL, .int_high = 2147483647LL});
 }
 
@@ -99,7 +75,7 @@ TEST(CodegenCpuMath, IntegerDivisionByZeroIsAUserErrorNamingTheLine) {
     const std::string src =
         fmt::format("fn f(bcast x: i32[n], bcast y: i32[n]) {{\n  out a: none = {};\n}}", op);
     // Values in [0, 0]: every divisor is zero.
-    const testing::CaseResult r = check(src, "f", {{{"n", 5}}}, {.int_low = 0, .int_high = 0});
+    const testing::CaseResult r = check_differential(src, "f", {{{"n", 5}}}, {.int_low = 0, .int_high = 0});
     EXPECT_NE(r.user_error_compiled.find("integer division by zero"), std::string::npos) << r.user_error_compiled;
     EXPECT_NE(r.user_error_compiled.find("line 2"), std::string::npos) << r.user_error_compiled;
     EXPECT_NE(r.user_error_reference.find("integer division by zero"), std::string::npos) << r.user_error_reference;
@@ -112,19 +88,19 @@ TEST(CodegenCpuMath, BinaryCrossEntropyWithLogits) {
         "fn f(bcast z: {0}[n, 3], bcast y: {0}[3]) {{ out a: none = binary_cross_entropy_with_logits(z, sigmoid(y)); "
         "out b: none = binary_cross_entropy_with_logits(z * 30.0, 1.0); "
         "out c: none = mean(binary_cross_entropy_with_logits(z, 0.0), axis=0); }}", t);
-    check(src, "f", kVectorSizes);
+    check_differential(src, "f", kVectorSizes);
     // Specials without huge finite values: the reference carries f32 intermediates (z * 30) in
     // float64, so an overflow to inf in f32 would differ from it before the op is reached.
-    check(src, "f", {{{"n", 40}}}, {.scale = 1, .special_fraction = 0.3, .huge_specials = false});
+    check_differential(src, "f", {{{"n", 40}}}, {.scale = 1, .special_fraction = 0.3, .huge_specials = false});
   }
 }
 
 TEST(CodegenCpuMath, ClipAndSign) {
   for (const char* t : {"f32", "f64", "i32", "i64"})
-    check(fmt::format("fn f(bcast x: {0}[n, 3], bcast lo: {0}[3]) {{ out a: none = clip(x, lo, 5); "
+    check_differential(fmt::format("fn f(bcast x: {0}[n, 3], bcast lo: {0}[3]) {{ out a: none = clip(x, lo, 5); "
                       "out b: none = clip(x, -1, 1); out c: none = clip(x, 3, -3); }}", t),
           "f", kVectorSizes, {.scale = 3, .int_low = -9, .int_high = 9});
-  check("fn f(bcast x: f64[n]) { out a: none = clip(x, -1.0, 1.0); }", "f", {{{"n", 50}}},
+  check_differential("fn f(bcast x: f64[n]) { out a: none = clip(x, -1.0, 1.0); }", "f", {{{"n", 50}}},
         {.scale = 1, .special_fraction = 0.3});
 }
 
@@ -135,23 +111,23 @@ TEST(CodegenCpuMath, Reductions) {
         "keepdims=true); out c: none = var(x, axis=1); out d: none = std(x, axis=1, ddof=1); "
         "out e: none = norm(x, axis=1); out g: none = norm(x); out h: none = argmin(x, axis=1); "
         "out i: none = var(x, axis=[1], keepdims=true); }}", t);
-    check(src, "f", {{{"n", 1}}, {{"n", 7}}, {{"n", 40}}}, {}, {.f32_rel = 1e-4, .f32_abs = 1e-4});
+    check_differential(src, "f", {{{"n", 1}}, {{"n", 7}}, {{"n", 40}}}, {}, {.f32_rel = 1e-4, .f32_abs = 1e-4});
     // No huge finite values: squares of 1e30 overflow f32 but not the float64 reference.
-    check(src, "f", {{{"n", 20}}}, {.scale = 1, .special_fraction = 0.2, .huge_specials = false},
+    check_differential(src, "f", {{{"n", 20}}}, {.scale = 1, .special_fraction = 0.2, .huge_specials = false},
           {.f32_rel = 1e-4, .f32_abs = 1e-4});
   }
   // Over the symbolic (possibly empty) axis.
-  check("fn f(bcast x: f64[n, 3]) { out a: none = var(x, axis=0, ddof=1); out b: none = norm(x, axis=0); "
+  check_differential("fn f(bcast x: f64[n, 3]) { out a: none = var(x, axis=0, ddof=1); out b: none = norm(x, axis=0); "
         "out c: none = std(x, axis=0); }", "f", {{{"n", 0}}, {{"n", 2}}, {{"n", 33}}});
   for (const char* t : kIntTypes)
-    check(fmt::format("fn f(bcast x: {0}[n, 4]) {{ out a: none = argmin(x, axis=1); out b: none = argmin(x, axis=0, "
+    check_differential(fmt::format("fn f(bcast x: {0}[n, 4]) {{ out a: none = argmin(x, axis=1); out b: none = argmin(x, axis=0, "
                       "keepdims=true); }}", t),
           "f", {{{"n", 1}}, {{"n", 9}}}, {.int_low = -128, .int_high = 127});
 }
 
 TEST(CodegenCpuMath, ShapeOps) {
   for (const char* t : {"f32", "i64", "bool"})
-    check(fmt::format("fn f(bcast x: {0}[n, 3], bcast y: {0}[n, 3]) {{ out a: none = stack([x, y], axis=1); "
+    check_differential(fmt::format("fn f(bcast x: {0}[n, 3], bcast y: {0}[n, 3]) {{ out a: none = stack([x, y], axis=1); "
                       "out b: none = stack([x, y, x]); out c: none = stack([x], axis=-1); out d: none = expand_dims(x, 0); "
                       "out e: none = squeeze(expand_dims(y, 2), 2); out g: none = squeeze(expand_dims(x, -1)); }}", t),
           "f", kVectorSizes, {.int_low = -5, .int_high = 5});

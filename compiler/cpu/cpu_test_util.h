@@ -251,4 +251,28 @@ inline CaseResult run_differential(const ir::Module& module, const std::string& 
   return result;
 }
 
+// Runs function `fn` of `source` once per set of sizes (seed test_seed() + i) against the
+// reference evaluator and expects them to agree (and, with `expect_user_error`, both to fail with
+// a user error); returns the last case. A program that does not compile is a test failure.
+inline CaseResult check_differential(const std::string& source, const std::string& fn,
+                                     const std::vector<std::map<std::string, int64_t>>& size_sets,
+                                     const ValueStyle& style = {}, const Tolerance& tol = {},
+                                     bool expect_user_error = false) {
+  SCOPED_TRACE(source);
+  std::optional<ir::Module> parsed = parse_or_fail(source);
+  if (!parsed) return {};
+  CaseResult last;
+  for (size_t i = 0; i < size_sets.size(); ++i) {
+    const uint64_t seed = test_seed() + i;
+    last = run_differential(*parsed, fn, size_sets[i], seed, style, tol);
+    EXPECT_TRUE(last.failure.empty()) << "seed " << seed << " (replay: SYNK_TEST_SEED=" << test_seed()
+                                      << "), sizes " << fmt::format("{}", size_sets[i]) << ": " << last.failure;
+    if (expect_user_error) {
+      EXPECT_FALSE(last.user_error_compiled.empty()) << "expected both sides to fail, sizes "
+                                                     << fmt::format("{}", size_sets[i]);
+    }
+  }
+  return last;
+}
+
 }  // namespace synk::compiler::testing

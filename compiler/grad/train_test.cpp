@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "base/testing.h"
+#include "compiler/grad/linear_model_test_util.h"
 #include "synk/jit.h"
 #include "compiler/grad/train.h"
 #include "dsl/builder.h"
@@ -27,42 +28,9 @@ namespace {
 
 using synk::testing::error_of;
 
-// A linear model trained with `rule` on the mean loss over the step's rows (the step weights each
-// rank's gradient by its rows, so any split gives that gradient).
-std::string linear_model(const std::string& rule) {
-  return fmt::format(R"(
-shared w: f32[4, 3] = normal(seed=7, std=0.5);
-shared b: f32[3] = uniform(seed=8, low=-0.5, high=0.5);
-optimizer opt = {};
-fn train(scatter x: f32[n, 4], scatter y: f32[n, 3]) {{
-  let e = x @ w + b - y;
-  let losses = sum(e * e, axis=1);
-  out loss_sum: sum = sum(losses);
-  minimize mean(losses) over w, b using opt;
-}}
-fn evaluate(scatter x: f32[n, 4]) {{
-  out y: gather = x @ w + b;
-}}
-)",
-                     rule);
-}
-
-struct StepData {
-  Data x, y;
-  std::vector<float> xs, ys;
-  int64_t rows = 0;
-};
-
-StepData random_batch(int64_t rows, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal;
-  StepData b;
-  b.rows = rows;
-  for (int64_t i = 0; i < rows * 4; ++i) b.xs.push_back(normal(rng));
-  for (int64_t i = 0; i < rows * 3; ++i) b.ys.push_back(normal(rng));
-  b.x = data<float>(b.xs, {rows, 4});
-  b.y = data<float>(b.ys, {rows, 3});
-  return b;
-}
+using StepData = synk::testing::LinearBatch;
+using synk::testing::linear_model;
+using synk::testing::random_batch;
 
 void expect_same_bits(const Array& a, const Array& b, const std::string& what) {
   ASSERT_EQ(a.shape, b.shape) << what;

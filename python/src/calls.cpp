@@ -281,7 +281,7 @@ py::object build_inputs(const FunctionObj& f, const py::args& args, const py::kw
   if (made.size() == 1) return py::cast(std::make_unique<DataObj>(std::move(made[0])));
   py::tuple out(made.size());
   for (size_t i = 0; i < made.size(); ++i) out[i] = py::cast(std::make_unique<DataObj>(std::move(made[i])));
-  return std::move(out);
+  return out;
 }
 
 FunctionObj make_function(const synk::jit::Module& module, synk::Function fn) {

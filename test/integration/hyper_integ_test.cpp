@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "base/testing.h"
+#include "compiler/grad/linear_model_test_util.h"
 #include "compiler/grad/update_rules.h"
 #include "dsl/frontend.h"
 #include "synk/jit.h"
@@ -28,38 +29,12 @@ namespace {
 
 using synk::testing::error_of;
 
-std::string linear_model(const std::string& rule) {
-  return fmt::format(R"(
-shared w: f32[4, 3] = normal(seed=7, std=0.5);
-shared b: f32[3] = uniform(seed=8, low=-0.5, high=0.5);
-optimizer opt = {};
-fn train(scatter x: f32[n, 4], scatter y: f32[n, 3]) {{
-  let e = x @ w + b - y;
-  let losses = sum(e * e, axis=1);
-  out loss_sum: sum = sum(losses);
-  minimize mean(losses) over w, b using opt;
-}}
-)",
-                     rule);
-}
+using synk::testing::linear_model;
+using synk::testing::random_batch;
+using Batch = synk::testing::LinearBatch;
 
 // The variables of the adam model that a step changes.
 const std::vector<std::string> kAdamState = {"w", "b", "w_m", "w_v", "b_m", "b_v", "opt_update_t"};
-
-struct Batch {
-  std::vector<float> xs, ys;
-  Data x, y;
-};
-
-Batch random_batch(int64_t rows, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal;
-  Batch b;
-  for (int64_t i = 0; i < rows * 4; ++i) b.xs.push_back(normal(rng));
-  for (int64_t i = 0; i < rows * 3; ++i) b.ys.push_back(normal(rng));
-  b.x = data<float>(b.xs, {rows, 4});
-  b.y = data<float>(b.ys, {rows, 3});
-  return b;
-}
 
 bool same_bits(const Array& a, const Array& b) {
   return a.shape == b.shape && a.dtype == b.dtype && a.bytes == b.bytes;
