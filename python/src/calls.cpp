@@ -206,7 +206,7 @@ py::object wrap_outputs(synk::Outputs&& out) {
     values[i] = to_numpy(std::move(out[i]));
     names[i] = py::str(out.names()[i]);
   }
-  if (!g_outputs_class) return std::move(values);
+  if (!g_outputs_class) return values;
   return py::reinterpret_borrow<py::object>(g_outputs_class)(values, names);
 }
 
