@@ -126,7 +126,12 @@ void TrainStep::set_num_packs(int64_t num_packs) {
 
 Outputs TrainStep::operator()(const std::vector<Data>& inputs, const CallOptions& options) const {
   if (!valid()) throw UsageError("use of an empty synk::TrainStep (get one from jit::Module::train_step)");
-  if (schedule_) write_hyper(find_hyper("lr"), (*schedule_)(step_index_));
+  // set_hyper keeps every rank's lr equal to the master's, so an unchanged value needs no broadcast
+  // (most steps of a step-decay or warm-up-then-constant schedule).
+  if (schedule_) {
+    const double lr = (*schedule_)(step_index_);
+    if (lr != hyper("lr")) write_hyper(find_hyper("lr"), lr);
+  }
   Outputs out = named(name_, "gradient function", [&] { return gradient_(inputs, options); });
   if (reduce_gradient(out)) named(name_, "update function", [&] { return update_({}); });
   ++step_index_;

@@ -323,6 +323,7 @@ void shared_set_value_all(const SharedObj& s, py::handle value, bool force_cast)
   without_gil([&] { s.handle().set_value_all(a.ref, force_cast); });
 }
 
+// A str or os.PathLike argument, as the path it names.
 std::string path_arg(py::handle path) {
   return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
 }
@@ -416,7 +417,7 @@ void bind_functions(py::module_& m) {
 
 synk::jit::CompileOptions compile_options(py::handle base_dir, bool use_disk_cache) {
   synk::jit::CompileOptions o;
-  if (!base_dir.is_none()) o.base_dir = py::str(py::module_::import("os").attr("fspath")(base_dir)).cast<std::string>();
+  if (!base_dir.is_none()) o.base_dir = path_arg(base_dir);
   o.use_disk_cache = use_disk_cache;
   return o;
 }
@@ -462,7 +463,7 @@ void bind_modules(py::module_& m) {
       });
 
   m.def("load", [](py::handle path, py::handle base_dir, bool use_disk_cache) {
-          std::string p = py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+          std::string p = path_arg(path);
           synk::jit::CompileOptions o = compile_options(base_dir, use_disk_cache);
           return without_gil([&] { return synk::jit::load_file(p, o); });
         }, py::arg("path"), py::arg("base_dir") = py::none(), py::arg("use_disk_cache") = true,

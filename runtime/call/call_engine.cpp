@@ -523,14 +523,6 @@ void worker_execute_call(RankContext& ctx, std::string_view payload) {
   clock.end_call();
 }
 
-std::vector<int64_t> rank_weights(const CallPlan& plan) {
-  std::vector<int64_t> weights(size_t(plan.nranks), 0);
-  if (plan.empty_call) return weights;
-  for (int r = 0; r < plan.nranks; ++r)
-    for (const Part& p : rank_parts(plan, r)) weights[size_t(r)] += p.weight;
-  return weights;
-}
-
 CallResult run_call(ProcessGroup* group, const CallRequest& req) {
   Registry& reg = Registry::instance();
   if (req.function < 0 || size_t(req.function) >= reg.functions.size() || !reg.functions[size_t(req.function)])

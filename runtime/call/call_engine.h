@@ -46,8 +46,6 @@ struct CallResult {
 // UsageError before anything runs; RankError when a rank failed (updates are then dropped on
 // every rank).
 CallResult run_call(ProcessGroup* group, const CallRequest& request);
-// Each rank's weight in a call planned as `plan` (CallResult::rank_weights).
-std::vector<int64_t> rank_weights(const CallPlan& plan);
 
 // The kind of the Call command (registered with the process group at start-up).
 CommandKind call_command();

@@ -386,6 +386,21 @@ CallPlan plan_call(const PlanRequest& req) {
   return plan;
 }
 
+std::vector<int64_t> rank_weights(const CallPlan& plan) {
+  std::vector<int64_t> weights(size_t(plan.nranks), plan.empty_call ? 0 : 1);
+  if (plan.empty_call || (!plan.has_scattered && !plan.has_sliceable)) return weights;
+  // The slices of a rank split its rows without loss, so its weight is its row count.
+  for (int r = 0; r < plan.nranks; ++r) {
+    if (plan.has_scattered) {
+      auto [lo, hi] = split_range(plan.positions, plan.nranks, r);
+      weights[size_t(r)] = hi - lo;
+    } else {
+      weights[size_t(r)] = plan.shared_rows[size_t(r)].count;
+    }
+  }
+  return weights;
+}
+
 std::vector<Part> rank_parts(const CallPlan& plan, int rank) {
   std::vector<Part> parts;
   if (!plan.has_scattered && !plan.has_sliceable) {

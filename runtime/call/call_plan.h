@@ -102,5 +102,8 @@ CallPlan plan_call(const PlanRequest& request);
 
 // The parts rank `rank` runs, in slice order (parts with no rows are left out).
 std::vector<Part> rank_parts(const CallPlan& plan, int rank);
+// Each rank's total weight (the sum of its parts' weights), in rank order, except that an empty
+// call weighs 0 everywhere (CallResult::rank_weights).
+std::vector<int64_t> rank_weights(const CallPlan& plan);
 
 }  // namespace synk::rt

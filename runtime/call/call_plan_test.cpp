@@ -88,6 +88,7 @@ TEST(Plan, PartsAndWeightsWithSlices) {
     }
   }
   EXPECT_EQ(total, 10);
+  EXPECT_EQ(rank_weights(plan), (std::vector<int64_t>{3, 3, 4}));
   // More slices than rows: empty slices are left out.
   fx.req.num_slices = 5;
   fx.req.batch = RowSelection{RowSelection::Kind::Count, 0, 4, {}};
