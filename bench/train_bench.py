@@ -10,6 +10,8 @@ the same mix of machine load:
   synk-r2     fashion_mnist --ranks 2
   synk-r2-y50 the same with SYNK_YIELD_US=50 (ranks sleep after 100 us of waiting: the wait
               policy before 2026-11-21's fourth session, for an A/B of the default 2 ms)
+  synk-r1-det64 / synk-r2-det64  the same with --deterministic 64 (micro-shards of 64 rows and the
+              exact all-reduce: the same bits on any number of ranks), for the cost of that mode
   torch-t1    bench/train_torch.py, one process, torch.set_num_threads(1)
   torch-t2    bench/train_torch.py, one process, torch.set_num_threads(2)
   torch-ddp2  bench/train_torch.py, DistributedDataParallel over gloo, 2 processes x 1 thread
@@ -37,6 +39,8 @@ def variants(binary):
         "synk-r1": lambda e, env: run_synk(binary, 1, e, env, timeout=1200),
         "synk-r2": lambda e, env: run_synk(binary, 2, e, env, timeout=1200),
         "synk-r2-y50": lambda e, env: run_synk(binary, 2, e, env, extra_env={"SYNK_YIELD_US": "50"}, timeout=1200),
+        "synk-r1-det64": lambda e, env: run_synk(binary, 1, e, env, ["--deterministic", "64"], timeout=1200),
+        "synk-r2-det64": lambda e, env: run_synk(binary, 2, e, env, ["--deterministic", "64"], timeout=1200),
         "torch-t1": lambda e, env: run_torch("train_torch.py", ["--threads", "1"], e, env, timeout=3600),
         "torch-t2": lambda e, env: run_torch("train_torch.py", ["--threads", "2"], e, env, timeout=3600),
         "torch-ddp2": lambda e, env: run_torch("train_torch.py", ["--ddp", "2"], e, env, timeout=3600),
@@ -135,6 +139,8 @@ def report(rows, chosen, out_dir):
     ratio("synk-r1", "synk-r2", "synk speedup 1 -> 2 ranks")
     ratio("synk-r2-y50", "synk-r2", "synk 2 ranks: yield 50 us / 2 ms")
     ratio("torch-t1", "torch-ddp2", "torch speedup 1 -> DDP 2")
+    ratio("synk-r1-det64", "synk-r1", "synk 1 rank: deterministic (64-row shards) / plain")
+    ratio("synk-r2-det64", "synk-r2", "synk 2 ranks: deterministic (64-row shards) / plain")
     png_path = os.path.join(out_dir, "train_bench.png")
     plot(png_path, chosen, [summary[n][0] for n in chosen], [summary[n][1] for n in chosen])
     print(f"\nwrote {csv_path} and {png_path}")

@@ -13,6 +13,7 @@
 #include "runtime/call/call_plan.h"
 #include "runtime/call/registry.h"
 #include "runtime/group/process_group.h"
+#include "runtime/coll/exact_sum.h"
 #include "runtime/coll/exec.h"
 #include "runtime/coll/nccl.h"
 #include "runtime/data/dtype.h"
@@ -561,6 +562,34 @@ std::vector<Array> get_values(int rank, const std::vector<Var>& vars, const char
   rt::MasterIO io;
   run(what, g, d, ts, io);
   return std::move(io.outputs);
+}
+
+bool all_reduce_exact(const Function& fn, int64_t total_rows, const CollectiveOptions& options) {
+  const char* what = "exact all_reduce";
+  const CollectiveOptions o = merged(what, options);
+  rt::ProcessGroup& g = group_for(what);
+  rt::Registry& reg = rt::Registry::instance();
+  const int32_t module_id = reg.functions.at(size_t(fn.id()))->module;
+  rt::ModuleEntry* module = reg.modules.at(size_t(module_id)).get();
+  std::vector<Target> ts;
+  for (const rt::UpdateSpec& u : fn.signature().updates) {
+    const rt::SharedSpec& spec = module->spec.shareds[size_t(u.shared)];
+    if (u.mode == ReduceMode::Avg && rt::exact::supports(spec.dtype)) ts.push_back(Target{{module_id, u.shared}, module, &spec});
+  }
+  if (ts.empty()) return false;
+  (void)rt::exact::precision_bits(total_rows);   // its UsageError here, before any rank moves
+  CollDescriptor& d = descriptor();
+  d.kind = CollKind::AllReduceExact;
+  fill_descriptor(d, ts, o);
+  for (const Target& t : ts) {
+    require_equal_shapes(what, g, t, "");
+    d.add_shape(shape_on(&g, t, 0));
+  }
+  d.algorithm = CollAlgorithm::Rsag;
+  d.exact_weight = total_rows;
+  rt::MasterIO io;
+  run(what, g, d, ts, io);
+  return true;
 }
 
 }  // namespace detail

@@ -167,6 +167,11 @@ namespace detail {
 // declared shapes (Module::set_value(rank, ...) conforms with its own force_cast rule first).
 void set_conformed(int rank, const std::vector<Var>& vars, std::vector<Array> values, const char* what);
 std::vector<Array> get_values(int rank, const std::vector<Var>& vars, const char* what);
+// A deterministic training step's reduction (TrainStep::set_deterministic): every float `avg`
+// update of `fn`, kept per micro-shard by its last call on each rank, becomes on every rank the
+// exact weighted average over the `total_rows` rows of all ranks (runtime/coll/exact_sum.h), the
+// same bits whatever the rank count. False when `fn` has no such update.
+bool all_reduce_exact(const Function& fn, int64_t total_rows, const CollectiveOptions& options = {});
 }  // namespace detail
 
 }  // namespace synk

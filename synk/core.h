@@ -261,7 +261,9 @@ class Function {
 
  private:
   friend Function function(std::shared_ptr<rt::CompiledFunction>, const Module&, std::string, std::string);
-  Outputs call(rt::ProcessGroup* group, const std::vector<Data>& inputs, const CallOptions& options) const;
+  friend class TrainStep;   // its deterministic mode calls with micro-shards
+  Outputs call(rt::ProcessGroup* group, const std::vector<Data>& inputs, const CallOptions& options,
+               int64_t micro_shard_rows = 0) const;
   explicit Function(int32_t id) : id_(id) {}
   int32_t id_ = -1;
 };

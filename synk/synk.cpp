@@ -353,8 +353,8 @@ Outputs Function::run_local(const std::vector<Data>& inputs, const CallOptions& 
   return call(nullptr, inputs, options);
 }
 
-Outputs Function::call(rt::ProcessGroup* group, const std::vector<Data>& inputs,
-                       const CallOptions& options) const {
+Outputs Function::call(rt::ProcessGroup* group, const std::vector<Data>& inputs, const CallOptions& options,
+                       int64_t micro_shard_rows) const {
   const rt::FunctionSignature& sig = signature();
   rt::CallRequest req;
   req.function = id_;
@@ -372,6 +372,7 @@ Outputs Function::call(rt::ProcessGroup* group, const std::vector<Data>& inputs,
     if (rows.sel_.kind == rt::RowSelection::Kind::List) req.batch_s_lists.push_back(rows.list_);
   }
   req.num_slices = options.num_slices;
+  req.micro_shard_rows = micro_shard_rows;
   req.output_subset = options.output_subset;
   Outputs out;
   rt::CallResult result = rt::run_call(group, req);

@@ -117,6 +117,13 @@ void TrainStep::set_step_index(int64_t index) {
   step_index_ = index;
 }
 
+void TrainStep::set_deterministic(int64_t micro_shard_rows) {
+  if (micro_shard_rows < 0)
+    throw UsageError(fmt::format("training step '{}': micro_shard_rows must be >= 0 (0: off), got {}", name_,
+                                 micro_shard_rows));
+  micro_shard_rows_ = micro_shard_rows;
+}
+
 void TrainStep::set_num_packs(int64_t num_packs) {
   if (num_packs < 0)
     throw UsageError(fmt::format("training step '{}': num_packs must be >= 0 (0: the default), got {}", name_,
@@ -132,10 +139,19 @@ Outputs TrainStep::operator()(const std::vector<Data>& inputs, const CallOptions
     const double lr = (*schedule_)(step_index_);
     if (lr != hyper("lr")) write_hyper(find_hyper("lr"), lr);
   }
-  Outputs out = named(name_, "gradient function", [&] { return gradient_(inputs, options); });
+  Outputs out = gradient_call(inputs, options);
   if (reduce_gradient(out)) named(name_, "update function", [&] { return update_({}); });
   ++step_index_;
   return out;
+}
+
+Outputs TrainStep::gradient_call(const std::vector<Data>& inputs, const CallOptions& options) const {
+  if (!valid()) throw UsageError("use of an empty synk::TrainStep (get one from jit::Module::train_step)");
+  return named(name_, "gradient function", [&] {
+    // Not forked: the plain call says so, with its usual message.
+    if (micro_shard_rows_ > 0 && forked()) return gradient_.call(current_group(), inputs, options, micro_shard_rows_);
+    return gradient_(inputs, options);
+  });
 }
 
 bool TrainStep::reduce_gradient(const Outputs& gradient_outputs) const {
@@ -150,6 +166,12 @@ bool TrainStep::reduce_gradient(const Outputs& gradient_outputs) const {
     throw UsageError(fmt::format("training step '{}': reduce_gradient needs the outputs of a call of '{}'", name_,
                                  gradient_.name()));
   if (std::all_of(rows.begin(), rows.end(), [](int64_t r) { return r == 0; })) return false;
+  if (micro_shard_rows_ > 0) {
+    int64_t total = 0;
+    for (int64_t r : rows) total += r;
+    named(name_, "exact all_reduce of the gradient", [&] { detail::all_reduce_exact(gradient_, total, reduce); });
+    return true;
+  }
   if (std::all_of(rows.begin(), rows.end(), [&](int64_t r) { return r == rows.front(); })) {
     named(name_, "all_reduce of the gradient", [&] { all_reduce(gradient_var_, Op::Avg, reduce); });
   } else {

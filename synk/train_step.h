@@ -63,10 +63,15 @@ class TrainStep {
   // Errors are those of the three calls, with the step and the part that failed named first.
   Outputs operator()(const std::vector<Data>& inputs, const CallOptions& options = {}) const;
 
+  // The first part alone, as operator() makes it (with its micro-shards in a deterministic step):
+  // the gradient call, its errors named like operator()'s. No schedule is applied.
+  Outputs gradient_call(const std::vector<Data>& inputs, const CallOptions& options = {}) const;
+
   // The middle part alone, for callers that time or interleave the three parts: reduces the
   // gradient variable as operator() does, weighted by `gradient_outputs.rank_weights()` (the
   // outputs of the gradient call just made). False when that call selected no rows: then nothing
-  // was reduced and the update must be skipped.
+  // was reduced and the update must be skipped. A deterministic step's gradient call must be made
+  // by operator() or gradient_call() (its micro-shards): this reduces what that call kept apart.
   bool reduce_gradient(const Outputs& gradient_outputs) const;
 
   // Writes hyper-parameter `keyword` on every rank (a broadcast after synk::fork(), the master's
@@ -94,6 +99,17 @@ class TrainStep {
   const Function& update() const { return update_; }
   int64_t num_packs() const { return num_packs_; }
   void set_num_packs(int64_t num_packs);   // UsageError when negative
+
+  // The same bits on any number of ranks (docs/training.md): micro_shard_rows > 0 cuts every
+  // step's rows into micro-shards of that many rows, [k*m, (k+1)*m) of the batch, fixed whatever
+  // the rank count (ranks run whole shards; num_slices has no effect). Each shard's gradient (and
+  // every other f32/f64 `avg` update of the gradient function, e.g. batch-norm running
+  // statistics) is kept apart and all are combined by an exact all-reduce (fixed-point sums over
+  // ranks), so 1, 2, 3 or 4 ranks train to bit-identical parameters. Costs about one extra pass
+  // over the gradient per shard and two reductions (docs/performance.md). 0 turns it off (the
+  // default). UsageError when negative.
+  void set_deterministic(int64_t micro_shard_rows);
+  int64_t deterministic() const { return micro_shard_rows_; }
   bool valid() const { return gradient_var_.valid(); }
 
  private:
@@ -102,6 +118,7 @@ class TrainStep {
   Var gradient_var_;
   Function update_;
   int64_t num_packs_ = 0;
+  int64_t micro_shard_rows_ = 0;
   std::vector<HyperParameter> hyper_;
   std::optional<Schedule> schedule_;
   mutable int64_t step_index_ = 0;

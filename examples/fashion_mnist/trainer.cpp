@@ -67,6 +67,7 @@ struct Options {
   const fashion_mnist::Program* program = nullptr;
   bool profile = false;    // time the three parts of each step
   bool device_data = false;   // scatter the training set once; select rows with batch_s
+  int64_t deterministic = 0;  // micro-shard rows of a deterministic step (0: off)
   std::string checkpoint;  // save a checkpoint here after every epoch
   std::string resume;      // start from this checkpoint
 };
@@ -296,7 +297,7 @@ class Trainer {
                      const synk::CallOptions& options, double phase[3]) {
     if (!o_.profile) return step(inputs, options);
     Clock::time_point t0 = Clock::now();
-    synk::Outputs out = step.gradient()(inputs, options);
+    synk::Outputs out = step.gradient_call(inputs, options);
     Clock::time_point t1 = Clock::now();
     const bool any_rows = step.reduce_gradient(out);
     Clock::time_point t2 = Clock::now();
@@ -366,6 +367,8 @@ int train(const Options& o) {
 
   Clock::time_point compile_start = Clock::now();
   fashion_mnist::Model model = fashion_mnist::build_model(o.model, optimizer_choice(o));   // before the fork: inherited
+  model.train.set_deterministic(o.deterministic);
+  model.train_device.set_deterministic(o.deterministic);
   double compile_time = seconds_since(compile_start);
   int ranks = start_ranks(o);
   const char* backend_label = synk::backend() == synk::Backend::Gpu ? "GPU" : "CPU";
@@ -375,7 +378,9 @@ int train(const Options& o) {
   DataSet validation = to_data(train_split, chosen.held_out, "validation");
   const std::string validation_name = fmt::format("{} training images held out", chosen.held_out.size());
 
-  fmt::print("{}: {}, {}, global batch {}, {} rank{} ({})\n", o.program->name, o.program->summary, model.optimizer, o.batch, ranks, ranks == 1 ? "" : "s", backend_label);
+  fmt::print("{}: {}, {}, global batch {}, {} rank{} ({}){}\n", o.program->name, o.program->summary, model.optimizer, o.batch,
+             ranks, ranks == 1 ? "" : "s", backend_label,
+             o.deterministic > 0 ? fmt::format(", deterministic over {}-row micro-shards", o.deterministic) : "");
   fmt::print("data: {} training images shuffled each epoch{}, validation on {} ({}); compiled in {:.2f} s\n",
              train.rows(), o.device_data ? " (scattered once into sliceable shared variables; batch_s)" : "",
              validation_name, o.data_dir, compile_time);
@@ -535,6 +540,11 @@ int run_program(const Program& program, int argc, char** argv) {
   app.add_flag("--device-data", o.device_data,
                "Scatter the training set once into sliceable shared variables and select each step's rows with "
                "batch_s (the seeds' device-data pattern) instead of an index batch over shared-memory inputs");
+  app.add_option("--deterministic", o.deterministic,
+                 "Deterministic steps over micro-shards of ROWS rows: the same parameters, bit for bit, on any "
+                 "number of ranks (docs/training.md); 0: off")
+      ->type_name("ROWS")
+      ->check(at_least(0));
   app.add_flag("--profile", o.profile, "Print the mean time of each part of a step after every epoch");
   app.add_option("--checkpoint", o.checkpoint,
                  "Save a checkpoint (parameters, optimizer state, epoch) to this directory after every epoch")

@@ -81,6 +81,34 @@ void reuse_spare(Array& slot, ModuleEntry* module, int32_t var, size_t bytes) {
   if (spare.bytes.capacity() >= bytes) slot = std::move(spare);
 }
 
+// The updates a micro-sharded call keeps per shard instead of folding (CallRequest::
+// micro_shard_rows): the f32 and f64 `avg` ones (exact::supports in runtime/coll/exact_sum.h), each with its variable's MicroShardParts emptied for
+// this call (a rank that runs no shard then offers none). Null where the update folds as usual.
+std::vector<MicroShardParts*> kept_apart_updates(const CallPlan& plan, const FunctionSignature& sig,
+                                                 ModuleEntry& module) {
+  std::vector<MicroShardParts*> kept(sig.updates.size(), nullptr);
+  if (plan.micro_shard_rows <= 0) return kept;
+  for (size_t u = 0; u < sig.updates.size(); ++u) {
+    const int32_t var = sig.updates[u].shared;
+    const DType dtype = module.spec.shareds[size_t(var)].dtype;
+    if (sig.updates[u].mode != ReduceMode::Avg || !(dtype == DType::F32 || dtype == DType::F64)) continue;
+    kept[u] = &module.micro_parts[var];
+    kept[u]->used = 0;
+  }
+  return kept;
+}
+
+// Keeps a shard's value (swapping buffers: `slot` gets back storage of an earlier call).
+void keep_shard_value(MicroShardParts& parts, Array& slot, int64_t weight) {
+  if (parts.values.size() <= parts.used) {
+    parts.values.resize(parts.used + 1);
+    parts.weights.resize(parts.used + 1);
+  }
+  std::swap(parts.values[parts.used], slot);
+  parts.weights[parts.used] = weight;
+  ++parts.used;
+}
+
 // SYNK_PROFILE tables of the engine's own work, per function and per kind ("rank", "master",
 // "worker"); rows are the phases below.
 profile::Table& profile_table(const FunctionEntry* fn, const char* kind) {
@@ -161,6 +189,7 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
   for (int32_t o : plan.outputs)
     outcome.outputs.emplace_back(sig.outputs[size_t(o)].mode, sig.outputs[size_t(o)].dtype, output_label(sig, o));
   std::vector<Part> parts = rank_parts(plan, rank);
+  const std::vector<MicroShardParts*> kept = kept_apart_updates(plan, sig, *call.module);
   const bool single_part = parts.size() == 1 && parts[0].weight > 0;
   std::vector<Accumulator> update_acc(sig.updates.size());   // only folded parts need one
   if (!single_part)
@@ -241,6 +270,10 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
         throw Error(fmt::format("{} produced {}{} but '{}' is {}{} on rank {}", fmt::format("the update of '{}' in {}", mspec.shareds[size_t(var)].name, sig.name),
                                 dtype_name(next.dtype), shape_string(next.shape), mspec.shareds[size_t(var)].name,
                                 dtype_name(current.dtype), shape_string(current.shape), rank));
+      if (kept[u]) {
+        keep_shard_value(*kept[u], g_updates[u], part.weight);
+        continue;
+      }
       if (single_part) {
         // One part folds to itself in every mode: skip the float64 accumulator, whose
         // element-wise conversions dominated small training steps (measured: ~6 ms of a 6.1 ms
@@ -371,6 +404,7 @@ PlanRequest plan_request(ProcessGroup* group, const CallRequest& req, const Reso
       pr.batch_s[k].list = IndexSource{l.data(), DType::I64, int64_t(l.size())};
     }
   pr.num_slices = req.num_slices;
+  pr.micro_shard_rows = req.micro_shard_rows;
   pr.output_subset = req.output_subset;
   pr.shared_shape = [group, &call](int rank, int var) -> const std::vector<int64_t>& {
     if (group) return ShapeBook::instance().shape(rank, call.module_id, var);
@@ -404,6 +438,7 @@ CallMessage call_message(ProcessGroup* group, const CallRequest& req, const Func
   CallMessage m;
   m.function = req.function;
   m.num_slices = plan.num_slices;
+  m.micro_shard_rows = plan.micro_shard_rows;
   m.has_scattered = plan.has_scattered;
   m.has_sliceable = plan.has_sliceable;
   m.empty_call = plan.empty_call;
@@ -486,6 +521,7 @@ void worker_execute_call(RankContext& ctx, std::string_view payload) {
   CallPlan& plan = call.plan;
   plan.nranks = ctx.size();
   plan.num_slices = m.num_slices;
+  plan.micro_shard_rows = m.micro_shard_rows;
   plan.has_scattered = m.has_scattered;
   plan.has_sliceable = m.has_sliceable;
   plan.empty_call = m.empty_call;

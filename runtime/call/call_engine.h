@@ -31,6 +31,10 @@ struct CallRequest {
   std::vector<RowSelection> batch_s;       // list selections point into batch_s_lists
   std::vector<std::vector<int64_t>> batch_s_lists;
   int64_t num_slices = 1;
+  // > 0: a deterministic training step's micro-shards (CallPlan::micro_shard_rows). The float
+  // `avg` updates are then kept per shard on each rank (ModuleEntry::micro_parts), not applied:
+  // the step's exact all-reduce (runtime/coll/exact_sum.h) combines them into the variables.
+  int64_t micro_shard_rows = 0;
   std::vector<std::string> output_subset;
 };
 

@@ -42,6 +42,7 @@ struct SharedRowsRef {
 struct CallMessage {
   int32_t function = -1;
   int64_t num_slices = 1;
+  int64_t micro_shard_rows = 0;
   bool has_scattered = false;
   bool has_sliceable = false;
   bool empty_call = false;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -373,6 +374,9 @@ CallPlan plan_call(const PlanRequest& req) {
   if (req.num_slices < 1)
     throw UsageError(fmt::format("num_slices: must be >= 1, received {}", req.num_slices));
   plan.num_slices = req.num_slices;
+  if (req.micro_shard_rows < 0)
+    throw UsageError(fmt::format("micro_shard_rows: must be >= 0 (0: off), received {}", req.micro_shard_rows));
+  plan.micro_shard_rows = req.micro_shard_rows;
   plan_outputs(req, plan);
 
   // Nothing selected anywhere: rank 0 runs the function once on zero rows, as one device would.
@@ -389,6 +393,13 @@ CallPlan plan_call(const PlanRequest& req) {
 std::vector<int64_t> rank_weights(const CallPlan& plan) {
   std::vector<int64_t> weights(size_t(plan.nranks), plan.empty_call ? 0 : 1);
   if (plan.empty_call || (!plan.has_scattered && !plan.has_sliceable)) return weights;
+  if (plan.micro_shard_rows > 0) {
+    for (int r = 0; r < plan.nranks; ++r) {
+      weights[size_t(r)] = 0;
+      for (const Part& p : rank_parts(plan, r)) weights[size_t(r)] += p.weight;
+    }
+    return weights;
+  }
   // The slices of a rank split its rows without loss, so its weight is its row count.
   for (int r = 0; r < plan.nranks; ++r) {
     if (plan.has_scattered) {
@@ -401,6 +412,35 @@ std::vector<int64_t> rank_weights(const CallPlan& plan) {
   return weights;
 }
 
+namespace {
+
+// Micro-shard mode (CallPlan::micro_shard_rows): one part per shard this rank runs.
+std::vector<Part> micro_shard_parts(const CallPlan& plan, int rank) {
+  const int64_t m = plan.micro_shard_rows;
+  const int64_t sh_count = plan.has_sliceable ? plan.shared_rows[size_t(rank)].count : 0;
+  std::vector<Part> parts;
+  if (!plan.has_scattered) {
+    for (int64_t lo = 0; lo < sh_count; lo += m) {
+      const int64_t hi = std::min(sh_count, lo + m);
+      parts.push_back(Part{0, 0, lo, hi, hi - lo});
+    }
+    return parts;
+  }
+  const int64_t shards = (plan.positions + m - 1) / m;
+  auto [first, last] = split_range(shards, plan.nranks, rank);
+  for (int64_t k = first; k < last; ++k) {
+    Part p;
+    p.pos_lo = k * m;
+    p.pos_hi = std::min(plan.positions, (k + 1) * m);
+    if (plan.has_sliceable) std::tie(p.sh_lo, p.sh_hi) = split_range(sh_count, last - first, k - first);
+    p.weight = p.pos_hi - p.pos_lo;
+    parts.push_back(p);
+  }
+  return parts;
+}
+
+}  // namespace
+
 std::vector<Part> rank_parts(const CallPlan& plan, int rank) {
   std::vector<Part> parts;
   if (!plan.has_scattered && !plan.has_sliceable) {
@@ -411,6 +451,7 @@ std::vector<Part> rank_parts(const CallPlan& plan, int rank) {
     if (rank == 0) parts.push_back(Part{0, 0, 0, 0, 1});
     return parts;
   }
+  if (plan.micro_shard_rows > 0) return micro_shard_parts(plan, rank);
   auto [in_lo, in_hi] = plan.has_scattered ? split_range(plan.positions, plan.nranks, rank)
                                            : std::pair<int64_t, int64_t>{0, 0};
   int64_t sh_count = plan.has_sliceable ? plan.shared_rows[size_t(rank)].count : 0;

@@ -55,6 +55,7 @@ struct PlanRequest {
   RowSelection batch;                          // kind All: no batch given
   std::vector<RowSelection> batch_s;           // empty: none; one for all ranks; or one per rank
   int64_t num_slices = 1;
+  int64_t micro_shard_rows = 0;                // > 0: a deterministic step's micro-shards (below)
   std::vector<std::string> output_subset;      // empty: every output
   // The shape of module shared variable `var` on rank `rank`, as the master tracks it.
   std::function<const std::vector<int64_t>&(int rank, int var)> shared_shape;
@@ -73,6 +74,11 @@ struct SharedRows {
 struct CallPlan {
   int nranks = 1;
   int64_t num_slices = 1;
+  // Deterministic training steps (docs/training.md): the positions are cut into micro-shards of
+  // this many rows, [k*m, (k+1)*m), fixed whatever the rank count; each rank runs whole shards (a
+  // contiguous run of them, split_range over the shard count), one part per shard, and num_slices
+  // has no effect. With no scattered input each rank cuts its own shared-row selection instead.
+  int64_t micro_shard_rows = 0;
   std::vector<InputUse> inputs;                // per signature input
   bool has_scattered = false;                  // any Full or Positional input
   int64_t positions = 0;                       // P
@@ -100,7 +106,7 @@ void validate_signature(const FunctionSignature& sig, const ModuleSpec& module);
 // Validates every argument and option of a call and plans it (UsageError on any problem).
 CallPlan plan_call(const PlanRequest& request);
 
-// The parts rank `rank` runs, in slice order (parts with no rows are left out).
+// The parts rank `rank` runs, in slice (or micro-shard) order (parts with no rows are left out).
 std::vector<Part> rank_parts(const CallPlan& plan, int rank);
 // Each rank's total weight (the sum of its parts' weights), in rank order, except that an empty
 // call weighs 0 everywhere (CallResult::rank_weights).

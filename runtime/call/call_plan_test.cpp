@@ -104,6 +104,36 @@ TEST(Plan, PartsAndWeightsWithSlices) {
   EXPECT_TRUE(rank_parts(plan, 1).empty());
 }
 
+// Deterministic steps: shards [k*m, (k+1)*m) of the positions, fixed whatever the rank count and
+// num_slices, dealt whole to the ranks; a rank may get none.
+TEST(Plan, MicroShardsAreFixedByPositionAndDealtWhole) {
+  for (int nranks = 1; nranks <= 5; ++nranks)
+    for (int64_t slices : {int64_t(1), int64_t(3)}) {
+      Fixture fx(nranks);
+      fx.req.micro_shard_rows = 3;
+      fx.req.num_slices = slices;
+      const CallPlan plan = plan_call(fx.req);
+      std::vector<std::pair<int64_t, int64_t>> shards;
+      std::vector<int64_t> weights;
+      for (int r = 0; r < nranks; ++r) {
+        int64_t weight = 0;
+        for (const Part& p : rank_parts(plan, r)) {
+          shards.emplace_back(p.pos_lo, p.pos_hi);
+          EXPECT_EQ(p.weight, p.pos_hi - p.pos_lo);
+          weight += p.weight;
+        }
+        weights.push_back(weight);
+      }
+      EXPECT_EQ(shards, (std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 6}, {6, 9}, {9, 10}}))
+          << nranks << " ranks, " << slices << " slices";
+      EXPECT_EQ(rank_weights(plan), weights);
+      if (nranks == 5) EXPECT_TRUE(rank_parts(plan, 4).empty() || rank_parts(plan, 0).empty()) << "4 shards, 5 ranks";
+    }
+  Fixture fx(2);
+  fx.req.micro_shard_rows = -2;
+  EXPECT_EQ(error_of(fx.req), "micro_shard_rows: must be >= 0 (0: off), received -2");
+}
+
 TEST(Plan, BatchFormsMapPositionsToRows) {
   Fixture fx(2);
   fx.req.batch = RowSelection{RowSelection::Kind::Range, 2, 9, {}};

@@ -29,12 +29,23 @@ struct FunctionEntry {
   uint64_t step = 0;
 };
 
+// One variable's per-shard values from a micro-sharded call on this rank (the first `used` of
+// `values`, with their rows in `weights`); the storage is reused from call to call.
+struct MicroShardParts {
+  std::vector<Array> values;
+  std::vector<int64_t> weights;
+  size_t used = 0;
+};
+
 struct ModuleEntry {
   ModuleSpec spec;
   std::vector<Array> values;     // this rank's copies
   // Per variable (grown on demand): the storage of its previous value, kept when an update
   // replaces it and handed to the next call that updates it (call_engine.cpp).
   std::vector<Array> spares;
+  // By variable: the float `avg` updates a micro-sharded call kept apart (CallRequest::
+  // micro_shard_rows), waiting for the exact all-reduce that combines them.
+  std::map<int32_t, MicroShardParts> micro_parts;
 };
 
 struct Registry {

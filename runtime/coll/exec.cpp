@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/coll/exact_sum.h"
 #include "runtime/coll/hierarchical.h"
 #include "runtime/coll/nccl.h"
 #include "runtime/coll/rsag.h"
@@ -26,6 +27,7 @@ const char* coll_kind_name(CollKind kind) {
     case CollKind::AllReduce: return "all_reduce";
     case CollKind::SetValue: return "set_value";
     case CollKind::GetValue: return "get_value";
+    case CollKind::AllReduceExact: return "exact all_reduce";
   }
   return "?";
 }
@@ -64,6 +66,7 @@ void CollDescriptor::clear() {
   shape_ends.clear();
   scatter_rows.clear();
   rank_scale.clear();
+  exact_weight = 0;
 }
 
 namespace {
@@ -76,12 +79,13 @@ struct Header {
   int32_t target, group_size;
   int64_t num_packs;
   uint64_t chunk_bytes, small_bytes, stamp;
+  int64_t exact_weight;
 };
 }  // namespace
 
 void encode_collective(const CollDescriptor& d, wire::Writer& w) {
   w.pod(Header{d.kind, d.op, d.algorithm, d.in_place, d.nd_up, d.per_rank_shapes, d.target, d.group_size,
-               d.num_packs, d.chunk_bytes, d.small_bytes, d.stamp});
+               d.num_packs, d.chunk_bytes, d.small_bytes, d.stamp, d.exact_weight});
   w.str(d.staging);
   w.vec(d.vars);
   w.vec(d.dims);
@@ -105,6 +109,7 @@ void decode_collective(std::string_view bytes, CollDescriptor& d) {
   d.chunk_bytes = h.chunk_bytes;
   d.small_bytes = h.small_bytes;
   d.stamp = h.stamp;
+  d.exact_weight = h.exact_weight;
   r.str_into(d.staging);
   r.vec_into(d.vars);
   r.vec_into(d.dims);
@@ -187,6 +192,8 @@ struct Job {
 
   void run();
   void reduce();
+  void reduce_exact();
+  void reduce_flat(DType dtype, CollOp op, void* data, size_t count);
   void broadcast();
   void scatter();
   void gather();
@@ -199,6 +206,7 @@ void Job::run() {
   switch (d.kind) {
     case CollKind::Reduce:
     case CollKind::AllReduce: return reduce();
+    case CollKind::AllReduceExact: return reduce_exact();
     case CollKind::Broadcast: return broadcast();
     case CollKind::Scatter: return scatter();
     case CollKind::Gather: return gather();
@@ -279,6 +287,59 @@ void Job::reduce() {
     case CollAlgorithm::Auto: break;
   }
   throw InternalError("collective: unresolved algorithm");
+}
+
+// The exact all-reduce (exact_sum.h) of every variable's micro-shard values on this rank, all
+// variables in one flat buffer per pass: the exponents (max of int32), then the fixed-point sums
+// (sum of int64), both through rsag; then every rank finishes the same integers into the values.
+void Job::reduce_exact() {
+  thread_local std::vector<exact::Terms> terms;
+  thread_local std::vector<int32_t> exps;
+  thread_local std::vector<int64_t> sums;
+  terms.resize(d.vars.size());
+  size_t total = 0;
+  for (size_t v = 0; v < d.vars.size(); ++v) {
+    check_own_shape(v, d.shape(v, me, n));
+    exact::Terms& t = terms[v];
+    t.dtype = spec(v).dtype;
+    t.count = size_t(value(v).size());
+    t.parts.clear();
+    t.weights.clear();
+    const ModuleEntry& module = module_on_rank(ctx, d.vars[v].module);
+    auto kept = module.micro_parts.find(d.vars[v].var);
+    for (size_t k = 0; kept != module.micro_parts.end() && k < kept->second.used; ++k) {
+      const Array& part = kept->second.values[k];
+      if (part.dtype != t.dtype || size_t(part.size()) != t.count)
+        throw InternalError(fmt::format("exact all_reduce: a kept shard of '{}' holds {}{}, the variable {}{}",
+                                        spec(v).name, dtype_name(part.dtype), shape_string(part.shape),
+                                        dtype_name(t.dtype), shape_string(value(v).shape)));
+      t.parts.push_back(part.bytes.data());
+      t.weights.push_back(kept->second.weights[k]);
+    }
+    total += t.count;
+  }
+  if (total == 0) return;
+  const int bits = exact::precision_bits(d.exact_weight);
+  exps.assign(total, 0);
+  for (size_t v = 0, at = 0; v < d.vars.size(); at += terms[v].count, ++v) exact::max_exponents(terms[v], exps.data() + at);
+  reduce_flat(DType::I32, CollOp::Max, exps.data(), total);
+  sums.resize(total);
+  for (size_t v = 0, at = 0; v < d.vars.size(); at += terms[v].count, ++v)
+    exact::fixed_sums(terms[v], exps.data() + at, bits, sums.data() + at);
+  reduce_flat(DType::I64, CollOp::Sum, sums.data(), total);
+  for (size_t v = 0, at = 0; v < d.vars.size(); at += terms[v].count, ++v)
+    exact::finish(terms[v].dtype, exps.data() + at, sums.data() + at, terms[v].count, bits, d.exact_weight,
+                  value(v).bytes.data());
+}
+
+// One flat buffer reduced in place on every rank through rsag.
+void Job::reduce_flat(DType dtype, CollOp op, void* data, size_t count) {
+  Pieces values;
+  values.add(static_cast<std::byte*>(data), count * dtype_size(dtype));
+  const ReducePack pack{dtype, count, &values, &values};
+  ReduceParams p = params();
+  p.op = op;
+  rsag_reduce(staging, std::span(&pack, 1), p);
 }
 
 void Job::broadcast() {

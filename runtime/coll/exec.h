@@ -25,7 +25,10 @@ namespace synk::rt {
 
 class RankContext;
 
-enum class CollKind : uint8_t { Broadcast, Scatter, Gather, AllGather, Reduce, AllReduce, SetValue, GetValue };
+// AllReduceExact: a deterministic training step's exact weighted average of the variables' kept
+// micro-shard values (ModuleEntry::micro_parts, runtime/coll/exact_sum.h) into the variables.
+enum class CollKind : uint8_t { Broadcast, Scatter, Gather, AllGather, Reduce, AllReduce, SetValue, GetValue,
+                                AllReduceExact };
 const char* coll_kind_name(CollKind kind);
 // Whether the collective may change the shapes of the variables on some rank.
 bool coll_changes_shapes(CollKind kind);
@@ -62,6 +65,7 @@ struct CollDescriptor {
   std::vector<int64_t> scatter_rows;     // scatter: [v * N + r] rows rank r receives
   // A weighted all_reduce: rank r first scales its own values by rank_scale[r] (the op is Sum).
   std::vector<double> rank_scale;
+  int64_t exact_weight = 0;        // AllReduceExact: the rows of every rank's shards together
 
   void add_shape(std::span<const int64_t> shape) {
     dims.insert(dims.end(), shape.begin(), shape.end());
