@@ -4,6 +4,7 @@
 // grid guarantees).
 #include "runtime/coll/exact_sum.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -31,48 +32,92 @@ inline double pow2(int k) {
   return std::ldexp(1.0, k);
 }
 
-inline double round_even(double x) { return (x + kRoundMagic) - kRoundMagic; }
+// round-to-nearest-even of x as an integer, for |x| <= 2^51: adding 1.5 * 2^52 leaves the
+// integer in the low mantissa bits, so one integer subtraction of the bit patterns yields it
+// (vectorisable, unlike a double -> int64 conversion without AVX-512).
+inline int64_t round_to_int(double x) {
+  return int64_t(std::bit_cast<uint64_t>(x + kRoundMagic) - std::bit_cast<uint64_t>(kRoundMagic));
+}
 
 template <class T>
 const T* part_values(const Terms& terms, size_t k) {
   return reinterpret_cast<const T*>(terms.parts[k]);
 }
 
+// Elements per block of the loops over parts: the block's exponents, scales and sums stay in
+// the L2 cache while every part streams through it.
+constexpr size_t kBlock = 4096;
+
 template <class T>
-void max_exponents_of(const Terms& terms, int32_t* exps) {
-  for (size_t k = 0; k < terms.parts.size(); ++k) {
-    const T* v = part_values<T>(terms, k);
-    const double w = double(terms.weights[k]);
-    for (size_t i = 0; i < terms.count; ++i) exps[i] = std::max(exps[i], biased_exponent(w * double(v[i])));
+void max_exponents_of(const Terms& terms, int32_t* __restrict exps) {
+  const size_t count = terms.count;   // a local: the stores below may not alias it
+  for (size_t lo = 0; lo < count; lo += kBlock) {
+    const size_t hi = std::min(count, lo + kBlock);
+    for (size_t k = 0; k < terms.parts.size(); ++k) {
+      const T* __restrict v = part_values<T>(terms, k);
+      const double w = double(terms.weights[k]);
+      for (size_t i = lo; i < hi; ++i) exps[i] = std::max(exps[i], biased_exponent(w * double(v[i])));
+    }
+  }
+}
+
+// sums[i] += round(w * v[i] * scale[i] (* rest[i])): the hot loop, kept free of branches.
+template <class T, bool kRest, bool kGuardNonFinite>
+void add_terms(const T* __restrict v, double w, const double* __restrict scale, const double* __restrict rest,
+               size_t count, int64_t* __restrict sums) {
+  for (size_t i = 0; i < count; ++i) {
+    double scaled = w * double(v[i]) * scale[i];
+    if constexpr (kRest) scaled *= rest[i];
+    // A non-finite element's scale is 0: its NaN * 0 is dropped here and counted by the caller.
+    if constexpr (kGuardNonFinite) scaled = std::isfinite(scaled) ? scaled : 0.0;
+    sums[i] += round_to_int(scaled);
+  }
+}
+
+// The scale of each element, 2^(bits - bound): one bit pattern per element on the fast path. Its
+// exponent field is shift + 1023 with shift in [-973, 1072] (bits <= 51); past 1000 (tiny float64
+// elements) a second factor `rest` keeps both in range; non-finite elements get scale 0.
+void grid_scales(const int32_t* __restrict exps, size_t count, int bits, double* __restrict scale,
+                 double* __restrict rest, bool* any_non_finite, bool* any_rest) {
+  bool non_finite = false, large = false;
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t b = exps[i];
+    const int shift = bits + 1022 - std::max(b, 1);
+    non_finite |= b == kNonFinite;
+    large |= shift > 1000;
+    scale[i] = std::bit_cast<double>(uint64_t(std::min(shift, 1000) + 1023) << 52);
+  }
+  *any_non_finite = non_finite;
+  *any_rest = large;
+  if (!non_finite && !large) return;
+  for (size_t i = 0; i < count; ++i) {
+    const int shift = bits - exponent_bound(exps[i]);
+    rest[i] = pow2(shift - std::min(shift, 1000));
+    if (exps[i] == kNonFinite) scale[i] = 0.0;
   }
 }
 
 template <class T>
-void fixed_sums_of(const Terms& terms, const int32_t* exps, int bits, int64_t* sums) {
-  // The grid of element i: 2^(bound - bits); a term is scaled by its inverse.
-  // The scale of the smallest elements (float64 below 2^-972) passes 2^1023: two factors then.
-  thread_local std::vector<double> scale, scale_rest;
-  scale.resize(terms.count);
-  scale_rest.resize(terms.count);
-  bool any_non_finite = false;
-  for (size_t i = 0; i < terms.count; ++i) {
-    any_non_finite |= exps[i] == kNonFinite;
-    const int shift = exps[i] == kNonFinite ? 0 : bits - exponent_bound(exps[i]);
-    scale[i] = exps[i] == kNonFinite ? 0.0 : pow2(std::min(shift, 1000));
-    scale_rest[i] = pow2(shift - std::min(shift, 1000));
-    sums[i] = 0;
-  }
-  for (size_t k = 0; k < terms.parts.size(); ++k) {
-    const T* v = part_values<T>(terms, k);
-    const double w = double(terms.weights[k]);
-    for (size_t i = 0; i < terms.count; ++i) {
-      const double scaled = w * double(v[i]) * scale[i] * scale_rest[i];
-      // A non-finite element's scale is 0: its NaN * 0 is dropped here and counted below.
-      sums[i] += int64_t(round_even(std::isfinite(scaled) ? scaled : 0.0));
+void fixed_sums_of(const Terms& terms, const int32_t* __restrict exps, int bits, int64_t* __restrict sums) {
+  const size_t count = terms.count;
+  thread_local std::vector<double> scale, rest;
+  scale.resize(count);
+  rest.resize(count);
+  bool any_non_finite = false, any_rest = false;
+  grid_scales(exps, count, bits, scale.data(), rest.data(), &any_non_finite, &any_rest);
+  std::fill(sums, sums + count, int64_t(0));
+  for (size_t lo = 0; lo < count; lo += kBlock) {
+    const size_t n = std::min(count, lo + kBlock) - lo;
+    for (size_t k = 0; k < terms.parts.size(); ++k) {
+      const T* v = part_values<T>(terms, k) + lo;
+      const double w = double(terms.weights[k]);
+      if (any_non_finite) add_terms<T, true, true>(v, w, scale.data() + lo, rest.data() + lo, n, sums + lo);
+      else if (any_rest) add_terms<T, true, false>(v, w, scale.data() + lo, rest.data() + lo, n, sums + lo);
+      else add_terms<T, false, false>(v, w, scale.data() + lo, rest.data() + lo, n, sums + lo);
     }
   }
   if (!any_non_finite) return;
-  for (size_t i = 0; i < terms.count; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     if (exps[i] != kNonFinite) continue;
     int64_t flags = 0;
     for (size_t k = 0; k < terms.parts.size(); ++k) {
@@ -98,7 +143,9 @@ void finish_as(const int32_t* exps, const int64_t* sums, size_t count, int bits,
       out[i] = T(non_finite_value(sums[i]));
       continue;
     }
-    out[i] = T(double(sums[i]) * pow2(exponent_bound(exps[i]) - bits) / weight);
+    // Zeros (common: dead units, constant inputs) skip pow2's slow path for the tiny grid of an
+    // all-zero element.
+    out[i] = sums[i] == 0 ? T(0) : T(double(sums[i]) * pow2(exponent_bound(exps[i]) - bits) / weight);
   }
 }
 

@@ -332,8 +332,9 @@ void Job::reduce_exact() {
                   value(v).bytes.data());
 }
 
-// One flat buffer reduced in place on every rank through rsag.
+// One flat buffer reduced in place on every rank through rsag (one rank: it is the result).
 void Job::reduce_flat(DType dtype, CollOp op, void* data, size_t count) {
+  if (n == 1) return;
   Pieces values;
   values.add(static_cast<std::byte*>(data), count * dtype_size(dtype));
   const ReducePack pack{dtype, count, &values, &values};
