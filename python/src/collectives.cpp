@@ -86,7 +86,7 @@ py::object arrays_out(std::vector<synk::Array>&& arrays, bool single) {
   if (single) return to_numpy(std::move(arrays.at(0)));
   py::list out;
   for (synk::Array& a : arrays) out.append(to_numpy(std::move(a)));
-  return std::move(out);
+  return out;
 }
 
 #define SYNK_COLL_OPTION_ARGS                                                                         \
@@ -184,7 +184,7 @@ void bind_one_rank(py::module_& m) {
           if (v.single) return as_tuples(shapes.at(0));
           py::list out;
           for (const auto& per_rank : shapes) out.append(as_tuples(per_rank));
-          return std::move(out);
+          return out;
         }, py::arg("shared_vars"), "Per variable, per rank: the shape; no communication");
 }
 
