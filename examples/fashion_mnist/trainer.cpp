@@ -68,6 +68,7 @@ struct Options {
   bool profile = false;    // time the three parts of each step
   bool device_data = false;   // scatter the training set once; select rows with batch_s
   int64_t deterministic = 0;  // micro-shard rows of a deterministic step (0: off)
+  bool cosine = false;        // decay lr along a cosine to 0 over all the run's steps
   std::string checkpoint;  // save a checkpoint here after every epoch
   std::string resume;      // start from this checkpoint
 };
@@ -391,6 +392,12 @@ int train(const Options& o) {
   std::fflush(stdout);
 
   Trainer trainer(o, model, train, ranks, make_schedule(o, model, train, ranks));
+  if (o.cosine) {
+    // The schedule's step is the step's call count: on a resume, the calls the earlier run made.
+    synk::TrainStep& step = o.device_data ? model.train_device : model.train;
+    step.set_schedule(synk::Schedule::cosine(step.lr(), int64_t(o.epochs) * trainer.steps()));
+    step.set_step_index(int64_t(first_epoch - 1) * trainer.steps());
+  }
   Evaluation last = initial;
   double total_train_time = 0;
   for (int epoch = first_epoch; epoch <= o.epochs; ++epoch) {
@@ -545,6 +552,9 @@ int run_program(const Program& program, int argc, char** argv) {
                  "number of ranks (docs/training.md); 0: off")
       ->type_name("ROWS")
       ->check(at_least(0));
+  app.add_flag("--cosine", o.cosine,
+               "Decay the learning rate along a cosine from its value to 0 over all the run's steps "
+               "(synk::Schedule::cosine)");
   app.add_flag("--profile", o.profile, "Print the mean time of each part of a step after every epoch");
   app.add_option("--checkpoint", o.checkpoint,
                  "Save a checkpoint (parameters, optimizer state, epoch) to this directory after every epoch")
