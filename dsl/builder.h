@@ -202,6 +202,9 @@ Expr broadcast_to(const Expr& x, ShapeArg shape);
 Expr cast(const Expr& x, ir::DType dtype);
 Expr softmax(const Expr& x, int64_t axis = -1);
 Expr log_softmax(const Expr& x, int64_t axis = -1);
+// Inclusive prefix sum along one axis (numeric, keeps the dtype); reverse sums from the end.
+// Gradient: the cumsum of the adjoint in the other direction.
+Expr cumsum(const Expr& x, int64_t axis = -1, bool reverse = false);
 Expr cross_entropy(const Expr& logits, const Expr& labels);
 Expr one_hot(const Expr& labels, int64_t num_classes, ir::DType dtype = ir::DType::F32);
 Expr take(const Expr& x, const Expr& indices);

@@ -2,7 +2,8 @@
 // must give the module the .synk front end builds from the same text, structurally equal (same
 // nodes in the same order, types, attributes), or, for the compositions whose node order differs
 // between the two front ends, the same values on random inputs through the reference evaluator.
-// And the builder rejects what sema rejects (ddof < 0, squeeze of an axis that is not 1, ...).
+// And the builder rejects what sema rejects (ddof < 0, squeeze of an axis that is not 1, a bool
+// or scalar cumsum, ...).
 #include <random>
 
 #include <gtest/gtest.h>
@@ -65,6 +66,12 @@ std::vector<Case> cases() {
        [](const Expr& x, const Expr&, const Expr&) { return stack({x, x * 2.0}, 1); }},
       {"expand_squeeze", "squeeze(expand_dims(x, 0), 0) + squeeze(expand_dims(y, -1))",
        [](const Expr& x, const Expr& y, const Expr&) { return squeeze(expand_dims(x, 0), 0) + squeeze(expand_dims(y, -1)); }},
+      {"cumsum", "cumsum(x, axis=0) + cumsum(x) + cumsum(y, reverse=true) + cumsum(x, 1, reverse=true)",
+       [](const Expr& x, const Expr& y, const Expr&) {
+         return cumsum(x, 0) + cumsum(x) + cumsum(y, -1, true) + cumsum(x, 1, true);
+       }},
+      {"cumsum_integer", "cumsum(i, axis=-2) + cumsum(i, axis=1, reverse=false)",
+       [](const Expr&, const Expr&, const Expr& i) { return cumsum(i, -2) + cumsum(i, 1, false); }},
   };
 }
 
@@ -107,6 +114,9 @@ TEST(BuilderMathRejects, WhatSemaRejects) {
   expect_user_error([&] { expand_dims(x, 3); }, {"expand_dims"});
   expect_user_error([&] { logsumexp(i); }, {"logsumexp needs a floating operand"});
   expect_user_error([&] { binary_cross_entropy_with_logits(i, i); }, {"binary_cross_entropy_with_logits"});
+  expect_user_error([&] { cumsum(x > 0.0f); }, {"cumsum needs a numeric operand", "cumsum(cast(x, i32))"});
+  expect_user_error([&] { cumsum(x, 2); }, {"axis 2 is out of range for rank 2 in cumsum"});
+  expect_user_error([&] { cumsum(sum(x)); }, {"out of range for rank 0 in cumsum"});
 }
 
 }  // namespace

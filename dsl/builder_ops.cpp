@@ -270,6 +270,18 @@ static Expr softmax_family(Op op, const Expr& x_expr, int64_t axis) {
 Expr softmax(const Expr& x, int64_t axis) { return softmax_family(Op::Softmax, x, axis); }
 Expr log_softmax(const Expr& x, int64_t axis) { return softmax_family(Op::LogSoftmax, x, axis); }
 
+// sema's call_cumsum.
+Expr cumsum(const Expr& x_expr, int64_t axis, bool reverse) {
+  const NodePtr& x = require(x_expr, "cumsum");
+  if (x->type.dtype == DType::Bool)
+    throw UserError(fmt::format("cumsum needs a numeric operand but the operand is {}; use cumsum(cast(x, i32))",
+                                describe(*x)));
+  ir::Attrs attrs;
+  attrs.axis = normalized_axis(axis, x, "cumsum");
+  attrs.reverse = reverse;
+  return make_op(Op::Cumsum, {immediate(x)}, std::move(attrs));
+}
+
 Expr cross_entropy(const Expr& logits, const Expr& labels) {
   return make_op(Op::CrossEntropy, {immediate(require(logits, "cross_entropy")),
                                     immediate(require(labels, "cross_entropy"))}, {});

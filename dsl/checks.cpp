@@ -31,7 +31,7 @@ constexpr const char* kBuiltinOps[] = {
     "uniform", "normal", "bernoulli", "uniform_like", "normal_like", "bernoulli_like", "dropout",
     "log1p", "expm1", "softplus", "sin", "cos", "floor", "ceil", "round", "sign", "clip", "mod",
     "floor_divide", "binary_cross_entropy_with_logits", "logsumexp", "argmin", "var", "std", "norm",
-    "stack", "expand_dims", "squeeze"};
+    "stack", "expand_dims", "squeeze", "cumsum"};
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
@@ -68,7 +68,8 @@ std::optional<std::string> operation_alias_hint(std::string_view name) {
       {"nanargmin", "argmin"}, {"nanargmax", "argmax"}, {"power", "pow"}, {"absolute", "abs"},
       {"clamp", "clip"}, {"clip_by_value", "clip"}, {"logistic", "sigmoid"}, {"expit", "sigmoid"},
       {"logsoftmax", "log_softmax"}, {"rint", "round"}, {"around", "round"}, {"remainder", "mod"},
-      {"floordiv", "floor_divide"}, {"floor_div", "floor_divide"}, {"variance", "var"}, {"stddev", "std"},
+      {"floordiv", "floor_divide"}, {"floor_div", "floor_divide"}, {"variance", "var"},
+      {"cumulative_sum", "cumsum"}, {"stddev", "std"},
       {"std_dev", "std"}, {"l2_norm", "norm"}, {"linalg_norm", "norm"}, {"frobenius_norm", "norm"},
       {"concatenate", "concat"}, {"cat", "concat"}, {"unsqueeze", "expand_dims"}, {"view", "reshape"},
       {"permute", "transpose"}, {"mm", "matmul"}, {"dot", "matmul"}, {"index_select", "take"},
@@ -93,7 +94,6 @@ std::optional<std::string> operation_alias_hint(std::string_view name) {
       {"hstack", "concat(a, b, axis=1), or stack([a, b], axis=1) for new axes"},
       {"vstack", "concat(a, b, axis=0), or stack([a, b]) for new axes"},
       {"fmod", "x - y * where(x / y < 0.0, ceil(x / y), floor(x / y)) ('%' is numpy's mod: the divisor's sign)"},
-      {"cumsum", "x @ u (no cumsum op yet), with u the k x k upper-triangular matrix of ones for a static length k"},
       {"asin", "nothing yet: there are no inverse trigonometric ops"},
       {"acos", "nothing yet: there are no inverse trigonometric ops"},
       {"atan", "nothing yet: there are no inverse trigonometric ops"},

@@ -179,6 +179,8 @@ class FunctionPrinter {
         return fmt::format("one_hot({}, {}, dtype={})", ops, a.num_classes, ir::dtype_name(n.type.dtype));
       case Op::Softmax: case Op::LogSoftmax:
         return fmt::format("{}({}, axis={})", ir::op_name(n.op), ops, a.axis);
+      case Op::Cumsum:
+        return fmt::format("cumsum({}, axis={}{})", ops, a.axis, a.reverse ? ", reverse=true" : "");
       case Op::Random:   // the salt reads back (sema_random.cpp); global rows follow from the shape
         return fmt::format("{}({}, dtype={}, salt={})", a.index == 1 ? "normal" : "uniform",
                            ir::shape_str(n.type.shape), ir::dtype_name(n.type.dtype), a.salt);

@@ -189,6 +189,7 @@ class FunctionAnalyzer {
   Value call_broadcast_to(const ast::Expr& e);
   Value call_cast(const ast::Expr& e);
   Value call_softmax(const ast::Expr& e, ir::Op op);
+  Value call_cumsum(const ast::Expr& e);
   Value call_cross_entropy(const ast::Expr& e);
   Value call_one_hot(const ast::Expr& e);
   Value call_take(const ast::Expr& e);

@@ -325,6 +325,28 @@ Value FunctionAnalyzer::call_softmax(const ast::Expr& e, Op op) {
   return apply(op, {x}, attrs, e.loc);
 }
 
+// cumsum(x, axis=-1, reverse=false): one axis, also accepted as the second positional argument
+// (np.cumsum(x, 1)); numpy's default of no axis flattens, synk's is the last axis, like argmax.
+// Numeric operands keep their dtype, as for sum.
+Value FunctionAnalyzer::call_cumsum(const ast::Expr& e) {
+  auto r = reduction_arguments(e, true, {"axis", "reverse"});
+  if (!r) return Value::error();
+  ir::Attrs attrs;
+  if (const ast::Expr* k = keyword(e, "reverse")) {
+    auto reverse = bool_argument(*k, "reverse");
+    if (!reverse) return Value::error();
+    attrs.reverse = *reverse;
+  }
+  if (r->x.type.dtype == DType::Bool) {
+    const std::string text = expr_text(*e.args[0]);
+    error(e.args[0]->loc, fmt::format("cumsum needs a numeric operand but '{}' is {}; use cumsum(cast({}, i32))",
+                                      text, ir::type_str(r->x.type), text));
+    return Value::error();
+  }
+  attrs.axis = r->axes.at(0);
+  return apply(Op::Cumsum, {r->x}, attrs, e.loc);
+}
+
 Value FunctionAnalyzer::call_cross_entropy(const ast::Expr& e) {
   if (!check_arguments(e, 2, 2, {})) return Value::error();
   Value logits = operand(*e.args[0]);

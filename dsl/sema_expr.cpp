@@ -402,6 +402,7 @@ Value FunctionAnalyzer::call(const ast::Expr& e) {
   if (f == "cast") return call_cast(e);
   if (f == "softmax") return call_softmax(e, Op::Softmax);
   if (f == "log_softmax") return call_softmax(e, Op::LogSoftmax);
+  if (f == "cumsum") return call_cumsum(e);
   if (f == "cross_entropy") return call_cross_entropy(e);
   if (f == "one_hot") return call_one_hot(e);
   if (f == "take") return call_take(e);

@@ -568,6 +568,39 @@ HostTensor softmax_family(OpContext& ctx) {
   return out;
 }
 
+// Inclusive prefix sum along one axis (from its end with attrs.reverse), numpy's cumsum: the
+// first element is copied (so -0.0 stays -0.0), integers add in wrapping 64-bit arithmetic and
+// wrap into the dtype, floats add in double.
+HostTensor cumsum(OpContext& ctx) {
+  const HostTensor& x = arg(ctx, 0);
+  const size_t axis = size_t(normalize_axis(ctx, ctx.node.attrs.axis, x.shape.size()));
+  const bool reverse = ctx.node.attrs.reverse;
+  const DType t = ctx.node.type.dtype;
+  HostTensor out = make_result(ctx, x.shape);
+  const AxisSplit s = split_at(x.shape, axis);
+  for (int64_t o = 0; o < s.outer; ++o) {
+    for (int64_t in = 0; in < s.inner; ++in) {
+      auto at = [&](int64_t step) {
+        const int64_t j = reverse ? s.len - 1 - step : step;
+        return size_t((o * s.len + j) * s.inner + in);
+      };
+      uint64_t int_total = 0;
+      double total = 0;
+      for (int64_t step = 0; step < s.len; ++step) {
+        const double v = x.data[at(step)];
+        if (is_integral_dtype(t)) {
+          int_total += uint64_t(as_int(v));
+          out.data[at(step)] = wrap_integer(int64_t(int_total), t);
+        } else {
+          total = step == 0 ? v : total + v;
+          out.data[at(step)] = total;
+        }
+      }
+    }
+  }
+  return out;
+}
+
 HostTensor cross_entropy(OpContext& ctx) {
   const HostTensor& logits = arg(ctx, 0);
   const HostTensor& labels = arg(ctx, 1);
@@ -633,6 +666,7 @@ OpImpl lookup(Op op) {
     case Op::Take: return take;
     case Op::OneHot: return one_hot;
     case Op::Softmax: case Op::LogSoftmax: return softmax_family;
+    case Op::Cumsum: return cumsum;
     case Op::CrossEntropy: return cross_entropy;
     case Op::Conv2d: case Op::Conv2dBackwardData: case Op::Conv2dBackwardWeights: case Op::MaxPool2d:
     case Op::MaxPool2dBackward: case Op::AvgPool2d: case Op::AvgPool2dBackward: return window_op;

@@ -1,7 +1,8 @@
 // Tests of the reference evaluator, continued (evaluator_test.cpp has the pointwise ops,
-// reductions and matmul): structure ops, the softmax family, argument checks and the seed
+// reductions and matmul): structure ops, cumsum, the softmax family, argument checks and the seed
 // examples, on hand-built IR against independently written loops and identities.
 #include <cmath>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -116,6 +117,55 @@ TEST(EvaluatorStructure, OneHotAndItsLabelCheck) {
   EXPECT_EQ(got.data, (std::vector<double>{0, 0, 1, 1, 0, 0, 0, 1, 0}));
   expect_user_error([&] { g.run({HostTensor::make(DType::I32, {2}, {0, 3})}); },
                     {"one_hot", "label 3", "row 1", "3 classes"});
+}
+
+// ---- cumsum ------------------------------------------------------------------------------------
+
+ir::Attrs cumsum_attr(int64_t axis, bool reverse) {
+  ir::Attrs a = axis_attr(axis);
+  a.reverse = reverse;
+  return a;
+}
+
+// Each axis and direction of one [2, 3] array, against sums written out by hand.
+TEST(EvaluatorCumsum, PrefixSumsAlongEachAxisAndDirection) {
+  Graph g;
+  auto x = g.input("x", T(DType::F64, {2, 3}));
+  for (int64_t axis : {0, 1})
+    for (bool reverse : {false, true}) g.out(g.node(Op::Cumsum, T(DType::F64, {2, 3}), {x}, cumsum_attr(axis, reverse)));
+  const std::vector<HostTensor> out = g.run({HostTensor::make(DType::F64, {2, 3}, {1, 2, 3, 10, 20, 30})}).outputs;
+  EXPECT_EQ(out[0].data, (std::vector<double>{1, 2, 3, 11, 22, 33}));
+  EXPECT_EQ(out[1].data, (std::vector<double>{11, 22, 33, 10, 20, 30}));
+  EXPECT_EQ(out[2].data, (std::vector<double>{1, 3, 6, 10, 30, 60}));
+  EXPECT_EQ(out[3].data, (std::vector<double>{6, 5, 3, 60, 50, 30}));
+}
+
+// numpy's conventions: the first element is copied (-0.0 stays -0.0), NaN and inf propagate
+// forward only, integers wrap in their dtype, and an empty axis gives an empty result.
+TEST(EvaluatorCumsum, SpecialValuesIntegersAndEmptyAxes) {
+  Graph g;
+  auto x = g.input("x", T(DType::F64, {5}));
+  auto i = g.input("i", T(DType::I32, {3}));
+  auto u = g.input("u", T(DType::U8, {3}));
+  auto e = g.input("e", T(DType::F32, {"n", 2}));
+  g.out(g.node(Op::Cumsum, T(DType::F64, {5}), {x}, cumsum_attr(0, false)));
+  g.out(g.node(Op::Cumsum, T(DType::I32, {3}), {i}, cumsum_attr(0, false)));
+  g.out(g.node(Op::Cumsum, T(DType::U8, {3}), {u}, cumsum_attr(0, true)));
+  g.out(g.node(Op::Cumsum, T(DType::F32, {"n", 2}), {e}, cumsum_attr(0, false)));
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<HostTensor> out =
+      g.run({HostTensor::make(DType::F64, {5}, {-0.0, 1, inf, -inf, 2}),
+             HostTensor::make(DType::I32, {3}, {2147483647, 1, 5}), HostTensor::make(DType::U8, {3}, {200, 100, 1}),
+             HostTensor::filled(DType::F32, {0, 2}, 0)})
+          .outputs;
+  EXPECT_TRUE(std::signbit(out[0].data[0]));
+  EXPECT_EQ(out[0].data[1], 1);
+  EXPECT_EQ(out[0].data[2], inf);
+  EXPECT_TRUE(std::isnan(out[0].data[3]));
+  EXPECT_TRUE(std::isnan(out[0].data[4]));
+  EXPECT_EQ(out[1].data, (std::vector<double>{2147483647, -2147483648.0, -2147483643.0}));
+  EXPECT_EQ(out[2].data, (std::vector<double>{45, 101, 1}));   // 301 mod 256, from the end
+  EXPECT_EQ(out[3].shape, (std::vector<int64_t>{0, 2}));
 }
 
 // ---- softmax family ----------------------------------------------------------------------------

@@ -81,6 +81,7 @@ const char* op_name(Op op) {
     case Op::OneHot: return "one_hot";
     case Op::Softmax: return "softmax";
     case Op::LogSoftmax: return "log_softmax";
+    case Op::Cumsum: return "cumsum";
     case Op::CrossEntropy: return "cross_entropy";
     case Op::Conv2d: return "conv2d";
     case Op::Conv2dBackwardData: return "conv2d_backward_data";
@@ -145,7 +146,8 @@ bool same_double(double a, double b) {
 bool same_attrs(const Attrs& a, const Attrs& b) {
   return a.index == b.index && same_double(a.value, b.value) && a.ivalue == b.ivalue &&
          a.axes == b.axes && a.keepdims == b.keepdims && a.perm == b.perm && a.axis == b.axis &&
-         a.start == b.start && a.stop == b.stop && a.num_classes == b.num_classes && a.window == b.window;
+         a.start == b.start && a.stop == b.stop && a.num_classes == b.num_classes && a.window == b.window &&
+         a.reverse == b.reverse;
 }
 
 bool same_init(const Initializer& a, const Initializer& b) {

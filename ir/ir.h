@@ -81,6 +81,8 @@ enum class Op : uint16_t {
   // Composite ops kept whole so that code generators emit stable, fused forms.
   Softmax,      // attr.axis
   LogSoftmax,   // attr.axis
+  Cumsum,       // attr.axis, attr.reverse: inclusive prefix sum along the axis (from its end when
+                // reverse), in the operand's dtype (numeric); result of the operand's type
   CrossEntropy, // operands: logits [n, k], labels (integer [n] or float [n, k]); result [n]
   // Convolution and pooling over NCHW tensors (float), PyTorch's semantics, attr.window holding
   // every parameter; the CPU backend runs them as library steps (compiler/dnn). The backward ops
@@ -130,7 +132,8 @@ struct Attrs {
   std::vector<int64_t> axes;        // reductions
   bool keepdims = false;
   std::vector<int64_t> perm;        // Transpose
-  int64_t axis = 0;                 // Concat, Slice, Softmax, LogSoftmax
+  int64_t axis = 0;                 // Concat, Slice, Softmax, LogSoftmax, Cumsum
+  bool reverse = false;             // Cumsum: sum from the end of the axis (its gradient's form)
   int64_t start = 0, stop = 0;      // Slice
   int64_t num_classes = 0;          // OneHot
   Window2d window;                  // Conv2d and the pooling ops

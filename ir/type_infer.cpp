@@ -298,6 +298,16 @@ InferResult infer_softmax(Op op, const TensorType& x, const ir::Attrs& attrs) {
   return ok(x);
 }
 
+// Like sum, cumsum needs numeric operands and keeps their dtype (an i32 cumsum is i32).
+InferResult infer_cumsum(const TensorType& x, const ir::Attrs& attrs) {
+  if (!is_numeric(x.dtype))
+    return fail(fmt::format("cumsum needs a numeric operand, found {}; use cast(x, i32)", ir::dtype_name(x.dtype)));
+  if (x.rank() == 0) return fail("cumsum needs an operand of rank 1 or more, found a scalar");
+  if (attrs.axis < 0 || size_t(attrs.axis) >= x.rank())
+    return fail(fmt::format("axis {} is out of range for rank {} in cumsum", attrs.axis, x.rank()));
+  return ok(x);
+}
+
 InferResult infer_cross_entropy(const TensorType& logits, const TensorType& labels) {
   if (!ir::is_float(logits.dtype) || logits.rank() != 2)
     return fail(fmt::format("cross_entropy needs floating logits of rank 2 [n, k], found {}",
@@ -569,6 +579,9 @@ InferResult infer_any(Op op, std::span<const TensorType> operands, const ir::Att
     case Op::Softmax: case Op::LogSoftmax:
       if (auto r = count(1); !r.ok()) return r;
       return infer_softmax(op, operands[0], attrs);
+    case Op::Cumsum:
+      if (auto r = count(1); !r.ok()) return r;
+      return infer_cumsum(operands[0], attrs);
     case Op::CrossEntropy:
       if (auto r = count(2); !r.ok()) return r;
       return infer_cross_entropy(operands[0], operands[1]);

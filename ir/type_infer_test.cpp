@@ -216,6 +216,19 @@ TEST(Infer, CompositesAndGrad) {
   EXPECT_FALSE(infer(Op::LogSoftmax, {T(DType::F32, {S("n"), F(10)})}, a).ok());
   auto r = infer(Op::CrossEntropy, {T(DType::F32, {S("n"), F(10)}), T(DType::I64, {S("n")})});
   EXPECT_EQ(ir::type_str(*r.type), "f32[n]");
+  // cumsum: numeric, keeps its operand's type (an integer cumsum stays integer, like sum).
+  Attrs c;
+  c.axis = 0;
+  r = infer(Op::Cumsum, {T(DType::I32, {S("n"), F(0)})}, c);
+  EXPECT_EQ(ir::type_str(*r.type), "i32[n, 0]");
+  c.reverse = true;
+  c.axis = 1;
+  EXPECT_EQ(ir::type_str(*infer(Op::Cumsum, {T(DType::U8, {F(3), F(4)})}, c).type), "u8[3, 4]");
+  EXPECT_FALSE(infer(Op::Cumsum, {T(DType::Bool, {F(3), F(4)})}, c).ok());
+  EXPECT_FALSE(infer(Op::Cumsum, {T(DType::F32, {F(3)})}, c).ok());   // axis 1 of a vector
+  c.axis = 0;
+  EXPECT_FALSE(infer(Op::Cumsum, {T(DType::F32, {})}, c).ok());
+  EXPECT_FALSE(infer(Op::Cumsum, {T(DType::F32, {F(3)}), T(DType::F32, {F(3)})}, c).ok());
   r = infer(Op::CrossEntropy, {T(DType::F32, {S("n"), F(10)}), T(DType::F32, {S("n"), F(10)})});
   EXPECT_TRUE(r.ok());
   EXPECT_FALSE(infer(Op::CrossEntropy, {T(DType::F32, {S("n"), F(10)}), T(DType::I64, {S("m")})}).ok());

@@ -39,7 +39,7 @@ dict=$build/synk.dict
     f32 f64 i32 i64 u8 bool f16 bf16 avg sum prod max min gather none zeros ones const normal \
     uniform load seed mean std low high axis keepdims inf nan where exp log sqrt tanh sigmoid \
     relu abs neg pow maximum minimum argmax matmul transpose reshape flatten cast softmax \
-    log_softmax cross_entropy one_hot take concat slice grad dtype n k rows; do
+    log_softmax cross_entropy one_hot take concat slice grad cumsum reverse dtype n k rows; do
     echo "\"$word\""
   done
   for punct in '(' ')' '[' ']' '{' '}' ',' ';' ':' '=' '+' '-' '*' '/' '**' '@' '==' '!=' '<' \

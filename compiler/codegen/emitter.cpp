@@ -457,6 +457,30 @@ CrossEntropyKernel open_cross_entropy(Writer& w, const KernelPlan& plan, const K
           fmt::format("b{}", buffer_of(plan, k.roots[0]))};
 }
 
+CumsumKernel open_cumsum(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::Node& cs = node_of(plan, k.roots[0]);
+  const ir::Shape& shape = cs.type.shape;
+  const size_t axis = size_t(cs.attrs.axis);
+  w.open("");
+  w.line(fmt::format("const int64_t no = {}, nl = {}, ni = {};", Poly::product(shape, 0, axis).c_expr(),
+                     Poly::dim(shape.at(axis)).c_expr(), Poly::product(shape, axis + 1, shape.size()).c_expr()));
+  return {fmt::format("b{}", buffer_of(plan, cs.operands[0])), fmt::format("b{}", buffer_of(plan, k.roots[0])),
+          c_value_type(cs.type.dtype), cs.type.dtype, cs.attrs.reverse};
+}
+
+void emit_cumsum_line(Writer& w, const CumsumKernel& c) {
+  w.line(fmt::format("const {} *__restrict__ xr = {} + o * nl * ni + j;", c.T, c.x));
+  w.line(fmt::format("{} *__restrict__ yr = {} + o * nl * ni + j;", c.T, c.y));
+  // Floats start from -0.0, the exact identity of addition, so that a leading -0.0 stays -0.0 as
+  // in numpy (which copies the first element); integers wrap (synk_add_<sfx>).
+  w.line(fmt::format("{} acc = {};", c.T, c_literal(c.t, ir::is_float(c.t) ? -0.0 : 0.0, 0)));
+  w.open("for (int64_t t = 0; t < nl; ++t)");
+  w.line(fmt::format("const int64_t e = {};", c.reverse ? "(nl - 1 - t) * ni" : "t * ni"));
+  w.line(fmt::format("acc = {};", c_combine(ir::Op::ReduceSum, c.t, "acc", "xr[e]")));
+  w.line("yr[e] = acc;");
+  w.close();
+}
+
 void emit_matmul_dims(Writer& w, const KernelPlan& plan, const Kernel& k) {
   const ir::TensorType& at = plan.buffers.at(size_t(k.matmul_a)).type;
   const ir::TensorType& bt = plan.buffers.at(size_t(k.matmul_b)).type;

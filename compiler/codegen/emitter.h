@@ -1,7 +1,7 @@
 // The C-like kernel emitter both dialects (compiler/cpu, compiler/cuda) specialise: text with
 // indentation, C types and literals, index maps, array accesses, the expression DAG of a fused
 // kernel, loop-nest collapsing and emission, and the set-up every dialect's concat, reduction,
-// argmax, take, one_hot and integer matmul kernels start from. Internal to the compiler.
+// argmax, take, one_hot, cumsum and integer matmul kernels start from. Internal to the compiler.
 #pragma once
 
 #include <functional>
@@ -176,6 +176,19 @@ struct CrossEntropyKernel {
   std::string x, lab, y;
 };
 CrossEntropyKernel open_cross_entropy(Writer& w, const KernelPlan& plan, const Kernel& k);
+
+// Likewise for cumsum: defines `no`, `nl` and `ni` (the elements before, along and after the
+// axis); returns the operand and result buffers' names, the C value type and how to add.
+struct CumsumKernel {
+  std::string x, y, T;
+  ir::DType t;
+  bool reverse;
+};
+CumsumKernel open_cumsum(Writer& w, const KernelPlan& plan, const Kernel& k);
+// The scan of one line, the same in every dialect: the caller's loops define `o` (< no) and `j`
+// (< ni); the line's elements are x[(o * nl + t) * ni + j] for t < nl, visited from the end of
+// the axis when reversed, each result stored as soon as it is known.
+void emit_cumsum_line(Writer& w, const CumsumKernel& c);
 
 // An integer matrix product's dims, written in the block the caller has opened: A as M x K with
 // element (i, p) at i*sam + p*sak; B as K x N with (p, j) at p*sbk + j*sbn (vector operands as

@@ -251,6 +251,18 @@ void emit_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool log) 
   w.close();
 }
 
+// Lines along the axis one after another; consecutive j walk neighbouring elements, so each
+// step of the scan touches one cache line per ni elements of the inner block.
+void emit_cumsum(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const emitter::CumsumKernel c = emitter::open_cumsum(w, plan, k);
+  w.open("for (int64_t o = 0; o < no; ++o)");
+  w.open("for (int64_t j = 0; j < ni; ++j)");
+  emitter::emit_cumsum_line(w, c);
+  w.close();
+  w.close();
+  w.close();
+}
+
 void emit_cross_entropy(Writer& w, const KernelPlan& plan, const Kernel& k) {
   const auto [ce, logits, labels, t, T, sfx, x, lab, y] = emitter::open_cross_entropy(w, plan, k);
   w.open("for (int64_t i = 0; i < n; ++i)");
@@ -340,6 +352,7 @@ void emit_kernel_body(Writer& w, const KernelPlan& plan, const Kernel& k) {
     case KernelKind::ArgMax: emit_argmax(w, plan, k); break;
     case KernelKind::Softmax: emit_softmax(w, plan, k, false); break;
     case KernelKind::LogSoftmax: emit_softmax(w, plan, k, true); break;
+    case KernelKind::Cumsum: emit_cumsum(w, plan, k); break;
     case KernelKind::CrossEntropy: emit_cross_entropy(w, plan, k); break;
     case KernelKind::Take: emit_take(w, plan, k); break;
     case KernelKind::OneHot: emit_one_hot(w, plan, k); break;

@@ -1,7 +1,7 @@
 // Differential tests of the CPU code generator for the math ops of issue 16 against the reference
 // evaluator (float64), on fresh random inputs: softplus, log1p, expm1, sin, cos, floor, ceil,
-// round, sign, '%', floor_divide, binary_cross_entropy_with_logits and sema's compositions (clip,
-// logsumexp, argmin, var, std, norm, stack, expand_dims, squeeze), over f32, f64 and the integer
+// round, sign, '%', floor_divide, binary_cross_entropy_with_logits, cumsum and sema's compositions
+// (clip, logsumexp, argmin, var, std, norm, stack, expand_dims, squeeze), over f32, f64 and the integer
 // types where defined, with odd, size-1 and empty shapes, broadcasting, NaN and infinities. An
 // integer division by zero must fail on both sides with a user error that names the source line.
 // A failure prints the seed; SYNK_TEST_SEED=<seed> replays it.
@@ -123,6 +123,34 @@ TEST(CodegenCpuMath, Reductions) {
     check_differential(fmt::format("fn f(bcast x: {0}[n, 4]) {{ out a: none = argmin(x, axis=1); out b: none = argmin(x, axis=0, "
                       "keepdims=true); }}", t),
           "f", {{{"n", 1}}, {{"n", 9}}}, {.int_low = -128, .int_high = 127});
+}
+
+TEST(CodegenCpuMath, Cumsum) {
+  // Every axis of ranks 1 to 3, both directions, the scanned axis symbolic (so empty and length
+  // 1 too) or static (5, or 1), fused producers and a transpose feeding it.
+  const testing::Tolerance long_sums{.f32_rel = 1e-4, .f32_abs = 1e-3};   // f32 partial sums of 300 terms
+  for (const char* t : kFloatTypes) {
+    std::string src = fmt::format(
+        "fn f(bcast x: {0}[n, 5], bcast y: {0}[2, n, 3], bcast z: {0}[n, 1]) {{ out a: none = cumsum(x, axis=1); "
+        "out b: none = cumsum(x, axis=0); out c: none = cumsum(x * 2.0 + 1.0, axis=-1, reverse=true); "
+        "out d: none = cumsum(y, axis=1); out e: none = cumsum(y, 0, reverse=true); out g: none = cumsum(y); "
+        "out h: none = cumsum(transpose(x), axis=1, reverse=true); out i: none = cumsum(z, axis=1); "
+        "out j: none = cumsum(z, axis=0, reverse=true); out k: none = cumsum(sum(x, axis=1)); }}", t);
+    check_differential(src, "f", kVectorSizes, {}, long_sums);
+    // NaN / inf / -0.0 (numpy keeps a leading -0.0). No huge finite values: f32 partial sums of
+    // 3e38 overflow where the float64 reference's do not.
+    check_differential(src, "f", {{{"n", 40}}}, {.scale = 1, .special_fraction = 0.3, .huge_specials = false},
+                       long_sums);
+  }
+  // Integers keep their dtype and wrap on overflow as numpy's do.
+  const std::pair<const char*, testing::ValueStyle> ints[] = {
+      {"i32", {.int_low = -2147483648LL, .int_high = 2147483647LL}},
+      {"i64", {.int_low = -4000000000000000000LL, .int_high = 4000000000000000000LL}},
+      {"u8", {.int_low = 0, .int_high = 255}}};
+  for (const auto& [t, style] : ints)
+    check_differential(fmt::format("fn f(bcast x: {0}[n, 5]) {{ out a: none = cumsum(x, axis=1); "
+                                   "out b: none = cumsum(x, axis=0, reverse=true); out c: none = cumsum(x % 7, 0); }}", t),
+                       "f", kVectorSizes, style);
 }
 
 TEST(CodegenCpuMath, ShapeOps) {

@@ -280,6 +280,7 @@ void emit_kernel_body(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKe
     case KernelKind::ArgMax: emit_cuda_argmax(w, plan, k, launch); break;
     case KernelKind::Softmax: emit_cuda_softmax(w, plan, k, false, launch); break;
     case KernelKind::LogSoftmax: emit_cuda_softmax(w, plan, k, true, launch); break;
+    case KernelKind::Cumsum: emit_cuda_cumsum(w, plan, k, launch); break;
     case KernelKind::CrossEntropy: emit_cuda_cross_entropy(w, plan, k, launch); break;
     case KernelKind::Dnn: emit_cuda_dnn(w, plan, k, launch); break;
   }

@@ -17,7 +17,7 @@
 // How a kernel is launched is described by CudaKernelLaunch, sizes as IR shapes that the host
 // evaluates with the call's symbol values:
 // - Flat: a 1-D grid-stride loop over `work` elements (pointwise, concat, take, one_hot, integer
-//   matmul, softmax along a non-last axis). When every array is walked contiguously the loop
+//   matmul, softmax along a non-last axis, cumsum: a thread per line along the axis). When every array is walked contiguously the loop
 //   moves 16 bytes per array per step (float4-sized vectors) with a scalar tail.
 // - RowTeams: one block per output (reduce/argmax along the innermost dims, softmax, log_softmax,
 //   cross_entropy): threads stride over the reduced elements, then a warp-shuffle block reduction;
@@ -102,6 +102,7 @@ void emit_vector_values(emitter::Writer& w, const emitter::ExprBuilder& eb, cons
 void emit_cuda_reduce(emitter::Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch);
 void emit_cuda_argmax(emitter::Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch);
 void emit_cuda_softmax(emitter::Writer& w, const KernelPlan& plan, const Kernel& k, bool log, CudaKernelLaunch& launch);
+void emit_cuda_cumsum(emitter::Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch);
 void emit_cuda_cross_entropy(emitter::Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch);
 // codegen_cuda_dnn.cpp: conv2d, pooling and their backward passes (KernelKind::Dnn).
 void emit_cuda_dnn(emitter::Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch);

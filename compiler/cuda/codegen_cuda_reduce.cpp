@@ -1,11 +1,12 @@
 // CUDA kernels that combine many elements into one (see codegen_cuda.h): reductions with their
-// fused pointwise producers, argmax, softmax / log_softmax and cross_entropy. Rows whose reduced
-// elements are contiguous get a block each (RowTeams: threads stride over the row, 16-byte
-// vector loads when aligned, then synk_block_reduce); reductions over outer dims get a thread per
-// output (Columns), which keeps a warp's loads coalesced along the kept inner dim. Large
-// reductions with few outputs split each output over several blocks: every block leaves a
-// partial in scratch, and the last one to arrive (an atomic counter per output) combines them in
-// a fixed order, so the result is deterministic and the whole thing stays one launch.
+// fused pointwise producers, argmax, softmax / log_softmax, cumsum (a scan along an axis) and
+// cross_entropy. Rows whose reduced elements are contiguous get a block each (RowTeams: threads
+// stride over the row, 16-byte vector loads when aligned, then synk_block_reduce); reductions
+// over outer dims get a thread per output (Columns), which keeps a warp's loads coalesced along
+// the kept inner dim. Large reductions with few outputs split each output over several blocks:
+// every block leaves a partial in scratch, and the last one to arrive (an atomic counter per
+// output) combines them in a fixed order, so the result is deterministic and the whole thing
+// stays one launch.
 #include <fmt/format.h>
 
 #include "compiler/codegen/kernel_abi.h"
@@ -300,6 +301,24 @@ void emit_cuda_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool 
     }
     w.close();
   }
+  w.close();
+}
+
+// A thread per line along the axis (Flat over the other dims), scanning it sequentially: the
+// result is deterministic and bit-equal to the CPU's order of additions. Neighbouring threads
+// take neighbouring inner elements, so loads coalesce when the axis is not the last; along the
+// last axis each thread walks its own row (no block-wide scan yet).
+void emit_cuda_cumsum(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
+  const ir::Node& cs = node_of(plan, k.roots[0]);
+  ir::Shape work = cs.type.shape;
+  work.erase(work.begin() + long(cs.attrs.axis));
+  launch.kind = CudaLaunchKind::Flat;
+  launch.work = work;
+  const emitter::CumsumKernel c = emitter::open_cumsum(w, plan, k);
+  w.open("for (int64_t line = synk_thread(); line < no * ni; line += synk_threads())");
+  w.line("const int64_t o = line / ni, j = line - o * ni;");
+  emitter::emit_cumsum_line(w, c);
+  w.close();
   w.close();
 }
 

@@ -94,6 +94,18 @@ fn f(bcast c: bool[4, 1]) {{
 )", t), "f", {{}});
 }
 
+TEST(GradCpu, CumsumBothDirections) {
+  // The gradient of a cumsum is a reversed cumsum and vice versa: both kernels run compiled.
+  for (const char* t : {"f32", "f64"})
+    check(fmt::format(R"(
+shared w: {0}[4, 6];
+fn train(scatter x: {0}[n, 4]) {{
+  let c = cumsum(x @ w, axis=1);
+  out g: avg = grad(mean(cumsum(c * c, axis=0, reverse=true)) + sum(cumsum(w, axis=0) * w), w);
+}}
+)", t), "train", {{{"n", 5}}, {{"n", 1}}, {{"n", 0}}});
+}
+
 TEST(GradCpu, EveryUpdateRule) {
   for (const char* name : {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adadelta", "adam", "adamax",
                            "adamw"}) {

@@ -33,6 +33,8 @@ class Backprop {
   void propagate(ir::NodeId id, ir::NodeId g);
   void propagate_reduction(const ir::Node& n, ir::NodeId id, ir::NodeId g);
   void propagate_matmul(const ir::Node& n, ir::NodeId g);
+  // Transpose, reshape, broadcast_to, concat, slice, take, and cumsum (linear along an axis like
+  // them: its adjoint is another cumsum).
   void propagate_structure(const ir::Node& n, ir::NodeId id, ir::NodeId g);
   void propagate_cross_entropy(const ir::Node& n, ir::NodeId g);
   // log1p, expm1, softplus, sin, cos, %, binary_cross_entropy_with_logits.

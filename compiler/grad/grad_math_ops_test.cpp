@@ -1,12 +1,14 @@
 // Gradient checks for the math ops of issue 16 (softplus, log1p, expm1, sin, cos, %, the
-// binary_cross_entropy_with_logits op, and sema's compositions clip, logsumexp, var, std, norm,
+// binary_cross_entropy_with_logits and cumsum ops, and sema's compositions clip, logsumexp, var, std, norm,
 // stack, expand_dims, squeeze), written in `.synk` and compiled by the front end: every element of
 // each gradient is compared with float64 central differences through the reference evaluator, on
 // fresh random values. Then the values at the kinks that the docs promise (docs/language.md):
 // the gradients of softplus and binary_cross_entropy_with_logits at 0 are sigmoid(0) (- y), clip
 // passes the adjoint at its bounds, norm's gradient at 0 is 0 (not NaN), logsumexp's is softmax,
-// and the piecewise-constant ops (floor, ceil, round, sign, floor_divide) give zero.
+// cumsum's is the reversed cumsum of the adjoint, and the piecewise-constant ops (floor, ceil,
+// round, sign, floor_divide) give zero.
 #include <cmath>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -50,6 +52,8 @@ std::vector<Case> cases() {
       {"std", "sum(std(w, axis=1, keepdims=true) * x) + std(v)"},
       {"norm", "sum(norm(w, axis=1) * sum(x, axis=1)) + norm(v) * norm(w)"},
       {"stack", "sum(stack([w, x * w], axis=1) * stack([x, x], axis=1)) + sum(stack([v, v], axis=-1))"},
+      {"cumsum", "sum(cumsum(w, axis=1) * x) + sum(cumsum(v) * v)"},
+      {"cumsum_reverse", "sum(cumsum(w * x, axis=0, reverse=true) * cumsum(x, -1)) + sum(cumsum(cumsum(v), reverse=true) * v)"},
       {"expand_squeeze", "sum(squeeze(expand_dims(v, 0) * slice(w, 0, 1), 0) * v) + sum(squeeze(expand_dims(w, -1), axis=2) * x)"},
   };
 }
@@ -83,6 +87,8 @@ std::vector<double> gradient_at(const std::string& loss, const std::vector<doubl
                                           HostTensor::make(DType::F64, {int64_t(q.size())}, q)};
   return dsl::evaluate(m, "f", {}, values).outputs.at(0).data;
 }
+
+double inf_value() { return std::numeric_limits<double>::infinity(); }
 
 // The sigmoid op's value (exp of a non-positive number only), which the gradient must equal.
 double sigmoid(double z) { return z >= 0 ? 1 / (1 + std::exp(-z)) : std::exp(z) / (1 + std::exp(z)); }
@@ -124,6 +130,16 @@ TEST(MathOpKinks, LogsumexpGradientIsSoftmax) {
   double total = 0;
   for (double v : x) total += std::exp(v - 3);
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(g[i], std::exp(x[i] - 3) / total, 1e-15) << i;
+}
+
+TEST(MathOpKinks, CumsumGradientIsTheReversedCumsumOfTheAdjoint) {
+  // d/dp_j of sum_i cumsum(p)_i * q_i is q_j + ... + q_last; reversed, q_0 + ... + q_j (exact:
+  // small integers).
+  const std::vector<double> q = {1, -2, 4, 8};
+  EXPECT_EQ(gradient_at("sum(cumsum(p) * q)", {0.5, 1, -3, 2}, q), (std::vector<double>{11, 10, 12, 8}));
+  EXPECT_EQ(gradient_at("sum(cumsum(p, reverse=true) * q)", {0.5, 1, -3, 2}, q), (std::vector<double>{1, -1, 3, 11}));
+  // An infinite adjoint reaches only the elements before it (after it, when reversed).
+  EXPECT_EQ(gradient_at("sum(cumsum(p) * q)", {0, 0, 0}, {1, inf_value(), 1})[2], 1);
 }
 
 TEST(MathOpKinks, PiecewiseConstantOpsHaveZeroGradient) {

@@ -166,7 +166,7 @@ void Backprop::propagate(NodeId id, NodeId g) {
     case Op::MatMul:
       return propagate_matmul(n, g);
     case Op::Transpose: case Op::Reshape: case Op::BroadcastTo: case Op::Concat: case Op::Slice:
-    case Op::Take:
+    case Op::Take: case Op::Cumsum:
       return propagate_structure(n, id, g);
 
     case Op::Softmax: {
@@ -322,6 +322,11 @@ void Backprop::propagate_structure(const ir::Node& n, NodeId id, NodeId g) {
       }
       return;
     }
+    case Op::Cumsum:
+      // y_i = sum of x_j for j <= i, so dx_j = sum of g_i for i >= j: the cumulative sum of g
+      // from the other end of the axis (numpy: flip(cumsum(flip(g)))); a reversed cumsum's
+      // adjoint is the forward one.
+      return give(n, 0, w_.cumsum(g, n.attrs.axis, !n.attrs.reverse));
     case Op::Slice: {
       // Pad with zeros back to the operand's extent along the axis.
       const size_t axis = size_t(n.attrs.axis);

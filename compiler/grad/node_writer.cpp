@@ -139,6 +139,13 @@ NodeId NodeWriter::softmax(Op op, NodeId x, int64_t axis) {
   return add(op, {x}, a);
 }
 
+NodeId NodeWriter::cumsum(NodeId x, int64_t axis, bool reverse) {
+  ir::Attrs a;
+  a.axis = axis;
+  a.reverse = reverse;
+  return add(Op::Cumsum, {x}, a);
+}
+
 NodeId NodeWriter::sum_all(std::span<const NodeId> terms) {
   SYNK_CHECK(!terms.empty(), "sum of no terms");
   NodeId total = terms[0];

@@ -57,6 +57,7 @@ class NodeWriter {
   ir::NodeId slice(ir::NodeId x, int64_t axis, int64_t start, int64_t stop);
   ir::NodeId one_hot(ir::NodeId labels, int64_t num_classes, ir::DType dtype);
   ir::NodeId softmax(ir::Op op, ir::NodeId x, int64_t axis);   // Softmax or LogSoftmax
+  ir::NodeId cumsum(ir::NodeId x, int64_t axis, bool reverse);
 
   // Sum of one or more values of one type, left to right.
   ir::NodeId sum_all(std::span<const ir::NodeId> terms);

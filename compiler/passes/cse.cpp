@@ -21,7 +21,7 @@ std::string node_key(const ir::Node& n) {
   const ir::Attrs& a = n.attrs;
   key += fmt::format("|{}|{:x}|{}|{}|{}|{}|{}|{}|{}|", a.index, value_bits, a.ivalue, fmt::join(a.axes, ","),
                      a.keepdims, fmt::join(a.perm, ","), a.axis, a.start, a.stop);
-  key += fmt::format("{}|{}|{}", a.num_classes, a.salt, a.global_rows);   // random ops: distinct salts differ
+  key += fmt::format("{}|{}|{}|{}", a.num_classes, a.salt, a.global_rows, a.reverse);   // random ops: distinct salts differ
   const ir::Window2d& w = a.window;   // conv2d and pooling: every parameter
   key += fmt::format("|{},{},{},{},{},{},{},{},{},{},{},{},{},{}", w.kh, w.kw, w.stride_h, w.stride_w, w.pad_top,
                      w.pad_bottom, w.pad_left, w.pad_right, w.dilation_h, w.dilation_w, w.groups, w.in_h, w.in_w,

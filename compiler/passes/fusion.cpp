@@ -1,11 +1,11 @@
 // Fusion: decides which values exist in memory and groups every other node into the kernel that
 // consumes it. The rules, in order:
 //  1. Leaves (inputs, shared reads), every non-pointwise op (reductions, argmax, matmul, softmax,
-//     log_softmax, cross_entropy, concat, take, one_hot), outputs and updates get a buffer.
+//     log_softmax, cumsum, cross_entropy, concat, take, one_hot), outputs and updates get a buffer.
 //     A reshape is an alias of its operand's buffer, so the operand must be in memory too.
 //  2. Operands that a kernel reads as whole arrays get a buffer: matmul operands (except a 2-D
-//     transpose of a buffer, which BLAS reads with a transpose flag), softmax, log_softmax and
-//     cross_entropy operands, take and one_hot operands.
+//     transpose of a buffer, which BLAS reads with a transpose flag), softmax, log_softmax, cumsum
+//     and cross_entropy operands, take and one_hot operands.
 //  3. A pointwise or view node feeding two or more kernels gets a buffer (computed once) unless
 //     it is free to recompute (a constant, or views of a buffer: only index arithmetic).
 //  4. Every node with a buffer that is not a leaf or alias roots a kernel, which also computes
@@ -48,6 +48,7 @@ KernelKind kind_of(Op op) {
     case Op::MatMul: return KernelKind::MatMul;
     case Op::Softmax: return KernelKind::Softmax;
     case Op::LogSoftmax: return KernelKind::LogSoftmax;
+    case Op::Cumsum: return KernelKind::Cumsum;
     case Op::CrossEntropy: return KernelKind::CrossEntropy;
     case Op::Concat: return KernelKind::Concat;
     case Op::Take: return KernelKind::Take;
@@ -112,8 +113,8 @@ class Fusion {
             else has_buffer_[size_t(o)] = true;
           }
           break;
-        case Op::Softmax: case Op::LogSoftmax: case Op::CrossEntropy: case Op::Take: case Op::OneHot:
-        case Op::Reshape: case Op::Conv2d: case Op::Conv2dBackwardData: case Op::Conv2dBackwardWeights:
+        case Op::Softmax: case Op::LogSoftmax: case Op::Cumsum: case Op::CrossEntropy: case Op::Take:
+        case Op::OneHot: case Op::Reshape: case Op::Conv2d: case Op::Conv2dBackwardData: case Op::Conv2dBackwardWeights:
         case Op::MaxPool2d: case Op::MaxPool2dBackward: case Op::AvgPool2d: case Op::AvgPool2dBackward:
           for (NodeId o : nd.operands) has_buffer_[size_t(o)] = true;
           break;

@@ -26,6 +26,7 @@ const char* kernel_kind_name(KernelKind k) {
     case KernelKind::MatMul: return "matmul";
     case KernelKind::Softmax: return "softmax";
     case KernelKind::LogSoftmax: return "log_softmax";
+    case KernelKind::Cumsum: return "cumsum";
     case KernelKind::CrossEntropy: return "cross_entropy";
     case KernelKind::Concat: return "concat";
     case KernelKind::Take: return "take";
@@ -67,8 +68,9 @@ std::string node_str(const ir::Module* module, const ir::Function& fn, ir::NodeI
   if (ir::is_reduction(n.op)) s += fmt::format(" axes=[{}]{}", fmt::join(a.axes, ", "), a.keepdims ? " keepdims" : "");
   if (n.op == ir::Op::Transpose) s += fmt::format(" perm=[{}]", fmt::join(a.perm, ", "));
   if (n.op == ir::Op::Slice) s += fmt::format(" axis={} start={} stop={}", a.axis, a.start, a.stop);
-  if (n.op == ir::Op::Concat || n.op == ir::Op::Softmax || n.op == ir::Op::LogSoftmax)
+  if (n.op == ir::Op::Concat || n.op == ir::Op::Softmax || n.op == ir::Op::LogSoftmax || n.op == ir::Op::Cumsum)
     s += fmt::format(" axis={}", a.axis);
+  if (n.op == ir::Op::Cumsum && a.reverse) s += " reverse";
   if (n.op == ir::Op::OneHot) s += fmt::format(" num_classes={}", a.num_classes);
   if (n.op == ir::Op::Random)
     s += fmt::format(" {} salt={}{}", a.index == 1 ? "normal" : "uniform", a.salt, a.global_rows ? " global_rows" : "");

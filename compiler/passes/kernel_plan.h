@@ -37,6 +37,7 @@ enum class KernelKind : uint8_t {
   MatMul,        // BLAS (float) or a generated loop (integer); transposes folded into flags
   Softmax,       // stable: max, sum of exp, scale
   LogSoftmax,
+  Cumsum,        // a sequential scan of each line along the axis (no fused producers)
   CrossEntropy,  // stable log-sum-exp per row, integer or probability labels
   Concat,        // one loop nest per operand, each a pointwise DAG
   Take,          // row gather with bounds checks
