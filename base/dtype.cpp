@@ -1,32 +1,27 @@
 // Names, sizes and the safe-cast rule of the one type vocabulary (see dtype.h).
 #include "base/dtype.h"
 
+#include "base/enum_names.h"
+
 namespace synk {
 
 namespace {
-constexpr DType kAll[] = {DType::F32, DType::F64, DType::I32, DType::I64,
-                          DType::U8,  DType::Bool, DType::F16, DType::BF16};
-}
+constexpr EnumName<DType> kDTypeNames[] = {
+    {DType::F32, "f32"}, {DType::F64, "f64"},   {DType::I32, "i32"}, {DType::I64, "i64"},
+    {DType::U8, "u8"},   {DType::Bool, "bool"}, {DType::F16, "f16"}, {DType::BF16, "bf16"},
+};
+constexpr EnumName<Role> kRoleNames[] = {
+    {Role::Scatter, "scatter"}, {Role::Broadcast, "bcast"}, {Role::Minibatch, "minibatch"},
+};
+constexpr EnumName<ReduceMode> kModeNames[] = {
+    {ReduceMode::Avg, "avg"}, {ReduceMode::Sum, "sum"},       {ReduceMode::Prod, "prod"}, {ReduceMode::Max, "max"},
+    {ReduceMode::Min, "min"}, {ReduceMode::Gather, "gather"}, {ReduceMode::None, "none"},
+};
+}  // namespace
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F32: return "f32";
-    case DType::F64: return "f64";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
-    case DType::U8: return "u8";
-    case DType::Bool: return "bool";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-  }
-  return "?";
-}
+const char* dtype_name(DType t) { return enum_name(kDTypeNames, t); }
 
-std::optional<DType> dtype_from_name(std::string_view name) {
-  for (DType t : kAll)
-    if (name == dtype_name(t)) return t;
-  return std::nullopt;
-}
+std::optional<DType> dtype_from_name(std::string_view name) { return enum_from_name(kDTypeNames, name); }
 
 size_t dtype_size(DType t) {
   switch (t) {
@@ -55,33 +50,10 @@ bool can_cast_safely(DType from, DType to) {
   }
 }
 
-const char* role_name(Role r) {
-  switch (r) {
-    case Role::Scatter: return "scatter";
-    case Role::Broadcast: return "bcast";
-    case Role::Minibatch: return "minibatch";
-  }
-  return "?";
-}
+const char* role_name(Role r) { return enum_name(kRoleNames, r); }
 
-const char* mode_name(ReduceMode m) {
-  switch (m) {
-    case ReduceMode::Avg: return "avg";
-    case ReduceMode::Sum: return "sum";
-    case ReduceMode::Prod: return "prod";
-    case ReduceMode::Max: return "max";
-    case ReduceMode::Min: return "min";
-    case ReduceMode::Gather: return "gather";
-    case ReduceMode::None: return "none";
-  }
-  return "?";
-}
+const char* mode_name(ReduceMode m) { return enum_name(kModeNames, m); }
 
-std::optional<ReduceMode> mode_from_name(std::string_view name) {
-  for (ReduceMode m : {ReduceMode::Avg, ReduceMode::Sum, ReduceMode::Prod, ReduceMode::Max,
-                       ReduceMode::Min, ReduceMode::Gather, ReduceMode::None})
-    if (name == mode_name(m)) return m;
-  return std::nullopt;
-}
+std::optional<ReduceMode> mode_from_name(std::string_view name) { return enum_from_name(kModeNames, name); }
 
 }  // namespace synk

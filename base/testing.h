@@ -1,10 +1,14 @@
 // Helpers for the GoogleTest tests of every layer (test use only; not installed): a check that a
 // call throws a UserError whose message names what went wrong, the message of the error a call
-// throws, EXPECT_HAS (a text contains a fragment), and an environment variable set for one scope.
+// throws, EXPECT_HAS (a text contains a fragment), an environment variable set for one scope, and
+// a random generator whose seed a failure can be replayed with.
 #pragma once
 
+#include <cstdint>
 #include <cstdlib>
+#include <iostream>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -67,6 +71,28 @@ class ScopedEnv {
  private:
   const char* name_;
   std::optional<std::string> old_;
+};
+
+// One generator per test, seeded from SYNK_TEST_SEED or std::random_device; the seed is printed
+// so that any failure can be replayed.
+class Rng {
+ public:
+  explicit Rng(const std::string& test_name) {
+    const char* env = std::getenv("SYNK_TEST_SEED");
+    seed_ = env ? std::strtoull(env, nullptr, 10) : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+    std::cout << "[ seed     ] " << test_name << ": SYNK_TEST_SEED=" << seed_ << "\n";
+    engine_.seed(seed_);
+  }
+  uint64_t seed() const { return seed_; }
+  double uniform(double low, double high) { return std::uniform_real_distribution<double>(low, high)(engine_); }
+  int64_t integer(int64_t low, int64_t high) { return std::uniform_int_distribution<int64_t>(low, high)(engine_); }
+  // |x| in [low, high] with a random sign: values away from the kink at 0.
+  double away_from_zero(double low, double high) { return (integer(0, 1) ? 1 : -1) * uniform(low, high); }
+  std::mt19937_64& engine() { return engine_; }
+
+ private:
+  uint64_t seed_ = 0;
+  std::mt19937_64 engine_;
 };
 
 }  // namespace synk::testing

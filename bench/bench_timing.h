@@ -1,6 +1,7 @@
 // How the benchmarks time a piece of work (header-only, bench use only): the best of N runs after
-// a warm-up (CPU code generators), and the median of N runs after two warm-ups (CUDA, where each
-// run ends with a device synchronisation).
+// a warm-up (CPU code generators), the median of N runs after two warm-ups (CUDA, where each run
+// ends with a device synchronisation), and the median per call over batches of calls (collectives,
+// synk's and MPI's timed alike).
 #pragma once
 
 #include <algorithm>
@@ -47,6 +48,28 @@ double median_ms(int reps, F&& f) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// Seconds per call: the median over batches of back-to-back calls, batches of about 2 ms, at least
+// `reps` of them and as many as fit in about 0.3 s (the median shrugs off batches hit by
+// preemption on a loaded machine). `run_batch(calls)` makes `calls` calls and returns the seconds
+// they took.
+template <class RunBatch>
+double median_seconds_per_call(int reps, RunBatch&& run_batch) {
+  int batch = 1;
+  std::vector<double> per_call;
+  double spent = 0;
+  for (int b = 0; b < 1000 && (b <= reps || spent < 0.3); ++b) {
+    const double seconds = run_batch(batch);
+    spent += seconds;
+    if (b == 0) {   // the first batch warms up and sizes the rest
+      batch = int(std::clamp(2e-3 / std::max(seconds, 1e-9), 1.0, 100000.0));
+      continue;
+    }
+    per_call.push_back(seconds / batch);
+  }
+  std::sort(per_call.begin(), per_call.end());
+  return per_call[per_call.size() / 2];
 }
 
 }  // namespace synk::bench

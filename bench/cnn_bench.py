@@ -24,11 +24,10 @@ cnn_bench.png (bar chart of the medians) into --out-dir.
 import argparse
 import csv
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from epoch_bench import bench_env, chosen_variants, run_rounds, run_synk, run_torch  # noqa: E402
+from epoch_bench import bench_env, chosen_variants, run_rounds, run_synk, run_torch, variant_summary  # noqa: E402
 
 
 def variants(binary, limit):
@@ -74,10 +73,8 @@ def report(rows, chosen, out_dir):
     summary = {}
     print(f"\n{'variant':<12} {'median s/epoch':>15} {'best':>8} {'test acc':>9} {'load avg (1 min)':>18}")
     for name in chosen:
-        mine = [r for r in rows if r[1] == name]
-        meds = [r[3] for r in mine]
-        loads = [x for r in mine for x in (r[5], r[6])]
-        summary[name] = (statistics.median(meds), min(meds))
+        mine, median, best, loads = variant_summary(rows, name)
+        summary[name] = (median, best)
         print(f"{name:<12} {summary[name][0]:15.3f} {summary[name][1]:8.3f} {100 * mine[-1][4]:8.2f}% "
               f"{min(loads):8.2f} - {max(loads):5.2f}")
     print()

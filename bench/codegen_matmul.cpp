@@ -33,6 +33,33 @@ rt::Array random_matrix(rt::DType dt, int64_t r, int64_t c, uint64_t seed) {
   return a;
 }
 
+// c = op(a) b for s x s row-major matrices, straight through OpenBLAS.
+void gemm(CBLAS_TRANSPOSE ta, int s, const float* a, const float* b, float* c) {
+  cblas_sgemm(CblasRowMajor, ta, CblasNoTrans, s, s, s, 1.f, a, s, b, s, 0.f, c, s);
+}
+void gemm(CBLAS_TRANSPOSE ta, int s, const double* a, const double* b, double* c) {
+  cblas_dgemm(CblasRowMajor, ta, CblasNoTrans, s, s, s, 1.0, a, s, b, s, 0.0, c, s);
+}
+
+struct Timings {
+  double synk_s, blas_s;
+};
+
+// One s x s product through the synk function `f` and through BLAS directly, on the same random
+// operands (drawn from `seed` and seed + 1), each the best of `reps` runs.
+template <class T>
+Timings time_against_blas(compiler::CpuFunction& f, CBLAS_TRANSPOSE ta, rt::DType dt, int64_t s, uint64_t seed,
+                          int reps) {
+  rt::Array a = random_matrix<T>(dt, s, s, seed), b = random_matrix<T>(dt, s, s, seed + 1);
+  std::vector<rt::ArrayRef> in{a.ref(), b.ref()};
+  std::vector<rt::Array> out(1), ups;
+  std::vector<T> c(size_t(s * s));
+  Timings t;
+  t.synk_s = best_seconds(reps, [&] { f.run(in, {}, out, ups); });
+  t.blas_s = best_seconds(reps, [&] { gemm(ta, int(s), a.data<T>(), b.data<T>(), c.data()); });
+  return t;
+}
+
 }  // namespace
 
 int main() {
@@ -49,39 +76,14 @@ fn mm64(bcast a: f64[n, k], bcast b: f64[k, m]) { out c: none = a @ b; }
   fmt::print("{:<22} {:>6} {:>10} {:>10} {:>12}\n", "case", "size", "synk ms", "cblas ms", "synk/cblas");
   for (int64_t s : {64, 256, 512, 1024}) {
     const int reps = s <= 256 ? 50 : 8;
-    std::vector<rt::Array> out(1), ups;
-    auto report = [&](const std::string& name, double synk_s, double blas_s) {
-      fmt::print("{:<22} {:>6} {:>10.3f} {:>10.3f} {:>12.3f}\n", name, s, synk_s * 1e3, blas_s * 1e3, synk_s / blas_s);
-      csv << fmt::format("{},{},{:.4f},{:.4f},{:.4f}\n", name, s, synk_s * 1e3, blas_s * 1e3, synk_s / blas_s);
+    auto report = [&](const std::string& name, Timings t) {
+      fmt::print("{:<22} {:>6} {:>10.3f} {:>10.3f} {:>12.3f}\n", name, s, t.synk_s * 1e3, t.blas_s * 1e3,
+                 t.synk_s / t.blas_s);
+      csv << fmt::format("{},{},{:.4f},{:.4f},{:.4f}\n", name, s, t.synk_s * 1e3, t.blas_s * 1e3, t.synk_s / t.blas_s);
     };
-    {
-      rt::Array a = random_matrix<float>(rt::DType::F32, s, s, 1), b = random_matrix<float>(rt::DType::F32, s, s, 2);
-      std::vector<rt::ArrayRef> in{a.ref(), b.ref()};
-      std::vector<float> c(size_t(s * s));
-      double synk_s = best_seconds(reps, [&] { f32->run(in, {}, out, ups); });
-      double blas_s = best_seconds(reps, [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(s), int(s), int(s), 1.f, a.data<float>(), int(s),
-                    b.data<float>(), int(s), 0.f, c.data(), int(s));
-      });
-      report("f32 a@b", synk_s, blas_s);
-      double synk_t = best_seconds(reps, [&] { f32t->run(in, {}, out, ups); });
-      double blas_t = best_seconds(reps, [&] {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(s), int(s), int(s), 1.f, a.data<float>(), int(s),
-                    b.data<float>(), int(s), 0.f, c.data(), int(s));
-      });
-      report("f32 transpose(a)@b", synk_t, blas_t);
-    }
-    {
-      rt::Array a = random_matrix<double>(rt::DType::F64, s, s, 3), b = random_matrix<double>(rt::DType::F64, s, s, 4);
-      std::vector<rt::ArrayRef> in{a.ref(), b.ref()};
-      std::vector<double> c(size_t(s * s));
-      double synk_s = best_seconds(reps, [&] { f64->run(in, {}, out, ups); });
-      double blas_s = best_seconds(reps, [&] {
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(s), int(s), int(s), 1.0, a.data<double>(), int(s),
-                    b.data<double>(), int(s), 0.0, c.data(), int(s));
-      });
-      report("f64 a@b", synk_s, blas_s);
-    }
+    report("f32 a@b", time_against_blas<float>(*f32, CblasNoTrans, rt::DType::F32, s, 1, reps));
+    report("f32 transpose(a)@b", time_against_blas<float>(*f32t, CblasTrans, rt::DType::F32, s, 1, reps));
+    report("f64 a@b", time_against_blas<double>(*f64, CblasNoTrans, rt::DType::F64, s, 3, reps));
   }
   fmt::print("wrote {}/codegen_matmul.csv\n", SYNK_BENCH_OUT_DIR);
   return 0;

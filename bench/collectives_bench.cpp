@@ -27,8 +27,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "synk/synk.h"
+#include "bench/bench_timing.h"
 #include "runtime/testing.h"
+#include "synk/synk.h"
 
 using namespace synk;
 using Clock = std::chrono::steady_clock;
@@ -42,27 +43,14 @@ std::string load_average() {
   return a + " " + b + " " + c;
 }
 
-// Seconds per call: the median over batches of back-to-back all_reduces, batches of about 2 ms,
-// at least `reps` of them and as many as fit in about 0.3 s (as collectives_mpi does; the median
-// shrugs off batches hit by preemption on a loaded machine). synk's master returns when every rank
-// is done, so a batch's time is the slowest rank's.
+// Seconds per call of all_reduce, timed as collectives_mpi times MPI's. synk's master returns when
+// every rank is done, so a batch's time is the slowest rank's.
 double time_all_reduce(const Var& v, int reps, const CollectiveOptions& options) {
-  int batch = 1;
-  std::vector<double> per_call;
-  double spent = 0;
-  for (int b = 0; b < 1000 && (b <= reps || spent < 0.3); ++b) {
+  return bench::median_seconds_per_call(reps, [&](int calls) {
     Clock::time_point t0 = Clock::now();
-    for (int i = 0; i < batch; ++i) synk::all_reduce(v, Op::Sum, options);
-    double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    spent += s;
-    if (b == 0) {   // the first batch warms up and sizes the rest
-      batch = int(std::clamp(2e-3 / std::max(s, 1e-9), 1.0, 100000.0));
-      continue;
-    }
-    per_call.push_back(s / batch);
-  }
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
+    for (int i = 0; i < calls; ++i) synk::all_reduce(v, Op::Sum, options);
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  });
 }
 
 double percentile(std::vector<double> v, double p) {

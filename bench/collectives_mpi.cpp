@@ -10,32 +10,22 @@
 #include <cstdlib>
 #include <vector>
 
+#include "bench/bench_timing.h"
+
 namespace {
 
-// Seconds per call: the median over batches of back-to-back in-place all-reduces of `count`
-// floats, each batch timed by its slowest rank; batches of about 2 ms, at least `reps` of them
-// and as many as fit in about 0.3 s (the median shrugs off batches hit by preemption on a loaded
-// machine).
+// Seconds per call of an in-place all-reduce of `count` floats, timed as collectives_bench times
+// synk's, each batch by its slowest rank.
 double time_allreduce(std::vector<float>& buf, size_t count, int reps) {
-  int batch = 1;
-  std::vector<double> per_call;
-  double spent = 0;
-  for (int b = 0; b < 1000 && (b <= reps || spent < 0.3); ++b) {
+  return synk::bench::median_seconds_per_call(reps, [&](int calls) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    for (int i = 0; i < batch; ++i)
+    for (int i = 0; i < calls; ++i)
       MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     double mine = MPI_Wtime() - t0, slowest = 0;
     MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    spent += slowest;
-    if (b == 0) {   // the first batch warms up and sizes the rest
-      batch = int(std::clamp(2e-3 / std::max(slowest, 1e-9), 1.0, 100000.0));
-      continue;
-    }
-    per_call.push_back(slowest / batch);
-  }
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
+    return slowest;
+  });
 }
 
 }  // namespace

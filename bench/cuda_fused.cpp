@@ -20,6 +20,7 @@
 #include "compiler/backend_function.h"
 #include "compiler/cuda/cuda_function.h"
 #include "bench/bench_timing.h"
+#include "bench/cuda_bench.h"
 #include "dsl/frontend.h"
 #include "gpu/driver.h"
 
@@ -41,11 +42,7 @@ struct Case {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string reason;
-  if (!cu::cuda_available(&reason)) {
-    fmt::print("skipped: no CUDA GPU ({})\n", reason);
-    return 0;
-  }
+  if (bench::skip_without_gpu()) return 0;
   const int64_t mib = argc > 1 ? std::atoll(argv[1]) : 1024;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 20;
   try {

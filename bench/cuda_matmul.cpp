@@ -17,6 +17,7 @@
 #include "compiler/backend_function.h"
 #include "compiler/cuda/cuda_function.h"
 #include "bench/bench_timing.h"
+#include "bench/cuda_bench.h"
 #include "dsl/frontend.h"
 #include "gpu/cublas.h"
 #include "gpu/driver.h"
@@ -31,11 +32,7 @@ using bench::median_ms;
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string reason;
-  if (!cu::cuda_available(&reason)) {
-    fmt::print("skipped: no CUDA GPU ({})\n", reason);
-    return 0;
-  }
+  if (bench::skip_without_gpu()) return 0;
   const int reps = argc > 1 ? std::atoi(argv[1]) : 20;
   try {
     cu::CudaDevice& device = cu::CudaDevice::get();

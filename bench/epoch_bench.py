@@ -1,7 +1,7 @@
 """What the epoch-time benchmarks (train_bench.py for the MLP, cnn_bench.py for the CNN) share:
 running a synk example or a PyTorch baseline and reading its epoch times, choosing the variants,
-and the rounds loop that runs every variant once per round with the load average around it (so a
-noisy run shows in the CSV)."""
+the rounds loop that runs every variant once per round with the load average around it (so a
+noisy run shows in the CSV), and a variant's summary over its rounds."""
 import json
 import os
 import re
@@ -76,3 +76,12 @@ def run_rounds(rounds, chosen, run_variant, with_accuracy):
             print(f"round {rnd}  {name:<12} {median:7.3f} s/epoch  (epochs {', '.join(f'{t:.3f}' for t in times)}; "
                   f"{acc}load {load_before:.2f} -> {load_after:.2f}; {time.time() - start:.0f} s)", flush=True)
     return rows
+
+
+def variant_summary(rows, name):
+    """A variant's rows of run_rounds, the median and the best of their per-round medians, and the
+    load averages seen around its rounds (the last two columns)."""
+    mine = [r for r in rows if r[1] == name]
+    meds = [r[3] for r in mine]
+    loads = [x for r in mine for x in r[-2:]]
+    return mine, statistics.median(meds), min(meds), loads

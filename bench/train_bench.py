@@ -27,11 +27,10 @@ its runs, then the ratios synk / PyTorch and the 1 -> 2 rank speedups. Writes tr
 import argparse
 import csv
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from epoch_bench import bench_env, chosen_variants, run_rounds, run_synk, run_torch  # noqa: E402
+from epoch_bench import bench_env, chosen_variants, run_rounds, run_synk, run_torch, variant_summary  # noqa: E402
 
 
 def variants(binary):
@@ -122,10 +121,8 @@ def report(rows, chosen, out_dir):
     summary = {}
     print(f"\n{'variant':<12} {'median s/epoch':>15} {'best':>7} {'load avg (1 min)':>18}")
     for name in chosen:
-        mine = [r for r in rows if r[1] == name]
-        meds = [r[3] for r in mine]
-        loads = [x for r in mine for x in (r[4], r[5])]
-        summary[name] = (statistics.median(meds), min(meds))
+        _, median, best, loads = variant_summary(rows, name)
+        summary[name] = (median, best)
         print(f"{name:<12} {summary[name][0]:15.3f} {summary[name][1]:7.3f} {min(loads):8.2f} - {max(loads):5.2f}")
 
     def ratio(a, b, label):

@@ -101,13 +101,17 @@ struct ParamDecl {
   SourceLoc loc;
 };
 
-struct FnDecl {
+// What a function and a helper both are: a name, parameters of their own kind, and a body.
+template <class Param>
+struct CallableDecl {
   std::string name;
   SourceLoc name_loc;
-  std::vector<ParamDecl> params;
+  std::vector<Param> params;
   std::vector<Stmt> body;
   SourceLoc loc;
 };
+
+struct FnDecl : CallableDecl<ParamDecl> {};
 
 // A helper's parameter: `x`, or `x: f32[n, k]` (symbols of the type are bound per call).
 struct HelperParam {
@@ -118,13 +122,7 @@ struct HelperParam {
 
 // def NAME(PARAM, ...) { let ...; return EXPR, ...; }   (inlined at every call; never exported)
 // The parser guarantees a body of `let`s ending in exactly one `return`.
-struct HelperDecl {
-  std::string name;
-  SourceLoc name_loc;
-  std::vector<HelperParam> params;
-  std::vector<Stmt> body;
-  SourceLoc loc;
-};
+struct HelperDecl : CallableDecl<HelperParam> {};
 
 // shared NAME : TYPE [= INIT] [sliceable];
 struct SharedDecl {

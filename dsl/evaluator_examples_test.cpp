@@ -9,13 +9,15 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/evaluator.h"
 #include "dsl/frontend.h"
+#include "ir/evaluator.h"
+#include "ir/evaluator_test_util.h"
 
 namespace synk::dsl {
 namespace {
 
 using ir::DType;
+using eval_test::Random;
 
 ir::Module compile_example(const std::string& name) {
   const std::filesystem::path p = std::filesystem::path(SYNK_SOURCE_DIR) / "examples" / name;
@@ -24,29 +26,6 @@ ir::Module compile_example(const std::string& name) {
   ss << in.rdbuf();
   return compile_source(p.string(), ss.str());
 }
-
-class Random {
- public:
-  Random() : seed_(std::random_device{}()), gen_(seed_) {}
-  uint64_t seed() const { return seed_; }
-  HostTensor normal(DType dtype, std::vector<int64_t> shape, double stddev = 1.0) {
-    HostTensor t = HostTensor::filled(dtype, std::move(shape), 0);
-    std::normal_distribution<double> dist(0, stddev);
-    for (double& v : t.data) v = double(float(dist(gen_)));   // f32-representable
-    return t;
-  }
-  HostTensor labels(std::vector<int64_t> shape, int64_t classes) {
-    HostTensor t = HostTensor::filled(DType::I64, std::move(shape), 0);
-    std::uniform_int_distribution<int64_t> dist(0, classes - 1);
-    for (double& v : t.data) v = double(dist(gen_));
-    return t;
-  }
-
- private:
-  uint64_t seed_;
-  std::mt19937_64 gen_;
-};
-#define TRACE_SEED(rng) SCOPED_TRACE("random seed " + std::to_string((rng).seed()))
 
 TEST(EvaluatorOnExamples, IntroIsTheMeanOfTheMatrixVectorProduct) {
   Random rng;
@@ -121,7 +100,7 @@ TEST(EvaluatorOnExamples, MlpLossAndAccuracyMatchADirectForwardPass) {
     shareds.push_back(rng.normal(DType::F32, {sizes[l + 1]}, 0.1));
   }
   const HostTensor images = rng.normal(DType::F32, {n, 784});
-  const HostTensor labels = rng.labels({n}, 10);
+  const HostTensor labels = rng.ints(DType::I64, {n}, 0, 9);
   const EvalResult r = evaluate(m, "loss", std::vector<HostTensor>{images, labels}, shareds);
   ASSERT_EQ(r.outputs.size(), 2u);
 

@@ -55,27 +55,6 @@ bool is_generated_name(const std::string& name) {
   return name.find_first_not_of("0123456789", 1) == std::string::npos;
 }
 
-const char* operator_spelling(Op op) {
-  switch (op) {
-    case Op::Add: return "+";
-    case Op::Sub: return "-";
-    case Op::Mul: return "*";
-    case Op::Div: return "/";
-    case Op::Mod: return "%";
-    case Op::Pow: return "**";
-    case Op::MatMul: return "@";
-    case Op::Eq: return "==";
-    case Op::Ne: return "!=";
-    case Op::Lt: return "<";
-    case Op::Le: return "<=";
-    case Op::Gt: return ">";
-    case Op::Ge: return ">=";
-    case Op::And: return "&&";
-    case Op::Or: return "||";
-    default: return nullptr;
-  }
-}
-
 class FunctionPrinter {
  public:
   FunctionPrinter(const ir::Module& m, const ir::Function& f) : m_(m), f_(f) { choose_names(); }
@@ -149,7 +128,7 @@ class FunctionPrinter {
   std::string node_text(const ir::Node& n) const {
     const ir::Attrs& a = n.attrs;
     std::string ops = operands_text(n);
-    if (const char* spelling = operator_spelling(n.op); spelling && n.operands.size() == 2)
+    if (const char* spelling = ir::infix_spelling(n.op); spelling && n.operands.size() == 2)
       return fmt::format("{} {} {}", ref(n.operands[0]), spelling, ref(n.operands[1]));
     switch (n.op) {
       case Op::Input:

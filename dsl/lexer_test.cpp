@@ -39,6 +39,14 @@ std::vector<TokenKind> kinds(const Lexed& lexed) {
 
 using K = TokenKind;
 
+// The one diagnostic `lexed` must have; a caller wraps it in ASSERT_NO_FATAL_FAILURE, so that a
+// test goes on to the tokens only when the count was right.
+void expect_single_error(const Lexed& lexed, const std::string& message, SourceLoc loc) {
+  ASSERT_EQ(lexed.diagnostics.size(), 1u);
+  EXPECT_EQ(lexed.diagnostics[0].message, message);
+  EXPECT_EQ(lexed.diagnostics[0].loc, loc);
+}
+
 TEST(Lexer, TokensOfTheIntroductoryExample) {
   SourceFile file("t.synk",
                   "fn f(scatter x: f32[n, 10], bcast y: f32[10]) {\n"
@@ -132,10 +140,8 @@ TEST(Lexer, IntegerLiterals) {
 TEST(Lexer, IntegerAboveInt64MaxIsAnError) {
   SourceFile file("t.synk", "x = 9223372036854775808;");
   Lexed lexed = lex(file);
-  ASSERT_EQ(lexed.diagnostics.size(), 1u);
-  EXPECT_EQ(lexed.diagnostics[0].message,
-            "integer literal '9223372036854775808' is too large (the largest is 9223372036854775807)");
-  EXPECT_EQ(lexed.diagnostics[0].loc, (SourceLoc{1, 5}));
+  ASSERT_NO_FATAL_FAILURE(expect_single_error(
+      lexed, "integer literal '9223372036854775808' is too large (the largest is 9223372036854775807)", {1, 5}));
   EXPECT_EQ(lexed.tokens[2].kind, K::Error);
   EXPECT_EQ(lexed.tokens[3].kind, K::Semicolon);
 }
@@ -184,20 +190,16 @@ TEST(Lexer, StringsWithEscapes) {
 TEST(Lexer, UnterminatedStringStopsAtTheLineEnd) {
   SourceFile file("t.synk", "x = \"abc;\ny");
   Lexed lexed = lex(file);
-  ASSERT_EQ(lexed.diagnostics.size(), 1u);
-  EXPECT_EQ(lexed.diagnostics[0].message,
-            "unterminated string: a string must end with '\"' on the same line");
-  EXPECT_EQ(lexed.diagnostics[0].loc, (SourceLoc{1, 5}));
+  ASSERT_NO_FATAL_FAILURE(
+      expect_single_error(lexed, "unterminated string: a string must end with '\"' on the same line", {1, 5}));
   EXPECT_EQ(kinds(lexed), (std::vector<K>{K::Identifier, K::Assign, K::Error, K::Identifier, K::EndOfFile}));
 }
 
 TEST(Lexer, UnknownEscapeIsReportedOnceAndTheStringSurvives) {
   SourceFile file("t.synk", R"("a\qb")");
   Lexed lexed = lex(file);
-  ASSERT_EQ(lexed.diagnostics.size(), 1u);
-  EXPECT_EQ(lexed.diagnostics[0].message,
-            "unknown escape sequence '\\q' in string (use \\\\ \\\" \\n or \\t)");
-  EXPECT_EQ(lexed.diagnostics[0].loc, (SourceLoc{1, 3}));
+  ASSERT_NO_FATAL_FAILURE(
+      expect_single_error(lexed, "unknown escape sequence '\\q' in string (use \\\\ \\\" \\n or \\t)", {1, 3}));
   EXPECT_EQ(lexed.tokens[0].kind, K::StringLiteral);
 }
 
@@ -231,9 +233,7 @@ TEST(Lexer, UnexpectedCharacters) {
 TEST(Lexer, UnterminatedBlockComment) {
   SourceFile file("t.synk", "a\n  /* never closed\n b");
   Lexed lexed = lex(file);
-  ASSERT_EQ(lexed.diagnostics.size(), 1u);
-  EXPECT_EQ(lexed.diagnostics[0].message, "unterminated comment: '/*' has no matching '*/'");
-  EXPECT_EQ(lexed.diagnostics[0].loc, (SourceLoc{2, 3}));
+  ASSERT_NO_FATAL_FAILURE(expect_single_error(lexed, "unterminated comment: '/*' has no matching '*/'", {2, 3}));
   EXPECT_EQ(kinds(lexed), (std::vector<K>{K::Identifier, K::Error, K::EndOfFile}));
   EXPECT_EQ(lexed.tokens[1].loc, (SourceLoc{2, 3}));
 }
@@ -388,9 +388,7 @@ TEST(Lexer, AByteOrderMarkIsSkipped) {
   EXPECT_EQ(file.text(), "fn $");
   EXPECT_EQ(file.line_text(1), "fn $");
   Lexed lexed = lex(file);
-  ASSERT_EQ(lexed.diagnostics.size(), 1u);
-  EXPECT_EQ(lexed.diagnostics[0].message, "unexpected character '$'");
-  EXPECT_EQ(lexed.diagnostics[0].loc, (SourceLoc{1, 4}));
+  ASSERT_NO_FATAL_FAILURE(expect_single_error(lexed, "unexpected character '$'", {1, 4}));
   EXPECT_EQ(lexed.tokens[0].kind, K::KwFn);
   EXPECT_EQ(lexed.tokens[0].loc, (SourceLoc{1, 1}));
 }

@@ -127,13 +127,21 @@ ast::SharedDecl Parser::parse_shared() {
   return decl;
 }
 
+// KEYWORD NAME '(' PARAMS ')' '{' of a function ("fn") or a helper ("def"), whose messages call
+// the declaration a `kind`. False where the header is broken (the body is then recovered, not read).
+template <class Decl>
+bool Parser::parse_header(Decl& decl, std::string_view kind, std::string_view keyword,
+                          bool (Parser::*parse_params)(Decl&)) {
+  decl.loc = advance().loc;
+  return expect_name(decl.name, decl.name_loc, fmt::format("a {} name", kind), fmt::format("after '{}'", keyword)) &&
+         expect(TokenKind::LParen, fmt::format("after {} name '{}'", kind, decl.name)) &&
+         (this->*parse_params)(decl) &&
+         expect(TokenKind::LBrace, fmt::format("to start the body of {} '{}'", kind, decl.name));
+}
+
 ast::FnDecl Parser::parse_function() {
   ast::FnDecl fn;
-  fn.loc = advance().loc;
-  bool header_ok = expect_name(fn.name, fn.name_loc, "a function name", "after 'fn'") &&
-                   expect(TokenKind::LParen, fmt::format("after function name '{}'", fn.name)) &&
-                   parse_parameters(fn) &&
-                   expect(TokenKind::LBrace, fmt::format("to start the body of function '{}'", fn.name));
+  bool header_ok = parse_header(fn, "function", "fn", &Parser::parse_parameters);
   if (!header_ok) {
     recover_header(fn.body, fn.name, false);
     return fn;
@@ -145,11 +153,7 @@ ast::FnDecl Parser::parse_function() {
 // def NAME(x, w: f32[k, m], ...) { let ...; return EXPR, ...; }
 ast::HelperDecl Parser::parse_helper() {
   ast::HelperDecl helper;
-  helper.loc = advance().loc;
-  bool header_ok = expect_name(helper.name, helper.name_loc, "a helper name", "after 'def'") &&
-                   expect(TokenKind::LParen, fmt::format("after helper name '{}'", helper.name)) &&
-                   parse_helper_parameters(helper) &&
-                   expect(TokenKind::LBrace, fmt::format("to start the body of helper '{}'", helper.name));
+  bool header_ok = parse_header(helper, "helper", "def", &Parser::parse_helper_parameters);
   size_t errors_before = diags_.error_count();
   if (!header_ok) recover_header(helper.body, helper.name, true);
   else parse_body(helper.body, helper.name, true);

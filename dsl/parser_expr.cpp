@@ -29,6 +29,19 @@ Parsed Parser::checked(Parsed parsed, const Token& at_token) {
   return parsed;
 }
 
+Parsed Parser::parse_left_associative(Parsed (Parser::*next_level)(), std::initializer_list<TokenKind> operators) {
+  Parsed left = (this->*next_level)();
+  auto at_operator = [&] {
+    return std::find(operators.begin(), operators.end(), current_.kind) != operators.end();
+  };
+  while (!panic_ && at_operator()) {
+    Token op = advance();
+    Parsed right = (this->*next_level)();
+    left = make_binary(op, std::move(left), std::move(right));
+  }
+  return left;
+}
+
 Parsed Parser::parse_expression() {
   SourceLoc loc = current_.loc;
   if (!enter_nesting()) return error_expr(loc);
@@ -38,23 +51,11 @@ Parsed Parser::parse_expression() {
 }
 
 Parsed Parser::parse_or() {
-  Parsed left = parse_and();
-  while (!panic_ && at(TokenKind::PipePipe)) {
-    Token op = advance();
-    Parsed right = parse_and();
-    left = make_binary(op, std::move(left), std::move(right));
-  }
-  return left;
+  return parse_left_associative(&Parser::parse_and, {TokenKind::PipePipe});
 }
 
 Parsed Parser::parse_and() {
-  Parsed left = parse_comparison();
-  while (!panic_ && at(TokenKind::AmpAmp)) {
-    Token op = advance();
-    Parsed right = parse_comparison();
-    left = make_binary(op, std::move(left), std::move(right));
-  }
-  return left;
+  return parse_left_associative(&Parser::parse_comparison, {TokenKind::AmpAmp});
 }
 
 // Comparisons do not associate: `a < b < c` is an error rather than a surprise.
@@ -72,23 +73,12 @@ Parsed Parser::parse_comparison() {
 }
 
 Parsed Parser::parse_additive() {
-  Parsed left = parse_multiplicative();
-  while (!panic_ && (at(TokenKind::Plus) || at(TokenKind::Minus))) {
-    Token op = advance();
-    Parsed right = parse_multiplicative();
-    left = make_binary(op, std::move(left), std::move(right));
-  }
-  return left;
+  return parse_left_associative(&Parser::parse_multiplicative, {TokenKind::Plus, TokenKind::Minus});
 }
 
 Parsed Parser::parse_multiplicative() {
-  Parsed left = parse_unary();
-  while (!panic_ && (at(TokenKind::Star) || at(TokenKind::Slash) || at(TokenKind::Percent) || at(TokenKind::At))) {
-    Token op = advance();
-    Parsed right = parse_unary();
-    left = make_binary(op, std::move(left), std::move(right));
-  }
-  return left;
+  return parse_left_associative(&Parser::parse_unary,
+                                {TokenKind::Star, TokenKind::Slash, TokenKind::Percent, TokenKind::At});
 }
 
 Parsed Parser::parse_unary() {
@@ -129,33 +119,27 @@ Parsed Parser::parse_power() {
   return make_binary(op, std::move(base), std::move(exponent));
 }
 
+// The current token, a literal of `kind`, with its value; the token is consumed.
+Parsed Parser::parse_literal(ExprKind kind) {
+  Parsed result = leaf(kind, current_);
+  Expr& literal = *result.expr;
+  switch (kind) {
+    case ExprKind::IntLiteral: literal.int_value = current_.int_value; break;
+    case ExprKind::FloatLiteral: literal.float_value = current_.float_value; break;
+    case ExprKind::BoolLiteral: literal.int_value = at(TokenKind::KwTrue) ? 1 : 0; break;
+    default: literal.text = current_.string_value; break;   // StringLiteral
+  }
+  advance();
+  return result;
+}
+
 Parsed Parser::parse_primary() {
   switch (current_.kind) {
-    case TokenKind::IntLiteral: {
-      Parsed result = leaf(ExprKind::IntLiteral, current_);
-      result.expr->int_value = current_.int_value;
-      advance();
-      return result;
-    }
-    case TokenKind::FloatLiteral: {
-      Parsed result = leaf(ExprKind::FloatLiteral, current_);
-      result.expr->float_value = current_.float_value;
-      advance();
-      return result;
-    }
+    case TokenKind::IntLiteral: return parse_literal(ExprKind::IntLiteral);
+    case TokenKind::FloatLiteral: return parse_literal(ExprKind::FloatLiteral);
     case TokenKind::KwTrue:
-    case TokenKind::KwFalse: {
-      Parsed result = leaf(ExprKind::BoolLiteral, current_);
-      result.expr->int_value = at(TokenKind::KwTrue) ? 1 : 0;
-      advance();
-      return result;
-    }
-    case TokenKind::StringLiteral: {
-      Parsed result = leaf(ExprKind::StringLiteral, current_);
-      result.expr->text = current_.string_value;
-      advance();
-      return result;
-    }
+    case TokenKind::KwFalse: return parse_literal(ExprKind::BoolLiteral);
+    case TokenKind::StringLiteral: return parse_literal(ExprKind::StringLiteral);
     case TokenKind::Identifier: {
       Token name = advance();
       if (at(TokenKind::LParen)) return parse_call(std::move(name));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -140,6 +141,8 @@ class Parser {
 
   // ---- declarations and statements
   ast::SharedDecl parse_shared();
+  template <class Decl>
+  bool parse_header(Decl& decl, std::string_view kind, std::string_view keyword, bool (Parser::*parse_params)(Decl&));
   ast::FnDecl parse_function();
   bool parse_parameters(ast::FnDecl& fn);
   void parse_parameter(ast::FnDecl& fn);
@@ -168,9 +171,12 @@ class Parser {
   Parsed parse_unary();
   Parsed parse_power();
   Parsed parse_primary();
+  Parsed parse_literal(ExprKind kind);
   Parsed parse_call(Token callee);
   Parsed parse_list();
   Parsed make_binary(const Token& op, Parsed left, Parsed right);
+  // One left-associative precedence level: operands from `next_level`, joined by any of `operators`.
+  Parsed parse_left_associative(Parsed (Parser::*next_level)(), std::initializer_list<TokenKind> operators);
   Parsed checked(Parsed parsed, const Token& at_token);
   Parsed error_expr(SourceLoc loc) {
     auto expr = std::make_unique<Expr>();

@@ -81,39 +81,67 @@ std::vector<std::string> expr_errors(const std::string& source) {
   return parse("fn f() {\n  let v = " + source + ";\n}\n").messages();
 }
 
+// An expression, as the value of `let v = SOURCE;`, and the s-expression it parses to.
+struct ExprCase {
+  const char* source;
+  const char* sexpr;
+};
+
+void expect_sexprs(std::initializer_list<ExprCase> cases) {
+  for (const ExprCase& c : cases) EXPECT_EQ(expr(c.source), c.sexpr) << c.source;
+}
+
+// An expression, as the value of `let v = SOURCE;`, and every diagnostic it gives.
+struct ExprErrorCase {
+  const char* source;
+  std::vector<std::string> messages;
+};
+
+void expect_expr_errors(std::initializer_list<ExprErrorCase> cases) {
+  for (const ExprErrorCase& c : cases) EXPECT_EQ(expr_errors(c.source), c.messages) << c.source;
+}
+
 TEST(ParserExpr, Precedence) {
-  EXPECT_EQ(expr("a + b * c"), "(+ a (* b c))");
-  EXPECT_EQ(expr("a * b + c"), "(+ (* a b) c)");
-  EXPECT_EQ(expr("a @ b + c"), "(+ (@ a b) c)");
-  EXPECT_EQ(expr("a / b @ c"), "(@ (/ a b) c)");
-  EXPECT_EQ(expr("a == b + c"), "(== a (+ b c))");
-  EXPECT_EQ(expr("a < b && c >= d"), "(&& (< a b) (>= c d))");
-  EXPECT_EQ(expr("a || b && c"), "(|| a (&& b c))");
-  EXPECT_EQ(expr("!a && b"), "(&& (! a) b)");
-  EXPECT_EQ(expr("-a * b"), "(* (- a) b)");
-  EXPECT_EQ(expr("(a + b) * c"), "(* (+ a b) c)");
+  expect_sexprs({
+      {"a + b * c", "(+ a (* b c))"},
+      {"a * b + c", "(+ (* a b) c)"},
+      {"a @ b + c", "(+ (@ a b) c)"},
+      {"a / b @ c", "(@ (/ a b) c)"},
+      {"a == b + c", "(== a (+ b c))"},
+      {"a < b && c >= d", "(&& (< a b) (>= c d))"},
+      {"a || b && c", "(|| a (&& b c))"},
+      {"!a && b", "(&& (! a) b)"},
+      {"-a * b", "(* (- a) b)"},
+      {"(a + b) * c", "(* (+ a b) c)"},
+  });
 }
 
 TEST(ParserExpr, Associativity) {
-  EXPECT_EQ(expr("a - b - c"), "(- (- a b) c)");
-  EXPECT_EQ(expr("a / b / c"), "(/ (/ a b) c)");
-  EXPECT_EQ(expr("a || b || c"), "(|| (|| a b) c)");
-  EXPECT_EQ(expr("a ** b ** c"), "(** a (** b c))");
+  expect_sexprs({
+      {"a - b - c", "(- (- a b) c)"},
+      {"a / b / c", "(/ (/ a b) c)"},
+      {"a || b || c", "(|| (|| a b) c)"},
+      {"a ** b ** c", "(** a (** b c))"},
+  });
 }
 
 TEST(ParserExpr, PowerBindsTighterThanUnaryMinus) {
-  EXPECT_EQ(expr("-a ** b"), "(- (** a b))");
-  EXPECT_EQ(expr("-2 ** 2"), "(- (** 2 2))");
-  EXPECT_EQ(expr("a ** -b"), "(** a (- b))");
-  EXPECT_EQ(expr("a ** -b ** c"), "(** a (- (** b c)))");
-  EXPECT_EQ(expr("!-a"), "(! (- a))");
+  expect_sexprs({
+      {"-a ** b", "(- (** a b))"},
+      {"-2 ** 2", "(- (** 2 2))"},
+      {"a ** -b", "(** a (- b))"},
+      {"a ** -b ** c", "(** a (- (** b c)))"},
+      {"!-a", "(! (- a))"},
+  });
 }
 
 TEST(ParserExpr, MinusOnANumberIsFoldedIntoTheLiteral) {
-  EXPECT_EQ(expr("-1"), "-1");
-  EXPECT_EQ(expr("- -1"), "1");
-  EXPECT_EQ(expr("-(2.5)"), "-2.5");
-  EXPECT_EQ(expr("x * -2"), "(* x -2)");
+  expect_sexprs({
+      {"-1", "-1"},
+      {"- -1", "1"},
+      {"-(2.5)", "-2.5"},
+      {"x * -2", "(* x -2)"},
+  });
   Parse p = parse("fn f() {\n  let v = -9223372036854775807;\n}\n");
   ASSERT_TRUE(p.diagnostics.empty());
   const ast::Expr& literal = *p.program.functions[0].body[0].value;
@@ -122,49 +150,50 @@ TEST(ParserExpr, MinusOnANumberIsFoldedIntoTheLiteral) {
 }
 
 TEST(ParserExpr, ComparisonsAreNonAssociative) {
-  EXPECT_EQ(expr_errors("a < b < c"),
-            std::vector<std::string>{"2:17: comparisons cannot be chained: '<' follows '<'; use "
-                                     "parentheses or '&&'"});
+  expect_expr_errors({
+      {"a < b < c", {"2:17: comparisons cannot be chained: '<' follows '<'; use parentheses or '&&'"}},
+  });
   EXPECT_EQ(expr_errors("a == b != c").size(), 1u);
   EXPECT_EQ(expr("(a < b) == c"), "(== (< a b) c)");
 }
 
 TEST(ParserExpr, LiteralsNamesAndLists) {
-  EXPECT_EQ(expr("true || false"), "(|| true false)");
-  EXPECT_EQ(expr("[1, -1, n]"), "[1 -1 n]");
-  EXPECT_EQ(expr("[]"), "[]");
-  EXPECT_EQ(expr("[[1, 2], [3]]"), "[[1 2] [3]]");
-  EXPECT_EQ(expr("inf + nan"), "(+ inf nan)");
-  EXPECT_EQ(expr("0.5"), "0.5");
+  expect_sexprs({
+      {"true || false", "(|| true false)"},
+      {"[1, -1, n]", "[1 -1 n]"},
+      {"[]", "[]"},
+      {"[[1, 2], [3]]", "[[1 2] [3]]"},
+      {"inf + nan", "(+ inf nan)"},
+      {"0.5", "0.5"},
+  });
 }
 
 TEST(ParserExpr, CallsWithKeywordArguments) {
-  EXPECT_EQ(expr("mean(x @ y, axis=0)"), "(call mean (@ x y) axis=0)");
-  EXPECT_EQ(expr("sum(x, axis=[0, 1], keepdims=true)"), "(call sum x axis=[0 1] keepdims=true)");
-  EXPECT_EQ(expr("f()"), "(call f)");
-  EXPECT_EQ(expr("g(a == b)"), "(call g (== a b))");
-  EXPECT_EQ(expr("cast(x, f64) + 1"), "(+ (call cast x f64) 1)");
+  expect_sexprs({
+      {"mean(x @ y, axis=0)", "(call mean (@ x y) axis=0)"},
+      {"sum(x, axis=[0, 1], keepdims=true)", "(call sum x axis=[0 1] keepdims=true)"},
+      {"f()", "(call f)"},
+      {"g(a == b)", "(call g (== a b))"},
+      {"cast(x, f64) + 1", "(+ (call cast x f64) 1)"},
+  });
 }
 
 TEST(ParserExpr, PositionalAfterKeywordIsAnError) {
-  EXPECT_EQ(expr_errors("sum(x, axis=0, y)"),
-            std::vector<std::string>{
-                "2:26: positional argument after keyword argument 'axis' in the call to 'sum'"});
-  EXPECT_EQ(expr_errors("sum(x, axis=0, axis=1)"),
-            std::vector<std::string>{"2:26: keyword argument 'axis' is given twice in the call to 'sum'"});
+  expect_expr_errors({
+      {"sum(x, axis=0, y)", {"2:26: positional argument after keyword argument 'axis' in the call to 'sum'"}},
+      {"sum(x, axis=0, axis=1)", {"2:26: keyword argument 'axis' is given twice in the call to 'sum'"}},
+  });
 }
 
 TEST(ParserExpr, MissingCloseParenNamesTheCall) {
-  EXPECT_EQ(expr_errors("mean(x, axis=0"),
-            std::vector<std::string>{"2:25: expected ')' to close the call to 'mean' but found ';'"});
-  EXPECT_EQ(expr_errors("(a + b"),
-            std::vector<std::string>{"2:17: expected ')' to close '(' but found ';'"});
-  EXPECT_EQ(expr_errors("[1, 2"),
-            std::vector<std::string>{"2:16: expected ',' or ']' in the list but found ';'"});
-  EXPECT_EQ(expr_errors("a +"), std::vector<std::string>{"2:14: expected an expression but found ';'"});
-  EXPECT_EQ(expr_errors("x[0]"),
-            std::vector<std::string>{"2:12: indexing with '[...]' is not supported; use take(x, idx) "
-                                     "or slice(x, start, stop, axis=0)"});
+  expect_expr_errors({
+      {"mean(x, axis=0", {"2:25: expected ')' to close the call to 'mean' but found ';'"}},
+      {"(a + b", {"2:17: expected ')' to close '(' but found ';'"}},
+      {"[1, 2", {"2:16: expected ',' or ']' in the list but found ';'"}},
+      {"a +", {"2:14: expected an expression but found ';'"}},
+      {"x[0]",
+       {"2:12: indexing with '[...]' is not supported; use take(x, idx) or slice(x, start, stop, axis=0)"}},
+  });
 }
 
 TEST(ParserDecl, SharedVariables) {

@@ -61,18 +61,12 @@ std::optional<UpdateRuleKind> update_rule_from_name(std::string_view name) {
 }
 
 UpdateRule UpdateRule::sgd(double learning_rate) {
-  UpdateRule r;
-  r.kind = UpdateRuleKind::Sgd;
-  r.learning_rate = learning_rate;
-  return r;
+  return {.kind = UpdateRuleKind::Sgd, .learning_rate = learning_rate, .clip_norm = std::nullopt};
 }
 
 UpdateRule UpdateRule::with_momentum(double learning_rate, double momentum) {
-  UpdateRule r;
-  r.kind = UpdateRuleKind::Momentum;
-  r.learning_rate = learning_rate;
-  r.momentum = momentum;
-  return r;
+  return {.kind = UpdateRuleKind::Momentum, .learning_rate = learning_rate, .momentum = momentum,
+          .clip_norm = std::nullopt};
 }
 
 UpdateRule UpdateRule::nesterov(double learning_rate, double momentum) {
@@ -82,20 +76,13 @@ UpdateRule UpdateRule::nesterov(double learning_rate, double momentum) {
 }
 
 UpdateRule UpdateRule::adagrad(double learning_rate, double epsilon) {
-  UpdateRule r;
-  r.kind = UpdateRuleKind::Adagrad;
-  r.learning_rate = learning_rate;
-  r.epsilon = epsilon;
-  return r;
+  return {.kind = UpdateRuleKind::Adagrad, .learning_rate = learning_rate, .epsilon = epsilon,
+          .clip_norm = std::nullopt};
 }
 
 UpdateRule UpdateRule::rmsprop(double learning_rate, double rho, double epsilon) {
-  UpdateRule r;
-  r.kind = UpdateRuleKind::RMSProp;
-  r.learning_rate = learning_rate;
-  r.rho = rho;
-  r.epsilon = epsilon;
-  return r;
+  return {.kind = UpdateRuleKind::RMSProp, .learning_rate = learning_rate, .rho = rho, .epsilon = epsilon,
+          .clip_norm = std::nullopt};
 }
 
 UpdateRule UpdateRule::adadelta(double learning_rate, double rho, double epsilon) {
@@ -105,13 +92,8 @@ UpdateRule UpdateRule::adadelta(double learning_rate, double rho, double epsilon
 }
 
 UpdateRule UpdateRule::adam(double learning_rate, double beta1, double beta2, double epsilon) {
-  UpdateRule r;
-  r.kind = UpdateRuleKind::Adam;
-  r.learning_rate = learning_rate;
-  r.beta1 = beta1;
-  r.beta2 = beta2;
-  r.epsilon = epsilon;
-  return r;
+  return {.kind = UpdateRuleKind::Adam, .learning_rate = learning_rate, .epsilon = epsilon, .beta1 = beta1,
+          .beta2 = beta2, .clip_norm = std::nullopt};
 }
 
 UpdateRule UpdateRule::adamax(double learning_rate, double beta1, double beta2, double epsilon) {

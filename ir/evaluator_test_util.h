@@ -1,4 +1,4 @@
-// Helpers for the reference evaluator's tests (ir/evaluator*_test.cpp): types written as
+// Helpers for the reference evaluator's tests (ir/evaluator*_test.cpp, dsl/evaluator_examples_test.cpp): types written as
 // T(DType::F32, {"n", 10}), a Graph that builds one function node by node, attribute shorthands,
 // random data whose seed is printed on failure, and an elementwise comparison that knows NaN and
 // infinities. Test use only.
@@ -87,9 +87,9 @@ class Random {
  public:
   Random() : seed_(std::random_device{}()), gen_(seed_) {}
   uint64_t seed() const { return seed_; }
-  HostTensor normal(DType dtype, std::vector<int64_t> shape) {
+  HostTensor normal(DType dtype, std::vector<int64_t> shape, double stddev = 1.0) {
     HostTensor t = HostTensor::filled(dtype, std::move(shape), 0);
-    std::normal_distribution<double> dist(0, 1);
+    std::normal_distribution<double> dist(0, stddev);
     for (double& v : t.data) v = dtype == DType::F32 ? double(float(dist(gen_))) : dist(gen_);
     return t;
   }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "base/enum_names.h"
 #include "ir/type_infer.h"
 
 namespace synk::ir {
@@ -96,6 +97,15 @@ const char* op_name(Op op) {
   return "?";
 }
 
+const char* infix_spelling(Op op) {
+  static constexpr EnumName<Op> kInfix[] = {
+      {Op::Add, "+"},   {Op::Sub, "-"},   {Op::Mul, "*"}, {Op::Div, "/"},    {Op::Mod, "%"},
+      {Op::Pow, "**"},  {Op::MatMul, "@"}, {Op::Eq, "=="}, {Op::Ne, "!="},   {Op::Lt, "<"},
+      {Op::Le, "<="},   {Op::Gt, ">"},    {Op::Ge, ">="}, {Op::And, "&&"},   {Op::Or, "||"},
+  };
+  return enum_name(kInfix, op, nullptr);
+}
+
 bool is_pointwise(Op op) { return op >= Op::Neg && op <= Op::Where; }
 bool is_reduction(Op op) { return op >= Op::ReduceSum && op <= Op::ArgMax; }
 bool is_window_op(Op op) { return op >= Op::Conv2d && op <= Op::AvgPool2dBackward; }
@@ -177,42 +187,44 @@ bool function_equal(const Function& a, const Function& b, std::string* diff) {
     return false;
   };
   if (a.name != b.name) return differ(fmt::format("named '{}' vs '{}'", a.name, b.name));
-  if (a.params.size() != b.params.size())
-    return differ(fmt::format("{} vs {} parameters", a.params.size(), b.params.size()));
-  for (size_t i = 0; i < a.params.size(); ++i) {
-    const Param& p = a.params[i];
-    const Param& q = b.params[i];
-    if (p.name != q.name || p.role != q.role || !(p.type == q.type))
-      return differ(fmt::format("parameter {}: {} {}: {} vs {} {}: {}", i, role_name(p.role), p.name,
-                                type_str(p.type), role_name(q.role), q.name, type_str(q.type)));
-  }
-  if (a.nodes.size() != b.nodes.size())
-    return differ(fmt::format("{} vs {} nodes", a.nodes.size(), b.nodes.size()));
-  for (size_t i = 0; i < a.nodes.size(); ++i) {
-    const Node& x = a.nodes[i];
-    const Node& y = b.nodes[i];
-    if (x.op != y.op || !(x.type == y.type) || x.operands != y.operands || !same_attrs(x.attrs, y.attrs))
-      return differ(fmt::format("node {}: {} vs {}", i, node_str(x), node_str(y)));
-  }
-  if (a.outputs.size() != b.outputs.size())
-    return differ(fmt::format("{} vs {} outputs", a.outputs.size(), b.outputs.size()));
-  for (size_t i = 0; i < a.outputs.size(); ++i) {
-    const Output& x = a.outputs[i];
-    const Output& y = b.outputs[i];
-    if (x.name != y.name || x.node != y.node || x.mode != y.mode)
-      return differ(fmt::format("output {}: {} = node {} ({}) vs {} = node {} ({})", i, x.name, x.node,
-                                mode_name(x.mode), y.name, y.node, mode_name(y.mode)));
-  }
-  if (a.updates.size() != b.updates.size())
-    return differ(fmt::format("{} vs {} updates", a.updates.size(), b.updates.size()));
-  for (size_t i = 0; i < a.updates.size(); ++i) {
-    const Update& x = a.updates[i];
-    const Update& y = b.updates[i];
-    if (x.shared != y.shared || x.node != y.node || x.mode != y.mode)
-      return differ(fmt::format("update {}: shared {} = node {} ({}) vs shared {} = node {} ({})", i,
-                                x.shared, x.node, mode_name(x.mode), y.shared, y.node, mode_name(y.mode)));
-  }
-  return true;
+  // Equal lists of `what`: one length, and `same` for every pair; otherwise the first difference.
+  auto lists_equal = [&](const auto& xs, const auto& ys, const char* what, auto same, auto describe) {
+    if (xs.size() != ys.size()) return differ(fmt::format("{} vs {} {}", xs.size(), ys.size(), what));
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (!same(xs[i], ys[i])) return differ(describe(i, xs[i], ys[i]));
+    return true;
+  };
+  return lists_equal(
+             a.params, b.params, "parameters",
+             [](const Param& p, const Param& q) { return p.name == q.name && p.role == q.role && p.type == q.type; },
+             [](size_t i, const Param& p, const Param& q) {
+               return fmt::format("parameter {}: {} {}: {} vs {} {}: {}", i, role_name(p.role), p.name,
+                                  type_str(p.type), role_name(q.role), q.name, type_str(q.type));
+             }) &&
+         lists_equal(
+             a.nodes, b.nodes, "nodes",
+             [](const Node& x, const Node& y) {
+               return x.op == y.op && x.type == y.type && x.operands == y.operands && same_attrs(x.attrs, y.attrs);
+             },
+             [](size_t i, const Node& x, const Node& y) {
+               return fmt::format("node {}: {} vs {}", i, node_str(x), node_str(y));
+             }) &&
+         lists_equal(
+             a.outputs, b.outputs, "outputs",
+             [](const Output& x, const Output& y) { return x.name == y.name && x.node == y.node && x.mode == y.mode; },
+             [](size_t i, const Output& x, const Output& y) {
+               return fmt::format("output {}: {} = node {} ({}) vs {} = node {} ({})", i, x.name, x.node,
+                                  mode_name(x.mode), y.name, y.node, mode_name(y.mode));
+             }) &&
+         lists_equal(
+             a.updates, b.updates, "updates",
+             [](const Update& x, const Update& y) {
+               return x.shared == y.shared && x.node == y.node && x.mode == y.mode;
+             },
+             [](size_t i, const Update& x, const Update& y) {
+               return fmt::format("update {}: shared {} = node {} ({}) vs shared {} = node {} ({})", i, x.shared,
+                                  x.node, mode_name(x.mode), y.shared, y.node, mode_name(y.mode));
+             });
 }
 
 }  // namespace
@@ -262,23 +274,18 @@ void verify_node(const Module& m, const Function& f, NodeId id, std::vector<std:
   for (const Dim& d : n.type.shape)
     if (!d.is_symbolic() && d.size < 0) bad(fmt::format("negative size in {}", type_str(n.type)));
 
+  // An Input or a SharedRead refers to its declaration (`what`) by index and has its type.
+  auto check_declared = [&](const auto& declarations, const char* what) {
+    if (n.attrs.index < 0 || size_t(n.attrs.index) >= declarations.size())
+      return bad(fmt::format("{} index {} out of range", what, n.attrs.index));
+    const auto& declared = declarations[size_t(n.attrs.index)];
+    if (!(declared.type == n.type))
+      bad(fmt::format("type {} differs from {} '{}' of type {}", type_str(n.type), what, declared.name,
+                      type_str(declared.type)));
+  };
   switch (n.op) {
-    case Op::Input:
-      if (n.attrs.index < 0 || size_t(n.attrs.index) >= f.params.size())
-        return bad(fmt::format("parameter index {} out of range", n.attrs.index));
-      if (!(f.params[size_t(n.attrs.index)].type == n.type))
-        return bad(fmt::format("type {} differs from parameter '{}' of type {}", type_str(n.type),
-                               f.params[size_t(n.attrs.index)].name,
-                               type_str(f.params[size_t(n.attrs.index)].type)));
-      break;
-    case Op::SharedRead:
-      if (n.attrs.index < 0 || size_t(n.attrs.index) >= m.shareds.size())
-        return bad(fmt::format("shared variable index {} out of range", n.attrs.index));
-      if (!(m.shareds[size_t(n.attrs.index)].type == n.type))
-        return bad(fmt::format("type {} differs from shared variable '{}' of type {}", type_str(n.type),
-                               m.shareds[size_t(n.attrs.index)].name,
-                               type_str(m.shareds[size_t(n.attrs.index)].type)));
-      break;
+    case Op::Input: check_declared(f.params, "parameter"); break;
+    case Op::SharedRead: check_declared(m.shareds, "shared variable"); break;
     case Op::Grad:
       for (size_t i = 1; i < n.operands.size(); ++i) {
         const Node& v = f.nodes[size_t(n.operands[i])];

@@ -109,6 +109,9 @@ enum class Op : uint16_t {
 const char* op_name(Op op);   // the .synk spelling where there is one: "add", "exp", "matmul", ...
 bool is_pointwise(Op op);
 bool is_reduction(Op op);     // ReduceSum..ReduceProd, ArgMax
+// The infix operator of a binary op in .synk text ("+", "@", "&&", ...); nullptr for the ops
+// that are written as calls.
+const char* infix_spelling(Op op);
 
 // The parameters of Conv2d and the pooling ops (and their backward ops). Padding is per side;
 // dilation is PyTorch's (1 = dense); in_h/in_w are the forward input's plane, which the backward

@@ -97,38 +97,28 @@ TEST(StructurallyEqual, ReportsTheFirstDifference) {
   Module a = sample();
   std::string diff;
 
-  Module b = sample();
-  b.functions[0].nodes[3].attrs.axes = {1};
-  EXPECT_FALSE(structurally_equal(a, b, &diff));
-  EXPECT_NE(diff.find("node 3"), std::string::npos) << diff;
-
-  b = sample();
-  b.functions[0].outputs[0].mode = ReduceMode::Sum;
-  EXPECT_FALSE(structurally_equal(a, b, &diff));
-  EXPECT_NE(diff.find("output 0"), std::string::npos) << diff;
-
-  b = sample();
-  b.shareds[0].init = InitNormal{1, 0, 0.5};
-  EXPECT_FALSE(structurally_equal(a, b, &diff));
-  EXPECT_NE(diff.find("shared 0"), std::string::npos) << diff;
-
-  b = sample();
-  b.shareds[0].sliceable = true;
-  EXPECT_FALSE(structurally_equal(a, b, &diff));
-
-  b = sample();
-  b.functions[0].params[0].role = Role::Broadcast;
-  EXPECT_FALSE(structurally_equal(a, b, &diff));
-  EXPECT_NE(diff.find("parameter 0"), std::string::npos) << diff;
-
-  b = sample();
-  b.functions[0].updates[0].mode = ReduceMode::Max;
-  EXPECT_FALSE(structurally_equal(a, b, &diff));
-  EXPECT_NE(diff.find("update 0"), std::string::npos) << diff;
-
-  b = sample();
-  b.functions[0].nodes.pop_back();
-  EXPECT_FALSE(structurally_equal(a, b, &diff));
+  // Each change to a copy of the sample, and what the difference must name (nullptr: anything).
+  struct Change {
+    void (*apply)(Module&);
+    const char* named;
+  };
+  const Change changes[] = {
+      {[](Module& b) { b.functions[0].nodes[3].attrs.axes = {1}; }, "node 3"},
+      {[](Module& b) { b.functions[0].outputs[0].mode = ReduceMode::Sum; }, "output 0"},
+      {[](Module& b) { b.shareds[0].init = InitNormal{1, 0, 0.5}; }, "shared 0"},
+      {[](Module& b) { b.shareds[0].sliceable = true; }, nullptr},
+      {[](Module& b) { b.functions[0].params[0].role = Role::Broadcast; }, "parameter 0"},
+      {[](Module& b) { b.functions[0].updates[0].mode = ReduceMode::Max; }, "update 0"},
+      {[](Module& b) { b.functions[0].nodes.pop_back(); }, nullptr},
+  };
+  for (const Change& change : changes) {
+    Module b = sample();
+    change.apply(b);
+    EXPECT_FALSE(structurally_equal(a, b, &diff));
+    if (change.named) {
+      EXPECT_NE(diff.find(change.named), std::string::npos) << diff;
+    }
+  }
 
   // Constants compare by value, NaN equal to itself.
   Module c = sample();

@@ -65,24 +65,10 @@ InferResult infer_unary(Op op, const TensorType& x) {
   }
 }
 
+// Matrix products are typed apart (infer_matmul), so a message here never says '@'.
 const char* binary_spelling(Op op) {
-  switch (op) {
-    case Op::Add: return "+";
-    case Op::Sub: return "-";
-    case Op::Mul: return "*";
-    case Op::Div: return "/";
-    case Op::Mod: return "%";
-    case Op::Pow: return "**";
-    case Op::Eq: return "==";
-    case Op::Ne: return "!=";
-    case Op::Lt: return "<";
-    case Op::Le: return "<=";
-    case Op::Gt: return ">";
-    case Op::Ge: return ">=";
-    case Op::And: return "&&";
-    case Op::Or: return "||";
-    default: return ir::op_name(op);
-  }
+  const char* infix = op == Op::MatMul ? nullptr : ir::infix_spelling(op);
+  return infix ? infix : ir::op_name(op);
 }
 
 InferResult infer_binary(Op op, const TensorType& a, const TensorType& b) {

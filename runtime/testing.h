@@ -1,6 +1,7 @@
 // Helpers for the runtime's tests: CompiledFunctions written as plain C++ lambdas, spec
-// builders, a fault-injecting test function, and checks that this process left nothing in
-// /dev/shm and no process behind. Header-only, test use only.
+// builders, a fault-injecting test function, checks that this process left nothing in /dev/shm
+// and no process behind, and the repetition count and random timing of the stress tests.
+// Header-only, test use only.
 #pragma once
 
 #include <signal.h>
@@ -41,36 +42,35 @@ class LambdaFunction : public rt::CompiledFunction {
   Body body_;
 };
 
+// How many times a stress test repeats: the positive integer in the environment variable
+// `variable`, else `fallback`.
+inline int iterations_from_env(const char* variable, int fallback) {
+  const char* env = std::getenv(variable);
+  int n = env ? std::atoi(env) : fallback;
+  return n > 0 ? n : fallback;
+}
+
+// When a stress test strikes (a signal, a kill, a delay): seeded afresh every run, so that the
+// repetitions of a test, and its runs, land at different moments.
+inline std::mt19937& timing_rng() {
+  static std::mt19937 gen(std::random_device{}());
+  return gen;
+}
+
 inline rt::DimSpec fixed(int64_t n) { return rt::DimSpec{n, -1}; }
 inline rt::DimSpec sym(int32_t s) { return rt::DimSpec{0, s}; }
 
 inline rt::InputSpec input(std::string name, rt::Role role, rt::DType dtype, std::vector<rt::DimSpec> dims) {
-  rt::InputSpec in;
-  in.name = std::move(name);
-  in.role = role;
-  in.dtype = dtype;
-  in.dims = std::move(dims);
-  return in;
+  return rt::InputSpec{{std::move(name), dtype, std::move(dims)}, role};
 }
 
 inline rt::OutputSpec output(std::string name, rt::ReduceMode mode, rt::DType dtype, std::vector<rt::DimSpec> dims) {
-  rt::OutputSpec out;
-  out.name = std::move(name);
-  out.mode = mode;
-  out.dtype = dtype;
-  out.dims = std::move(dims);
-  return out;
+  return rt::OutputSpec{{std::move(name), dtype, std::move(dims)}, mode};
 }
 
 inline rt::SharedSpec shared(std::string name, rt::DType dtype, std::vector<rt::DimSpec> dims,
                              rt::InitSpec init = {}, bool sliceable = false) {
-  rt::SharedSpec s;
-  s.name = std::move(name);
-  s.dtype = dtype;
-  s.dims = std::move(dims);
-  s.init = std::move(init);
-  s.sliceable = sliceable;
-  return s;
+  return rt::SharedSpec{{std::move(name), dtype, std::move(dims)}, std::move(init), sliceable};
 }
 
 template <class T>

@@ -12,26 +12,17 @@
 namespace synk::compiler {
 namespace {
 
-using testing::check_differential;
-
-using testing::run_differential;
-using Sizes = std::map<std::string, int64_t>;
+using namespace testing;   // the differential harness (cpu_test_util.h)
 
 const std::vector<Sizes> kVectorSizes = {{{"n", 0}}, {{"n", 1}}, {{"n", 7}}, {{"n", 33}}, {{"n", 300}}};
-const char* const kFloatTypes[] = {"f32", "f64"};
-const char* const kIntTypes[] = {"i32", "i64", "u8"};
 
 TEST(CodegenCpuMath, UnaryFloat) {
-  for (const char* t : kFloatTypes) {
-    std::string src = fmt::format(
-        "fn f(bcast x: {0}[n, 3]) {{ out a: none = softplus(x); out b: none = log1p(x); out c: none = expm1(x); "
-        "out d: none = sin(x); out e: none = cos(x); out g: none = floor(x); out h: none = ceil(x); "
-        "out i: none = round(x); out j: none = sign(x); }}", t);
-    check_differential(src, "f", kVectorSizes);
-    // Large magnitudes (softplus is x there, expm1 overflows), and NaN / inf / 0 / huge values.
-    check_differential(src, "f", {{{"n", 40}}}, {.scale = 60});
-    check_differential(src, "f", {{{"n", 40}}}, {.scale = 1, .special_fraction = 0.3});
-  }
+  // Then large magnitudes (softplus is x there, expm1 overflows), and NaN / inf / 0 / huge values.
+  check_float_differential(
+      "fn f(bcast x: {0}[n, 3]) {{ out a: none = softplus(x); out b: none = log1p(x); out c: none = expm1(x); "
+      "out d: none = sin(x); out e: none = cos(x); out g: none = floor(x); out h: none = ceil(x); "
+      "out i: none = round(x); out j: none = sign(x); }}",
+      kVectorSizes, 40, {{.scale = 60}, {.scale = 1, .special_fraction = 0.3}});
 }
 
 TEST(CodegenCpuMath, RoundIsHalfToEven) {
@@ -50,13 +41,10 @@ TEST(CodegenCpuMath, UnaryInteger) {
 }
 
 TEST(CodegenCpuMath, FloorDivisionAndRemainder) {
-  for (const char* t : kFloatTypes) {
-    std::string src = fmt::format(
-        "fn f(bcast x: {0}[n, 3], bcast y: {0}[3]) {{ out a: none = x % y; out b: none = floor_divide(x, y); "
-        "out c: none = mod(y, x); out d: none = x % 1.5; out e: none = floor_divide(x, -0.75); }}", t);
-    check_differential(src, "f", kVectorSizes);
-    check_differential(src, "f", {{{"n", 60}}}, {.scale = 1, .special_fraction = 0.3});
-  }
+  check_float_differential(
+      "fn f(bcast x: {0}[n, 3], bcast y: {0}[3]) {{ out a: none = x % y; out b: none = floor_divide(x, y); "
+      "out c: none = mod(y, x); out d: none = x % 1.5; out e: none = floor_divide(x, -0.75); }}",
+      kVectorSizes, 60, {{.scale = 1, .special_fraction = 0.3}});
   // Integers: divisors are kept nonzero by taking them from positive and negative ranges.
   for (const char* t : {"i32", "i64"})
     check_differential(fmt::format("fn f(bcast x: {0}[n, 3], bcast y: {0}[3]) {{ let d = where(y == 0, 7, y); "
@@ -83,16 +71,13 @@ TEST(CodegenCpuMath, IntegerDivisionByZeroIsAUserErrorNamingTheLine) {
 }
 
 TEST(CodegenCpuMath, BinaryCrossEntropyWithLogits) {
-  for (const char* t : kFloatTypes) {
-    std::string src = fmt::format(
-        "fn f(bcast z: {0}[n, 3], bcast y: {0}[3]) {{ out a: none = binary_cross_entropy_with_logits(z, sigmoid(y)); "
-        "out b: none = binary_cross_entropy_with_logits(z * 30.0, 1.0); "
-        "out c: none = mean(binary_cross_entropy_with_logits(z, 0.0), axis=0); }}", t);
-    check_differential(src, "f", kVectorSizes);
-    // Specials without huge finite values: the reference carries f32 intermediates (z * 30) in
-    // float64, so an overflow to inf in f32 would differ from it before the op is reached.
-    check_differential(src, "f", {{{"n", 40}}}, {.scale = 1, .special_fraction = 0.3, .huge_specials = false});
-  }
+  // Specials without huge finite values: the reference carries f32 intermediates (z * 30) in
+  // float64, so an overflow to inf in f32 would differ from it before the op is reached.
+  check_float_differential(
+      "fn f(bcast z: {0}[n, 3], bcast y: {0}[3]) {{ out a: none = binary_cross_entropy_with_logits(z, sigmoid(y)); "
+      "out b: none = binary_cross_entropy_with_logits(z * 30.0, 1.0); "
+      "out c: none = mean(binary_cross_entropy_with_logits(z, 0.0), axis=0); }}",
+      kVectorSizes, 40, {{.scale = 1, .special_fraction = 0.3, .huge_specials = false}});
 }
 
 TEST(CodegenCpuMath, ClipAndSign) {

@@ -29,6 +29,12 @@
 
 namespace synk::compiler::testing {
 
+using Sizes = std::map<std::string, int64_t>;
+
+// The dtypes the differential tests sweep.
+inline constexpr const char* kFloatTypes[] = {"f32", "f64"};
+inline constexpr const char* kIntTypes[] = {"i32", "i64", "u8"};
+
 inline uint64_t test_seed() {
   static uint64_t seed = [] {
     if (const char* s = std::getenv("SYNK_TEST_SEED")) return uint64_t(std::strtoull(s, nullptr, 10));
@@ -273,6 +279,19 @@ inline CaseResult check_differential(const std::string& source, const std::strin
     }
   }
   return last;
+}
+
+// Function f of `source_format` (whose {0} stands for the dtype) in f32 and in f64: on every set of
+// `sizes` with ordinary values, then on `rows` rows (the symbol n) of each of `extreme_styles`
+// (large magnitudes, NaN and infinities, ...).
+inline void check_float_differential(const std::string& source_format,
+                                     const std::vector<std::map<std::string, int64_t>>& sizes, int64_t rows,
+                                     std::initializer_list<ValueStyle> extreme_styles) {
+  for (const char* dtype : {"f32", "f64"}) {
+    const std::string source = fmt::format(fmt::runtime(source_format), dtype);
+    check_differential(source, "f", sizes);
+    for (const ValueStyle& style : extreme_styles) check_differential(source, "f", {{{"n", rows}}}, style);
+  }
 }
 
 }  // namespace synk::compiler::testing

@@ -246,6 +246,28 @@ void emit_cuda_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool 
   const Poly inner = Poly::product(shape, axis + 1, shape.size());
   const std::string x = buf(buffer_of(plan, sm.operands[0])), y = buf(buffer_of(plan, k.roots[0]));
   const std::string minus_inf = fmt::format("-__builtin_inf{}()", t == ir::DType::F32 ? "f" : "");
+  // The two halves that the row-team and the strided kernels share, given how they walk a row
+  // (`loop`) and where its element t is (`at`): the exponentials and their sum s (softmax keeps
+  // them in y), then y from s.
+  const std::string team_loop = "for (int64_t t = threadIdx.x; t < nl; t += blockDim.x)";
+  const std::string strided_loop = "for (int64_t t = 0; t < nl; ++t)";
+  auto emit_exp_sum = [&](const std::string& loop, const std::string& at) {
+    w.line(fmt::format("{} s = 0;", T));
+    w.open(loop);
+    w.line(fmt::format("const {} e = synk_exp_{}(xr[{}] - m);", T, sfx, at));
+    if (!log) w.line(fmt::format("yr[{}] = e;", at));
+    w.line("s += e;");
+    w.close();
+  };
+  auto emit_normalise = [&](const std::string& loop, const std::string& at) {
+    if (log) {
+      w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
+      w.line(fmt::format("{} yr[{}] = xr[{}] - lse;", loop, at, at));
+    } else {
+      w.line(fmt::format("const {0} inv = ({0})1 / s;", T));
+      w.line(fmt::format("{} yr[{}] *= inv;", loop, at));
+    }
+  };
   w.open("");
   w.line(fmt::format("const int64_t no = {}, nl = {}, ni = {};", outer.c_expr(), len.c_expr(), inner.c_expr()));
   if (inner.is_constant(1)) {
@@ -258,20 +280,9 @@ void emit_cuda_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool 
     w.line(fmt::format("{} m = {};", T, minus_inf));
     w.line(fmt::format("for (int64_t t = threadIdx.x; t < nl; t += blockDim.x) m = synk_max_{}(m, xr[t]);", sfx));
     w.line(fmt::format("m = synk_block_reduce(m, {0}, []({1} a, {1} b) {{ return synk_max_{2}(a, b); }});", minus_inf, T, sfx));
-    w.line(fmt::format("{} s = 0;", T));
-    w.open("for (int64_t t = threadIdx.x; t < nl; t += blockDim.x)");
-    w.line(fmt::format("const {} e = synk_exp_{}(xr[t] - m);", T, sfx));
-    if (!log) w.line("yr[t] = e;");
-    w.line("s += e;");
-    w.close();
+    emit_exp_sum(team_loop, "t");
     w.line(fmt::format("s = synk_block_reduce(s, ({0})0, []({0} a, {0} b) {{ return a + b; }});", T));
-    if (log) {
-      w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
-      w.line("for (int64_t t = threadIdx.x; t < nl; t += blockDim.x) yr[t] = xr[t] - lse;");
-    } else {
-      w.line(fmt::format("const {0} inv = ({0})1 / s;", T));
-      w.line("for (int64_t t = threadIdx.x; t < nl; t += blockDim.x) yr[t] *= inv;");
-    }
+    emit_normalise(team_loop, "t");
     w.close();
   } else {
     // Softmax along a non-last axis: a thread per (outer, inner) pair walks the axis with
@@ -286,19 +297,8 @@ void emit_cuda_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool 
     w.line(fmt::format("{} *__restrict__ yr = {} + o * nl * ni + j;", T, y));
     w.line(fmt::format("{} m = {};", T, minus_inf));
     w.line(fmt::format("for (int64_t t = 0; t < nl; ++t) m = synk_max_{}(m, xr[t * ni]);", sfx));
-    w.line(fmt::format("{} s = 0;", T));
-    w.open("for (int64_t t = 0; t < nl; ++t)");
-    w.line(fmt::format("const {} e = synk_exp_{}(xr[t * ni] - m);", T, sfx));
-    if (!log) w.line("yr[t * ni] = e;");
-    w.line("s += e;");
-    w.close();
-    if (log) {
-      w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
-      w.line("for (int64_t t = 0; t < nl; ++t) yr[t * ni] = xr[t * ni] - lse;");
-    } else {
-      w.line(fmt::format("const {0} inv = ({0})1 / s;", T));
-      w.line("for (int64_t t = 0; t < nl; ++t) yr[t * ni] *= inv;");
-    }
+    emit_exp_sum(strided_loop, "t * ni");
+    emit_normalise(strided_loop, "t * ni");
     w.close();
   }
   w.close();

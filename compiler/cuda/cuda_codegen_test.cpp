@@ -155,15 +155,14 @@ TEST(CudaCodegen, EveryProgramCompilesWithNvrtcAndPtxas) {
   if (ptxas.empty()) GTEST_SKIP() << "ptxas not found (configure with the CUDA toolkit or set SYNK_PTXAS): PTX not assembled";
 }
 
-KernelPlan plan_for(const std::string& source, const std::string& fn_name, ir::Module* module) {
-  *module = dsl::compile_source("inline.synk", source);
-  return lower(*module, *module->find_function(fn_name));
+// The CUDA program of function f of `source`.
+CudaProgram cuda_program_for(const std::string& source) {
+  const ir::Module module = dsl::compile_source("inline.synk", source);
+  return generate_cuda_program(module, lower(module, *module.find_function("f")));
 }
 
 TEST(CudaCodegen, FusedPointwiseUsesVectorLoadsAndGridStride) {
-  ir::Module m;
-  KernelPlan plan = plan_for("fn f(scatter x: f32[n], scatter y: f32[n]) { out z: gather = x * y + exp(x); }", "f", &m);
-  CudaProgram p = generate_cuda_program(m, plan);
+  CudaProgram p = cuda_program_for("fn f(scatter x: f32[n], scatter y: f32[n]) { out z: gather = x * y + exp(x); }");
   ASSERT_EQ(p.launches.size(), 1u);
   EXPECT_EQ(p.launches[0].kind, CudaLaunchKind::Flat);
   EXPECT_EQ(p.launches[0].vector_width, 4);
@@ -175,9 +174,7 @@ TEST(CudaCodegen, FusedPointwiseUsesVectorLoadsAndGridStride) {
 }
 
 TEST(CudaCodegen, PointwiseReductionIsOneKernelWithShuffles) {
-  ir::Module m;
-  KernelPlan plan = plan_for("fn f(scatter x: f32[n], scatter y: f32[n]) { out s: sum = sum(x * y); }", "f", &m);
-  CudaProgram p = generate_cuda_program(m, plan);
+  CudaProgram p = cuda_program_for("fn f(scatter x: f32[n], scatter y: f32[n]) { out s: sum = sum(x * y); }");
   ASSERT_EQ(p.launches.size(), 1u);
   const CudaKernelLaunch& l = p.launches[0];
   EXPECT_EQ(l.kind, CudaLaunchKind::RowTeams);
@@ -191,17 +188,13 @@ TEST(CudaCodegen, PointwiseReductionIsOneKernelWithShuffles) {
 }
 
 TEST(CudaCodegen, ColumnReductionIsThreadPerOutput) {
-  ir::Module m;
-  KernelPlan plan = plan_for("fn f(scatter x: f32[n, 8]) { out s: sum = sum(x, axis=0); }", "f", &m);
-  CudaProgram p = generate_cuda_program(m, plan);
+  CudaProgram p = cuda_program_for("fn f(scatter x: f32[n, 8]) { out s: sum = sum(x, axis=0); }");
   ASSERT_EQ(p.launches.size(), 1u);
   EXPECT_EQ(p.launches[0].kind, CudaLaunchKind::Columns);
 }
 
 TEST(CudaCodegen, FloatMatmulHasNoKernel) {
-  ir::Module m;
-  KernelPlan plan = plan_for("fn f(scatter x: f32[n, 8], bcast w: f32[8, 3]) { out z: gather = x @ w; }", "f", &m);
-  CudaProgram p = generate_cuda_program(m, plan);
+  CudaProgram p = cuda_program_for("fn f(scatter x: f32[n, 8], bcast w: f32[8, 3]) { out z: gather = x @ w; }");
   ASSERT_EQ(p.launches.size(), 1u);
   EXPECT_EQ(p.launches[0].kind, CudaLaunchKind::Blas);
   EXPECT_EQ(p.source.find("__global__"), std::string::npos);

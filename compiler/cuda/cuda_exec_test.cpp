@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "base/testing.h"
 #include "compiler/backend/host_arrays.h"
 #include "compiler/backend/signature.h"
 #include "compiler/cpu/cpu_function.h"
@@ -58,22 +59,7 @@ using emulator::EmulatorExecutor;
 
 // ---- the differential harness ---------------------------------------------------------------------
 
-class Rng {
- public:
-  explicit Rng(const std::string& test) {
-    const char* env = std::getenv("SYNK_TEST_SEED");
-    seed_ = env ? std::strtoull(env, nullptr, 10) : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-    std::cout << "[ seed     ] " << test << ": SYNK_TEST_SEED=" << seed_ << "\n";
-    engine_.seed(seed_);
-  }
-  double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(engine_); }
-  int64_t integer(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(engine_); }
-
- private:
-  uint64_t seed_;
-  std::mt19937_64 engine_;
-};
-
+using ::synk::testing::Rng;
 using testing::to_array;
 
 // Random values; integers in [0, 3) so that they are mostly valid indices and labels.

@@ -111,6 +111,14 @@ std::vector<std::string> run_children(int children, const std::function<int()>& 
   return out;
 }
 
+// Runs a 2-thread OpenMP region here, which spins up libgomp's thread pool; the threads it had.
+int two_thread_team() {
+  int team = 0;
+#pragma omp parallel num_threads(2) reduction(+ : team)
+  team += 1;
+  return team;
+}
+
 TEST(Fork, OneDnnWorksInChildrenAfterUseInParent) {
   const std::vector<float> expected = workload();
   ASSERT_GT(onednn::cached_primitives(), 0u);
@@ -122,10 +130,7 @@ TEST(Fork, OneDnnWorksInChildrenAfterUseInParent) {
 // Even when the parent's own code had spun up libgomp's pool (a 2-thread region) before forking,
 // the children's oneDNN calls work: on one thread oneDNN never enters an OpenMP region.
 TEST(Fork, OneDnnWorksInChildrenAfterParentRanAnOpenMpTeam) {
-  int team = 0;
-#pragma omp parallel num_threads(2) reduction(+ : team)
-  team += 1;
-  ASSERT_EQ(team, 2);
+  ASSERT_EQ(two_thread_team(), 2);
   const std::vector<float> expected = workload();
   EXPECT_EQ(run_children(2, [&] { return child_main(expected); }), (std::vector<std::string>{"exit 0", "exit 0"}));
 }
@@ -134,16 +139,10 @@ TEST(Fork, OneDnnWorksInChildrenAfterParentRanAnOpenMpTeam) {
 // 2-thread region hangs in libgomp (its pool's threads were not copied by fork). Pinned so that a
 // libgomp that fixes this is noticed; the child is killed by its 2 s alarm.
 TEST(Fork, LibgompPoolDoesNotSurviveFork) {
-  int team = 0;
-#pragma omp parallel num_threads(2) reduction(+ : team)
-  team += 1;
-  ASSERT_EQ(team, 2);
+  ASSERT_EQ(two_thread_team(), 2);
   const auto ended = run_children(1, [] {
     alarm(2);
-    int t = 0;
-#pragma omp parallel num_threads(2) reduction(+ : t)
-    t += 1;
-    return t == 2 ? 0 : 1;
+    return two_thread_team() == 2 ? 0 : 1;
   });
   EXPECT_EQ(ended, (std::vector<std::string>{"signal " + std::to_string(SIGALRM)}));
 }

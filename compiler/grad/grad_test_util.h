@@ -1,4 +1,5 @@
-// Test support for the gradient pass and the update rules: a seeded random source whose seed is
+// Test support for the gradient pass and the update rules: a seeded random source (Rng, from
+// base/testing.h) whose seed is
 // printed (set SYNK_TEST_SEED to replay a run), random HostTensors, and the gradient checker that
 // compares a function's expanded grad(...) output with float64 central finite differences of
 // its loss output, both run through the reference evaluator.
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "base/testing.h"
 #include "ir/evaluator.h"
 #include "ir/ir.h"
 #include "ir/type_infer.h"
@@ -35,27 +37,7 @@ inline ir::TensorType T(ir::DType dtype, std::initializer_list<D> dims) {
   return t;
 }
 
-// One generator per test, seeded from SYNK_TEST_SEED or std::random_device; the seed is printed
-// so that any failure can be replayed.
-class Rng {
- public:
-  explicit Rng(const std::string& test_name) {
-    const char* env = std::getenv("SYNK_TEST_SEED");
-    seed_ = env ? std::strtoull(env, nullptr, 10) : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-    std::cout << "[ seed     ] " << test_name << ": SYNK_TEST_SEED=" << seed_ << "\n";
-    engine_.seed(seed_);
-  }
-  uint64_t seed() const { return seed_; }
-  double uniform(double low, double high) { return std::uniform_real_distribution<double>(low, high)(engine_); }
-  int64_t integer(int64_t low, int64_t high) { return std::uniform_int_distribution<int64_t>(low, high)(engine_); }
-  // |x| in [low, high] with a random sign: values away from the kink at 0.
-  double away_from_zero(double low, double high) { return (integer(0, 1) ? 1 : -1) * uniform(low, high); }
-  std::mt19937_64& engine() { return engine_; }
-
- private:
-  uint64_t seed_ = 0;
-  std::mt19937_64 engine_;
-};
+using ::synk::testing::Rng;
 
 inline int64_t count_of(const std::vector<int64_t>& shape) {
   int64_t n = 1;

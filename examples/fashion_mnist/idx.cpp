@@ -53,6 +53,13 @@ class IdxFile {
     return uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | uint32_t(b[3]);
   }
 
+  // The header's first word, which says what the file holds ("image" or "label" for `kind`).
+  void expect_magic(uint32_t expected, const char* kind) {
+    uint32_t magic = read_u32("the header");
+    if (magic != expected)
+      fail(fmt::format("not an IDX {} file: magic number 0x{:08x}, expected 0x{:08x}", kind, magic, expected));
+  }
+
   void expect_end(const char* what) {
     char extra[64];
     int r = gzread(file_.get(), extra, sizeof extra);
@@ -78,9 +85,7 @@ constexpr uint32_t kMaxCount = 10'000'000;
 
 Images read_images(const std::string& path) {
   IdxFile file(path);
-  uint32_t magic = file.read_u32("the header");
-  if (magic != kImagesMagic)
-    file.fail(fmt::format("not an IDX image file: magic number 0x{:08x}, expected 0x{:08x}", magic, kImagesMagic));
+  file.expect_magic(kImagesMagic, "image");
   uint32_t count = file.read_u32("the header");
   uint32_t rows = file.read_u32("the header"), cols = file.read_u32("the header");
   if (rows != kImageSide || cols != kImageSide)
@@ -96,9 +101,7 @@ Images read_images(const std::string& path) {
 
 Labels read_labels(const std::string& path) {
   IdxFile file(path);
-  uint32_t magic = file.read_u32("the header");
-  if (magic != kLabelsMagic)
-    file.fail(fmt::format("not an IDX label file: magic number 0x{:08x}, expected 0x{:08x}", magic, kLabelsMagic));
+  file.expect_magic(kLabelsMagic, "label");
   uint32_t count = file.read_u32("the header");
   if (count == 0 || count > kMaxCount) file.fail(fmt::format("implausible label count {} in the header", count));
   Labels labels;

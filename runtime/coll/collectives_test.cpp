@@ -95,35 +95,37 @@ T apply(Op op, T a, T b) {
   return a;
 }
 
+// x[first] op x[first + 1] op ... op x[last - 1], element by element, left to right in T.
+template <class T>
+std::vector<T> fold(Op op, const std::vector<std::vector<T>>& x, size_t first, size_t last) {
+  std::vector<T> out = x[first];
+  for (size_t r = first + 1; r < last; ++r)
+    for (size_t i = 0; i < out.size(); ++i) out[i] = apply(op, out[i], x[r][i]);
+  return out;
+}
+
+// A fold of `ranks` ranks' values as the collective returns it: avg divides the sum, in T.
+template <class T>
+std::vector<T> finished(Op op, std::vector<T> folded, size_t ranks) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (op == Op::Avg)
+      for (T& v : folded) v = v / T(ranks);
+  return folded;
+}
+
 // Rank order, left to right, in T (what rsag promises, bit for bit).
 template <class T>
 std::vector<T> rank_order(Op op, const std::vector<std::vector<T>>& x) {
-  std::vector<T> out = x[0];
-  for (size_t r = 1; r < x.size(); ++r)
-    for (size_t i = 0; i < out.size(); ++i) out[i] = apply(op, out[i], x[r][i]);
-  if constexpr (std::is_floating_point_v<T>)
-    if (op == Op::Avg)
-      for (T& v : out) v = v / T(x.size());
-  return out;
+  return finished(op, fold(op, x, 0, x.size()), x.size());
 }
 
 // Hierarchical copy's tree: groups of g consecutive ranks folded first, then the groups in order.
 template <class T>
 std::vector<T> tree_order(Op op, const std::vector<std::vector<T>>& x, int g) {
   std::vector<std::vector<T>> partials;
-  for (size_t first = 0; first < x.size(); first += size_t(g)) {
-    std::vector<T> p = x[first];
-    for (size_t r = first + 1; r < std::min(x.size(), first + size_t(g)); ++r)
-      for (size_t i = 0; i < p.size(); ++i) p[i] = apply(op, p[i], x[r][i]);
-    partials.push_back(p);
-  }
-  std::vector<T> out = partials[0];
-  for (size_t k = 1; k < partials.size(); ++k)
-    for (size_t i = 0; i < out.size(); ++i) out[i] = apply(op, out[i], partials[k][i]);
-  if constexpr (std::is_floating_point_v<T>)
-    if (op == Op::Avg)
-      for (T& v : out) v = v / T(x.size());
-  return out;
+  for (size_t first = 0; first < x.size(); first += size_t(g))
+    partials.push_back(fold(op, x, first, std::min(x.size(), first + size_t(g))));
+  return finished(op, fold(op, partials, 0, partials.size()), x.size());
 }
 
 double reference64(Op op, const std::vector<double>& xs) {

@@ -11,26 +11,20 @@
 #include "runtime/data/dtype.h"
 #include <fmt/format.h>
 
+#include "base/enum_names.h"
 #include "base/errors.h"
 
 namespace synk::rt {
 
-const char* coll_op_name(CollOp op) {
-  switch (op) {
-    case CollOp::Avg: return "avg";
-    case CollOp::Sum: return "sum";
-    case CollOp::Prod: return "prod";
-    case CollOp::Max: return "max";
-    case CollOp::Min: return "min";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<CollOp> kCollOpNames[] = {
+    {CollOp::Avg, "avg"}, {CollOp::Sum, "sum"}, {CollOp::Prod, "prod"}, {CollOp::Max, "max"}, {CollOp::Min, "min"},
+};
+}  // namespace
 
-std::optional<CollOp> parse_coll_op(std::string_view name) {
-  for (CollOp op : {CollOp::Avg, CollOp::Sum, CollOp::Prod, CollOp::Max, CollOp::Min})
-    if (name == coll_op_name(op)) return op;
-  return std::nullopt;
-}
+const char* coll_op_name(CollOp op) { return enum_name(kCollOpNames, op); }
+
+std::optional<CollOp> parse_coll_op(std::string_view name) { return enum_from_name(kCollOpNames, name); }
 
 bool coll_op_supports(CollOp op, DType dtype, const char** why) {
   if (op == CollOp::Avg && !is_float(dtype)) {

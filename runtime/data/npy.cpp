@@ -245,6 +245,19 @@ Array read(const std::string& path) {
   return a;
 }
 
+std::string preamble(int major, size_t header_length) {
+  std::string pre = "\x93NUMPY";
+  pre.push_back(char(major));
+  pre.push_back(0);
+  pre.push_back(char(header_length & 255));
+  pre.push_back(char((header_length >> 8) & 255));
+  if (major != 1) {
+    pre.push_back(char((header_length >> 16) & 255));
+    pre.push_back(char((header_length >> 24) & 255));
+  }
+  return pre;
+}
+
 void write(const std::string& path, const ArrayRef& array) {
   std::string shape;
   for (int64_t d : array.shape) shape += fmt::format("{}, ", d);
@@ -265,16 +278,7 @@ void write(const std::string& path, const ArrayRef& array) {
   dict.push_back('\n');
 
   File f = open_file(path, "wb");
-  std::string pre = "\x93NUMPY";
-  pre.push_back(char(major));
-  pre.push_back(0);
-  size_t len = dict.size();
-  pre.push_back(char(len & 255));
-  pre.push_back(char((len >> 8) & 255));
-  if (major == 2) {
-    pre.push_back(char((len >> 16) & 255));
-    pre.push_back(char((len >> 24) & 255));
-  }
+  std::string pre = preamble(major, dict.size());
   size_t nbytes = size_t(array.size()) * dtype_size(array.dtype);
   if (std::fwrite(pre.data(), 1, pre.size(), f.get()) != pre.size() ||
       std::fwrite(dict.data(), 1, dict.size(), f.get()) != dict.size() ||

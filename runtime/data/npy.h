@@ -22,6 +22,9 @@ Header read_header(const std::string& path);
 void read_data(const std::string& path, const Header& header, void* dst);
 Array read(const std::string& path);
 void write(const std::string& path, const ArrayRef& array);
+// The bytes before the header text: the magic string, the format version `major`.0 and the
+// header's length (2 bytes in version 1, 4 in versions 2 and 3), little-endian.
+std::string preamble(int major, size_t header_length);
 
 // A file built into the program: reading `path` (read_header, read_data, read) reads these bytes
 // instead of the file system. synkc's artifacts embed the .npy files their load() initialisers

@@ -33,17 +33,7 @@ std::string npy_file(const std::string& header, const std::string& data, int maj
     while ((prefix + dict.size() + 1) % 64) dict.push_back(' ');
     dict.push_back('\n');
   }
-  std::string out = "\x93NUMPY";
-  out.push_back(char(major));
-  out.push_back(0);
-  size_t len = dict.size();
-  out.push_back(char(len & 255));
-  out.push_back(char((len >> 8) & 255));
-  if (major != 1) {
-    out.push_back(char((len >> 16) & 255));
-    out.push_back(char((len >> 24) & 255));
-  }
-  return out + dict + data;
+  return rt::npy::preamble(major, dict.size()) + dict + data;
 }
 
 std::string dict(const std::string& descr, const std::string& shape, const std::string& order = "False") {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "gpu/driver.h"
+#include "base/enum_names.h"
 #include "base/errors.h"
 
 namespace synk::rt {
@@ -14,16 +15,10 @@ namespace {
 std::mutex probe_mutex;
 std::optional<GpuProbe> probe_override;
 Backend g_active_backend = Backend::Cpu;
+constexpr EnumName<Backend> kBackendNames[] = {{Backend::Cpu, "cpu"}, {Backend::Gpu, "gpu"}, {Backend::Auto, "auto"}};
 }  // namespace
 
-const char* backend_name(Backend backend) {
-  switch (backend) {
-    case Backend::Cpu: return "cpu";
-    case Backend::Gpu: return "gpu";
-    case Backend::Auto: return "auto";
-  }
-  return "unknown";
-}
+const char* backend_name(Backend backend) { return enum_name(kBackendNames, backend, "unknown"); }
 
 GpuProbe probe_gpus() {
   {

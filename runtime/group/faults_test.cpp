@@ -32,11 +32,7 @@ using namespace synk::testing;   // the runtime test helpers (runtime/testing.h)
 namespace {
 
 
-int iterations() {
-  const char* env = std::getenv("SYNK_FAULT_ITERATIONS");
-  int n = env ? std::atoi(env) : 5;
-  return n > 0 ? n : 5;
-}
+int iterations() { return synk::testing::iterations_from_env("SYNK_FAULT_ITERATIONS", 5); }
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -96,16 +92,11 @@ void expect_fork_works(int n = 2) {
   synk::close();
 }
 
-std::mt19937& rng() {
-  static std::mt19937 gen(std::random_device{}());
-  return gen;
-}
-
 // Runs `loop` (calls that only end by a group-lost RankError) while another thread sends `sig` to
 // `victim` after a random delay; returns the error and the seconds from the signal to the report.
 std::pair<RankError, double> fault_while(pid_t victim, int sig, const std::function<void()>& loop) {
   std::atomic<int64_t> sent_ns{0};
-  int delay_us = std::uniform_int_distribution<int>(2'000, 30'000)(rng());
+  int delay_us = std::uniform_int_distribution<int>(2'000, 30'000)(synk::testing::timing_rng());
   std::thread sender([&] {
     usleep(useconds_t(delay_us));
     sent_ns = Clock::now().time_since_epoch().count();
@@ -361,7 +352,7 @@ double kill_master(bool in_collective, Module& big) {
   char own[128] = {}, group[128] = {};
   int w1 = 0, w2 = 0;
   EXPECT_EQ(std::sscanf(buf, "%127s %127s %d %d", own, group, &w1, &w2), 4);
-  usleep(useconds_t(std::uniform_int_distribution<int>(1'000, 20'000)(rng())));
+  usleep(useconds_t(std::uniform_int_distribution<int>(1'000, 20'000)(synk::testing::timing_rng())));
   Clock::time_point killed = Clock::now();
   kill(master, SIGKILL);
   int status;

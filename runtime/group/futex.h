@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 
 #include <immintrin.h>
 #include <sched.h>
@@ -55,30 +56,29 @@ inline int64_t now_ns() {
       .count();
 }
 
+// One busy phase of a wait, for up to `budget_ns`: `pause()` between loads of the word. The clock,
+// dearer than a load, is read when the iteration count has none of the bits of `clock_mask` set.
+// The value that made `ready` hold, or nullopt when the budget ran out.
+template <class Ready, class Pause>
+std::optional<uint32_t> busy_wait(WaitWord& word, Ready& ready, int64_t budget_ns, uint32_t clock_mask, Pause pause) {
+  if (budget_ns <= 0) return std::nullopt;
+  int64_t deadline = now_ns() + budget_ns;
+  for (uint32_t i = 1;; ++i) {
+    pause();
+    uint32_t v = word.value.load(std::memory_order_acquire);
+    if (ready(v)) return v;
+    if ((i & clock_mask) == 0 && now_ns() > deadline) return std::nullopt;
+  }
+}
+
 // Waits until `ready(word.value)` holds. After the spin phase, calls `poll()` after every sleep
 // slice; poll() throws (or exits) to abandon the wait, e.g. when a peer died.
 template <class Ready, class Poll>
 uint32_t wait_until(WaitWord& word, Ready ready, const WaitPolicy& policy, Poll poll) {
   uint32_t v = word.value.load(std::memory_order_acquire);
   if (ready(v)) return v;
-  if (policy.spin_ns > 0) {
-    int64_t deadline = now_ns() + policy.spin_ns;
-    for (uint32_t i = 1;; ++i) {
-      _mm_pause();
-      v = word.value.load(std::memory_order_acquire);
-      if (ready(v)) return v;
-      if ((i & 63) == 0 && now_ns() > deadline) break;
-    }
-  }
-  if (policy.yield_ns > 0) {
-    int64_t deadline = now_ns() + policy.yield_ns;
-    for (uint32_t i = 1;; ++i) {
-      sched_yield();
-      v = word.value.load(std::memory_order_acquire);
-      if (ready(v)) return v;
-      if ((i & 7) == 0 && now_ns() > deadline) break;
-    }
-  }
+  if (std::optional<uint32_t> got = busy_wait(word, ready, policy.spin_ns, 63, [] { _mm_pause(); })) return *got;
+  if (std::optional<uint32_t> got = busy_wait(word, ready, policy.yield_ns, 7, [] { sched_yield(); })) return *got;
   for (;;) {
     word.waiters.fetch_add(1, std::memory_order_seq_cst);
     v = word.value.load(std::memory_order_seq_cst);

@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 
 #include "runtime/group/shm.h"
+#include "runtime/testing.h"
 #include "synk/synk.h"
 
 using namespace synk;
@@ -41,16 +42,7 @@ constexpr int kRanks[] = {1, 2, 4};
 
 const char* victim_path() { return SYNK_BINARY_DIR "/test/integration/synk_signal_victim"; }
 
-int iterations() {
-  const char* env = std::getenv("SYNK_SIGNAL_ITERATIONS");
-  int n = env ? std::atoi(env) : 21;
-  return n > 0 ? n : 21;
-}
-
-std::mt19937& rng() {
-  static std::mt19937 gen(std::random_device{}());
-  return gen;
-}
+int iterations() { return synk::testing::iterations_from_env("SYNK_SIGNAL_ITERATIONS", 21); }
 
 // Processes whose process group is `pgid` and that are not zombies.
 std::vector<pid_t> live_members(pid_t pgid) {
@@ -195,7 +187,8 @@ void group_signal(int sig, const char* message) {
     const std::string what = fmt::format("{} to a {}-rank group, iteration {}", sigabbrev_np(sig), ranks, it);
     Victim v = start("loop", ranks);
     const bool ready = it % 2 == 0 && read_line(v.report_fd, 20'000) == "ready";
-    usleep(useconds_t(std::uniform_int_distribution<int>(0, ready ? 20'000 : 40'000)(rng())));
+    const int delay_us = std::uniform_int_distribution<int>(0, ready ? 20'000 : 40'000)(synk::testing::timing_rng());
+    usleep(useconds_t(delay_us));
     kill(-v.session, sig);
     int status = wait_for(v, 20);
     ASSERT_NE(status, -1) << what << ": still running 20 s after the signal";

@@ -36,16 +36,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int iterations() {
-  const char* env = std::getenv("SYNK_WATCHDOG_ITERATIONS");
-  int n = env ? std::atoi(env) : 20;
-  return n > 0 ? n : 20;
-}
-
-std::mt19937& rng() {
-  static std::mt19937 gen(std::random_device{}());
-  return gen;
-}
+int iterations() { return synk::testing::iterations_from_env("SYNK_WATCHDOG_ITERATIONS", 20); }
 
 // count = number of rows. A row's value says how long it takes: 1 nothing; 2 two milliseconds;
 // 3 up to ten seconds in 1 ms steps with a cancellation point after each; 4 0.6 s in one step.
@@ -91,7 +82,7 @@ Outcome kill_during_share(const std::vector<float>& rows, int64_t num_slices) {
   const std::string prefix = synk::current_group()->segment_prefix();
   Data x = synk::data<float>(rows, {int64_t(rows.size()), 1});
   std::atomic<int64_t> killed_ns{0}, gone_ns{0};
-  const int delay_us = std::uniform_int_distribution<int>(20'000, 100'000)(rng());
+  const int delay_us = std::uniform_int_distribution<int>(20'000, 100'000)(synk::testing::timing_rng());
   std::thread killer([&] {
     usleep(useconds_t(delay_us));
     killed_ns = Clock::now().time_since_epoch().count();
@@ -128,35 +119,32 @@ void expect_reported(const Outcome& out, const std::string& what) {
   EXPECT_TRUE(out.error->group_lost());
 }
 
-}  // namespace
-
-TEST(Watchdog, DeathStopsAShareAtItsCancellationPoints) {
+// Kills rank 2 during the master's share of `rows`, iterations() times: every call must report
+// the death within 0.5 s. Prints the slowest report; `master_doing` says what the master was doing.
+void expect_prompt_reports(const std::vector<float>& rows, int64_t num_slices, const char* master_doing) {
   slow();
   double worst = 0;
   for (int it = 0; it < iterations(); ++it) {
-    // Rank 0 has the first row: ten seconds unless cancelled.
-    Outcome out = kill_during_share({3, 1, 1, 1, 1, 1}, 1);
+    Outcome out = kill_during_share(rows, num_slices);
     expect_reported(out, fmt::format("iteration {}", it));
     worst = std::max(worst, out.seconds);
     EXPECT_LT(out.seconds, 0.5) << "iteration " << it;
   }
-  std::printf("[worker killed while the master computes: reported after at most %.3f s (target < 0.5 s)]\n", worst);
+  std::printf("[worker killed while the master %s: reported after at most %.3f s (target < 0.5 s)]\n", master_doing,
+              worst);
   EXPECT_TRUE(synk::testing::leftover_segments().empty());
 }
 
+}  // namespace
+
+TEST(Watchdog, DeathStopsAShareAtItsCancellationPoints) {
+  // Rank 0 has the first row: ten seconds unless cancelled.
+  expect_prompt_reports({3, 1, 1, 1, 1, 1}, 1, "computes");
+}
+
 TEST(Watchdog, DeathStopsAShareBetweenSlices) {
-  slow();
-  double worst = 0;
-  for (int it = 0; it < iterations(); ++it) {
-    // 3000 rows of 2 ms each per rank, one slice each: six seconds on the master.
-    std::vector<float> rows(9000, 2.0f);
-    Outcome out = kill_during_share(rows, 3000);
-    expect_reported(out, fmt::format("iteration {}", it));
-    worst = std::max(worst, out.seconds);
-    EXPECT_LT(out.seconds, 0.5) << "iteration " << it;
-  }
-  std::printf("[worker killed while the master runs slices: reported after at most %.3f s (target < 0.5 s)]\n", worst);
-  EXPECT_TRUE(synk::testing::leftover_segments().empty());
+  // 3000 rows of 2 ms each per rank, one slice each: six seconds on the master.
+  expect_prompt_reports(std::vector<float>(9000, 2.0f), 3000, "runs slices");
 }
 
 TEST(Watchdog, GroupShutDownWhileAStepCannotStop) {

@@ -8,6 +8,8 @@ import os
 import re
 import sys
 
+from report import report
+
 LINK = re.compile(r"\]\(([^)#\s]+)(#[^)]*)?\)")
 OUTSIDE = re.compile(r"\.\./shared|\.\./\.library")
 
@@ -35,10 +37,7 @@ def main():
     problems = []
     for page in pages:
         check(root, page, problems)
-    for p in problems:
-        print(p)
-    print(f"docs: {len(pages)} pages checked, {len(problems)} problems")
-    return 1 if problems else 0
+    return report(problems, f"docs: {len(pages)} pages checked, {len(problems)} problems")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ import os
 import re
 import sys
 
+from report import report
+
 # Folder prefix -> the folder prefixes its sources may include (a folder may always include itself).
 # The longest matching prefix wins, so subfolders can be stricter than their parent.
 RULES = {
@@ -151,11 +153,8 @@ def main():
     problems += [f"include cycle: {c}" for c in include_cycles()]
     for path, target in sorted(KNOWN_UPWARD - KNOWN_SEEN):
         problems.append(f'{path}: no longer includes "{target}": remove it from KNOWN_UPWARD')
-    for p in problems:
-        print(p)
-    print(f"layering: {files} library sources checked, {len(problems)} problems, "
-          f"{len(KNOWN_SEEN)} known upward includes (KNOWN_UPWARD)")
-    return 1 if problems else 0
+    return report(problems, f"layering: {files} library sources checked, {len(problems)} problems, "
+                            f"{len(KNOWN_SEEN)} known upward includes (KNOWN_UPWARD)")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ import os
 import re
 import sys
 
+from report import report
+
 MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 120
 ROOTS = ("base", "gpu", "ir", "dsl", "runtime", "compiler", "synk", "tools", "python", "examples", "bench")
@@ -102,10 +104,7 @@ def main():
                     problems.append(f"{rel}:1: {lines} lines (at most {MAX_FILE_LINES})")
                 for start, length in long_functions(text):
                     problems.append(f"{rel}:{start}: a function of {length} lines (at most {MAX_FUNCTION_LINES})")
-    for p in problems:
-        print(p)
-    print(f"sizes: {files} sources checked, {len(problems)} over the limits")
-    return 1 if problems else 0
+    return report(problems, f"sizes: {files} sources checked, {len(problems)} over the limits")
 
 
 if __name__ == "__main__":
