@@ -574,7 +574,7 @@ bool all_reduce_exact(const Function& fn, int64_t total_rows, const CollectiveOp
   std::vector<Target> ts;
   for (const rt::UpdateSpec& u : fn.signature().updates) {
     const rt::SharedSpec& spec = module->spec.shareds[size_t(u.shared)];
-    if (u.mode == ReduceMode::Avg && rt::exact::supports(spec.dtype)) ts.push_back(Target{{module_id, u.shared}, module, &spec});
+    if (rt::kept_per_shard(u.mode, spec.dtype)) ts.push_back(Target{{module_id, u.shared}, module, &spec});
   }
   if (ts.empty()) return false;
   (void)rt::exact::precision_bits(total_rows);   // its UsageError here, before any rank moves

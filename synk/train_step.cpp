@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <utility>
 
 #include <fmt/format.h>
@@ -167,8 +168,7 @@ bool TrainStep::reduce_gradient(const Outputs& gradient_outputs) const {
                                  gradient_.name()));
   if (std::all_of(rows.begin(), rows.end(), [](int64_t r) { return r == 0; })) return false;
   if (micro_shard_rows_ > 0) {
-    int64_t total = 0;
-    for (int64_t r : rows) total += r;
+    const int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t(0));
     named(name_, "exact all_reduce of the gradient", [&] { detail::all_reduce_exact(gradient_, total, reduce); });
     return true;
   }

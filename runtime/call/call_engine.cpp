@@ -82,16 +82,17 @@ void reuse_spare(Array& slot, ModuleEntry* module, int32_t var, size_t bytes) {
 }
 
 // The updates a micro-sharded call keeps per shard instead of folding (CallRequest::
-// micro_shard_rows): the f32 and f64 `avg` ones (exact::supports in runtime/coll/exact_sum.h), each with its variable's MicroShardParts emptied for
-// this call (a rank that runs no shard then offers none). Null where the update folds as usual.
+// micro_shard_rows; kept_per_shard in registry.h), each with its variable's MicroShardParts
+// emptied for this call (a rank that runs no shard then offers none); null where the update folds
+// as usual. Empty (no allocation) for an ordinary call.
 std::vector<MicroShardParts*> kept_apart_updates(const CallPlan& plan, const FunctionSignature& sig,
                                                  ModuleEntry& module) {
-  std::vector<MicroShardParts*> kept(sig.updates.size(), nullptr);
+  std::vector<MicroShardParts*> kept;
   if (plan.micro_shard_rows <= 0) return kept;
+  kept.resize(sig.updates.size(), nullptr);
   for (size_t u = 0; u < sig.updates.size(); ++u) {
     const int32_t var = sig.updates[u].shared;
-    const DType dtype = module.spec.shareds[size_t(var)].dtype;
-    if (sig.updates[u].mode != ReduceMode::Avg || !(dtype == DType::F32 || dtype == DType::F64)) continue;
+    if (!kept_per_shard(sig.updates[u].mode, module.spec.shareds[size_t(var)].dtype)) continue;
     kept[u] = &module.micro_parts[var];
     kept[u]->used = 0;
   }
@@ -194,6 +195,7 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
   std::vector<Accumulator> update_acc(sig.updates.size());   // only folded parts need one
   if (!single_part)
     for (size_t u = 0; u < sig.updates.size(); ++u) {
+      if (!kept.empty() && kept[u]) continue;
       const SharedSpec& var = mspec.shareds[size_t(sig.updates[u].shared)];
       update_acc[u] = Accumulator(sig.updates[u].mode, var.dtype, fmt::format("update of '{}' in {}", var.name, sig.name));
     }
@@ -270,7 +272,7 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
         throw Error(fmt::format("{} produced {}{} but '{}' is {}{} on rank {}", fmt::format("the update of '{}' in {}", mspec.shareds[size_t(var)].name, sig.name),
                                 dtype_name(next.dtype), shape_string(next.shape), mspec.shareds[size_t(var)].name,
                                 dtype_name(current.dtype), shape_string(current.shape), rank));
-      if (kept[u]) {
+      if (!kept.empty() && kept[u]) {
         keep_shard_value(*kept[u], g_updates[u], part.weight);
         continue;
       }

@@ -390,29 +390,16 @@ CallPlan plan_call(const PlanRequest& req) {
   return plan;
 }
 
-std::vector<int64_t> rank_weights(const CallPlan& plan) {
-  std::vector<int64_t> weights(size_t(plan.nranks), plan.empty_call ? 0 : 1);
-  if (plan.empty_call || (!plan.has_scattered && !plan.has_sliceable)) return weights;
-  if (plan.micro_shard_rows > 0) {
-    for (int r = 0; r < plan.nranks; ++r) {
-      weights[size_t(r)] = 0;
-      for (const Part& p : rank_parts(plan, r)) weights[size_t(r)] += p.weight;
-    }
-    return weights;
-  }
-  // The slices of a rank split its rows without loss, so its weight is its row count.
-  for (int r = 0; r < plan.nranks; ++r) {
-    if (plan.has_scattered) {
-      auto [lo, hi] = split_range(plan.positions, plan.nranks, r);
-      weights[size_t(r)] = hi - lo;
-    } else {
-      weights[size_t(r)] = plan.shared_rows[size_t(r)].count;
-    }
-  }
-  return weights;
-}
-
 namespace {
+
+// The positions rank `rank` owns: split_range of the positions, or, with micro-shards, the
+// positions of the whole shards split_range deals it.
+std::pair<int64_t, int64_t> rank_positions(const CallPlan& plan, int rank) {
+  const int64_t m = plan.micro_shard_rows;
+  if (m <= 0) return split_range(plan.positions, plan.nranks, rank);
+  auto [first, last] = split_range((plan.positions + m - 1) / m, plan.nranks, rank);
+  return {std::min(plan.positions, first * m), std::min(plan.positions, last * m)};
+}
 
 // Micro-shard mode (CallPlan::micro_shard_rows): one part per shard this rank runs.
 std::vector<Part> micro_shard_parts(const CallPlan& plan, int rank) {
@@ -426,13 +413,13 @@ std::vector<Part> micro_shard_parts(const CallPlan& plan, int rank) {
     }
     return parts;
   }
-  const int64_t shards = (plan.positions + m - 1) / m;
-  auto [first, last] = split_range(shards, plan.nranks, rank);
-  for (int64_t k = first; k < last; ++k) {
+  auto [lo, hi] = rank_positions(plan, rank);
+  const int64_t shards = (hi - lo + m - 1) / m;
+  for (int64_t k = 0; k < shards; ++k) {
     Part p;
-    p.pos_lo = k * m;
-    p.pos_hi = std::min(plan.positions, (k + 1) * m);
-    if (plan.has_sliceable) std::tie(p.sh_lo, p.sh_hi) = split_range(sh_count, last - first, k - first);
+    p.pos_lo = lo + k * m;
+    p.pos_hi = std::min(hi, p.pos_lo + m);
+    if (plan.has_sliceable) std::tie(p.sh_lo, p.sh_hi) = split_range(sh_count, shards, k);
     p.weight = p.pos_hi - p.pos_lo;
     parts.push_back(p);
   }
@@ -440,6 +427,22 @@ std::vector<Part> micro_shard_parts(const CallPlan& plan, int rank) {
 }
 
 }  // namespace
+
+std::vector<int64_t> rank_weights(const CallPlan& plan) {
+  std::vector<int64_t> weights(size_t(plan.nranks), plan.empty_call ? 0 : 1);
+  if (plan.empty_call || (!plan.has_scattered && !plan.has_sliceable)) return weights;
+  // The slices (or micro-shards) of a rank split its rows without loss, so its weight is its row
+  // count.
+  for (int r = 0; r < plan.nranks; ++r) {
+    if (plan.has_scattered) {
+      auto [lo, hi] = rank_positions(plan, r);
+      weights[size_t(r)] = hi - lo;
+    } else {
+      weights[size_t(r)] = plan.shared_rows[size_t(r)].count;
+    }
+  }
+  return weights;
+}
 
 std::vector<Part> rank_parts(const CallPlan& plan, int rank) {
   std::vector<Part> parts;

@@ -29,6 +29,13 @@ struct FunctionEntry {
   uint64_t step = 0;
 };
 
+// Whether a micro-sharded call keeps an update per shard for the exact all-reduce (f32 and f64
+// `avg` updates); every other update folds on its rank as usual. The call engine and the exact
+// all-reduce's master side both ask this.
+inline bool kept_per_shard(ReduceMode mode, DType dtype) {
+  return mode == ReduceMode::Avg && (dtype == DType::F32 || dtype == DType::F64);
+}
+
 // One variable's per-shard values from a micro-sharded call on this rank (the first `used` of
 // `values`, with their rows in `weights`); the storage is reused from call to call.
 struct MicroShardParts {

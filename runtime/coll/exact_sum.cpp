@@ -82,7 +82,7 @@ void grid_scales(const int32_t* __restrict exps, size_t count, int bits, double*
   bool non_finite = false, large = false;
   for (size_t i = 0; i < count; ++i) {
     const int32_t b = exps[i];
-    const int shift = bits + 1022 - std::max(b, 1);
+    const int shift = bits - exponent_bound(b);
     non_finite |= b == kNonFinite;
     large |= shift > 1000;
     scale[i] = std::bit_cast<double>(uint64_t(std::min(shift, 1000) + 1023) << 52);

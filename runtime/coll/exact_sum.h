@@ -36,9 +36,6 @@ struct Terms {
   std::vector<int64_t> weights;
 };
 
-// The dtypes whose updates a deterministic step reduces exactly (others fold as usual).
-inline bool supports(DType dtype) { return dtype == DType::F32 || dtype == DType::F64; }
-
 // An element whose terms hold a NaN or an infinity somewhere has this exponent after the max pass.
 inline constexpr int32_t kNonFinite = 0x7ff;
 
