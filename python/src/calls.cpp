@@ -355,7 +355,7 @@ void bind_functions(py::module_& m) {
       .def_property("num_packs", [](const TrainStepObj& s) { return s.step.num_packs(); },
                     [](TrainStepObj& s, int64_t n) { s.step.set_num_packs(n); })
       .def_property("deterministic", [](const TrainStepObj& s) { return s.step.deterministic(); },
-                    [](TrainStepObj& s, int64_t rows) { s.step.set_deterministic(rows); },
+                    [](TrainStepObj& s, py::handle rows) { s.step.set_deterministic(int_arg(rows, "deterministic")); },
                     "micro-shard rows of a deterministic step (the same bits on any number of ranks); 0: off")
       .def_property_readonly("gradient", [](const TrainStepObj& s) { return make_function(s.module, s.step.gradient()); })
       .def_property_readonly("update", [](const TrainStepObj& s) { return make_function(s.module, s.step.update()); })

@@ -1,7 +1,7 @@
 """Deterministic training steps from Python (`step.deterministic = rows`, docs/training.md "The
 same bits on any number of ranks"): the same data and batches on 1, 2 and 3 ranks, with and
 without num_slices, give bit-identical parameters and optimizer state, close to the numpy float64
-reference; a negative shard size is a UsageError.
+reference; a negative or fractional shard size is a UsageError.
 """
 import numpy as np
 import pytest
@@ -56,3 +56,5 @@ def test_negative_shard_rows_is_a_usage_error():
     step = synk.compile(SOURCE).train_step("train")
     with pytest.raises(synk.UsageError, match="micro_shard_rows must be >= 0"):
         step.deterministic = -3
+    with pytest.raises(synk.UsageError, match="deterministic"):
+        step.deterministic = 2.5                # rows are a whole number
