@@ -26,8 +26,9 @@ RULES = {
     # register with it; it includes nothing of theirs.
     "runtime/group/": ["base/", "gpu/"],
     "runtime/data/": ["base/", "gpu/", "runtime/group/", "runtime/call/descriptor.h"],
-    "runtime/call/": ["base/", "gpu/", "runtime/group/", "runtime/data/"],
-    "runtime/coll/": ["base/", "gpu/", "runtime/group/", "runtime/data/", "runtime/call/"],
+    "runtime/node/": ["base/", "runtime/group/", "runtime/node/"],
+    "runtime/call/": ["base/", "gpu/", "runtime/group/", "runtime/data/", "runtime/node/"],
+    "runtime/coll/": ["base/", "gpu/", "runtime/group/", "runtime/data/", "runtime/call/", "runtime/node/"],
     "runtime/": ["base/", "gpu/", "runtime/"],
     # The compiler sees the runtime only through the descriptor and its element helpers.
     # backend_function.h: a BackendFunction runs on the device the rank's group computes on.
