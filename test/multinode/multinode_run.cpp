@@ -6,7 +6,11 @@
 // bit. The values are chosen so that the cross-node arithmetic (avg as a sum of the nodes'
 // averages) is exact.
 //
-//   multinode_run RANKS_PER_NODE OUT [--kill-worker NODE]
+// Fault modes: --kill-worker NODE kills a worker of NODE after the calls; --stop-leader NODE stops
+// that leader (SIGSTOP) there; --mismatch makes node 1 call with another batch (every leader must
+// get the same UsageError, and the job goes on).
+//
+//   multinode_run RANKS_PER_NODE OUT [--kill-worker NODE | --stop-leader NODE | --mismatch]
 #include <signal.h>
 #include <unistd.h>
 
@@ -62,7 +66,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int local = std::atoi(argv[1]);
-  const int kill_node = argc >= 5 && std::string(argv[3]) == "--kill-worker" ? std::atoi(argv[4]) : -1;
+  const std::string mode = argc >= 4 ? argv[3] : "";
+  const int fault_node = argc >= 5 ? std::atoi(argv[4]) : -1;
+  const int kill_node = mode == "--kill-worker" ? fault_node : -1;
+  const int stop_node = mode == "--stop-leader" ? fault_node : -1;
   try {
     jit::Module m = jit::compile_string(kProgram);
     Function stats = m.function("stats");
@@ -89,7 +96,16 @@ int main(int argc, char** argv) {
     if (synk::node() != 0) list.assign(list.size(), 0);
     dump("list", stats({dx}, {.batch = list, .num_slices = 2}));
     dump("subset", stats({dx}, {.output_subset = {"biggest", "total"}}));
+    if (mode == "--mismatch") {
+      try {
+        stats({dx}, {.batch = synk::node() == 1 ? 19 : 20});
+        out << "mismatch not detected\n";
+      } catch (const UsageError& e) {
+        out << "mismatch caught: " << e.what() << "\n";
+      }
+    }
     if (kill_node == synk::node() && synk::local_size() > 1) kill(synk::worker_pid(1), SIGKILL);
+    if (stop_node == synk::node()) raise(SIGSTOP);
     // Collectives by global rank: rank r holds r+1 in every element.
     Var acc = m.runtime_module().var("acc"), count = m.runtime_module().var("count");
     for (int r = 0; r < synk::size(); ++r) {
