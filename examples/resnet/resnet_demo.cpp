@@ -11,7 +11,7 @@
 // --image-size, --train/--valid/--test and --ranks make it run in minutes.
 //
 //   resnet_demo [--depth 50] [--image-size 224] [--classes 1000] [--train 4096] [--valid 1024]
-//               [--test 1024] [--batch 64] [--lr 1e-3] [--epochs 3] [--ranks N] [--print-model]
+//               [--test 1024] [--batch 64] [--lr 1e-3] [--epochs 3] [--ranks N] [--profile] [--print-model]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,6 +42,7 @@ struct Options {
   int ranks = 0;             // 0: one per CPU core
   uint64_t seed = 1;
   bool print_model = false;
+  bool profile = false;      // time the gradient, all-reduce and update of each step separately
 };
 
 struct DataSet {
@@ -77,6 +78,22 @@ std::pair<double, double> evaluate(synk::Function& fn, const DataSet& set, int r
   const int64_t slices = std::max<int64_t>(1, (per_rank + batch - 1) / batch);
   synk::Outputs r = fn({set.images, set.labels}, {.num_slices = slices});
   return {synk::to_vector<float>(r.get("loss"))[0], synk::to_vector<float>(r.get("accuracy"))[0]};
+}
+
+// One training step: one TrainStep call, or (`phase` given) its three parts one by one, timed.
+synk::Outputs call(const synk::TrainStep& step, const std::vector<synk::Data>& inputs, synk::CallOptions options,
+                   double* phase) {
+  if (!phase) return step(inputs, options);
+  const Clock::time_point t0 = Clock::now();
+  synk::Outputs out = step.gradient_call(inputs, options);
+  const Clock::time_point t1 = Clock::now();
+  const bool any_rows = step.reduce_gradient(out);
+  const Clock::time_point t2 = Clock::now();
+  if (any_rows) step.update()({});
+  phase[0] += std::chrono::duration<double>(t1 - t0).count();
+  phase[1] += std::chrono::duration<double>(t2 - t1).count();
+  phase[2] += since(t2);
+  return out;
 }
 
 int run(const Options& o) {
@@ -116,10 +133,10 @@ int run(const Options& o) {
     const Clock::time_point t = Clock::now();
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng);
-    double loss_sum = 0;
+    double loss_sum = 0, phase[3] = {0, 0, 0};
     for (int64_t s = 0; s < steps; ++s) {
       std::vector<int64_t> batch(order.begin() + s * global, order.begin() + (s + 1) * global);
-      synk::Outputs out = step({train.images, train.labels}, {.batch = std::move(batch)});
+      synk::Outputs out = call(step, {train.images, train.labels}, {.batch = std::move(batch)}, o.profile ? phase : nullptr);
       loss_sum += synk::to_vector<float>(out[0])[0];
     }
     const double train_time = since(t);
@@ -127,6 +144,9 @@ int run(const Options& o) {
     fmt::print("epoch {}: train loss {:.4f}, {:.2f} s ({:.1f} images/s); validation loss {:.4f}, accuracy {:.2f}%\n",
                epoch, steps ? loss_sum / double(steps * global) : 0.0, train_time,
                double(steps * global) / std::max(train_time, 1e-9), vloss, 100 * vacc);
+    if (o.profile && steps)
+      fmt::print("  per step: gradient {:.3f} s, all-reduce {:.3f} s, update {:.3f} s\n", phase[0] / double(steps),
+                 phase[1] / double(steps), phase[2] / double(steps));
     std::fflush(stdout);
   }
   auto [tloss, tacc] = evaluate(evaluate_fn, test, ranks, o.batch);
@@ -152,6 +172,7 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", o.epochs, "Epochs")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--ranks", o.ranks, "Ranks (0: one per CPU core)")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--seed", o.seed, "Seed of the data and the shuffles")->capture_default_str();
+  app.add_flag("--profile", o.profile, "Time the gradient, all-reduce and update of each step separately");
   app.add_flag("--print-model", o.print_model, "Print the generated .synk model and exit");
   CLI11_PARSE(app, argc, argv);
   try {
