@@ -8,9 +8,10 @@
 #include "examples/fashion_mnist/trainer.h"
 
 int main(int argc, char** argv) {
-  return fashion_mnist::run_program({.name = "fashion_resnet20",
-                                     .model_path = SYNK_FASHION_RESNET20_MODEL,
-                                     .summary = "ResNet-20 (3 stages of 3 basic blocks, 16/32/64 channels, batch norm; f32)",
-                                     .out = "fashion_resnet20_params"},
-                                    argc, argv);
+  return fashion_mnist::run_program(
+      {.name = "fashion_resnet20",
+       .model_path = SYNK_FASHION_RESNET20_MODEL,
+       .summary = "ResNet-20 (3 stages of 3 basic blocks, 16/32/64 channels, batch norm; f32)",
+       .out = "fashion_resnet20_params"},
+      argc, argv);
 }

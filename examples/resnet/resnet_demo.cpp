@@ -12,15 +12,15 @@
 //
 //   resnet_demo [--depth 50] [--image-size 224] [--classes 1000] [--train 4096] [--valid 1024]
 //               [--test 1024] [--batch 64] [--lr 1e-3] [--epochs 3] [--ranks N] [--profile] [--print-model]
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <numeric>
 #include <random>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "examples/resnet/resnet_model.h"
 #include "synk/collectives.h"
@@ -36,13 +36,13 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 struct Options {
   resnet::Config model;
   int64_t train = 4096, valid = 1024, test = 1024;
-  int64_t batch = 64;        // images per rank per step
-  double lr = 1e-3;          // times the number of ranks
+  int64_t batch = 64;  // images per rank per step
+  double lr = 1e-3;    // times the number of ranks
   int epochs = 3;
-  int ranks = 0;             // 0: one per CPU core
+  int ranks = 0;  // 0: one per CPU core
   uint64_t seed = 1;
   bool print_model = false;
-  bool profile = false;      // time the gradient, all-reduce and update of each step separately
+  bool profile = false;  // time the gradient, all-reduce and update of each step separately
 };
 
 struct DataSet {
@@ -55,7 +55,8 @@ struct DataSet {
 DataSet synthetic(const Options& o, int64_t rows, uint64_t seed, const std::string& name) {
   const int64_t pixels = int64_t(o.model.channels) * o.model.image * o.model.image;
   DataSet d;
-  d.images = synk::data(synk::DType::F32, {rows, o.model.channels, o.model.image, o.model.image}, {.name = name + " images"});
+  d.images =
+      synk::data(synk::DType::F32, {rows, o.model.channels, o.model.image, o.model.image}, {.name = name + " images"});
   d.labels = synk::data(synk::DType::I64, {rows}, {.name = name + " labels"});
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal;
@@ -99,13 +100,14 @@ synk::Outputs call(const synk::TrainStep& step, const std::vector<synk::Data>& i
 int run(const Options& o) {
   const Clock::time_point start = Clock::now();
   resnet::Config cfg = o.model;
-  cfg.optimizer = fmt::format("sgd(lr={})", o.lr);   // scaled by the ranks after the fork
+  cfg.optimizer = fmt::format("sgd(lr={})", o.lr);  // scaled by the ranks after the fork
   if (o.print_model) {
     std::cout << resnet::generate(cfg);
     return 0;
   }
   // Compile before the fork so that the workers inherit the functions.
-  synk::jit::Module module = synk::jit::compile_string(resnet::generate(cfg), {}, fmt::format("resnet{}.synk", cfg.depth));
+  synk::jit::Module module =
+      synk::jit::compile_string(resnet::generate(cfg), {}, fmt::format("resnet{}.synk", cfg.depth));
   synk::TrainStep step = module.train_step("train");
   synk::Function evaluate_fn = module.function("evaluate");
   const double compile_time = since(start);
@@ -118,15 +120,21 @@ int run(const Options& o) {
   DataSet train = synthetic(o, o.train, o.seed + 1, "train");
   DataSet valid = synthetic(o, o.valid, o.seed + 2, "validation");
   DataSet test = synthetic(o, o.test, o.seed + 3, "test");
-  fmt::print("ResNet-{} on {}x{}x{} synthetic images, {} classes: {} training, {} validation, {} test; {} ranks, "
-             "{} images per rank per step, SGD lr {:g}\n",
-             cfg.depth, cfg.channels, cfg.image, cfg.image, cfg.classes, o.train, o.valid, o.test, ranks, o.batch,
-             o.lr * ranks);
+  fmt::print(
+      "ResNet-{} on {}x{}x{} synthetic images, {} classes: {} training, {} validation, {} test; {} ranks, "
+      "{} images per rank per step, SGD lr {:g}\n",
+      cfg.depth, cfg.channels, cfg.image, cfg.image, cfg.classes, o.train, o.valid, o.test, ranks, o.batch,
+      o.lr * ranks);
   fmt::print("set-up: {:.2f} s (compile {:.2f} s)\n", since(start), compile_time);
   std::fflush(stdout);
 
   const int64_t global = o.batch * ranks;
-  const int64_t steps = o.train / global;   // full batches only, as the seed's demo
+  const int64_t steps = o.train / global;  // full batches only, as the seed's demo
+  if (steps == 0) {  // --ranks 0 gave more ranks than the check before the fork assumed
+    fmt::print(stderr, "resnet_demo: error: --train {} is less than one step's {} images\n", o.train, global);
+    synk::close();
+    return 2;
+  }
   std::vector<int64_t> order(size_t(o.train));
   std::mt19937_64 rng(o.seed);
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
@@ -136,7 +144,8 @@ int run(const Options& o) {
     double loss_sum = 0, phase[3] = {0, 0, 0};
     for (int64_t s = 0; s < steps; ++s) {
       std::vector<int64_t> batch(order.begin() + s * global, order.begin() + (s + 1) * global);
-      synk::Outputs out = call(step, {train.images, train.labels}, {.batch = std::move(batch)}, o.profile ? phase : nullptr);
+      synk::Outputs out =
+          call(step, {train.images, train.labels}, {.batch = std::move(batch)}, o.profile ? phase : nullptr);
       loss_sum += synk::to_vector<float>(out[0])[0];
     }
     const double train_time = since(t);
@@ -159,25 +168,34 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"The seeds' ResNet demo: data-parallel training of a ResNet on synthetic images with synk.", "resnet_demo"};
-  app.add_option("--depth", o.model.depth, "18, 34, 50 (ImageNet style) or 20, 32, 44, 56 (CIFAR style)")->capture_default_str();
-  app.add_option("--image-size", o.model.image, "Image height and width")->capture_default_str()->check(CLI::PositiveNumber);
+  CLI::App app{"The seeds' ResNet demo: data-parallel training of a ResNet on synthetic images with synk.",
+               "resnet_demo"};
+  app.add_option("--depth", o.model.depth, "18, 34, 50 (ImageNet style) or 20, 32, 44, 56 (CIFAR style)")
+      ->capture_default_str();
+  app.add_option("--image-size", o.model.image, "Image height and width")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--channels", o.model.channels, "Image channels")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--classes", o.model.classes, "Classes")->capture_default_str()->check(CLI::Range(2, 1 << 20));
   app.add_option("--train", o.train, "Training images")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--valid", o.valid, "Validation images")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--test", o.test, "Test images")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--batch", o.batch, "Images per rank per step")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.lr, "Learning rate per rank (SGD uses lr x ranks)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "Learning rate per rank (SGD uses lr x ranks)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--epochs", o.epochs, "Epochs")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--ranks", o.ranks, "Ranks (0: one per CPU core)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--ranks", o.ranks, "Ranks (0: one per CPU core)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", o.seed, "Seed of the data and the shuffles")->capture_default_str();
   app.add_flag("--profile", o.profile, "Time the gradient, all-reduce and update of each step separately");
   app.add_flag("--print-model", o.print_model, "Print the generated .synk model and exit");
   CLI11_PARSE(app, argc, argv);
   try {
     if (o.train < o.batch * std::max(o.ranks, 1))
-      throw std::invalid_argument(fmt::format("--train {} is less than one step's {} images", o.train, o.batch * std::max(o.ranks, 1)));
+      throw std::invalid_argument(
+          fmt::format("--train {} is less than one step's {} images", o.train, o.batch * std::max(o.ranks, 1)));
     return run(o);
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "resnet_demo: error: {}\n", e.what());

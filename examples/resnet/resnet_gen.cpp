@@ -4,12 +4,12 @@
 //
 //   resnet_gen --depth 50 --image-size 224 --classes 1000 [--channels 3] [--pad-to N] [--out FILE]
 //   resnet_gen --fashion --depth 20      (u8[n, 784] Fashion-MNIST images, padded to 32x32, 10 classes)
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "examples/resnet/resnet_model.h"
 
@@ -20,10 +20,12 @@ int main(int argc, char** argv) {
   CLI::App app{"Writes a ResNet model (18/34/50 ImageNet style, 20/32/44/56 CIFAR style) as .synk text."};
   app.add_option("--depth", cfg.depth, "18, 34, 50, 20, 32, 44 or 56")->capture_default_str();
   app.add_option("--image-size", cfg.image, "input height and width")->capture_default_str();
-  app.add_option("--pad-to", cfg.pad_to, "zero-pad the input to this size in the stem (0: none)")->capture_default_str();
+  app.add_option("--pad-to", cfg.pad_to, "zero-pad the input to this size in the stem (0: none)")
+      ->capture_default_str();
   app.add_option("--channels", cfg.channels, "input channels")->capture_default_str();
   app.add_option("--classes", cfg.classes, "output classes")->capture_default_str();
-  app.add_flag("--fashion", cfg.fashion, "Fashion-MNIST form: u8[n, 784] images padded to 32x32, 10 classes, train_device");
+  app.add_flag("--fashion", cfg.fashion,
+               "Fashion-MNIST form: u8[n, 784] images padded to 32x32, 10 classes, train_device");
   app.add_option("--optimizer", cfg.optimizer, "the declared update rule, as .synk text")->capture_default_str();
   app.add_option("--out", out, "output file (default: stdout)");
   CLI11_PARSE(app, argc, argv);

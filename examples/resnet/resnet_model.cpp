@@ -5,10 +5,10 @@
 // batch_norm's `training=` must be a literal), and the functions.
 #include "examples/resnet/resnet_model.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <stdexcept>
-
-#include <fmt/format.h>
 
 namespace resnet {
 namespace {
@@ -24,14 +24,14 @@ struct Block {
   std::vector<ConvBn> convs;
   bool has_down = false;
   ConvBn down;
-  std::string helper;   // basic, basic_down, bottleneck, bottleneck_proj, bottleneck_down
+  std::string helper;  // basic, basic_down, bottleneck, bottleneck_proj, bottleneck_down
 };
 
 struct Network {
   ConvBn stem;
-  bool stem_pool = false;   // ImageNet style: 3x3 stride-2 max pool after the stem
+  bool stem_pool = false;  // ImageNet style: 3x3 stride-2 max pool after the stem
   std::vector<Block> blocks;
-  int features = 0;         // channels into the classifier
+  int features = 0;  // channels into the classifier
 };
 
 // The helper computing conv(kernel, stride, padding) then batch norm, e.g. conv3s2_bn.
@@ -68,15 +68,16 @@ Network layout(const Config& cfg) {
       const std::string p = fmt::format("s{}b{}", s + 1, b);
       Block block;
       if (bottleneck) {
-        block.convs = {{p + "_c1", in, width, 1, 1, 0}, {p + "_c2", width, width, 3, stride, 1},
-                       {p + "_c3", width, out, 1, 1, 0}};
+        block.convs = {
+            {p + "_c1", in, width, 1, 1, 0}, {p + "_c2", width, width, 3, stride, 1}, {p + "_c3", width, out, 1, 1, 0}};
       } else {
         block.convs = {{p + "_c1", in, width, 3, stride, 1}, {p + "_c2", width, width, 3, 1, 1}};
       }
       block.has_down = stride != 1 || in != out;
       if (block.has_down) block.down = {p + "_down", in, out, 1, stride, 0};
-      block.helper = std::string(bottleneck ? "bottleneck" : "basic") +
-                     (!block.has_down ? "" : stride == 1 ? "_proj" : "_down");
+      block.helper = std::string(bottleneck ? "bottleneck" : "basic") + (!block.has_down ? ""
+                                                                         : stride == 1   ? "_proj"
+                                                                                         : "_down");
       net.blocks.push_back(block);
       in = out;
     }
@@ -123,8 +124,9 @@ std::string conv_bn_helpers(const ConvBn& c) {
   std::string text;
   for (const char* mode : {"train", "eval"}) {
     const std::string stride = c.stride != 1 ? fmt::format(", stride={}", c.stride) : "";
-    text += fmt::format("def {}_{}(x, w, g, b, m, v) {{\n  return batch_norm(conv2d(x, w{}, padding={}), g, b, m, v{});\n}}\n",
-                        conv_helper(c), mode, stride, c.padding, std::string(mode) == "train" ? ", training=true" : "");
+    text += fmt::format(
+        "def {}_{}(x, w, g, b, m, v) {{\n  return batch_norm(conv2d(x, w{}, padding={}), g, b, m, v{});\n}}\n",
+        conv_helper(c), mode, stride, c.padding, std::string(mode) == "train" ? ", training=true" : "");
   }
   return text;
 }
@@ -147,8 +149,8 @@ std::string block_helper(const Block& block, const std::string& mode) {
   }
   const std::string shortcut =
       block.has_down ? fmt::format("{}_{}(x, {})", conv_helper(block.down), mode, down_args) : "x";
-  text += fmt::format("  return relu({}_{}({}, {}) + {});\n}}\n", conv_helper(block.convs.back()), mode, h,
-                      args.back(), shortcut);
+  text += fmt::format("  return relu({}_{}({}, {}) + {});\n}}\n", conv_helper(block.convs.back()), mode, h, args.back(),
+                      shortcut);
   return text;
 }
 
@@ -161,7 +163,8 @@ std::string join(const std::vector<std::string>& v) {
 // The whole network in one form: stem, blocks, global average pool, classifier.
 std::string network_helper(const Network& net, const std::string& mode) {
   std::string text = fmt::format("def logits_{}(x) {{\n", mode);
-  std::string stem = wrap(fmt::format("relu({}_{}(x, ", conv_helper(net.stem), mode), variables(net.stem), "))", "    ");
+  std::string stem =
+      wrap(fmt::format("relu({}_{}(x, ", conv_helper(net.stem), mode), variables(net.stem), "))", "    ");
   if (net.stem_pool) stem = "max_pool2d(" + stem + ", 3, stride=2, padding=1)";
   text += "  let h0 = " + stem + ";\n";
   for (size_t i = 0; i < net.blocks.size(); ++i) {
@@ -178,11 +181,14 @@ std::string network_helper(const Network& net, const std::string& mode) {
 void check(const Config& cfg) {
   bool known = false;
   for (int d : supported_depths()) known |= d == cfg.depth;
-  if (!known) throw std::invalid_argument(fmt::format("depth {}: use 18, 34 or 50 (ImageNet style) or 20, 32, 44 or 56 (CIFAR style)", cfg.depth));
+  if (!known)
+    throw std::invalid_argument(
+        fmt::format("depth {}: use 18, 34 or 50 (ImageNet style) or 20, 32, 44 or 56 (CIFAR style)", cfg.depth));
   if (cfg.image < 1 || cfg.channels < 1 || cfg.classes < 2)
     throw std::invalid_argument("the image size and channels must be at least 1 and the classes at least 2");
   if (cfg.pad_to != 0 && (cfg.pad_to < cfg.image || (cfg.pad_to - cfg.image) % 2 != 0))
-    throw std::invalid_argument(fmt::format("pad to {}: must be at least the image size {} and differ from it by an even number", cfg.pad_to, cfg.image));
+    throw std::invalid_argument(fmt::format(
+        "pad to {}: must be at least the image size {} and differ from it by an even number", cfg.pad_to, cfg.image));
   if (cfg.fashion && (cfg.image != 28 || cfg.channels != 1))
     throw std::invalid_argument("the Fashion-MNIST form takes 28x28 images with 1 channel");
   // ImageNet style halves the size five times (stem, pool, three stages); each halving rounds up.
@@ -207,12 +213,14 @@ std::string functions(const Config& cfg, const std::vector<std::string>& params)
         "// The training set, scattered once over the ranks, and the same step on the rows batch_s picks.\n"
         "shared train_images: u8[m, 784] sliceable;\nshared train_labels: i64[m] sliceable;\n\n"
         "fn train_device() {{\n  let losses = cross_entropy(logits_train(pixels(train_images)), train_labels);\n"
-        "  out loss_sum: sum = sum(losses);\n{}}}\n\n", minimize);
+        "  out loss_sum: sum = sum(losses);\n{}}}\n\n",
+        minimize);
   text += fmt::format(
       "// Loss and accuracy over a whole data set (one call with num_slices), with the running statistics.\n"
       "fn evaluate(scatter images: {}, scatter labels: i64[n]) {{\n  let logits = logits_eval({});\n"
       "  out loss: avg = mean(cross_entropy(logits, labels));\n"
-      "  out accuracy: avg = mean(cast(argmax(logits, axis=1) == labels, f32));\n}}\n", images, in);
+      "  out accuracy: avg = mean(cast(argmax(logits, axis=1) == labels, f32));\n}}\n",
+      images, in);
   return text;
 }
 
@@ -226,8 +234,8 @@ std::string header(const Config& cfg, const Network& net, int convs) {
       "// (examples/resnet/resnet_model.cpp); edit the generator, not this file.\n",
       cfg.depth, imagenet_style(cfg.depth) ? "ImageNet" : "CIFAR",
       cfg.depth == 50 ? ", bottleneck blocks" : ", basic blocks", cfg.channels, cfg.image, cfg.image,
-      cfg.pad_to > cfg.image ? fmt::format(" zero-padded to {}x{}", size, size) : "", cfg.classes, convs,
-      net.features, cfg.classes, cfg.command.empty() ? "resnet_gen" : cfg.command);
+      cfg.pad_to > cfg.image ? fmt::format(" zero-padded to {}x{}", size, size) : "", cfg.classes, convs, net.features,
+      cfg.classes, cfg.command.empty() ? "resnet_gen" : cfg.command);
   text +=
       "// Downsampling blocks take a 1x1 projection shortcut (with batch norm). Convolution weights are\n"
       "// He-normal (fan_out, as torchvision), batch norm starts at scale 1 and shift 0, the classifier\n"
@@ -253,7 +261,7 @@ std::string generate(const Config& cfg) {
   int seed = 1, convs = 1;
   std::string decls = declare(net.stem, seed);
   std::vector<std::string> params{"stem_w", "stem_g", "stem_b"};
-  std::vector<ConvBn> kinds{net.stem};   // one conv-BN helper per kernel/stride/padding
+  std::vector<ConvBn> kinds{net.stem};  // one conv-BN helper per kernel/stride/padding
   auto add = [&](const ConvBn& c) {
     decls += declare(c, seed);
     params.insert(params.end(), {c.name + "_w", c.name + "_g", c.name + "_b"});
@@ -271,14 +279,16 @@ std::string generate(const Config& cfg) {
     if (!seen) block_kinds.push_back(&b);
   }
   const double bound = 1.0 / std::sqrt(double(net.features));
-  decls += fmt::format("shared fc_w: f32[{0}, {1}] = uniform(seed={2}, low={3:.9g}, high={4:.9g});\n"
-                       "shared fc_b: f32[{1}] = uniform(seed={5}, low={3:.9g}, high={4:.9g});\n",
-                       net.features, cfg.classes, seed, -bound, bound, seed + 1);
+  decls += fmt::format(
+      "shared fc_w: f32[{0}, {1}] = uniform(seed={2}, low={3:.9g}, high={4:.9g});\n"
+      "shared fc_b: f32[{1}] = uniform(seed={5}, low={3:.9g}, high={4:.9g});\n",
+      net.features, cfg.classes, seed, -bound, bound, seed + 1);
   params.insert(params.end(), {"fc_w", "fc_b"});
 
   std::string text = header(cfg, net, convs) + decls + "\n";
-  text += fmt::format("// The update rule (resnet_demo and the Fashion-MNIST trainer may replace it).\noptimizer opt = {};\n\n",
-                      cfg.optimizer);
+  text += fmt::format(
+      "// The update rule (resnet_demo and the Fashion-MNIST trainer may replace it).\noptimizer opt = {};\n\n",
+      cfg.optimizer);
   text += "// conv -> batch norm; `_train` normalises with the batch statistics and updates the running ones.\n";
   for (const ConvBn& k : kinds) text += conv_bn_helpers(k);
   text += "\n// Residual blocks: relu(main path + shortcut); `_down` halves the size, `_proj` only widens.\n";
@@ -286,8 +296,9 @@ std::string generate(const Config& cfg) {
     for (const char* mode : {"train", "eval"}) text += block_helper(*b, mode);
   text += "\n";
   if (cfg.fashion)
-    text += "// Raw bytes [rows, 784] -> [rows, 1, 28, 28] in [0, 1].\n"
-            "def pixels(images: u8[rows, 784]) {\n  return reshape(cast(images, f32) / 255, [rows, 1, 28, 28]);\n}\n\n";
+    text +=
+        "// Raw bytes [rows, 784] -> [rows, 1, 28, 28] in [0, 1].\n"
+        "def pixels(images: u8[rows, 784]) {\n  return reshape(cast(images, f32) / 255, [rows, 1, 28, 28]);\n}\n\n";
   text += network_helper(net, "train") + network_helper(net, "eval") + "\n";
   return text + functions(cfg, params);
 }

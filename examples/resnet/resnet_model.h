@@ -14,14 +14,14 @@
 namespace resnet {
 
 struct Config {
-  int depth = 50;          // 18, 34, 50 (ImageNet style) or 20, 32, 44, 56 (CIFAR style, 6n+2)
-  int image = 224;         // input height = width
-  int pad_to = 0;          // > image: the stem sees the image zero-padded to pad_to x pad_to (0: no padding)
-  int channels = 3;        // input channels
+  int depth = 50;    // 18, 34, 50 (ImageNet style) or 20, 32, 44, 56 (CIFAR style, 6n+2)
+  int image = 224;   // input height = width
+  int pad_to = 0;    // > image: the stem sees the image zero-padded to pad_to x pad_to (0: no padding)
+  int channels = 3;  // input channels
   int classes = 1000;
-  bool fashion = false;    // Fashion-MNIST form: u8[n, 784] images, the trainer's train_device and shared data
+  bool fashion = false;  // Fashion-MNIST form: u8[n, 784] images, the trainer's train_device and shared data
   std::string optimizer = "momentum(lr=0.05, momentum=0.9)";
-  std::string command;     // the command line that generated it, quoted in the header
+  std::string command;  // the command line that generated it, quoted in the header
 };
 
 // True for the depths of the ImageNet-style family (18, 34, 50).
