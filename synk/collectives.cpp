@@ -318,6 +318,15 @@ void run(const char* what, rt::ProcessGroup& g, CollDescriptor& d, const std::ve
 }
 
 // rank_scale (all_reduce_weighted): each rank's factor; the op is then Sum.
+// The master's values to the other ranks of this node.
+void broadcast_local(const char* what, const Vars& vars, const CollectiveOptions& options) {
+  auto [o, g, ts, d] = setup(what, CollKind::Broadcast, vars, options);
+  if (g.size() == 1) return;
+  for (const Target& t : ts) d.add_shape(shape_on(&g, t, 0));
+  rt::MasterIO io;
+  run(what, g, d, ts, io);
+}
+
 std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& vars, const ReduceOp& op,
                                    bool in_place, const CollectiveOptions& options,
                                    const std::vector<double>* rank_scale = nullptr) {
@@ -422,12 +431,8 @@ void broadcast(const Vars& vars, const CollectiveOptions& options) {
     rt::broadcast_across_nodes(values, 0, what);
     if (rt::cluster_node() != 0)
       for (size_t v = 0; v < ts.size(); ++v) ts[v].module->values[size_t(ts[v].cv.var)] = std::move(values[v]);
-    if (group_for(what).size() == 1) return;
   }
-  auto [o, g, ts, d] = setup(what, CollKind::Broadcast, vars, options);
-  for (const Target& t : ts) d.add_shape(shape_on(&g, t, 0));
-  rt::MasterIO io;
-  run(what, g, d, ts, io);
+  broadcast_local(what, vars, options);
 }
 
 void broadcast(const Vars& vars, const Values& values, const CollectiveOptions& options) {
@@ -529,7 +534,6 @@ void scatter(const Vars& vars, const Values& values, const Batch& batch, const C
 
 std::vector<Array> gather(const Vars& vars, int nd_up, const CollectiveOptions& options) {
   const char* what = "gather";
-  refuse_across_nodes(what);
   CollectiveOptions o = merged(what, options);
   if (nd_up != 0 && nd_up != 1)
     throw UsageError(fmt::format("gather: nd_up must be 0 (concatenate along axis 0) or 1 (stack on a "
@@ -549,7 +553,11 @@ std::vector<Array> gather(const Vars& vars, int nd_up, const CollectiveOptions& 
     for (int r = 0; r < g.size(); ++r) d.add_shape(shape_on(&g, t, r));
   rt::MasterIO io;
   run(what, g, d, ts, io);
-  return std::move(io.outputs);
+  if (!across_nodes(what)) return std::move(io.outputs);
+  // Each node gathered its own ranks; the leaders join the nodes' results in node order.
+  std::vector<std::string> names;
+  for (const Target& t : ts) names.push_back(t.name());
+  return rt::concat_across_nodes(io.outputs, names, what);
 }
 
 Array gather(const Var& var, int nd_up, const CollectiveOptions& options) {
@@ -558,7 +566,17 @@ Array gather(const Var& var, int nd_up, const CollectiveOptions& options) {
 
 void all_gather(const Vars& vars, const CollectiveOptions& options) {
   const char* what = "all_gather";
-  refuse_across_nodes(what);
+  if (across_nodes(what)) {
+    // Every rank's values in global rank order on every leader, then on the leaders' ranks.
+    std::vector<Array> joined = gather(vars, 0, options);
+    std::vector<Target> ts = targets(what, vars.list());
+    for (size_t v = 0; v < ts.size(); ++v) {
+      require_length_allowed(what, ts[v], joined[v].shape[0], 0);
+      ts[v].module->values[size_t(ts[v].cv.var)] = std::move(joined[v]);
+    }
+    broadcast_local(what, vars, options);
+    return;
+  }
   auto [o, g, ts, d] = setup(what, CollKind::AllGather, vars, options);
   d.per_rank_shapes = 1;
   for (const Target& t : ts) {

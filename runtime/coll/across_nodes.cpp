@@ -2,6 +2,7 @@
 // and the element-wise reduction of their values.
 #include "runtime/coll/across_nodes.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -78,6 +79,35 @@ void broadcast_across_nodes(std::vector<Array>& arrays, int root, const char* wh
   std::string bytes = cl.node() == root ? encode_arrays(arrays) : std::string();
   cross_node(what, [&] { cl.broadcast(bytes, root); });
   if (cl.node() != root) arrays = decode_arrays(bytes);
+}
+
+std::vector<Array> concat_across_nodes(const std::vector<Array>& mine, const std::vector<std::string>& names,
+                                       const char* what) {
+  const std::vector<std::vector<Array>> all = all_gather_across_nodes(mine, what);
+  std::vector<Array> out(mine.size());
+  for (size_t v = 0; v < mine.size(); ++v) {
+    const Array& first = all[0].at(v);
+    std::vector<int64_t> shape = first.shape;
+    if (shape.empty()) throw InternalError(fmt::format("{}: a scalar cannot be concatenated", what));
+    shape[0] = 0;
+    for (size_t n = 0; n < all.size(); ++n) {
+      const Array& a = all[n].at(v);
+      if (a.dtype != first.dtype || a.shape.size() != first.shape.size() ||
+          !std::equal(a.shape.begin() + 1, a.shape.end(), first.shape.begin() + 1))
+        throw UsageError(fmt::format("{}: '{}' is {}{} on node {} but {}{} on node 0; across nodes the values "
+                                     "must agree past axis 0", what, names.at(v), dtype_name(a.dtype),
+                                     shape_string(a.shape), n, dtype_name(first.dtype), shape_string(first.shape)));
+      shape[0] += a.shape[0];
+    }
+    out[v].resize(first.dtype, shape);
+    size_t at = 0;
+    for (size_t n = 0; n < all.size(); ++n) {
+      const Array& a = all[n][v];
+      std::memcpy(out[v].bytes.data() + at, a.bytes.data(), a.bytes.size());
+      at += a.bytes.size();
+    }
+  }
+  return out;
 }
 
 std::vector<std::vector<Array>> all_gather_across_nodes(const std::vector<Array>& mine, const char* what) {

@@ -4,6 +4,7 @@
 // answering (cross_node).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "runtime/call/descriptor.h"
@@ -23,5 +24,9 @@ void all_reduce_across_nodes(std::vector<Array>& arrays, CollOp op, const char* 
 void broadcast_across_nodes(std::vector<Array>& arrays, int root, const char* what);
 // Every leader's arrays, in node order ([node][array]).
 std::vector<std::vector<Array>> all_gather_across_nodes(const std::vector<Array>& mine, const char* what);
+// Each array concatenated along axis 0 over the nodes, in node order, on every leader (a
+// UsageError on every leader when two nodes' arrays differ past axis 0; `names` name them).
+std::vector<Array> concat_across_nodes(const std::vector<Array>& mine, const std::vector<std::string>& names,
+                                       const char* what);
 
 }  // namespace synk::rt

@@ -32,6 +32,7 @@ namespace {
 constexpr const char* kProgram = R"(
 shared acc: f32[4];
 shared count: i32[2];
+shared parts: f64[k];
 shared lin_w: f32[3, 2] = uniform(seed=5, low=-0.5, high=0.5);
 shared lin_b: f32[2];
 optimizer opt = momentum(lr=0.05, momentum=0.9);
@@ -115,6 +116,15 @@ int main(int argc, char** argv) {
       set_value(r, count, ArrayRef{c.data(), rt::DType::I32, {2}});
     }
     for (int r = 0; r < synk::size(); ++r) out << "get " << r << " " << hex(get_value(r, acc)) << "\n";
+    out << "gather " << hex(gather(acc, 1)) << " " << hex(gather(count, 0)) << "\n";
+    Var parts = m.runtime_module().var("parts");
+    for (int r = 0; r < synk::size(); ++r) {   // rank r holds r + 1 values
+      std::vector<double> p(size_t(r + 1), 0.5 * r);
+      set_value(r, parts, ArrayRef{p.data(), rt::DType::F64, {r + 1}});
+    }
+    out << "gather0 " << hex(gather(parts, 0)) << "\n";
+    all_gather(parts);
+    for (int r = 0; r < synk::size(); ++r) out << "all_gather " << r << " " << hex(get_value(r, parts)) << "\n";
     all_reduce(acc, "avg");
     all_reduce(count, "sum");
     for (int r = 0; r < synk::size(); ++r)
