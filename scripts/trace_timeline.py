@@ -3,8 +3,9 @@
 
 One band per rank (the file's pids), the nesting depth of the spans as lanes inside the band
 (calls on top, their phases below, kernels at the bottom), coloured by category. For a picture of
-one step, pick a window: --start/--end in ms from the trace's start, or --step NAME:K for the K-th
-(0-based) span named NAME on rank 0 (e.g. a call of the gradient function), widened by --margin.
+one step, pick a window: --start/--end in ms from the trace's start, or --step NAME:K for the
+period from the K-th (0-based) span named NAME on rank 0 to the next one (e.g. NAME = the step's
+gradient function: one whole training step), widened by --margin.
 
   /usr/bin/python3 scripts/trace_timeline.py trace.json -o trace.png --step grad:5
 
@@ -56,7 +57,9 @@ def with_depths(spans):
     out = []
     open_ends = []
     for start, end, cat, name in sorted(spans, key=lambda s: (s[0], -s[1])):
-        while open_ends and open_ends[-1] <= start:
+        # 10 ns of slack: ts and dur are printed in whole ns, but their float sum may pass the
+        # next span's ts by a rounding error.
+        while open_ends and open_ends[-1] <= start + 1e-5:
             open_ends.pop()
         out.append((start, end, cat, name, len(open_ends)))
         open_ends.append(end)
@@ -70,7 +73,10 @@ def pick_window(args, spans):
         k = int(index)
         if k >= len(matches):
             sys.exit(f"--step: rank 0 has {len(matches)} spans named '{name}'")
-        start, end = matches[k][0], matches[k][1]
+        # One period: from this span's start to the next one's (a whole training step when NAME
+        # is the step's first call), or to its end when it is the last.
+        start = matches[k][0]
+        end = matches[k + 1][0] if k + 1 < len(matches) else matches[k][1]
         pad = (end - start) * args.margin
         return start - pad, end + pad
     return args.start, args.end
@@ -82,7 +88,7 @@ def main():
     p.add_argument("-o", "--out", default="trace.png")
     p.add_argument("--start", type=float, default=None, help="window start, ms")
     p.add_argument("--end", type=float, default=None, help="window end, ms")
-    p.add_argument("--step", help="NAME:K: the window of the K-th span named NAME on rank 0")
+    p.add_argument("--step", help="NAME:K: from the K-th span named NAME on rank 0 to the next one")
     p.add_argument("--margin", type=float, default=0.05, help="--step's window is widened by this fraction")
     p.add_argument("--title", default=None)
     args = p.parse_args()
@@ -93,6 +99,10 @@ def main():
     fig, ax = plt.subplots(figsize=(14, 1.6 + 1.5 * len(ranks)))
     lane = 0.16
     seen = set()
+    every = [s for rank in ranks for s in spans[rank]]
+    span_lo = lo if lo is not None else min(s[0] for s in every)
+    span_hi = hi if hi is not None else max(s[1] for s in every)
+    label_width = (span_hi - span_lo) * 0.12
     for row, rank in enumerate(ranks):
         base = row * 1.2
         for start, end, cat, name, depth in with_depths(spans[rank]):
@@ -101,6 +111,11 @@ def main():
             seen.add(cat)
             ax.broken_barh([(start, max(end - start, 1e-4))], (base + depth * lane, lane * 0.9),
                            facecolors=COLOURS.get(cat, "#7f7f7f"), edgecolor="none")
+            shown_lo = max(start, lo) if lo is not None else start
+            shown_hi = min(end, hi) if hi is not None else end
+            if shown_hi - shown_lo > label_width:   # room for its name
+                ax.text(shown_lo + label_width * 0.05, base + (depth + 0.45) * lane, name[:40], fontsize=6.5,
+                        va="center", ha="left", clip_on=True)
     ax.set_yticks([row * 1.2 + 0.4 for row in range(len(ranks))])
     ax.set_yticklabels([names.get(r, f"rank {r}") for r in ranks])
     ax.invert_yaxis()

@@ -142,7 +142,10 @@ void check_workload_spans(std::map<int, std::vector<Span>>& spans, int nranks) {
       }
     EXPECT_EQ(count(list, "collective", "all_reduce"), 1);
     EXPECT_GE(count(list, "collective", "rsag round"), 1);
-    EXPECT_GE(count(list, "wait"), 1) << "the collective's barriers";
+    EXPECT_GE(count(list, "wait", "wait for peers"), 1) << "the collective's barriers";
+    if (r > 0) {
+      EXPECT_GE(count(list, "wait", "wait for the next command"), 3) << "idle between commands";
+    }
     EXPECT_EQ(count(list, "slice"), 2) << "num_slices = 2: two parts of this rank's share in the second call";
     EXPECT_GE(count(list, "update"), 1);
   }

@@ -281,8 +281,12 @@ struct WorkerLoop {
     uint32_t seen = 0;
     RankSlot& slot = ctl->slot(ctx.rank());
     for (;;) {
+      // Idle time on the timeline: what the worker waits while the master runs the program between
+      // commands (its own share's tail, data preparation, host code).
+      const int64_t idle_start = trace::on() ? trace::now_ns() : 0;
       uint32_t seq = wait_until(ctl->command, [seen](uint32_t v) { return v != seen; }, ctx.policy_,
                                 [this] { poll(); });
+      if (idle_start != 0) trace::record(trace::Category::Wait, "wait for the next command", idle_start, trace::now_ns());
       seen = seq;
       if (ctl->abort.load(std::memory_order_acquire)) _exit(0);
       auto kind = CommandKind(ctl->kind);
