@@ -4,11 +4,14 @@
 // with name/ph/ts/pid/tid, X events with dur >= 0, one pid per rank named by process_name
 // metadata, spans on a track nested or disjoint, kernel spans inside call spans, the collective
 // and the call on every rank (so spans the workers failed to hand over fail the test), slices,
-// waits. Also: no file and no temporary when tracing is off or ends; an unwritable path is a
-// UsageError naming it, from trace_start() and from fork() with SYNK_TRACE.
+// waits. Also: no file and no temporary when tracing is off or ends, or when the traced program is
+// killed; an unwritable path is a UsageError naming it, from trace_start() and from fork() with
+// SYNK_TRACE.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -210,6 +213,23 @@ TEST(Trace, OffWritesNothing) {
   trace_stop();   // no trace: nothing
   fs::current_path(cwd);
   EXPECT_TRUE(dir.entries().empty());
+}
+
+TEST(Trace, AMasterKilledMidTraceLeavesNothingBehind) {
+  TempDir dir;
+  jit::Module mod = jit::compile_string(kText);
+  mod.function("f");
+  pid_t child = ::fork();   // a program of its own, killed while it traces 2 ranks
+  if (child == 0) {
+    trace_start((dir.path / "killed.json").string());
+    synk::fork(2);
+    run_workload(mod);
+    ::raise(SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  EXPECT_TRUE(dir.entries().empty()) << "neither the file nor a temporary: " << dir.entries().size();
 }
 
 TEST(Trace, UnwritablePathIsAUsageErrorNamingIt) {
