@@ -387,7 +387,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
   // Before anything exists to clean up: an unwritable path is a UsageError of fork().
   const bool trace_from_environment = trace::start_from_environment();
   std::unique_ptr<ProcessGroup> g(new ProcessGroup());
-  g->trace_from_environment_ = trace_from_environment;
+  if (trace_from_environment) g->environment_trace_ = trace::path();
   g->size_ = n;
   g->backend_ = chosen;
   g->options_ = options;
@@ -491,7 +491,10 @@ void ProcessGroup::close() {
     }
   }
   teardown(true);
-  if (std::exchange(trace_from_environment_, false)) trace::stop();
+  // Only the trace this group started: one the program started by trace_start() after a
+  // trace_stop() of ours runs on.
+  const std::string mine = std::exchange(environment_trace_, std::string());
+  if (!mine.empty() && trace::writing() && trace::path() == mine) trace::stop();
 }
 
 void ProcessGroup::trace_workers(bool start) {

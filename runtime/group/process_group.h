@@ -209,7 +209,7 @@ class ProcessGroup {
   std::vector<uint64_t> worker_results_gen_;
   RankContext master_ctx_;
   bool commit_pending_ = true;
-  bool trace_from_environment_ = false;   // SYNK_TRACE started the trace at fork: close() writes it
+  std::string environment_trace_;          // the file of a trace SYNK_TRACE started at fork: close() writes it
   uint32_t seq_ = 0;
   cpu_set_t saved_affinity_;
   bool affinity_saved_ = false;
