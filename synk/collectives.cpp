@@ -12,6 +12,8 @@
 
 #include "runtime/call/call_plan.h"
 #include "runtime/call/registry.h"
+#include "runtime/node/cluster.h"
+#include "runtime/coll/across_nodes.h"
 #include "runtime/group/process_group.h"
 #include "runtime/coll/exact_sum.h"
 #include "runtime/coll/exec.h"
@@ -82,7 +84,22 @@ rt::ProcessGroup& group_for(const char* what) {
 
 int ranks_now() {
   rt::ProcessGroup* g = current_group();
-  return g ? g->size() : 1;
+  return (g ? g->size() : 1) * rt::cluster_nodes();
+}
+
+// Whether the collective spans nodes (docs/multinode.md).
+bool across_nodes(const char*) { return rt::cluster() != nullptr; }
+
+void refuse_across_nodes(const char* what) {
+  if (rt::cluster())
+    throw UsageError(fmt::format("{}: not available across nodes yet (docs/multinode.md lists what is); load the "
+                                 "data on every node and pass it to calls instead", what));
+}
+
+// The node holding global rank `rank`, and its local rank there.
+std::pair<int, int> node_of(int rank) {
+  const int local = rt::cluster_local_ranks();
+  return rt::cluster() ? std::pair{rank / local, rank % local} : std::pair{0, rank};
 }
 
 struct Target {
@@ -305,6 +322,7 @@ std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& 
                                    bool in_place, const CollectiveOptions& options,
                                    const std::vector<double>* rank_scale = nullptr) {
   auto [o, g, ts, d] = setup(what, kind, vars, options);
+  const bool nodes = across_nodes(what);
   d.op = checked_op(what, op, ts);
   for (const Target& t : ts)
     require_equal_shapes(what, g, t, " (gather with nd_up=0 and all_gather accept different lengths)");
@@ -314,14 +332,31 @@ std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& 
     d.op = CollOp::Sum;
     d.rank_scale = *rank_scale;
   }
+  if (nodes) {
+    // Each node reduces its own ranks; the leaders then combine the nodes' results.
+    const int local = g.size(), first = rt::cluster_node() * local;
+    if (rank_scale) d.rank_scale.assign(rank_scale->begin() + first, rank_scale->begin() + first + local);
+    for (const Target& t : ts)
+      if (kind == CollKind::AllReduce && (t.spec->dtype == rt::DType::F16 || t.spec->dtype == rt::DType::BF16))
+        throw UsageError(fmt::format("{}: shared variable '{}' is {}; across nodes all_reduce takes 32- and 64-bit "
+                                     "values and 8-bit integers", what, t.name(), rt::dtype_name(t.spec->dtype)));
+    d.across_nodes = kind == CollKind::AllReduce;
+    if (kind == CollKind::Reduce) d.in_place = false;   // only global rank 0's variables change (below)
+  }
   for (const Target& t : ts) d.add_shape(shape_on(&g, t, 0));
   // One rank: every op of one operand is that operand (avg divides by 1), so an in-place
   // reduction leaves the values as they are. Skipping the staging round trip matters to a
   // one-rank training step (0.2 ms per step for the MLP's 1 MB gradient).
-  const bool values_are_the_result = g.size() == 1 && (kind == CollKind::AllReduce || in_place);
+  const bool values_are_the_result = !nodes && g.size() == 1 && (kind == CollKind::AllReduce || in_place);
   rt::MasterIO io;
   if (!values_are_the_result) run(what, g, d, ts, io);
   if (kind == CollKind::AllReduce) return {};
+  if (nodes) {
+    rt::all_reduce_across_nodes(io.outputs, d.op, what);
+    if (in_place && rt::cluster_node() == 0)
+      for (size_t v = 0; v < ts.size(); ++v) ts[v].module->values[size_t(ts[v].cv.var)] = io.outputs[v];
+    return std::move(io.outputs);
+  }
   if (!in_place) return std::move(io.outputs);
   std::vector<rt::Array> out;
   for (const Target& t : ts) out.push_back(t.module->values[size_t(t.cv.var)]);
@@ -350,7 +385,8 @@ void all_reduce(const Vars& vars, ReduceOp op, const CollectiveOptions& options)
 
 void all_reduce_weighted(const Vars& vars, const std::vector<double>& weights, const CollectiveOptions& options) {
   const char* what = "all_reduce_weighted";
-  const int n = group_for(what).size();
+  group_for(what);
+  const int n = ranks_now();
   if (weights.size() != size_t(n))
     throw UsageError(fmt::format("{}: expected {} weights (one per rank), received {}", what, n, weights.size()));
   double total = 0;
@@ -378,6 +414,16 @@ Array reduce(const Var& var, ReduceOp op, bool in_place, const CollectiveOptions
 
 void broadcast(const Vars& vars, const CollectiveOptions& options) {
   const char* what = "broadcast";
+  if (across_nodes(what)) {
+    // Node 0's master value to every leader first, then each leader to its own ranks.
+    std::vector<Target> ts = targets(what, vars.list());
+    std::vector<rt::Array> values;
+    for (const Target& t : ts) values.push_back(t.module->values[size_t(t.cv.var)]);
+    rt::broadcast_across_nodes(values, 0, what);
+    if (rt::cluster_node() != 0)
+      for (size_t v = 0; v < ts.size(); ++v) ts[v].module->values[size_t(ts[v].cv.var)] = std::move(values[v]);
+    if (group_for(what).size() == 1) return;
+  }
   auto [o, g, ts, d] = setup(what, CollKind::Broadcast, vars, options);
   for (const Target& t : ts) d.add_shape(shape_on(&g, t, 0));
   rt::MasterIO io;
@@ -398,6 +444,7 @@ void broadcast(const Vars& vars, const Values& values, const CollectiveOptions& 
 
 void scatter(const Vars& vars, const Values& values, const Batch& batch, const CollectiveOptions& options) {
   const char* what = "scatter";
+  refuse_across_nodes(what);
   CollectiveOptions o = merged(what, options);
   rt::ProcessGroup& g = group_for(what);
   const int n = g.size();
@@ -482,6 +529,7 @@ void scatter(const Vars& vars, const Values& values, const Batch& batch, const C
 
 std::vector<Array> gather(const Vars& vars, int nd_up, const CollectiveOptions& options) {
   const char* what = "gather";
+  refuse_across_nodes(what);
   CollectiveOptions o = merged(what, options);
   if (nd_up != 0 && nd_up != 1)
     throw UsageError(fmt::format("gather: nd_up must be 0 (concatenate along axis 0) or 1 (stack on a "
@@ -510,6 +558,7 @@ Array gather(const Var& var, int nd_up, const CollectiveOptions& options) {
 
 void all_gather(const Vars& vars, const CollectiveOptions& options) {
   const char* what = "all_gather";
+  refuse_across_nodes(what);
   auto [o, g, ts, d] = setup(what, CollKind::AllGather, vars, options);
   d.per_rank_shapes = 1;
   for (const Target& t : ts) {
@@ -529,7 +578,10 @@ void all_gather(const Vars& vars, const CollectiveOptions& options) {
 
 namespace detail {
 
-void set_conformed(int rank, const std::vector<Var>& vars, std::vector<Array> values, const char* what) {
+void set_conformed(int global_rank, const std::vector<Var>& vars, std::vector<Array> values, const char* what) {
+  // Across nodes only the node holding the rank moves (every leader makes the call).
+  auto [node, rank] = node_of(global_rank);
+  if (across_nodes(what) && node != rt::cluster_node()) return;
   std::vector<Target> ts = targets(what, vars);
   if (rank == 0) {
     for (size_t v = 0; v < ts.size(); ++v) ts[v].module->values[size_t(ts[v].cv.var)] = std::move(values[v]);
@@ -546,7 +598,18 @@ void set_conformed(int rank, const std::vector<Var>& vars, std::vector<Array> va
   run(what, g, d, ts, io);
 }
 
-std::vector<Array> get_values(int rank, const std::vector<Var>& vars, const char* what) {
+std::vector<Array> local_values(int rank, const std::vector<Var>& vars, const char* what);
+
+std::vector<Array> get_values(int global_rank, const std::vector<Var>& vars, const char* what) {
+  auto [node, rank] = node_of(global_rank);
+  if (!across_nodes(what)) return local_values(rank, vars, what);
+  std::vector<Array> values;
+  if (node == rt::cluster_node()) values = local_values(rank, vars, what);
+  rt::broadcast_across_nodes(values, node, what);
+  return values;
+}
+
+std::vector<Array> local_values(int rank, const std::vector<Var>& vars, const char* what) {
   std::vector<Target> ts = targets(what, vars);
   if (rank == 0) {
     std::vector<Array> out;
@@ -587,6 +650,7 @@ bool all_reduce_exact(const Function& fn, int64_t total_rows, const CollectiveOp
   }
   d.algorithm = CollAlgorithm::Rsag;
   d.exact_weight = total_rows;
+  d.across_nodes = across_nodes(what);
   rt::MasterIO io;
   run(what, g, d, ts, io);
   return true;
@@ -626,6 +690,7 @@ Array get_value(int rank, const Var& var, const CollectiveOptions& options) {
 // --- Shapes -------------------------------------------------------------------------------------
 
 std::vector<std::vector<std::vector<int64_t>>> get_shapes(const Vars& vars) {
+  refuse_across_nodes("get_shapes");
   std::vector<Target> ts = targets("get_shapes", vars.list());
   rt::ProcessGroup* g = current_group();
   std::vector<std::vector<std::vector<int64_t>>> out;
@@ -639,6 +704,7 @@ std::vector<std::vector<std::vector<int64_t>>> get_shapes(const Vars& vars) {
 std::vector<std::vector<int64_t>> get_shapes(const Var& var) { return get_shapes(Vars(var))[0]; }
 
 std::vector<std::vector<int64_t>> get_lengths(const Vars& vars) {
+  refuse_across_nodes("get_lengths");
   std::vector<Target> ts = targets("get_lengths", vars.list());
   for (const Target& t : ts)
     if (t.spec->dims.empty())

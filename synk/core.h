@@ -60,7 +60,14 @@ void close();
 // first use). Any number of calls; a RankError names the ranks where loading failed.
 void distribute();
 bool forked();
-int size();                           // ranks in the running group (a UsageError when none)
+int size();                           // ranks in the running group (a UsageError when none);
+                                      // under mpirun, every node's: nodes() * local_size()
+// Several machines (docs/multinode.md): `mpirun -np K app` makes each process the leader of one
+// node; its fork(n) starts the node's n ranks, and global rank = node() * local_size() + local
+// rank. Without mpirun: node() == 0, nodes() == 1, local_size() == size().
+int node();
+int nodes();
+int local_size();
 pid_t worker_pid(int rank);           // the process of a rank (0: this one)
 
 // Rebuilds functions of `kind` from their payload in workers forked before the function was

@@ -17,6 +17,7 @@
 #include "runtime/call/registry.h"
 #include "runtime/group/process_group.h"
 #include "runtime/data/shared_vars.h"
+#include "runtime/node/cluster.h"
 #include "runtime/trace/trace.h"
 #include "base/wire.h"
 
@@ -40,6 +41,19 @@ void at_exit() {
     std::fprintf(stderr, "synk: %s\n", e.what());
   }
   rt::shm::remove_all(rt::shm::process_prefix());   // Data the program never destroyed
+  // Under mpirun a leader that ends without close() most likely ends on an error the other
+  // leaders did not see: they would wait for it (in MPI_Finalize, or their next step) forever.
+  if (rt::cluster()) rt::abort_job("the program ended without synk::close() (after an error?)");
+}
+
+// Under mpirun a leader whose group is lost cannot take part in anything any more, and the
+// other leaders would wait for it: the whole job ends (runtime/node/cluster.h).
+void end_job_on_lost_group(const std::string& message, const std::vector<int>& ranks) {
+  const int local = rt::cluster_local_ranks(), first = rt::cluster_node() * local;
+  std::vector<std::string> global;
+  for (int r : ranks) global.push_back(fmt::format("global rank {} (local rank {})", first + r, r));
+  rt::abort_job(fmt::format("{} lost: {}", global.empty() ? "a rank" : fmt::format("{}", fmt::join(global, ", ")),
+                            message));
 }
 
 void register_at_exit() {
@@ -96,21 +110,41 @@ int fork(int n, Backend backend, const ForkOptions& options) {
   g_handlers_at_fork.clear();
   for (const auto& [kind, loader] : rt::Registry::instance().loaders) g_loaders_at_fork.insert(kind);
   for (const auto& [name, handler] : rt::rank_handlers()) g_handlers_at_fork.insert(name);
+  if (rt::started_by_mpi_launcher() && rt::cluster_finalized())
+    throw UsageError("fork: under mpirun a program can fork once (MPI cannot be initialised again after close())");
   g_group = rt::ProcessGroup::start(n, backend, options);
+  if (rt::started_by_mpi_launcher()) {
+    // After the fork: workers must never inherit an initialised MPI (runtime/node/cluster.h).
+    try {
+      rt::start_cluster(g_group->size(), rt::backend_name(g_group->backend()), [] {
+        if (g_group) g_group->check_workers();
+      });
+      rt::set_group_lost_hook(&end_job_on_lost_group);
+    } catch (...) {
+      g_group->close();
+      g_group.reset();
+      throw;
+    }
+  }
   rt::ShapeBook::instance().reset(g_group->size());
-  return g_group->size();
+  return size();
 }
 
 void close() {
   if (g_group) g_group->close();
   g_group.reset();
+  rt::set_group_lost_hook(nullptr);
+  rt::stop_cluster();
 }
 
 bool forked() { return g_group && g_group->alive(); }
 
 Backend backend() { return forked() ? g_group->backend() : Backend::Cpu; }
 
-int size() { return group_or_throw("size").size(); }
+int size() { return group_or_throw("size").size() * rt::cluster_nodes(); }
+int local_size() { return group_or_throw("local_size").size(); }
+int node() { return rt::cluster_node(); }
+int nodes() { return rt::cluster_nodes(); }
 
 pid_t worker_pid(int rank) {
   rt::ProcessGroup& g = group_or_throw("worker_pid");

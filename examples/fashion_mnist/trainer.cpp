@@ -372,6 +372,11 @@ int train(const Options& o) {
   model.train_device.set_deterministic(o.deterministic);
   double compile_time = seconds_since(compile_start);
   int ranks = start_ranks(o);
+  // Under mpirun every node's leader runs this program (docs/multinode.md): node 0 prints and
+  // saves, the others compute their ranks' share silently (their errors still reach stderr).
+  const bool speaker = synk::node() == 0;
+  if (!speaker && !std::freopen("/dev/null", "w", stdout))
+    throw std::runtime_error("could not silence the standard output of node " + std::to_string(synk::node()));
   const char* backend_label = synk::backend() == synk::Backend::Gpu ? "GPU" : "CPU";
 
   DataSet train = to_data(train_split, chosen.train, "training");
@@ -379,8 +384,9 @@ int train(const Options& o) {
   DataSet validation = to_data(train_split, chosen.held_out, "validation");
   const std::string validation_name = fmt::format("{} training images held out", chosen.held_out.size());
 
-  fmt::print("{}: {}, {}, global batch {}, {} rank{} ({}){}\n", o.program->name, o.program->summary, model.optimizer, o.batch,
-             ranks, ranks == 1 ? "" : "s", backend_label,
+  fmt::print("{}: {}, {}, global batch {}, {} rank{}{} ({}){}\n", o.program->name, o.program->summary, model.optimizer,
+             o.batch, ranks, ranks == 1 ? "" : "s",
+             synk::nodes() > 1 ? fmt::format(" on {} nodes", synk::nodes()) : "", backend_label,
              o.deterministic > 0 ? fmt::format(", deterministic over {}-row micro-shards", o.deterministic) : "");
   fmt::print("data: {} training images shuffled each epoch{}, validation on {} ({}); compiled in {:.2f} s\n",
              train.rows(), o.device_data ? " (scattered once into sliceable shared variables; batch_s)" : "",
@@ -412,7 +418,7 @@ int train(const Options& o) {
       fmt::print("          per step: gradient {:.2f} ms, all_reduce {:.2f} ms, update {:.2f} ms\n",
                  1e3 * stats.phase[0] / steps, 1e3 * stats.phase[1] / steps, 1e3 * stats.phase[2] / steps);
     }
-    if (!o.checkpoint.empty()) {
+    if (!o.checkpoint.empty() && speaker) {
       model.module.save_checkpoint(o.checkpoint, checkpoint_metadata(o, epoch));
       fmt::print("          checkpoint of epoch {} saved to {}\n", epoch, o.checkpoint);
     }
@@ -424,7 +430,7 @@ int train(const Options& o) {
   fmt::print("test loss {:.4f}  test accuracy {:.2f}%  ({} epoch{}, {:.2f} s of training, {:.3f} s per epoch)\n",
              final_test.loss, 100 * final_test.accuracy, trained, trained == 1 ? "" : "s", total_train_time,
              trained > 0 ? total_train_time / trained : 0.0);
-  if (!o.out.empty()) {   // the directory was created and checked before training
+  if (!o.out.empty() && speaker) {   // the directory was created and checked before training
     // Rank 0's values: the parameters are the same on every rank, running statistics are per rank.
     std::vector<std::string> saved = model.parameters;
     saved.insert(saved.end(), model.statistics.begin(), model.statistics.end());

@@ -12,6 +12,8 @@
 #include "base/errors.h"
 #include "runtime/group/process_group.h"
 #include "runtime/call/call_message.h"
+#include "runtime/call/call_nodes.h"
+#include "runtime/node/cluster.h"
 #include "runtime/call/reduce.h"
 #include "runtime/call/registry.h"
 #include "runtime/call/step_profile.h"
@@ -320,29 +322,55 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
 // --- Results area: per output {present u8, dtype u8, ndim u8, pad, weight i64, shape i64[ndim],
 // nbytes u64} headers, then the partials, each 8-byte aligned.
 
-void write_results(RankContext& ctx, const RankOutcome& outcome) {
+// Whether an output's partial travels: a `none` output only from the rank whose value is the
+// result (global rank 0, `keep_none`).
+bool travels(const Accumulator& acc, bool keep_none) {
+  return !acc.empty() && (acc.mode() != ReduceMode::None || keep_none);
+}
+
+// The results area's header (returned) and the bytes of the partials that follow it.
+wire::Writer results_header(const RankOutcome& outcome, bool keep_none, size_t* data_bytes) {
   wire::Writer head;
   head.pod<uint32_t>(uint32_t(outcome.outputs.size()));
-  size_t data_bytes = 0;
+  *data_bytes = 0;
   for (const Accumulator& acc : outcome.outputs) {
-    bool present = !acc.empty() && acc.mode() != ReduceMode::None;
+    bool present = travels(acc, keep_none);
     head.pod<uint8_t>(present);
     head.pod<uint8_t>(uint8_t(acc.partial_dtype()));
     head.pod<int64_t>(acc.weight());
     head.vec(present ? acc.shape() : std::vector<int64_t>{});
     uint64_t nbytes = present ? acc.partial_bytes() : 0;
     head.pod<uint64_t>(nbytes);
-    data_bytes += (nbytes + 7) & ~uint64_t(7);
+    *data_bytes += (nbytes + 7) & ~uint64_t(7);
   }
+  return head;
+}
+
+// Writes the results area (header, then the partials, each 8-byte aligned) into `out`.
+void fill_results(const RankOutcome& outcome, bool keep_none, const wire::Writer& head, std::byte* out) {
   size_t head_bytes = (head.bytes().size() + 7) & ~size_t(7);
-  std::byte* out = ctx.results(head_bytes + data_bytes);
   std::memcpy(out, head.bytes().data(), head.bytes().size());
   std::byte* at = out + head_bytes;
   for (const Accumulator& acc : outcome.outputs) {
-    if (acc.empty() || acc.mode() == ReduceMode::None) continue;
+    if (!travels(acc, keep_none)) continue;
     acc.write_partial(at);
     at += (acc.partial_bytes() + 7) & ~size_t(7);
   }
+}
+
+void write_results(RankContext& ctx, const RankOutcome& outcome) {
+  size_t data_bytes = 0;
+  wire::Writer head = results_header(outcome, false, &data_bytes);
+  fill_results(outcome, false, head, ctx.results(((head.bytes().size() + 7) & ~size_t(7)) + data_bytes));
+}
+
+// The master's own results as a results area (for the other nodes' leaders).
+std::string encode_results(const RankOutcome& outcome, bool keep_none) {
+  size_t data_bytes = 0;
+  wire::Writer head = results_header(outcome, keep_none, &data_bytes);
+  std::string bytes(((head.bytes().size() + 7) & ~size_t(7)) + data_bytes, '\0');
+  fill_results(outcome, keep_none, head, reinterpret_cast<std::byte*>(bytes.data()));
+  return bytes;
 }
 
 // Adds the partials in a worker's results area to the master's accumulators.
@@ -546,7 +574,8 @@ void worker_execute_call(RankContext& ctx, std::string_view payload) {
   call.module_id = call.entry->module;
   call.module = &module_on_rank(ctx, call.module_id);
   CallPlan& plan = call.plan;
-  plan.nranks = ctx.size();
+  plan.nranks = m.world_ranks > 0 ? m.world_ranks : ctx.size();
+  const int my_rank = m.rank_offset + ctx.rank();   // global (call_nodes.h)
   plan.num_slices = m.num_slices;
   plan.micro_shard_rows = m.micro_shard_rows;
   plan.has_scattered = m.has_scattered;
@@ -563,13 +592,13 @@ void worker_execute_call(RankContext& ctx, std::string_view payload) {
   }
   plan.sliceable_slots = std::move(m.sliceable_slots);
   if (plan.has_sliceable) {
-    if (m.shared_rows.size() != size_t(ctx.size()))
+    if (m.shared_rows.size() != size_t(plan.nranks))
       throw InternalError(fmt::format("call message: {} shared-row selections for {} ranks",
-                                      m.shared_rows.size(), ctx.size()));
-    for (int rk = 0; rk < ctx.size(); ++rk) {
+                                      m.shared_rows.size(), plan.nranks));
+    for (int rk = 0; rk < plan.nranks; ++rk) {
       const SharedRowsRef& ref = m.shared_rows[size_t(rk)];
       SharedRows rows{ref.kind, ref.start, ref.count, {}};
-      rows.list = rk == ctx.rank() ? resolve(ref.list) : IndexSource{nullptr, ref.list.dtype, ref.list.count};
+      rows.list = rk == my_rank ? resolve(ref.list) : IndexSource{nullptr, ref.list.dtype, ref.list.count};
       plan.shared_rows.push_back(rows);
     }
   }
@@ -578,39 +607,94 @@ void worker_execute_call(RankContext& ctx, std::string_view payload) {
   call.step = m.step;
   PhaseClock clock(call.entry, "worker", true, start_ns);
   clock.mark(0, "decode the call", Category::Plan);
-  RankOutcome outcome = execute_rank(call, ctx.rank());
+  RankOutcome outcome = execute_rank(call, my_rank);
   clock.mark(1, "run this rank's share", Category::Run);
   write_results(ctx, outcome);
   g_pending = std::move(outcome.updates);
   clock.mark(2, "write results, hold updates", Category::Reduce);
-  clock.end_call(clock.tracing() ? fmt::format("rank {} of {}", ctx.rank(), ctx.size()) : std::string());
+  clock.end_call(clock.tracing() ? fmt::format("rank {} of {}", my_rank, plan.nranks) : std::string());
 }
 
-CallResult run_call(ProcessGroup* group, const CallRequest& req) {
+namespace {
+
+// The partials of every rank, in global rank order, from the exchange between nodes; the
+// errors of every rank come back in `errors`.
+std::vector<Array> reduce_global_outputs(const FunctionSignature& sig, const CallPlan& plan,
+                                         const GlobalOutcome& all) {
+  std::vector<Accumulator> total;
+  for (int32_t o : plan.outputs)
+    total.emplace_back(sig.outputs[size_t(o)].mode, sig.outputs[size_t(o)].dtype, output_label(sig, o));
+  for (size_t g = 0; g < all.results.size(); ++g) {
+    std::string_view bytes = all.results[g];
+    add_results({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}, total);
+  }
+  std::vector<Array> results;
+  for (const Accumulator& acc : total) results.push_back(acc.finish());
+  return results;
+}
+
+// This node's share of the call's outcome for the other leaders: each local rank's error or
+// results area (the master's own encoded).
+GlobalOutcome share_outcome(ProcessGroup* group, const RankOutcome& mine, const std::vector<std::string>& errors) {
+  const int n_local = group ? group->size() : 1;
+  std::vector<std::string> results(static_cast<size_t>(n_local));
+  if (errors[0].empty()) results[0] = encode_results(mine, cluster_node() == 0);
+  for (int r = 1; r < n_local; ++r)
+    if (errors[size_t(r)].empty()) {
+      std::span<const std::byte> b = group->worker_results(r);
+      results[size_t(r)].assign(reinterpret_cast<const char*>(b.data()), b.size());
+    }
+  return exchange_outcomes(errors, std::move(results));
+}
+
+}  // namespace
+
+CallResult run_call(ProcessGroup* group, const CallRequest& request) {
   Registry& reg = Registry::instance();
-  if (req.function < 0 || size_t(req.function) >= reg.functions.size() || !reg.functions[size_t(req.function)])
-    throw UsageError(fmt::format("call: no function #{} is registered", req.function));
+  if (request.function < 0 || size_t(request.function) >= reg.functions.size() || !reg.functions[size_t(request.function)])
+    throw UsageError(fmt::format("call: no function #{} is registered", request.function));
   ResolvedCall call;
-  call.entry = reg.functions[size_t(req.function)].get();
+  call.entry = reg.functions[size_t(request.function)].get();
   call.module_id = call.entry->module;
   call.module = reg.modules.at(size_t(call.module_id)).get();
   const FunctionSignature& sig = call.entry->fn->signature();
-  const int N = group ? group->size() : 1;
+  const int n_local = group ? group->size() : 1;
+  const int N = n_local * cluster_nodes();           // global ranks
+  const int offset = cluster_node() * n_local;       // this node's first global rank
   call.seed = call.entry->seed;
   call.step = call.entry->step;
   PhaseClock clock(call.entry, "master", true);
 
+  // Across nodes every leader must be making this same call; the index lists are node 0's.
+  CallRequest agreed;
+  RemoteShapes remote;
+  if (cluster()) {
+    agreed = request;
+    agree_on_call(agreed, sig, call.module->spec, [&](int local, int32_t var) -> const std::vector<int64_t>& {
+      return group ? ShapeBook::instance().shape(local, call.module_id, var) : call.module->values.at(size_t(var)).shape;
+    }, &remote);
+  }
+  const CallRequest& req = cluster() ? agreed : request;
+
   // Plan and validate: nothing has moved yet.
-  call.plan = plan_call(plan_request(group, req, call, sig, N));
+  PlanRequest pr = plan_request(group, req, call, sig, N);
+  if (cluster())
+    pr.shared_shape = [&, group](int rank, int var) -> const std::vector<int64_t>& {
+      if (rank >= offset && rank < offset + n_local)
+        return group ? ShapeBook::instance().shape(rank - offset, call.module_id, var)
+                     : call.module->values.at(size_t(var)).shape;
+      return remote.at({rank, var});
+    };
+  call.plan = plan_call(pr);
   const CallPlan& plan = call.plan;
   for (const Data& d : req.inputs) call.inputs.push_back(ResolvedInput{static_cast<const std::byte*>(d.raw()), d.dtype(), d.shape()});
   clock.mark(0, "plan and validate the call", Category::Plan);
 
-  // Run: the master's share as rank 0, the workers' through a Call command.
+  // Run: the master's share as this node's first rank, the workers' through a Call command.
   RankOutcome mine;
   std::vector<std::string> errors;
-  auto master_part = [&] { mine = execute_rank(call, 0); };
-  if (N == 1) {
+  auto master_part = [&] { mine = execute_rank(call, offset); };
+  if (n_local == 1) {
     errors.resize(1);
     try {
       master_part();
@@ -621,12 +705,19 @@ CallResult run_call(ProcessGroup* group, const CallRequest& req) {
     CallMessage message = call_message(group, req, sig, plan, N);
     message.seed = call.seed;
     message.step = call.step;
+    message.world_ranks = cluster() ? N : 0;
+    message.rank_offset = offset;
     std::string payload = encode_call_message(message);
     clock.mark(1, "encode the call for the workers", Category::Plan);
     errors = group->run(kCallCommand, payload, master_part);
   }
   clock.mark(2, "run every rank (master's share, then waiting)", Category::Run);
 
+  GlobalOutcome all;
+  if (cluster()) {
+    all = share_outcome(group, mine, errors);
+    errors = all.errors;
+  }
   if (std::any_of(errors.begin(), errors.end(), [](const std::string& e) { return !e.empty(); })) {
     if (group) group->set_commit_pending(false);
     std::vector<int> ranks;
@@ -634,8 +725,9 @@ CallResult run_call(ProcessGroup* group, const CallRequest& req) {
     throw RankError(message, ranks);
   }
 
-  // Reduce: rank 0 first, then every worker in rank order.
-  CallResult result{reduce_outputs(group, sig, plan, mine, N), rank_weights(plan)};
+  // Reduce: rank 0 first, then every other rank in rank order.
+  CallResult result{cluster() ? reduce_global_outputs(sig, plan, all) : reduce_outputs(group, sig, plan, mine, N),
+                    rank_weights(plan)};
   clock.mark(3, "reduce outputs over ranks", Category::Reduce);
   for (PendingUpdate& p : mine.updates) commit_update(p);
   if (!sig.updates.empty()) ++call.entry->step;   // a training step: its next call draws anew

@@ -50,6 +50,8 @@ std::string encode_call_message(const CallMessage& m) {
   w.pod(m.function);
   w.pod(m.num_slices);
   w.pod(m.micro_shard_rows);
+  w.pod(m.world_ranks);
+  w.pod(m.rank_offset);
   w.pod<uint8_t>(m.has_scattered);
   w.pod<uint8_t>(m.has_sliceable);
   w.pod<uint8_t>(m.empty_call);
@@ -84,6 +86,8 @@ CallMessage decode_call_message(std::string_view bytes) {
   m.function = r.pod<int32_t>();
   m.num_slices = r.pod<int64_t>();
   m.micro_shard_rows = r.pod<int64_t>();
+  m.world_ranks = r.pod<int32_t>();
+  m.rank_offset = r.pod<int32_t>();
   m.has_scattered = r.pod<uint8_t>() != 0;
   m.has_sliceable = r.pod<uint8_t>() != 0;
   m.empty_call = r.pod<uint8_t>() != 0;

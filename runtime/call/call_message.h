@@ -43,6 +43,10 @@ struct CallMessage {
   int32_t function = -1;
   int64_t num_slices = 1;
   int64_t micro_shard_rows = 0;
+  // Multi-node runs (call_nodes.h): the plan's global rank count, and this node's first global
+  // rank (a worker runs global rank rank_offset + its local rank). 0, 0 on one node.
+  int32_t world_ranks = 0;
+  int32_t rank_offset = 0;
   bool has_scattered = false;
   bool has_sliceable = false;
   bool empty_call = false;

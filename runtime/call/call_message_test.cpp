@@ -22,6 +22,8 @@ CallMessage random_message(std::mt19937_64& rng) {
   m.function = int32_t(pick(0, 100));
   m.num_slices = pick(1, 8);
   m.micro_shard_rows = pick(0, 1) ? pick(1, 512) : 0;
+  m.world_ranks = int32_t(pick(0, 64));
+  m.rank_offset = int32_t(pick(0, 63));
   m.has_scattered = pick(0, 1);
   m.has_sliceable = pick(0, 1);
   m.empty_call = pick(0, 1);
@@ -74,8 +76,9 @@ TEST(CallMessage, TrailingBytesAreAnInternalError) {
 TEST(CallMessage, AnUnknownEnumValueIsAnInternalError) {
   CallMessage m;
   std::string bytes = encode_call_message(m);
-  // The row-selection kind follows function, num_slices, micro_shard_rows, three flags and positions.
-  size_t at = sizeof(int32_t) + 2 * sizeof(int64_t) + 3 + sizeof(int64_t);
+  // The row-selection kind follows function, num_slices, micro_shard_rows, world_ranks,
+  // rank_offset, three flags and positions.
+  size_t at = sizeof(int32_t) + 2 * sizeof(int64_t) + 2 * sizeof(int32_t) + 3 + sizeof(int64_t);
   bytes[at] = char(9);
   EXPECT_THROW(decode_call_message(bytes), InternalError);
 }

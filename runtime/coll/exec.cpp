@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "runtime/coll/exact_sum.h"
+#include "runtime/coll/across_nodes.h"
 #include "runtime/coll/hierarchical.h"
 #include "runtime/coll/nccl.h"
 #include "runtime/coll/rsag.h"
@@ -68,6 +69,7 @@ void CollDescriptor::clear() {
   scatter_rows.clear();
   rank_scale.clear();
   exact_weight = 0;
+  across_nodes = 0;
 }
 
 namespace {
@@ -76,7 +78,7 @@ struct Header {
   CollKind kind;
   CollOp op;
   CollAlgorithm algorithm;
-  uint8_t in_place, nd_up, per_rank_shapes;
+  uint8_t in_place, nd_up, per_rank_shapes, across_nodes;
   int32_t target, group_size;
   int64_t num_packs;
   uint64_t chunk_bytes, small_bytes, stamp;
@@ -85,7 +87,7 @@ struct Header {
 }  // namespace
 
 void encode_collective(const CollDescriptor& d, wire::Writer& w) {
-  w.pod(Header{d.kind, d.op, d.algorithm, d.in_place, d.nd_up, d.per_rank_shapes, d.target, d.group_size,
+  w.pod(Header{d.kind, d.op, d.algorithm, d.in_place, d.nd_up, d.per_rank_shapes, d.across_nodes, d.target, d.group_size,
                d.num_packs, d.chunk_bytes, d.small_bytes, d.stamp, d.exact_weight});
   w.str(d.staging);
   w.vec(d.vars);
@@ -104,6 +106,7 @@ void decode_collective(std::string_view bytes, CollDescriptor& d) {
   d.in_place = h.in_place;
   d.nd_up = h.nd_up;
   d.per_rank_shapes = h.per_rank_shapes;
+  d.across_nodes = h.across_nodes;
   d.target = h.target;
   d.group_size = h.group_size;
   d.num_packs = h.num_packs;
@@ -195,6 +198,9 @@ struct Job {
   void reduce();
   void reduce_exact();
   void reduce_flat(DType dtype, CollOp op, void* data, size_t count);
+  void across_nodes_flat(DType dtype, CollOp op, void* data, size_t count);
+  void across_nodes_values();
+  void broadcast_flat(void* data, size_t bytes);
   void broadcast();
   void scatter();
   void gather();
@@ -205,8 +211,11 @@ struct Job {
 
 void Job::run() {
   switch (d.kind) {
-    case CollKind::Reduce:
-    case CollKind::AllReduce: return reduce();
+    case CollKind::Reduce: return reduce();
+    case CollKind::AllReduce:
+      reduce();
+      if (d.across_nodes) across_nodes_values();
+      return;
     case CollKind::AllReduceExact: return reduce_exact();
     case CollKind::Broadcast: return broadcast();
     case CollKind::Scatter: return scatter();
@@ -324,10 +333,12 @@ void Job::reduce_exact() {
   exps.assign(total, 0);
   for (size_t v = 0, at = 0; v < d.vars.size(); at += terms[v].count, ++v) exact::max_exponents(terms[v], exps.data() + at);
   reduce_flat(DType::I32, CollOp::Max, exps.data(), total);
+  across_nodes_flat(DType::I32, CollOp::Max, exps.data(), total);
   sums.resize(total);
   for (size_t v = 0, at = 0; v < d.vars.size(); at += terms[v].count, ++v)
     exact::fixed_sums(terms[v], exps.data() + at, bits, sums.data() + at);
   reduce_flat(DType::I64, CollOp::Sum, sums.data(), total);
+  across_nodes_flat(DType::I64, CollOp::Sum, sums.data(), total);
   for (size_t v = 0, at = 0; v < d.vars.size(); at += terms[v].count, ++v)
     exact::finish(terms[v].dtype, exps.data() + at, sums.data() + at, terms[v].count, bits, d.exact_weight,
                   value(v).bytes.data());
@@ -342,6 +353,47 @@ void Job::reduce_flat(DType dtype, CollOp op, void* data, size_t count) {
   ReduceParams p = params();
   p.op = op;
   rsag_reduce(staging, std::span(&pack, 1), p);
+}
+
+// Multi-node runs (d.across_nodes): this node's reduction, already on every local rank, is
+// reduced over the nodes' leaders (runtime/node/cluster.h) and handed back to the local ranks.
+// Integer max and sum are exact, so the exact all-reduce stays independent of the rank count.
+void Job::across_nodes_flat(DType dtype, CollOp op, void* data, size_t count) {
+  if (!d.across_nodes) return;
+  if (me == 0) cross_node(coll_kind_name(d.kind), [&] { cluster()->all_reduce(data, count, dtype, node_op(op)); });
+  broadcast_flat(data, count * dtype_size(dtype));
+}
+
+// The same for an all_reduce: each node's result (in the variables) is combined over the nodes by
+// the master, avg as a sum of the nodes' averages divided by the node count (every node has the
+// same number of ranks), then the master's values go to the local ranks.
+void Job::across_nodes_values() {
+  if (me == 0) {
+    Cluster& cl = *cluster();
+    const NodeOp op = node_op(d.op);
+    cross_node(coll_kind_name(d.kind), [&] {
+      for (size_t v = 0; v < d.vars.size(); ++v)
+        cl.all_reduce(value(v).bytes.data(), size_t(value(v).size()), spec(v).dtype, op);
+    });
+    if (d.op == CollOp::Avg)
+      for (size_t v = 0; v < d.vars.size(); ++v)
+        scale_values(spec(v).dtype, value(v).bytes.data(), size_t(value(v).size()), 1.0 / cl.nodes());
+  }
+  if (n > 1) broadcast();
+}
+
+void Job::broadcast_flat(void* data, size_t bytes) {
+  if (n == 1) return;
+  std::vector<uint64_t> lengths(size_t(n), 0);
+  lengths[0] = bytes;
+  Pieces mine, dest;
+  if (me == 0) mine.add(static_cast<std::byte*>(data), bytes);
+  else dest.add(static_cast<std::byte*>(data), bytes);
+  exchange(staging, ExchangeSpec{lengths, &mine, [this](int s) { return s != me; },
+                                 [&dest](int, size_t off, size_t len, const std::byte* src) {
+                                   dest.write(off, len, src);
+                                 },
+                                 chunk_cap()});
 }
 
 void Job::broadcast() {

@@ -66,6 +66,9 @@ struct CollDescriptor {
   // A weighted all_reduce: rank r first scales its own values by rank_scale[r] (the op is Sum).
   std::vector<double> rank_scale;
   int64_t exact_weight = 0;        // AllReduceExact: the rows of every rank's shards together
+  // Multi-node runs: AllReduce and AllReduceExact then combine the nodes' results through the
+  // leaders (runtime/node/cluster.h) before the local ranks get them.
+  uint8_t across_nodes = 0;
 
   void add_shape(std::span<const int64_t> shape) {
     dims.insert(dims.end(), shape.begin(), shape.end());

@@ -574,8 +574,15 @@ void ProcessGroup::timed_out() {
         culprits);
 }
 
+namespace {
+GroupLostHook g_lost_hook = nullptr;
+}  // namespace
+
+void set_group_lost_hook(GroupLostHook hook) { g_lost_hook = hook; }
+
 void ProcessGroup::fatal(const std::string& message, std::vector<int> ranks) {
   teardown(false);
+  if (g_lost_hook) g_lost_hook(message, ranks);
   throw RankError(message + "; the process group was shut down and its shared memory removed "
                             "(call synk::fork() to start a new one)",
                   std::move(ranks), true);

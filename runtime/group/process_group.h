@@ -61,6 +61,12 @@ using CommandPrologue = void (*)(bool commit_pending);
 CommandKind register_command(const char* name, CommandHandler handler);
 void register_command_prologue(CommandPrologue prologue);
 
+// Called when the master loses its group (a worker died or a command timed out), after the
+// group's teardown and before the RankError is thrown: a multi-node run (runtime/node) ends the
+// whole job from here, since the other nodes' leaders would otherwise wait for this one.
+using GroupLostHook = void (*)(const std::string& message, const std::vector<int>& ranks);
+void set_group_lost_hook(GroupLostHook hook);
+
 // The named operations of the Handler command (RankHandler: group_options.h).
 std::map<std::string, RankHandler, std::less<>>& rank_handlers();
 

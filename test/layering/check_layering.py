@@ -29,8 +29,10 @@ RULES = {
     # the collectives, the compiler's CPU functions).
     "runtime/trace/": ["base/"],
     "runtime/data/": ["base/", "gpu/", "runtime/group/", "runtime/call/descriptor.h"],
-    "runtime/call/": ["base/", "gpu/", "runtime/group/", "runtime/data/", "runtime/trace/"],
-    "runtime/coll/": ["base/", "gpu/", "runtime/group/", "runtime/data/", "runtime/call/", "runtime/trace/"],
+    "runtime/node/": ["base/", "runtime/group/", "runtime/node/"],
+    "runtime/call/": ["base/", "gpu/", "runtime/group/", "runtime/data/", "runtime/node/", "runtime/trace/"],
+    "runtime/coll/": ["base/", "gpu/", "runtime/group/", "runtime/data/", "runtime/call/", "runtime/node/",
+                      "runtime/trace/"],
     "runtime/": ["base/", "gpu/", "runtime/"],
     # The compiler sees the runtime only through the descriptor and its element helpers.
     # backend_function.h: a BackendFunction runs on the device the rank's group computes on.

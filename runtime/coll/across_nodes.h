@@ -1,0 +1,27 @@
+// Arrays across nodes: the pieces of the collectives on shared variables that the leaders
+// exchange in multi-node runs (synk/collectives.cpp, exec.cpp), on top of the byte-level Cluster
+// (runtime/node/cluster.h). Each is collective over the leaders and aborts the job when a leader stops
+// answering (cross_node).
+#pragma once
+
+#include <vector>
+
+#include "runtime/call/descriptor.h"
+#include "runtime/coll/ops.h"
+#include "runtime/node/cluster.h"
+
+namespace synk::rt {
+
+// The transport's reduction for `op` (avg travels as a sum).
+NodeOp node_op(CollOp op);
+
+// In place on every leader: the reduction over the leaders of each array (equal shapes and
+// dtypes everywhere); avg is the sum divided by the node count. F16/BF16 are reduced in float32
+// and rounded back once.
+void all_reduce_across_nodes(std::vector<Array>& arrays, CollOp op, const char* what);
+// Node `root`'s arrays (dtype, shape and values) on every leader.
+void broadcast_across_nodes(std::vector<Array>& arrays, int root, const char* what);
+// Every leader's arrays, in node order ([node][array]).
+std::vector<std::vector<Array>> all_gather_across_nodes(const std::vector<Array>& mine, const char* what);
+
+}  // namespace synk::rt

@@ -1,0 +1,149 @@
+// The runtime's side of multi-node runs (cluster.h): noticing mpirun, loading the MPI plugin,
+// the start-up agreement between leaders, and the rule that a failed cross-node step aborts the
+// job instead of leaving the other leaders waiting.
+#include "runtime/node/cluster.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fmt/format.h>
+
+#include "base/cancel.h"
+#include "base/errors.h"
+#include "runtime/group/shm.h"
+
+#ifndef SYNK_MPI_PLUGIN_PATH
+#define SYNK_MPI_PLUGIN_PATH "libsynk_mpi.so"
+#endif
+
+namespace synk::rt {
+namespace {
+
+std::unique_ptr<Cluster> g_cluster;
+bool g_finalized = false;
+int g_local_ranks = 1;
+std::function<void()> g_check_local;
+int64_t g_deadline_ns = 0;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// SYNK_NODE_TIMEOUT_S: how long a leader waits for the others in one cross-node step (default
+// 300 s; 0: forever).
+double node_timeout_s() {
+  const char* s = std::getenv("SYNK_NODE_TIMEOUT_S");
+  if (!s || !*s) return 300;
+  char* end = nullptr;
+  double v = std::strtod(s, &end);
+  if (*end || v < 0)
+    throw UsageError(fmt::format("SYNK_NODE_TIMEOUT_S: expected a number of seconds >= 0, received '{}'", s));
+  return v;
+}
+
+void poll_peers() {
+  cancellation_point();
+  if (g_check_local) g_check_local();
+  if (g_deadline_ns > 0 && now_ns() > g_deadline_ns)
+    throw Error(fmt::format("no answer from the other nodes within SYNK_NODE_TIMEOUT_S={} s (a node stopped, or "
+                            "the leaders called different things)", node_timeout_s()));
+}
+
+using CreateFn = Cluster* (*)(std::string*);
+
+CreateFn load_plugin() {
+  const char* env = std::getenv("SYNK_MPI_PLUGIN");
+  std::string path = env && *env ? env : SYNK_MPI_PLUGIN_PATH;
+  // RTLD_GLOBAL: OpenMPI's own components, which it dlopens, resolve libmpi's symbols through
+  // the global scope.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  std::string why = handle ? "" : dlerror();
+  if (!handle && !(env && *env)) handle = dlopen("libsynk_mpi.so", RTLD_NOW | RTLD_GLOBAL);
+  if (!handle)
+    throw UsageError(fmt::format("this program was started by mpirun, but synk's MPI plugin could not be loaded "
+                                 "({}): build synk with MPI (Debian libopenmpi-dev), set SYNK_MPI_PLUGIN to the "
+                                 "path of libsynk_mpi.so, or set SYNK_MPI=0 to run each process as its own job",
+                                 why));
+  auto create = reinterpret_cast<CreateFn>(dlsym(handle, "synk_mpi_cluster_create"));
+  if (!create) throw UsageError(fmt::format("{} is not synk's MPI plugin (no synk_mpi_cluster_create)", path));
+  return create;
+}
+
+}  // namespace
+
+bool started_by_mpi_launcher() {
+  const char* off = std::getenv("SYNK_MPI");
+  if (off && std::string(off) == "0") return false;
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"})
+    if (std::getenv(var)) return true;
+  return false;
+}
+
+void start_cluster(int local_ranks, const std::string& backend_name, std::function<void()> check_local) {
+  if (g_finalized)
+    throw UsageError("fork: under mpirun a program can fork once (MPI cannot be initialised again after close())");
+  if (g_cluster) throw InternalError("start_cluster: a cluster is running already");
+  node_timeout_s();   // a malformed value is reported now, not in the middle of a step
+  CreateFn create = load_plugin();
+  std::string error;
+  Cluster* made = create(&error);
+  if (!made) throw Error(fmt::format("MPI could not be initialised: {}", error));
+  g_cluster.reset(made);
+  g_local_ranks = local_ranks;
+  g_check_local = std::move(check_local);
+  g_cluster->poll = poll_peers;
+  std::vector<std::string> all;
+  const std::string mine = fmt::format("{} {} {}", local_ranks, backend_name, g_cluster->host());
+  cross_node("start-up", [&] { all = g_cluster->all_gather(mine); });
+  std::string differ;
+  for (size_t n = 0; n < all.size(); ++n)
+    if (all[n].substr(0, all[n].rfind(' ')) != all[0].substr(0, all[0].rfind(' ')))
+      differ += fmt::format("{}node {} ({}): {}", differ.empty() ? "" : "; ", n, all[n].substr(all[n].rfind(' ') + 1),
+                            all[n].substr(0, all[n].rfind(' ')));
+  if (!differ.empty())
+    throw UsageError(fmt::format("fork: every node must start the same number of ranks on the same backend; node 0 "
+                                 "({}) has {}, but {}", all[0].substr(all[0].rfind(' ') + 1),
+                                 all[0].substr(0, all[0].rfind(' ')), differ));
+}
+
+void stop_cluster() {
+  if (!g_cluster) return;
+  g_cluster->finalize();
+  g_cluster.reset();
+  g_check_local = nullptr;
+  g_finalized = true;
+}
+
+bool cluster_finalized() { return g_finalized; }
+Cluster* cluster() { return g_cluster.get(); }
+int cluster_node() { return g_cluster ? g_cluster->node() : 0; }
+int cluster_nodes() { return g_cluster ? g_cluster->nodes() : 1; }
+int cluster_local_ranks() { return g_local_ranks; }
+
+void abort_job(const std::string& message) {
+  std::fprintf(stderr, "synk: node %d of %d (%s): %s; ending the whole job\n", cluster_node(), cluster_nodes(),
+               g_cluster ? g_cluster->host().c_str() : "?", message.c_str());
+  std::fflush(stderr);
+  // MPI_Abort ends this process without exit handlers: its Data segments go first (its workers
+  // die with it, PR_SET_PDEATHSIG, and rank 1 removes the group's segments).
+  shm::remove_all(shm::process_prefix());
+  if (g_cluster) g_cluster->abort(1);
+  std::_Exit(1);
+}
+
+void cross_node(const char* what, const std::function<void()>& step) {
+  const double timeout = node_timeout_s();
+  g_deadline_ns = timeout > 0 ? now_ns() + int64_t(timeout * 1e9) : 0;
+  try {
+    step();
+    g_deadline_ns = 0;
+  } catch (const std::exception& e) {
+    abort_job(fmt::format("{} across nodes: {}", what, e.what()));
+  }
+}
+
+}  // namespace synk::rt

@@ -1,0 +1,79 @@
+// Several machines ("nodes") under MPI: one leader process per node (the master of its node's
+// process group) talks to the other leaders; workers never touch MPI. This header is the whole
+// contract between the runtime and the MPI transport, which lives in a plugin (libsynk_mpi.so,
+// mpi_cluster.cpp) loaded with dlopen only when the program was started by mpirun, so a program
+// run without mpirun loads no MPI library at all.
+//
+// Model (docs/multinode.md): `mpirun -np K app` starts K leaders; each forks its R local ranks
+// (synk::fork) and only then initialises MPI (OpenMPI warns against fork() after MPI_Init).
+// Global rank = node * R + local rank; every node must fork the same R. Leaders run the same
+// program (SPMD): each cross-node step is a collective among the leaders in program order.
+//
+// Errors: a peer that stops answering, or a local group that fails in the middle of a cross-node
+// step, cannot be reported through MPI (its collectives have no timeout and cannot be cancelled),
+// so the leader prints the error naming its node and rank and aborts the whole job
+// (MPI_Abort), which makes mpirun end every other leader, whose signal handlers remove their
+// workers and shared memory (runtime/group/cleanup.h).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/dtype.h"
+
+namespace synk::rt {
+
+// The transport between node leaders (implemented by the MPI plugin). Every call is collective
+// over the leaders: all of them make it, in the same order. Waits poll: between tests of a
+// pending request the transport calls `poll`, which may throw to give up (the caller then aborts
+// the job, see above).
+// The reductions the transport does; avg is the caller's sum then a division.
+enum class NodeOp : uint8_t { Sum, Prod, Max, Min };
+
+class Cluster {
+ public:
+  virtual ~Cluster() = default;
+  virtual int node() const = 0;     // this leader's index, 0..nodes()-1 (its MPI rank)
+  virtual int nodes() const = 0;
+  virtual std::string host() const = 0;
+  // Every node's bytes in node order (lengths may differ).
+  virtual std::vector<std::string> all_gather(const std::string& mine) = 0;
+  // `bytes` of node `root` on every node (any length).
+  virtual void broadcast(std::string& bytes, int root) = 0;
+  // In place over the leaders, element-wise. F16/BF16 are not supported (the caller converts).
+  virtual void all_reduce(void* data, size_t count, DType dtype, NodeOp op) = 0;
+  [[noreturn]] virtual void abort(int code) = 0;
+  virtual void finalize() = 0;   // MPI_Finalize; idempotent
+
+  std::function<void()> poll;
+};
+
+// Whether this process was started by an MPI launcher (mpirun/mpiexec of OpenMPI or a PMIx
+// launcher): the environment says so. SYNK_MPI=0 ignores the launcher (one node).
+bool started_by_mpi_launcher();
+
+// Loads the plugin, initialises MPI and checks that every leader forked `local_ranks` ranks on
+// the same backend (a UsageError on every leader naming the nodes that differ). Call after the
+// local workers were forked; `check_local` throws when a local worker died (polled while
+// waiting). SYNK_MPI_PLUGIN overrides the plugin's path.
+void start_cluster(int local_ranks, const std::string& backend_name, std::function<void()> check_local);
+// Finalises MPI (after the local group closed). The process cannot start a cluster again.
+void stop_cluster();
+bool cluster_finalized();
+
+// The running cluster, or null (one node).
+Cluster* cluster();
+int cluster_node();            // 0 without a cluster
+int cluster_nodes();           // 1 without a cluster
+int cluster_local_ranks();     // ranks per node (the local group's size)
+
+// Runs `step` (a cross-node exchange); if it throws, prints the error naming this node and
+// aborts the whole job (see above): a leader cannot leave its peers waiting in a collective.
+void cross_node(const char* what, const std::function<void()>& step);
+// Prints `message` naming this node and ends every process of the job (MPI_Abort).
+[[noreturn]] void abort_job(const std::string& message);
+
+}  // namespace synk::rt

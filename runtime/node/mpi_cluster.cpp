@@ -1,0 +1,201 @@
+// The MPI transport between node leaders (runtime/node/cluster.h), built as the plugin
+// libsynk_mpi.so and loaded with dlopen only under mpirun, so that programs started without MPI
+// never load an MPI library. It uses nothing of synk but the Cluster interface (no synk library
+// is linked in: the host program's copies are the only ones).
+//
+// Every wait is a non-blocking MPI operation tested in a loop that calls Cluster::poll between
+// tests (liveness of the local workers, Ctrl-C, the cross-node timeout): a blocking MPI call
+// could neither notice a dead worker nor be interrupted. Messages longer than INT_MAX elements
+// travel in pieces.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/node/cluster.h"
+
+namespace synk::rt {
+namespace {
+
+std::string mpi_error(const char* what, int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) len = 0;
+  return std::string(what) + " failed: " + std::string(text, size_t(len));
+}
+
+void check(const char* what, int code) {
+  if (code != MPI_SUCCESS) throw std::runtime_error(mpi_error(what, code));
+}
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return MPI_FLOAT;
+    case DType::F64: return MPI_DOUBLE;
+    case DType::I32: return MPI_INT32_T;
+    case DType::I64: return MPI_INT64_T;
+    case DType::U8:
+    case DType::Bool: return MPI_UINT8_T;
+    default: throw std::runtime_error("the MPI transport cannot reduce 16-bit floating-point values");
+  }
+}
+
+size_t dtype_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::F64:
+    case DType::I64: return 8;
+    case DType::F32:
+    case DType::I32: return 4;
+    case DType::F16:
+    case DType::BF16: return 2;
+    default: return 1;
+  }
+}
+
+MPI_Op mpi_op(NodeOp op) {
+  switch (op) {
+    case NodeOp::Sum: return MPI_SUM;
+    case NodeOp::Prod: return MPI_PROD;
+    case NodeOp::Max: return MPI_MAX;
+    case NodeOp::Min: return MPI_MIN;
+  }
+  throw std::runtime_error("the MPI transport reduces with sum, prod, max or min only");
+}
+
+class MpiCluster final : public Cluster {
+ public:
+  MpiCluster() {
+    int provided = 0;
+    check("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    // Errors come back as codes (then exceptions) instead of ending the process silently.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    check("MPI_Comm_rank", MPI_Comm_rank(MPI_COMM_WORLD, &node_));
+    check("MPI_Comm_size", MPI_Comm_size(MPI_COMM_WORLD, &nodes_));
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS) host_.assign(name, size_t(len));
+  }
+  ~MpiCluster() override { finalize(); }
+
+  int node() const override { return node_; }
+  int nodes() const override { return nodes_; }
+  std::string host() const override { return host_; }
+
+  std::vector<std::string> all_gather(const std::string& mine) override {
+    int64_t my_len = int64_t(mine.size());
+    std::vector<int64_t> lens(static_cast<size_t>(nodes_));
+    MPI_Request req;
+    check("MPI_Iallgather", MPI_Iallgather(&my_len, 1, MPI_INT64_T, lens.data(), 1, MPI_INT64_T, MPI_COMM_WORLD, &req));
+    wait(req);
+    std::vector<std::string> all(static_cast<size_t>(nodes_));
+    for (int n = 0; n < nodes_; ++n) all[size_t(n)].resize(size_t(lens[size_t(n)]));
+    if (*std::max_element(lens.begin(), lens.end()) <= INT_MAX / 2 && total(lens) <= INT_MAX) {
+      std::vector<int> counts(static_cast<size_t>(nodes_)), displs(static_cast<size_t>(nodes_));
+      std::string flat(size_t(total(lens)), '\0');
+      for (int n = 0, at = 0; n < nodes_; at += counts[size_t(n)], ++n) {
+        counts[size_t(n)] = int(lens[size_t(n)]);
+        displs[size_t(n)] = at;
+      }
+      check("MPI_Iallgatherv", MPI_Iallgatherv(mine.data(), int(mine.size()), MPI_BYTE, flat.data(), counts.data(),
+                                               displs.data(), MPI_BYTE, MPI_COMM_WORLD, &req));
+      wait(req);
+      for (int n = 0; n < nodes_; ++n)
+        all[size_t(n)].assign(flat, size_t(displs[size_t(n)]), size_t(counts[size_t(n)]));
+      return all;
+    }
+    // Too large for one call's int counts: one broadcast per node.
+    for (int n = 0; n < nodes_; ++n) {
+      if (n == node_) all[size_t(n)] = mine;
+      broadcast_bytes(all[size_t(n)].data(), all[size_t(n)].size(), n);
+    }
+    return all;
+  }
+
+  void broadcast(std::string& bytes, int root) override {
+    int64_t len = int64_t(bytes.size());
+    MPI_Request req;
+    check("MPI_Ibcast", MPI_Ibcast(&len, 1, MPI_INT64_T, root, MPI_COMM_WORLD, &req));
+    wait(req);
+    bytes.resize(size_t(len));
+    broadcast_bytes(bytes.data(), bytes.size(), root);
+  }
+
+  void all_reduce(void* data, size_t count, DType dtype, NodeOp op) override {
+    const MPI_Datatype type = mpi_type(dtype);
+    const MPI_Op mop = mpi_op(op);
+    const size_t elem = dtype_bytes(dtype);
+    const size_t piece = size_t(INT_MAX) / 8;
+    for (size_t at = 0; at < count; at += piece) {
+      MPI_Request req;
+      int n = int(std::min(piece, count - at));
+      check("MPI_Iallreduce", MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(data) + at * elem, n, type, mop,
+                                             MPI_COMM_WORLD, &req));
+      wait(req);
+    }
+  }
+
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    _exit(code);
+  }
+
+  void finalize() override {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Finalize();
+  }
+
+ private:
+  static int64_t total(const std::vector<int64_t>& lens) {
+    int64_t t = 0;
+    for (int64_t l : lens) t += l;
+    return t;
+  }
+
+  void broadcast_bytes(char* data, size_t bytes, int root) {
+    const size_t piece = size_t(INT_MAX) / 2;
+    for (size_t at = 0; at < bytes; at += piece) {
+      MPI_Request req;
+      check("MPI_Ibcast", MPI_Ibcast(data + at, int(std::min(piece, bytes - at)), MPI_BYTE, root, MPI_COMM_WORLD, &req));
+      wait(req);
+    }
+  }
+
+  // Tests `req` until it completes, calling poll() between tests: spinning briefly (a cross-node
+  // step of a small message completes in tens of microseconds), then yielding, then sleeping in
+  // 200 us slices so an idle leader costs nothing.
+  void wait(MPI_Request& req) {
+    int done = 0;
+    for (int tries = 0;; ++tries) {
+      check("MPI_Test", MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      if (done) return;
+      if (tries % 64 == 63 && poll) poll();
+      if (tries < 4096) continue;
+      if (tries < 16384) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  int node_ = 0, nodes_ = 1;
+  std::string host_;
+};
+
+}  // namespace
+}  // namespace synk::rt
+
+// The plugin's entry point (dlsym): a new cluster, or null with the reason in *error.
+extern "C" __attribute__((visibility("default"))) synk::rt::Cluster* synk_mpi_cluster_create(std::string* error) {
+  try {
+    return new synk::rt::MpiCluster();
+  } catch (const std::exception& e) {
+    *error = e.what();
+    return nullptr;
+  }
+}

@@ -1,0 +1,143 @@
+// A program run both on one node and on several "nodes" under mpirun (run_multinode.sh): calls
+// with every reduce mode and call option, shared-variable collectives by global rank, a random op
+// drawn at the call's rows, and a deterministic training step. It writes every result it sees, in
+// hex, to OUT.node<K> (one file per leader); the script then checks that every leader of a
+// K-node run wrote the same file as the single-node run with the same total rank count, bit for
+// bit. The values are chosen so that the cross-node arithmetic (avg as a sum of the nodes'
+// averages) is exact.
+//
+// Fault modes: --kill-worker NODE kills a worker of NODE after the calls; --stop-leader NODE stops
+// that leader (SIGSTOP) there; --mismatch makes node 1 call with another batch (every leader must
+// get the same UsageError, and the job goes on).
+//
+//   multinode_run RANKS_PER_NODE OUT [--kill-worker NODE | --stop-leader NODE | --mismatch]
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "synk/jit.h"
+#include "synk/train_step.h"
+
+using namespace synk;
+
+namespace {
+
+constexpr const char* kProgram = R"(
+shared acc: f32[4];
+shared count: i32[2];
+shared lin_w: f32[3, 2] = uniform(seed=5, low=-0.5, high=0.5);
+shared lin_b: f32[2];
+optimizer opt = momentum(lr=0.05, momentum=0.9);
+
+fn stats(scatter x: f32[n, 3]) {
+  out total: sum = sum(x);
+  out column_means: avg = mean(x, axis=0);
+  out biggest: max = max(x);
+  out smallest: min = min(x);
+  out doubled: gather = x * 2;
+  out noisy: sum = sum(x * uniform_like(x));
+}
+
+fn train(scatter x: f32[n, 3], scatter y: f32[n, 2]) {
+  let d = x @ lin_w + lin_b - y;
+  out loss: avg = mean(d * d);
+  minimize mean(d * d) over lin_w, lin_b using opt;
+}
+)";
+
+std::string hex(const Array& a) {
+  std::string s = fmt::format("{}{}:", rt::dtype_name(a.dtype), rt::shape_string(a.shape));
+  for (std::byte b : a.bytes) s += fmt::format("{:02x}", unsigned(b));
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: multinode_run RANKS_PER_NODE OUT [--kill-worker NODE]\n");
+    return 2;
+  }
+  const int local = std::atoi(argv[1]);
+  const std::string mode = argc >= 4 ? argv[3] : "";
+  const int fault_node = argc >= 5 ? std::atoi(argv[4]) : -1;
+  const int kill_node = mode == "--kill-worker" ? fault_node : -1;
+  const int stop_node = mode == "--stop-leader" ? fault_node : -1;
+  try {
+    jit::Module m = jit::compile_string(kProgram);
+    Function stats = m.function("stats");
+    TrainStep step = m.train_step("train");
+    step.set_deterministic(4);
+    synk::fork(local);
+    std::ofstream out(fmt::format("{}.node{}", argv[2], synk::node()));
+    out << "ranks " << synk::size() << "\n";
+    const int64_t rows = 37;
+    std::vector<float> x, y;
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int j = 0; j < 3; ++j) x.push_back(float((i * 7 + j * 3) % 11) - 5.0f);
+      for (int j = 0; j < 2; ++j) y.push_back(float((i * 5 + j) % 7) * 0.25f);
+    }
+    Data dx = data<float>(x, {rows, 3}), dy = data<float>(y, {rows, 2});
+    auto dump = [&](const char* what, const Outputs& o) {
+      for (size_t k = 0; k < o.size(); ++k) out << what << " " << k << " " << hex(o[k]) << "\n";
+    };
+    dump("all", stats({dx}));
+    dump("count", stats({dx}, {.batch = 20}));
+    dump("range", stats({dx}, {.batch = Range{3, 30}, .num_slices = 3}));
+    // Only node 0's list counts (the others pass a different one on purpose).
+    std::vector<int64_t> list = {5, 1, 33, 8, 8, 20, 0, 36, 12, 2, 29};
+    if (synk::node() != 0) list.assign(list.size(), 0);
+    dump("list", stats({dx}, {.batch = list, .num_slices = 2}));
+    dump("subset", stats({dx}, {.output_subset = {"biggest", "total"}}));
+    if (mode == "--mismatch") {
+      try {
+        stats({dx}, {.batch = synk::node() == 1 ? 19 : 20});
+        out << "mismatch not detected\n";
+      } catch (const UsageError& e) {
+        out << "mismatch caught: " << e.what() << "\n";
+      }
+    }
+    if (kill_node == synk::node() && synk::local_size() > 1) kill(synk::worker_pid(1), SIGKILL);
+    if (stop_node == synk::node()) raise(SIGSTOP);
+    // Collectives by global rank: rank r holds r+1 in every element.
+    Var acc = m.runtime_module().var("acc"), count = m.runtime_module().var("count");
+    for (int r = 0; r < synk::size(); ++r) {
+      std::vector<float> a(4, float(r + 1));
+      std::vector<int32_t> c = {r, 2 * r};
+      set_value(r, acc, ArrayRef{a.data(), rt::DType::F32, {4}});
+      set_value(r, count, ArrayRef{c.data(), rt::DType::I32, {2}});
+    }
+    for (int r = 0; r < synk::size(); ++r) out << "get " << r << " " << hex(get_value(r, acc)) << "\n";
+    all_reduce(acc, "avg");
+    all_reduce(count, "sum");
+    for (int r = 0; r < synk::size(); ++r)
+      out << "reduced " << r << " " << hex(get_value(r, acc)) << " " << hex(get_value(r, count)) << "\n";
+    std::vector<int32_t> last = {100, -3};
+    set_value(synk::size() - 1, count, ArrayRef{last.data(), rt::DType::I32, {2}});
+    out << "max " << hex(reduce(count, "max", false)) << "\n";
+    std::vector<float> fresh = {1.5f, -2, 3, 0.25f};
+    if (synk::node() != 0) fresh.assign(4, 9.0f);   // node 0's value wins
+    broadcast(acc, ArrayRef{fresh.data(), rt::DType::F32, {4}});
+    out << "broadcast " << hex(get_value(synk::size() - 1, acc)) << "\n";
+    for (int k = 0; k < 6; ++k) {
+      std::vector<int64_t> batch;
+      for (int64_t j = 0; j < 9 + 3 * k; ++j) batch.push_back((k * 13 + j * 5) % rows);
+      dump("step", step({dx, dy}, {.batch = batch}));
+    }
+    for (int r = 0; r < synk::size(); ++r)
+      out << "trained " << r << " " << hex(get_value(r, m.runtime_module().var("lin_w"))) << " " << hex(get_value(r, m.runtime_module().var("lin_b")))
+          << "\n";
+    synk::close();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "multinode_run (node %d): %s\n", synk::node(), e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Runs test/multinode/multinode_run on NODES "nodes" of RANKS ranks under mpirun on localhost and
+# checks the outcome (CMakeLists.txt says what each mode checks).
+#   run_multinode.sh same|kill|stop|mismatch PROGRAM MPIRUN NODES RANKS
+#   run_multinode.sh fashion FASHION_MNIST MPIRUN NODES RANKS
+set -euo pipefail
+mode=$1 program=$2 mpirun=$3 nodes=$4 ranks=$5
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# OpenMPI's TCP transport skips 127.0.0.1 unless told to use lo; vader (shared memory) is left
+# out so that no byte crosses a "node" except through the network path.
+launch=("$mpirun" --allow-run-as-root --oversubscribe -np "$nodes" --mca btl tcp,self
+        --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+shm_before=$(ls /dev/shm | grep -c '^synk' || true)
+case $mode in
+  same)
+    SYNK_MPI=0 "$program" $((nodes * ranks)) "$work/one"
+    OMPI_MCA_rmaps_base_oversubscribe=1 "${launch[@]}" "$program" "$ranks" "$work/multi"
+    for ((n = 0; n < nodes; n++)); do
+      if ! cmp -s "$work/one.node0" "$work/multi.node$n"; then
+        echo "FAIL: node $n of $nodes x $ranks differs from one node of $((nodes * ranks)) ranks:"
+        diff "$work/one.node0" "$work/multi.node$n" | head -20
+        exit 1
+      fi
+    done
+    echo "PASS: $nodes nodes x $ranks ranks give the bits of 1 node x $((nodes * ranks)) ranks ($(wc -l < "$work/one.node0") results)"
+    ;;
+  mismatch)
+    "${launch[@]}" "$program" "$ranks" "$work/multi" --mismatch
+    for ((n = 0; n < nodes; n++)); do
+      grep -q "mismatch caught: stats: the nodes' leaders made different calls.*node 1 called stats(f32\[37, 3\]), batch: count 19" \
+        "$work/multi.node$n" || { echo "FAIL: node $n did not report the mismatch:"; grep mismatch "$work/multi.node$n"; exit 1; }
+    done
+    echo "PASS: every leader reported the different call of node 1 as a UsageError, and the job went on"
+    ;;
+  fashion)
+    # A training run: K nodes x R ranks save the bits of 1 node x K*R ranks (deterministic steps).
+    args=(--epochs 1 --limit 3000 --holdout 500 --deterministic 64)
+    SYNK_MPI=0 "$program" --ranks $((nodes * ranks)) "${args[@]}" --out "$work/one" > "$work/one.log"
+    "${launch[@]}" "$program" --ranks "$ranks" "${args[@]}" --out "$work/multi" > "$work/multi.log"
+    grep "test accuracy" "$work/one.log" "$work/multi.log"
+    grep -q "on $nodes nodes" "$work/multi.log" || { echo "FAIL: node 0 does not say it runs on $nodes nodes"; exit 1; }
+    [[ $(ls "$work/one"/*.npy | wc -l) -gt 0 ]] || { echo "FAIL: nothing saved"; exit 1; }
+    for f in "$work/one"/*.npy; do
+      cmp -s "$f" "$work/multi/$(basename "$f")" || { echo "FAIL: $(basename "$f") differs"; exit 1; }
+    done
+    echo "PASS: fashion_mnist on $nodes nodes x $ranks ranks saved the parameters of 1 node x $((nodes * ranks)) ranks, bit for bit"
+    ;;
+  stop)
+    start=$(date +%s.%N)
+    set +e
+    SYNK_NODE_TIMEOUT_S=3 "${launch[@]}" -x SYNK_NODE_TIMEOUT_S "$program" "$ranks" "$work/multi" --stop-leader 1 \
+      > "$work/log" 2>&1
+    status=$?
+    set -e
+    took=$(echo "$(date +%s.%N) - $start" | bc)
+    cat "$work/log"
+    [[ $status -ne 0 ]] || { echo "FAIL: the job succeeded although node 1 stopped"; exit 1; }
+    grep -q "node 0 of $nodes.*no answer from the other nodes within SYNK_NODE_TIMEOUT_S=3" "$work/log" \
+      || { echo "FAIL: node 0 did not report the silent node"; exit 1; }
+    sleep 1
+    left=$(ls /dev/shm | grep -c '^synk' || true)
+    [[ $left -le $shm_before ]] || { echo "FAIL: /dev/shm entries left behind:"; ls /dev/shm; exit 1; }
+    echo "PASS: a stopped leader became an error on node 0 after the 3 s timeout (job ended in ${took}s)"
+    ;;
+  kill)
+    start=$(date +%s.%N)
+    set +e
+    "${launch[@]}" "$program" "$ranks" "$work/multi" --kill-worker 1 > "$work/log" 2>&1
+    status=$?
+    set -e
+    took=$(echo "$(date +%s.%N) - $start" | bc)
+    cat "$work/log"
+    [[ $status -ne 0 ]] || { echo "FAIL: the job succeeded although a worker of node 1 was killed"; exit 1; }
+    grep -q "node 1" "$work/log" || { echo "FAIL: no error names node 1"; exit 1; }
+    sleep 1
+    left=$(ls /dev/shm | grep -c '^synk' || true)
+    [[ $left -le $shm_before ]] || { echo "FAIL: /dev/shm entries left behind:"; ls /dev/shm; exit 1; }
+    # Live processes of the program (zombies wait for whoever adopted them and hold nothing).
+    live=$(ps -C "$(basename "$program")" -o pid=,stat= | awk '$2 !~ /^Z/' || true)
+    [[ -z $live ]] || { echo "FAIL: processes left behind: $live"; exit 1; }
+    echo "PASS: a killed worker on node 1 ended the job in ${took}s with an error naming node 1; nothing left behind"
+    ;;
+esac
