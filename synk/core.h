@@ -68,6 +68,10 @@ int size();                           // ranks in the running group (a UsageErro
 int node();
 int nodes();
 int local_size();
+// Ends the program after printing `why`: under mpirun every node's processes at once (for an
+// error only this leader saw, which would leave the others waiting for it); otherwise closes the
+// group and exits with status 1.
+[[noreturn]] void end_job(const std::string& why);
 pid_t worker_pid(int rank);           // the process of a rank (0: this one)
 
 // Rebuilds functions of `kind` from their payload in workers forked before the function was

@@ -144,6 +144,13 @@ Backend backend() { return forked() ? g_group->backend() : Backend::Cpu; }
 int size() { return group_or_throw("size").size() * rt::cluster_nodes(); }
 int local_size() { return group_or_throw("local_size").size(); }
 int node() { return rt::cluster_node(); }
+
+void end_job(const std::string& why) {
+  if (rt::cluster()) rt::abort_job(why);
+  std::fprintf(stderr, "synk: %s\n", why.c_str());
+  close();
+  std::exit(1);
+}
 int nodes() { return rt::cluster_nodes(); }
 
 pid_t worker_pid(int rank) {

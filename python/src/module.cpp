@@ -151,6 +151,10 @@ PYBIND11_MODULE(_synk, m) {
         "Make every worker load every function registered so far now (they otherwise load on first use)");
   m.def("forked", [] { ApiLock l; return synk::forked(); });
   m.def("size", [] { ApiLock l; return synk::size(); }, "Ranks in the running group (UsageError when none)");
+  m.def("node", [] { ApiLock l; return synk::node(); }, "This leader's node under mpirun (docs/multinode.md); else 0");
+  m.def("nodes", [] { ApiLock l; return synk::nodes(); }, "Nodes under mpirun; else 1");
+  m.def("local_size", [] { ApiLock l; return synk::local_size(); }, "Ranks of each node (UsageError when none)");
+  m.def("_end_job", [](const std::string& why) { synk::end_job(why); }, "Ends every node's processes (excepthook)");
   m.def("backend", [] { ApiLock l; return std::string(synk::backend() == synk::Backend::Gpu ? "gpu" : "cpu"); },
         "'gpu' or 'cpu': what the running group computes on ('cpu' when none runs)");
   m.def("worker_pid", [](int rank) { ApiLock l; return int(synk::worker_pid(rank)); }, py::arg("rank"));

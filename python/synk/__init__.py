@@ -21,13 +21,14 @@ process group when the interpreter exits.
 """
 import atexit as _atexit
 import contextlib as _contextlib
+import sys as _sys
 
 from ._synk import (  # noqa: F401  (the public API)
     Data, Error, Function, InternalError, LocatedUserError, Module, RankError, ScatteredRowError,
     Schedule, Shared, TrainStep, UsageError, UserError, all_gather, all_reduce, all_reduce_weighted, backend, broadcast, close,
     collective_defaults, compile, data, distribute, fork, forked, gather, get_lengths, get_shapes,
-    get_value, load, load_npy, reduce, scatter, set_collective_defaults, set_value, size,
-    trace_start, trace_stop, tracing, worker_pid,
+    get_value, load, load_npy, local_size, node, nodes, reduce, scatter, set_collective_defaults, set_value,
+    size, trace_start, trace_stop, tracing, worker_pid,
 )
 from . import _synk
 
@@ -76,12 +77,23 @@ def trace(path):
 # does the same at C exit; doing it here runs it before Python tears its objects down.)
 _atexit.register(close)
 
+
+# Under mpirun an exception that ends one leader would leave the others waiting for it (until
+# SYNK_NODE_TIMEOUT_S): after the usual traceback, the whole job ends at once (docs/multinode.md).
+def _end_job_on_uncaught(kind, value, tb, _previous=_sys.excepthook):
+    _previous(kind, value, tb)
+    if forked() and nodes() > 1:
+        _synk._end_job(f"uncaught {kind.__name__} on this node: {value}")
+
+
+_sys.excepthook = _end_job_on_uncaught
+
 # `compile` is left out so that `from synk import *` does not shadow the built-in; use synk.compile.
 __all__ = [
     "Data", "Error", "Function", "InternalError", "LocatedUserError", "Module", "Outputs",
     "RankError", "ScatteredRowError", "Schedule", "Shared", "TrainStep", "UsageError", "UserError",
     "all_gather", "all_reduce", "all_reduce_weighted", "backend", "broadcast", "close", "collective_defaults",
     "data", "distribute", "fork", "forked", "gather", "get_lengths", "get_shapes", "get_value",
-    "load", "load_npy", "reduce", "scatter", "set_collective_defaults", "set_value", "size",
-    "trace", "trace_start", "trace_stop", "tracing", "worker_pid",
+    "load", "load_npy", "local_size", "node", "nodes", "reduce", "scatter", "set_collective_defaults",
+    "set_value", "size", "trace", "trace_start", "trace_stop", "tracing", "worker_pid",
 ]

@@ -635,7 +635,8 @@ std::vector<Array> reduce_global_outputs(const FunctionSignature& sig, const Cal
 
 // This node's share of the call's outcome for the other leaders: each local rank's error or
 // results area (the master's own encoded).
-GlobalOutcome share_outcome(ProcessGroup* group, const RankOutcome& mine, const std::vector<std::string>& errors) {
+GlobalOutcome share_outcome(ProcessGroup* group, const FunctionSignature& sig, const std::string& described,
+                            const RankOutcome& mine, const std::vector<std::string>& errors) {
   const int n_local = group ? group->size() : 1;
   std::vector<std::string> results(static_cast<size_t>(n_local));
   if (errors[0].empty()) results[0] = encode_results(mine, cluster_node() == 0);
@@ -644,7 +645,12 @@ GlobalOutcome share_outcome(ProcessGroup* group, const RankOutcome& mine, const 
       std::span<const std::byte> b = group->worker_results(r);
       results[size_t(r)].assign(reinterpret_cast<const char*>(b.data()), b.size());
     }
-  return exchange_outcomes(errors, std::move(results));
+  try {
+    return exchange_outcomes(sig.name, described, errors, std::move(results));
+  } catch (...) {
+    if (group) group->set_commit_pending(false);   // the calls differed: nothing of it is kept
+    throw;
+  }
 }
 
 }  // namespace
@@ -668,11 +674,16 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
   // Across nodes every leader must be making this same call; the index lists are node 0's.
   CallRequest agreed;
   RemoteShapes remote;
+  std::string described;   // compared with the results when not agreed on first
   if (cluster()) {
     agreed = request;
-    agree_on_call(agreed, sig, call.module->spec, [&](int local, int32_t var) -> const std::vector<int64_t>& {
-      return group ? ShapeBook::instance().shape(local, call.module_id, var) : call.module->values.at(size_t(var)).shape;
-    }, &remote);
+    if (needs_agreement_first(agreed, sig, call.module->spec))
+      agree_on_call(agreed, sig, call.module->spec, [&](int local, int32_t var) -> const std::vector<int64_t>& {
+        return group ? ShapeBook::instance().shape(local, call.module_id, var)
+                     : call.module->values.at(size_t(var)).shape;
+      }, &remote);
+    else
+      described = describe_call(agreed, sig);
   }
   const CallRequest& req = cluster() ? agreed : request;
 
@@ -715,7 +726,7 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
 
   GlobalOutcome all;
   if (cluster()) {
-    all = share_outcome(group, mine, errors);
+    all = share_outcome(group, sig, described, mine, errors);
     errors = all.errors;
   }
   if (std::any_of(errors.begin(), errors.end(), [](const std::string& e) { return !e.empty(); })) {

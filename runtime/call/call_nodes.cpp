@@ -31,8 +31,28 @@ std::string describe_selection(const RowSelection& s, int64_t list_length) {
   return "?";
 }
 
-// The call as a sentence: two leaders make the same call exactly when their sentences are equal,
-// and the sentence is what the error shows.
+std::vector<int64_t> batch_as_list(const CallRequest& req) {
+  if (!req.batch_data.valid()) return req.batch_list;
+  const Data& b = req.batch_data;
+  IndexSource src{b.raw(), b.dtype(), b.length()};
+  std::vector<int64_t> list(size_t(b.length()));
+  for (int64_t i = 0; i < b.length(); ++i) list[size_t(i)] = src.at(i);
+  return list;
+}
+
+// The calls of every node, compared: a UsageError naming every node whose call differs from node 0's.
+void require_same_calls(const std::string& fn, const std::vector<std::string>& calls) {
+  std::string differ;
+  for (size_t n = 1; n < calls.size(); ++n)
+    if (calls[n] != calls[0]) differ += fmt::format("; node {} called {}", n, calls[n]);
+  if (!differ.empty())
+    throw UsageError(fmt::format("{}: the nodes' leaders made different calls (every node must make the same "
+                                 "calls in the same order, docs/multinode.md): node 0 called {}{}",
+                                 fn, calls[0], differ));
+}
+
+}  // namespace
+
 std::string describe_call(const CallRequest& req, const FunctionSignature& sig) {
   std::string d = fmt::format("{}(", sig.name);
   for (size_t i = 0; i < req.inputs.size(); ++i) {
@@ -54,16 +74,12 @@ std::string describe_call(const CallRequest& req, const FunctionSignature& sig) 
   return d;
 }
 
-std::vector<int64_t> batch_as_list(const CallRequest& req) {
-  if (!req.batch_data.valid()) return req.batch_list;
-  const Data& b = req.batch_data;
-  IndexSource src{b.raw(), b.dtype(), b.length()};
-  std::vector<int64_t> list(size_t(b.length()));
-  for (int64_t i = 0; i < b.length(); ++i) list[size_t(i)] = src.at(i);
-  return list;
+bool needs_agreement_first(const CallRequest& req, const FunctionSignature& sig, const ModuleSpec& module) {
+  if (req.batch.kind == RowSelection::Kind::List || !req.batch_s_lists.empty()) return true;
+  for (int32_t var : sig.shareds_read)
+    if (module.shareds[size_t(var)].sliceable) return true;
+  return false;
 }
-
-}  // namespace
 
 void agree_on_call(CallRequest& req, const FunctionSignature& sig, const ModuleSpec& module,
                    const std::function<const std::vector<int64_t>&(int, int32_t)>& local_shape,
@@ -87,11 +103,9 @@ void agree_on_call(CallRequest& req, const FunctionSignature& sig, const ModuleS
   cross_node("agreeing on a call", [&] { all = cl.all_gather(w.bytes()); });
 
   std::vector<std::string> calls(all.size());
-  std::string differ;
   for (size_t n = 0; n < all.size(); ++n) {
     wire::Reader r(all[n]);
     calls[n] = r.str();
-    if (calls[n] != calls[0]) differ += fmt::format("; node {} called {}", n, calls[n]);
     for (int lr = 0; lr < R; ++lr)
       for (int32_t var : sliceable) {
         std::vector<int64_t> shape = r.vec<int64_t>();
@@ -105,20 +119,19 @@ void agree_on_call(CallRequest& req, const FunctionSignature& sig, const ModuleS
       for (auto& l : req.batch_s_lists) l = r.vec<int64_t>();
     }
   }
-  if (!differ.empty())
-    throw UsageError(fmt::format("{}: the nodes' leaders made different calls (every node must make the same "
-                                 "calls in the same order, docs/multinode.md): node 0 called {}{}",
-                                 sig.name, calls[0], differ));
+  require_same_calls(sig.name, calls);
   if (lists && cl.node() == 0 && req.batch_data.valid()) {
     req.batch_list = batch_as_list(req);   // the same path as on the other nodes
     req.batch_data = Data();
   }
 }
 
-GlobalOutcome exchange_outcomes(const std::vector<std::string>& local_errors, std::vector<std::string> local_results) {
+GlobalOutcome exchange_outcomes(const std::string& fn, const std::string& described,
+                                const std::vector<std::string>& local_errors, std::vector<std::string> local_results) {
   Cluster& cl = *cluster();
   const int R = cluster_local_ranks();
   wire::Writer w;
+  w.str(described);
   for (int r = 0; r < R; ++r) {
     w.str(local_errors.at(size_t(r)));
     w.str(local_errors.at(size_t(r)).empty() ? local_results.at(size_t(r)) : std::string());
@@ -128,14 +141,17 @@ GlobalOutcome exchange_outcomes(const std::vector<std::string>& local_errors, st
   GlobalOutcome g;
   g.errors.resize(size_t(R) * all.size());
   g.results.resize(g.errors.size());
+  std::vector<std::string> calls(all.size());
   for (size_t n = 0; n < all.size(); ++n) {
     wire::Reader r(all[n]);
+    calls[n] = r.str();
     for (int lr = 0; lr < R; ++lr) {
       size_t at = n * size_t(R) + size_t(lr);
       g.errors[at] = r.str();
       g.results[at] = r.str();
     }
   }
+  require_same_calls(fn, calls);
   return g;
 }
 

@@ -2,16 +2,19 @@
 // nodes of R ranks is planned over the K*R global ranks exactly as one node with K*R ranks would
 // plan it; each node runs its own ranks; then every leader learns every rank's partial results
 // and reduces them in global rank order, so every leader returns what a single node returns,
-// bit for bit. Two exchanges per call, both collective over the leaders:
+// bit for bit. The leaders must be making the same call (SPMD): the same function, input shapes
+// and dtypes, batch lengths and options; a difference is a UsageError on every leader naming
+// both calls, and nothing of the call is kept. Exchanges, collective over the leaders:
 //
-//   agree_on_call (before planning): the leaders must be making the same call (SPMD): the same
-//   function, input shapes and dtypes, batch lengths and options; a difference is a UsageError
-//   on every leader naming both calls. The batch and batch_s index lists are node 0's (a node
-//   whose shuffle differed uses the master's), and the shapes of the sliceable shared variables
-//   on every node's ranks are shared so the plan can split their rows.
+//   agree_on_call (before planning, only for calls with index lists or sliceable shared
+//   variables): the calls are compared; the batch and batch_s index lists become node 0's (a
+//   node whose shuffle differed uses the master's), and the shapes of the sliceable shared
+//   variables on every node's ranks are shared so the plan can split their rows.
 //
 //   exchange_outcomes (after the local run): every rank's error or results area, so that a
-//   rank's failure on one node is the same RankError, naming its global rank, on every leader.
+//   rank's failure on one node is the same RankError, naming its global rank, on every leader;
+//   for the other calls it also carries the call's description, compared then (one round per
+//   call: an empty call costs one all-gather among the leaders).
 //
 // A node that loses its group (a worker died) ends the whole job at once instead (synk.cpp's
 // group-lost hook, runtime/node/cluster.h): it cannot take part in anything any more.
@@ -33,6 +36,11 @@ namespace synk::rt {
 // Shapes of shared variable `var` on global rank `rank`, for the ranks of other nodes.
 using RemoteShapes = std::map<std::pair<int, int32_t>, std::vector<int64_t>>;
 
+// Whether the call needs agree_on_call before it is planned.
+bool needs_agreement_first(const CallRequest& req, const FunctionSignature& sig, const ModuleSpec& module);
+// The call as a sentence (equal sentences: the same call; the error shows them).
+std::string describe_call(const CallRequest& req, const FunctionSignature& sig);
+
 // `local_shape(local_rank, var)`: this node's record (ShapeBook).
 void agree_on_call(CallRequest& req, const FunctionSignature& sig, const ModuleSpec& module,
                    const std::function<const std::vector<int64_t>&(int, int32_t)>& local_shape,
@@ -43,6 +51,8 @@ struct GlobalOutcome {
   std::vector<std::string> errors;
   std::vector<std::string> results;
 };
-GlobalOutcome exchange_outcomes(const std::vector<std::string>& local_errors, std::vector<std::string> local_results);
+// `described`: describe_call of a call that was not agreed on first ("" when it was).
+GlobalOutcome exchange_outcomes(const std::string& fn, const std::string& described,
+                                const std::vector<std::string>& local_errors, std::vector<std::string> local_results);
 
 }  // namespace synk::rt

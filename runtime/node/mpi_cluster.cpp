@@ -87,32 +87,36 @@ class MpiCluster final : public Cluster {
   int nodes() const override { return nodes_; }
   std::string host() const override { return host_; }
 
+  // One round for the usual small messages (a call's description or its results): every node
+  // sends a fixed slot of its length and first kSlot bytes; only when some node's message is
+  // longer does a second round carry the rest.
   std::vector<std::string> all_gather(const std::string& mine) override {
-    int64_t my_len = int64_t(mine.size());
-    std::vector<int64_t> lens(static_cast<size_t>(nodes_));
+    constexpr size_t kSlot = 4096 - sizeof(int64_t);
+    using Slot = SlotBuffer;
+    slot_out_.length = int64_t(mine.size());
+    std::memcpy(slot_out_.head, mine.data(), std::min(mine.size(), kSlot));
+    slots_.resize(static_cast<size_t>(nodes_));
+    static_assert(sizeof(Slot) == sizeof(slot_out_));
     MPI_Request req;
-    check("MPI_Iallgather", MPI_Iallgather(&my_len, 1, MPI_INT64_T, lens.data(), 1, MPI_INT64_T, MPI_COMM_WORLD, &req));
+    check("MPI_Iallgather", MPI_Iallgather(&slot_out_, int(sizeof(Slot)), MPI_BYTE, slots_.data(), int(sizeof(Slot)),
+                                           MPI_BYTE, MPI_COMM_WORLD, &req));
     wait(req);
     std::vector<std::string> all(static_cast<size_t>(nodes_));
-    for (int n = 0; n < nodes_; ++n) all[size_t(n)].resize(size_t(lens[size_t(n)]));
-    if (*std::max_element(lens.begin(), lens.end()) <= INT_MAX / 2 && total(lens) <= INT_MAX) {
-      std::vector<int> counts(static_cast<size_t>(nodes_)), displs(static_cast<size_t>(nodes_));
-      std::string flat(size_t(total(lens)), '\0');
-      for (int n = 0, at = 0; n < nodes_; at += counts[size_t(n)], ++n) {
-        counts[size_t(n)] = int(lens[size_t(n)]);
-        displs[size_t(n)] = at;
-      }
-      check("MPI_Iallgatherv", MPI_Iallgatherv(mine.data(), int(mine.size()), MPI_BYTE, flat.data(), counts.data(),
-                                               displs.data(), MPI_BYTE, MPI_COMM_WORLD, &req));
-      wait(req);
-      for (int n = 0; n < nodes_; ++n)
-        all[size_t(n)].assign(flat, size_t(displs[size_t(n)]), size_t(counts[size_t(n)]));
-      return all;
-    }
-    // Too large for one call's int counts: one broadcast per node.
+    std::vector<int64_t> rest(static_cast<size_t>(nodes_));
+    bool longer = false;
     for (int n = 0; n < nodes_; ++n) {
-      if (n == node_) all[size_t(n)] = mine;
-      broadcast_bytes(all[size_t(n)].data(), all[size_t(n)].size(), n);
+      const auto& slot = slots_[size_t(n)];
+      all[size_t(n)].assign(slot.head, size_t(std::min<int64_t>(slot.length, int64_t(kSlot))));
+      rest[size_t(n)] = std::max<int64_t>(0, slot.length - int64_t(kSlot));
+      longer |= rest[size_t(n)] > 0;
+    }
+    if (!longer) return all;
+    // The rest of the long messages: one broadcast per node that has more.
+    for (int n = 0; n < nodes_; ++n) {
+      if (!rest[size_t(n)]) continue;
+      std::string tail = n == node_ ? mine.substr(kSlot) : std::string(size_t(rest[size_t(n)]), '\0');
+      broadcast_bytes(tail.data(), tail.size(), n);
+      all[size_t(n)] += tail;
     }
     return all;
   }
@@ -153,12 +157,6 @@ class MpiCluster final : public Cluster {
   }
 
  private:
-  static int64_t total(const std::vector<int64_t>& lens) {
-    int64_t t = 0;
-    for (int64_t l : lens) t += l;
-    return t;
-  }
-
   void broadcast_bytes(char* data, size_t bytes, int root) {
     const size_t piece = size_t(INT_MAX) / 2;
     for (size_t at = 0; at < bytes; at += piece) {
@@ -185,6 +183,11 @@ class MpiCluster final : public Cluster {
 
   int node_ = 0, nodes_ = 1;
   std::string host_;
+  struct SlotBuffer {
+    int64_t length;
+    char head[4096 - sizeof(int64_t)];
+  } slot_out_;
+  std::vector<SlotBuffer> slots_;
 };
 
 }  // namespace
