@@ -4,8 +4,9 @@
 # 10 epochs of momentum SGD (lr 0.05, global batch 256), then the test accuracy; the trained
 # parameters go to BUILD_DIR/fashion_mnist_params/*.npy unless --out says otherwise.
 # `--model cnn` trains the CNN of examples/fashion_cnn instead (two conv-BN-ReLU-pool blocks and a
-# dense head; parameters in BUILD_DIR/fashion_cnn_params); `--model mlp` is the default.
-# Usage: scripts/main.sh [BUILD_DIR] [--model mlp|cnn] [options: --ranks N --epochs E --batch B --lr L ...]
+# dense head; parameters in BUILD_DIR/fashion_cnn_params); `--model resnet20` trains ResNet-20 of
+# examples/resnet (parameters in BUILD_DIR/fashion_resnet20_params); `--model mlp` is the default.
+# Usage: scripts/main.sh [BUILD_DIR] [--model mlp|cnn|resnet20] [options: --ranks N --epochs E --batch B --lr L ...]
 #        (default BUILD_DIR: build; scripts/main.sh --help lists every option)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,15 +15,22 @@ if [[ $# -gt 0 && $1 != -* ]]; then
   build=$1
   shift
 fi
-# --model mlp|cnn picks the program (any other --model, a .synk path, goes to the program).
+# --model mlp|cnn|resnet20 picks the program (any other --model, a .synk path, goes to the program).
 program=fashion_mnist
 args=()
+pick() {
+  case $1 in
+    cnn) program=fashion_cnn ;;
+    resnet20) program=fashion_resnet20 ;;
+    *) program=fashion_mnist ;;
+  esac
+}
 while [[ $# -gt 0 ]]; do
-  if [[ $1 == --model && ( ${2-} == mlp || ${2-} == cnn ) ]]; then
-    [[ $2 == cnn ]] && program=fashion_cnn || program=fashion_mnist
+  if [[ $1 == --model && ( ${2-} == mlp || ${2-} == cnn || ${2-} == resnet20 ) ]]; then
+    pick "$2"
     shift 2
-  elif [[ $1 == --model=mlp || $1 == --model=cnn ]]; then
-    [[ $1 == --model=cnn ]] && program=fashion_cnn || program=fashion_mnist
+  elif [[ $1 == --model=mlp || $1 == --model=cnn || $1 == --model=resnet20 ]]; then
+    pick "${1#--model=}"
     shift
   else
     args+=("$1")
@@ -35,4 +43,6 @@ cmake --build "$build" -j "$(nproc)" --target synkc "$program"
 if [[ " ${args[*]-} " != *" --out"* ]]; then
   args+=(--out "$build/${program}_params")
 fi
-exec "$build/examples/$program/$program" "${args[@]}"
+dir=$program
+[[ $program == fashion_resnet20 ]] && dir=resnet
+exec "$build/examples/$dir/$program" "${args[@]}"

@@ -1,0 +1,57 @@
+// resnet_gen: writes a ResNet model as .synk text (resnet_model.h) to stdout or --out, for
+// reading, for `synkc`, or for any program that loads a model file (the Fashion-MNIST trainer
+// takes resnet20_fashion.synk, which is this program's output for `--fashion --depth 20`).
+//
+//   resnet_gen --depth 50 --image-size 224 --classes 1000 [--channels 3] [--pad-to N] [--out FILE]
+//   resnet_gen --fashion --depth 20      (u8[n, 784] Fashion-MNIST images, padded to 32x32, 10 classes)
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+
+#include "examples/resnet/resnet_model.h"
+
+int main(int argc, char** argv) {
+  resnet::Config cfg;
+  std::string out;
+  bool optimizer_given = false;
+  CLI::App app{"Writes a ResNet model (18/34/50 ImageNet style, 20/32/44/56 CIFAR style) as .synk text."};
+  app.add_option("--depth", cfg.depth, "18, 34, 50, 20, 32, 44 or 56")->capture_default_str();
+  app.add_option("--image-size", cfg.image, "input height and width")->capture_default_str();
+  app.add_option("--pad-to", cfg.pad_to, "zero-pad the input to this size in the stem (0: none)")
+      ->capture_default_str();
+  app.add_option("--channels", cfg.channels, "input channels")->capture_default_str();
+  app.add_option("--classes", cfg.classes, "output classes")->capture_default_str();
+  app.add_flag("--fashion", cfg.fashion,
+               "Fashion-MNIST form: u8[n, 784] images padded to 32x32, 10 classes, train_device");
+  app.add_option("--optimizer", cfg.optimizer, "the declared update rule, as .synk text")->capture_default_str();
+  app.add_option("--out", out, "output file (default: stdout)");
+  CLI11_PARSE(app, argc, argv);
+  optimizer_given = app.count("--optimizer") > 0;
+  // The header quotes a canonical command line (not argv), so the text does not depend on --out.
+  if (cfg.fashion) {
+    cfg.image = 28, cfg.pad_to = 32, cfg.channels = 1, cfg.classes = 10;
+    cfg.command = fmt::format("resnet_gen --fashion --depth {}", cfg.depth);
+  } else {
+    cfg.command = fmt::format("resnet_gen --depth {} --image-size {} --channels {} --classes {}", cfg.depth, cfg.image,
+                              cfg.channels, cfg.classes);
+    if (cfg.pad_to) cfg.command += fmt::format(" --pad-to {}", cfg.pad_to);
+  }
+  if (optimizer_given) cfg.command += fmt::format(" --optimizer '{}'", cfg.optimizer);
+  try {
+    const std::string text = resnet::generate(cfg);
+    if (out.empty()) {
+      std::cout << text;
+    } else {
+      std::ofstream file(out);
+      file << text;
+      if (!file.flush()) throw std::runtime_error(fmt::format("cannot write '{}'", out));
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "resnet_gen: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
