@@ -83,6 +83,18 @@ void register_rank_handler(const std::string& name, rt::RankHandler handler);
 void run_on_all_ranks(const std::string& name, std::string_view payload);
 rt::ProcessGroup* current_group();    // null when not forked (for runtime extensions)
 
+// --- The timeline (docs/trace.md) ---------------------------------------------------------------
+
+// Records what every rank does (calls and their phases, kernels, collectives, waits) until
+// trace_stop(), which writes one Chrome trace-event file to `path` (Perfetto, chrome://tracing):
+// one track per rank. Before or after fork(); workers forked meanwhile are traced too, and a group
+// closed meanwhile hands its workers' spans over first. A UsageError now when `path` cannot be
+// written or a trace runs already. SYNK_TRACE=<path> in the environment traces each fork() to
+// its close() without a call. A program that exits while tracing writes the file at exit.
+void trace_start(const std::string& path);
+void trace_stop();                    // writes the file; nothing when no trace runs
+bool tracing();
+
 // --- Shared variables -------------------------------------------------------------------------
 
 class Var;

@@ -18,6 +18,7 @@
 #include "runtime/group/process_group.h"
 #include "runtime/data/shared_vars.h"
 #include "runtime/node/cluster.h"
+#include "runtime/trace/trace.h"
 #include "base/wire.h"
 
 namespace synk {
@@ -34,6 +35,11 @@ void at_exit() {
   if (g_group) {
     try { g_group->close(); } catch (...) {}
   }
+  try {
+    rt::trace::stop();   // a trace_start() never stopped: the file, with the workers' spans close() collected
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "synk: %s\n", e.what());
+  }
   rt::shm::remove_all(rt::shm::process_prefix());   // Data the program never destroyed
   // Under mpirun a leader that ends without close() most likely ends on an error the other
   // leaders did not see: they would wait for it (in MPI_Finalize, or their next step) forever.
@@ -48,6 +54,14 @@ void end_job_on_lost_group(const std::string& message, const std::vector<int>& r
   for (int r : ranks) global.push_back(fmt::format("global rank {} (local rank {})", first + r, r));
   rt::abort_job(fmt::format("{} lost: {}", global.empty() ? "a rank" : fmt::format("{}", fmt::join(global, ", ")),
                             message));
+}
+
+void register_at_exit() {
+  static bool registered = false;
+  if (!registered) {
+    std::atexit(&at_exit);
+    registered = true;
+  }
 }
 
 rt::ProcessGroup& group_or_throw(const char* what) {
@@ -90,11 +104,7 @@ int fork(int n, Backend backend, const ForkOptions& options) {
     throw UsageError(fmt::format("fork: a process group of {} ranks is already running; call "
                                  "synk::close() before forking again", g_group->size()));
   g_group.reset();
-  static bool registered = false;
-  if (!registered) {
-    std::atexit(&at_exit);
-    registered = true;
-  }
+  register_at_exit();
   g_master_pid = getpid();
   g_loaders_at_fork.clear();
   g_handlers_at_fork.clear();
@@ -150,6 +160,34 @@ pid_t worker_pid(int rank) {
 }
 
 rt::ProcessGroup* current_group() { return forked() ? g_group.get() : nullptr; }
+
+void trace_start(const std::string& path) {
+  rt::trace::start(path);
+  register_at_exit();
+  if (g_master_pid == 0) g_master_pid = getpid();
+  if (!forked()) return;
+  try {
+    g_group->trace_workers(true);
+  } catch (...) {
+    rt::trace::stop();
+    throw;
+  }
+}
+
+void trace_stop() {
+  if (!rt::trace::writing()) return;
+  if (forked()) {
+    try {
+      g_group->trace_workers(false);
+    } catch (...) {
+      rt::trace::stop();   // what was handed over so far, then the error
+      throw;
+    }
+  }
+  rt::trace::stop();
+}
+
+bool tracing() { return rt::trace::writing(); }
 
 void distribute() {
   rt::ProcessGroup& g = group_or_throw("distribute");

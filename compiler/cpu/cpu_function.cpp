@@ -15,6 +15,7 @@
 #include "compiler/cpu/codegen_cpu.h"
 #include "compiler/codegen/kernel_errors.h"
 #include "runtime/data/dtype.h"
+#include "runtime/trace/trace.h"
 
 namespace synk::compiler {
 
@@ -100,6 +101,16 @@ std::string step_label(const Kernel& k, bool blas, const std::vector<std::vector
                          shape_text(bs));
   }
   return label;
+}
+
+// A step of run() as a span of the timeline: named by its kernel, with step_label's detail.
+void trace_step(const Kernel& k, bool blas, const std::vector<std::vector<int64_t>>& shapes, int64_t start_ns,
+                int64_t end_ns) {
+  const rt::trace::Category category = k.kind == KernelKind::Dnn ? rt::trace::Category::Dnn
+                                       : blas                    ? rt::trace::Category::Blas
+                                                                 : rt::trace::Category::Kernel;
+  rt::trace::record(category, fmt::format("{} {}", k.name, kernel_kind_name(k.kind)), start_ns, end_ns,
+                    step_label(k, blas, shapes));
 }
 
 }  // namespace
@@ -191,8 +202,10 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
                       std::span<rt::Array> outputs, std::span<rt::Array> updates) {
   const ir::Function& fn = plan_.function;
   check_result_counts(fn, outputs.size(), updates.size());
+  // One timing site per step serves both opt-in views: the SYNK_PROFILE table and the timeline.
   const bool profiling = rt::profile::enabled();
-  const int64_t t_start = profiling ? rt::profile::now_ns() : 0;
+  const bool tracing = rt::trace::on();
+  const int64_t t_start = profiling ? rt::trace::now_ns() : 0;
   binding_->bind(inputs, shareds);
   const std::vector<int64_t>& syms = binding_->values();
   std::fill(slot_bytes_.begin(), slot_bytes_.end(), 0);
@@ -255,11 +268,8 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
   }
   if (profiling && !profile_) profile_.emplace("CpuFunction::run '" + fn.name + "'");
   rt::profile::Table* table = profiling ? &*profile_ : nullptr;
-  int64_t t_last = 0;
-  if (profiling) {
-    t_last = rt::profile::now_ns();
-    table->add(0, t_last - t_start, "argument checks, symbols, buffers");
-  }
+  int64_t t_last = profiling || tracing ? rt::trace::now_ns() : 0;
+  if (profiling) table->add(0, t_last - t_start, "argument checks, symbols, buffers");
   syms_ = syms, syms_.insert(syms_.end(), {int64_t(rng_.seed), int64_t(rng_.step), rng_.first_row});   // + hidden
   std::vector<void*> args;
   for (size_t s = 0; s < steps_.size(); ++s) {
@@ -278,11 +288,13 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
       int64_t rc = step.entry(args.data(), syms_.data(), err);
       if (rc != 0) kernel_failed(step, rc, err);
     }
-    if (profiling) {
-      int64_t t = rt::profile::now_ns();
-      table->add(s + 1, t - t_last,
-                 table->has_label(s + 1) ? std::string()
-                                         : step_label(*step.kernel, !step.entry, shapes_) + (step_elided_[s] ? " (elided)" : ""));
+    if (profiling || tracing) {
+      int64_t t = rt::trace::now_ns();
+      if (profiling)
+        table->add(s + 1, t - t_last,
+                   table->has_label(s + 1) ? std::string()
+                                           : step_label(*step.kernel, !step.entry, shapes_) + (step_elided_[s] ? " (elided)" : ""));
+      if (tracing && !step_elided_[s]) trace_step(*step.kernel, !step.entry, shapes_, t_last, t);
       t_last = t;
     }
   }
@@ -301,7 +313,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
     if (!(b.kind == Buffer::Kind::Update && b.index == int64_t(u))) copy_out(updates[u], fn.updates[u].node);
   }
   if (profiling) {
-    table->add(steps_.size() + 1, rt::profile::now_ns() - t_last, "copies of outputs and updates");
+    table->add(steps_.size() + 1, rt::trace::now_ns() - t_last, "copies of outputs and updates");
     table->end_call();
   }
 }

@@ -158,4 +158,10 @@ PYBIND11_MODULE(_synk, m) {
   m.def("backend", [] { ApiLock l; return std::string(synk::backend() == synk::Backend::Gpu ? "gpu" : "cpu"); },
         "'gpu' or 'cpu': what the running group computes on ('cpu' when none runs)");
   m.def("worker_pid", [](int rank) { ApiLock l; return int(synk::worker_pid(rank)); }, py::arg("rank"));
+  m.def("trace_start", [](const std::string& path) { without_gil([&] { synk::trace_start(path); }); }, py::arg("path"),
+        "Record a timeline of every rank until trace_stop(), written as a Chrome trace-event file to path "
+        "(docs/trace.md); UsageError now when path cannot be written");
+  m.def("trace_stop", [] { without_gil([] { synk::trace_stop(); }); },
+        "Write the trace file of trace_start() (nothing when no trace runs; also at exit)");
+  m.def("tracing", [] { ApiLock l; return synk::tracing(); }, "Whether a trace_start() trace runs");
 }

@@ -20,6 +20,7 @@ over synk's C++ API; this file adds the result type of multi-output calls and cl
 process group when the interpreter exits.
 """
 import atexit as _atexit
+import contextlib as _contextlib
 import sys as _sys
 
 from ._synk import (  # noqa: F401  (the public API)
@@ -27,7 +28,7 @@ from ._synk import (  # noqa: F401  (the public API)
     Schedule, Shared, TrainStep, UsageError, UserError, all_gather, all_reduce, all_reduce_weighted, backend, broadcast, close,
     collective_defaults, compile, data, distribute, fork, forked, gather, get_lengths, get_shapes,
     get_value, load, load_npy, local_size, node, nodes, reduce, scatter, set_collective_defaults, set_value,
-    size, worker_pid,
+    size, trace_start, trace_stop, tracing, worker_pid,
 )
 from . import _synk
 
@@ -61,6 +62,17 @@ class Outputs(tuple):
 
 _synk._set_outputs_class(Outputs)
 
+
+@_contextlib.contextmanager
+def trace(path):
+    """Records a timeline of every rank while the block runs, written to path when it ends
+    (trace_start / trace_stop; docs/trace.md)."""
+    trace_start(path)
+    try:
+        yield
+    finally:
+        trace_stop()
+
 # The group ends with the interpreter: workers stopped, shared memory removed. (The C++ runtime
 # does the same at C exit; doing it here runs it before Python tears its objects down.)
 _atexit.register(close)
@@ -83,5 +95,5 @@ __all__ = [
     "all_gather", "all_reduce", "all_reduce_weighted", "backend", "broadcast", "close", "collective_defaults",
     "data", "distribute", "fork", "forked", "gather", "get_lengths", "get_shapes", "get_value",
     "load", "load_npy", "local_size", "node", "nodes", "reduce", "scatter", "set_collective_defaults",
-    "set_value", "size", "worker_pid",
+    "set_value", "size", "trace", "trace_start", "trace_stop", "tracing", "worker_pid",
 ]

@@ -17,6 +17,7 @@
 #include "runtime/call/reduce.h"
 #include "runtime/call/registry.h"
 #include "runtime/call/step_profile.h"
+#include "runtime/trace/trace.h"
 #include "base/wire.h"
 
 namespace synk::rt {
@@ -123,26 +124,42 @@ profile::Table& profile_table(const FunctionEntry* fn, const char* kind) {
   return it->second;
 }
 
-// Accumulates the time since the previous mark into a row of a profile table (nothing when off).
+// The timing sites of the engine's phases, shared by the two opt-in views: each mark adds the
+// time since the previous mark to a row of a SYNK_PROFILE table, and records it as a span of the
+// timeline (runtime/trace). With `call_span`, end_call() also records a span of the whole call
+// (the master's and each worker's; not the per-rank share, which those hold). Both off: one
+// branch per mark, no clock read.
 class PhaseClock {
  public:
-  PhaseClock(const FunctionEntry* fn, const char* kind)
-      : table_(profile::enabled() ? &profile_table(fn, kind) : nullptr),
-        last_(table_ ? profile::now_ns() : 0) {}
-  void mark(size_t row, const char* label) {
-    if (!table_) return;
-    int64_t t = profile::now_ns();
-    table_->add(row, t - last_, table_->has_label(row) ? std::string() : std::string(label));
+  PhaseClock(const FunctionEntry* fn, const char* kind, bool call_span = false, int64_t start_ns = 0)
+      : fn_(fn),
+        table_(profile::enabled() ? &profile_table(fn, kind) : nullptr),
+        tracing_(trace::on()),
+        call_span_(call_span),
+        first_(table_ || tracing_ ? (start_ns ? start_ns : trace::now_ns()) : 0),
+        last_(first_) {}
+  void mark(size_t row, const char* label, trace::Category category) {
+    if (!table_ && !tracing_) return;
+    int64_t t = trace::now_ns();
+    if (table_) table_->add(row, t - last_, table_->has_label(row) ? std::string() : std::string(label));
+    if (tracing_) trace::record(category, label, last_, t);
     last_ = t;
   }
-  void end_call() {
+  bool tracing() const { return tracing_; }
+  int64_t last() const { return last_; }
+  void end_call(std::string_view detail = {}) {
     if (table_) table_->end_call();
+    if (tracing_ && call_span_) trace::record(trace::Category::Call, fn_->fn->signature().name, first_, last_, detail);
   }
 
  private:
+  const FunctionEntry* fn_;
   profile::Table* table_;
-  int64_t last_;
+  bool tracing_, call_span_;
+  int64_t first_, last_;
 };
+
+using trace::Category;
 
 int64_t row_bytes(const std::vector<int64_t>& shape, DType dtype) {
   int64_t n = int64_t(dtype_size(dtype));
@@ -214,8 +231,10 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
   if (plan.has_sliceable)
     for (int32_t slot : plan.sliceable_slots) sliced[size_t(slot)] = true;
 
-  clock.mark(0, "set-up: accumulators, parts, argument lists");
-  for (const Part& part : parts) {
+  clock.mark(0, "set-up: accumulators, parts, argument lists", Category::Plan);
+  for (size_t part_index = 0; part_index < parts.size(); ++part_index) {
+    const Part& part = parts[part_index];
+    const int64_t part_start = clock.last();
     cancellation_point();   // a lost group stops the master's share between parts (base/cancel.h)
     for (size_t i = 0; i < sig.inputs.size(); ++i) {
       const ResolvedInput& in = call.inputs[i];
@@ -232,7 +251,7 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
           break;
       }
     }
-    clock.mark(1, "inputs: row views and gathers");
+    clock.mark(1, "inputs: row views and gathers", Category::Gather);
     for (size_t k = 0; k < sig.shareds_read.size(); ++k) {
       const Array& value = call.module->values[size_t(sig.shareds_read[k])];
       if (!sliced[k]) {
@@ -247,7 +266,7 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
         shareds[k] = row_view(value.bytes.data(), value.dtype, value.shape, rows.start + part.sh_lo,
                               rows.start + part.sh_hi);
     }
-    clock.mark(2, "shared variables: values and row gathers");
+    clock.mark(2, "shared variables: values and row gathers", Category::Gather);
     // Random ops draw at the call's rows: a part's first position (or, with no scattered input,
     // its first row of this rank's sliceable selection).
     fn.set_random_state(RngState{call.seed, call.step, plan.has_scattered ? part.pos_lo : part.sh_lo});
@@ -256,7 +275,7 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
     } catch (const ScatteredRowError& e) {
       throw UsageError(e.before() + call_row_description(plan, part.pos_lo + e.row()) + e.after());
     }
-    clock.mark(3, "compiled function run()");
+    clock.mark(3, "compiled function run()", Category::Run);
     for (size_t k = 0; k < plan.outputs.size(); ++k) {
       const OutputSpec& spec = sig.outputs[size_t(plan.outputs[k])];
       const Array& out = g_outputs[size_t(plan.outputs[k])];
@@ -265,7 +284,7 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
                                 dtype_name(out.dtype), dtype_name(spec.dtype)));
       outcome.outputs[k].add(out.ref(), part.weight);
     }
-    clock.mark(4, "outputs into accumulators");
+    clock.mark(4, "outputs into accumulators", Category::Reduce);
     for (size_t u = 0; u < sig.updates.size(); ++u) {
       int32_t var = sig.updates[u].shared;
       const Array& current = call.module->values[size_t(var)];
@@ -287,12 +306,15 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
       }
       update_acc[u].add(next.ref(), part.weight);
     }
-    clock.mark(5, "updates: checks, fold or hand over");
+    clock.mark(5, "updates: checks, fold or hand over", Category::Update);
+    if (clock.tracing() && parts.size() > 1)   // slices (num_slices) or micro-shards of this rank
+      trace::record(Category::Slice, fmt::format("part {} of {}", part_index + 1, parts.size()), part_start,
+                    clock.last(), fmt::format("positions [{}, {}), weight {}", part.pos_lo, part.pos_hi, part.weight));
   }
   for (size_t u = 0; u < sig.updates.size(); ++u)
     if (!update_acc[u].empty())
       outcome.updates.push_back(PendingUpdate{call.module, sig.updates[u].shared, update_acc[u].finish()});
-  clock.mark(6, "updates: finish folded parts");
+  clock.mark(6, "updates: finish folded parts", Category::Update);
   clock.end_call();
   return outcome;
 }
@@ -534,12 +556,15 @@ std::vector<Array> reduce_outputs(ProcessGroup* group, const FunctionSignature& 
 }  // namespace
 
 void settle_pending_updates(bool commit) {
+  if (g_pending.empty()) return;
+  trace::Span span(Category::Update, "commit the last call's updates");
   if (commit)
     for (PendingUpdate& p : g_pending) commit_update(p);
   g_pending.clear();
 }
 
 void worker_execute_call(RankContext& ctx, std::string_view payload) {
+  const int64_t start_ns = trace::on() || profile::enabled() ? trace::now_ns() : 0;
   CallMessage m = decode_call_message(payload);   // its vectors move into the plan below
   auto resolve = [&ctx](const IndexListRef& ref) {
     return IndexSource{ref.segment.empty() ? nullptr : ctx.map(ref.segment) + ref.offset, ref.dtype, ref.count};
@@ -580,14 +605,14 @@ void worker_execute_call(RankContext& ctx, std::string_view payload) {
   plan.outputs = std::move(m.outputs);
   call.seed = m.seed;
   call.step = m.step;
-  PhaseClock clock(call.entry, "worker");
-  clock.mark(0, "decode the call");
+  PhaseClock clock(call.entry, "worker", true, start_ns);
+  clock.mark(0, "decode the call", Category::Plan);
   RankOutcome outcome = execute_rank(call, my_rank);
-  clock.mark(1, "run this rank's share");
+  clock.mark(1, "run this rank's share", Category::Run);
   write_results(ctx, outcome);
   g_pending = std::move(outcome.updates);
-  clock.mark(2, "write results, hold updates");
-  clock.end_call();
+  clock.mark(2, "write results, hold updates", Category::Reduce);
+  clock.end_call(clock.tracing() ? fmt::format("rank {} of {}", my_rank, plan.nranks) : std::string());
 }
 
 namespace {
@@ -644,7 +669,7 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
   const int offset = cluster_node() * n_local;       // this node's first global rank
   call.seed = call.entry->seed;
   call.step = call.entry->step;
-  PhaseClock clock(call.entry, "master");
+  PhaseClock clock(call.entry, "master", true);
 
   // Across nodes every leader must be making this same call; the index lists are node 0's.
   CallRequest agreed;
@@ -674,7 +699,7 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
   call.plan = plan_call(pr);
   const CallPlan& plan = call.plan;
   for (const Data& d : req.inputs) call.inputs.push_back(ResolvedInput{static_cast<const std::byte*>(d.raw()), d.dtype(), d.shape()});
-  clock.mark(0, "plan and validate the call");
+  clock.mark(0, "plan and validate the call", Category::Plan);
 
   // Run: the master's share as this node's first rank, the workers' through a Call command.
   RankOutcome mine;
@@ -694,10 +719,10 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
     message.world_ranks = cluster() ? N : 0;
     message.rank_offset = offset;
     std::string payload = encode_call_message(message);
-    clock.mark(1, "encode the call for the workers");
+    clock.mark(1, "encode the call for the workers", Category::Plan);
     errors = group->run(kCallCommand, payload, master_part);
   }
-  clock.mark(2, "run every rank (master's share, then waiting)");
+  clock.mark(2, "run every rank (master's share, then waiting)", Category::Run);
 
   GlobalOutcome all;
   if (cluster()) {
@@ -714,11 +739,12 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
   // Reduce: rank 0 first, then every other rank in rank order.
   CallResult result{cluster() ? reduce_global_outputs(sig, plan, all) : reduce_outputs(group, sig, plan, mine, N),
                     rank_weights(plan)};
-  clock.mark(3, "reduce outputs over ranks");
+  clock.mark(3, "reduce outputs over ranks", Category::Reduce);
   for (PendingUpdate& p : mine.updates) commit_update(p);
   if (!sig.updates.empty()) ++call.entry->step;   // a training step: its next call draws anew
-  clock.mark(4, "commit this rank's updates");
-  clock.end_call();
+  clock.mark(4, "commit this rank's updates", Category::Update);
+  clock.end_call(clock.tracing() ? fmt::format("{} positions on {} ranks, {} slices", plan.positions, N, plan.num_slices)
+                                 : std::string());
   return result;
 }
 

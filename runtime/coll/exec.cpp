@@ -14,6 +14,7 @@
 #include "runtime/data/dtype.h"
 #include "runtime/group/process_group.h"
 #include "runtime/call/registry.h"
+#include "runtime/trace/trace.h"
 #include "base/wire.h"
 
 namespace synk::rt {
@@ -569,6 +570,18 @@ void report_shapes(RankContext& ctx, const CollDescriptor& d) {
 void execute_collective(RankContext& ctx, const CollDescriptor& d, MasterIO* io) {
   std::span<std::byte> segment = ctx.map_writable(d.staging);
   Job job{ctx, d, io, Staging(ctx, segment.data(), segment.size()), ctx.rank(), ctx.size()};
+  trace::Span span(trace::Category::Collective, coll_kind_name(d.kind));
+  if (span.active()) {
+    int64_t bytes = 0;
+    try {   // a missing variable is the job's error to report, with the staging area failed
+      for (size_t v = 0; v < d.vars.size(); ++v) bytes += int64_t(job.value(v).bytes.size());
+    } catch (...) {
+      bytes = -1;
+    }
+    span.set_detail(fmt::format("{} variable{}, {}", d.vars.size(), d.vars.size() == 1 ? "" : "s",
+                                coll_algorithm_name(d.algorithm)),
+                    bytes);
+  }
   try {
     job.run();
   } catch (const RankError& e) {

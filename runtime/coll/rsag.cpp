@@ -16,6 +16,10 @@
 #include <algorithm>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "runtime/trace/trace.h"
+
 namespace synk::rt {
 
 namespace {
@@ -90,6 +94,11 @@ void rsag_reduce(Staging& staging, std::span<const ReducePack> packs, const Redu
     const ReducePack& pack = *r.pack;
     const size_t elem = dtype_size(pack.dtype), offset = r.base * elem, bytes = r.count * elem;
     const int b = buffer(k);
+    trace::Span round_span(trace::Category::Collective, "rsag round");
+    if (round_span.active())
+      round_span.set_detail(fmt::format("round {} of {}, {} elements{}", k + 1, rounds.size(), r.count,
+                                        r.small ? ", small: every rank reduces it" : ""),
+                            int64_t(bytes));
     std::byte* result = staging.slot(b, n, slots, chunk_bytes);
     if (r.small) {
       // Every rank that wants the result reduces the whole chunk itself, in rank order.

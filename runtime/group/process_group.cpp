@@ -24,6 +24,7 @@
 #include "base/errors.h"
 #include "base/wire.h"
 #include "runtime/group/cleanup.h"
+#include "runtime/trace/trace.h"
 
 namespace synk::rt {
 
@@ -204,11 +205,12 @@ void RankContext::barrier() {
   ctl_->barrier.arrive_and_wait(policy_, poll_);
 }
 
-RankContext::Waiting::Waiting(RankContext& ctx) : ctx_(ctx) {
+RankContext::Waiting::Waiting(RankContext& ctx) : ctx_(ctx), trace_start_ns_(trace::on() ? trace::now_ns() : 0) {
   ctx_.ctl_->slot(ctx_.rank_).waiting.fetch_add(1, std::memory_order_relaxed);
 }
 
 RankContext::Waiting::~Waiting() {
+  if (trace_start_ns_ != 0) trace::record(trace::Category::Wait, "wait for peers", trace_start_ns_, trace::now_ns());
   // The master's context loses its control block when a dead worker made it tear the group down.
   if (ctx_.ctl_) ctx_.ctl_->slot(ctx_.rank_).waiting.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -260,6 +262,15 @@ struct WorkerLoop {
         it->second(ctx, body);
         break;
       }
+      case CommandKind::Trace: {
+        if (r.pod<uint8_t>() != 0) {
+          trace::start_recording();
+        } else {
+          std::span<const std::byte> spans = trace::take_spans();
+          std::memcpy(ctx.results(spans.size()), spans.data(), spans.size());
+        }
+        break;
+      }
       case CommandKind::Shutdown:
       case CommandKind::Ping: break;
       default: registered_command(kind).handler(ctx, payload); break;
@@ -270,8 +281,12 @@ struct WorkerLoop {
     uint32_t seen = 0;
     RankSlot& slot = ctl->slot(ctx.rank());
     for (;;) {
+      // Idle time on the timeline: what the worker waits while the master runs the program between
+      // commands (its own share's tail, data preparation, host code).
+      const int64_t idle_start = trace::on() ? trace::now_ns() : 0;
       uint32_t seq = wait_until(ctl->command, [seen](uint32_t v) { return v != seen; }, ctx.policy_,
                                 [this] { poll(); });
+      if (idle_start != 0) trace::record(trace::Category::Wait, "wait for the next command", idle_start, trace::now_ns());
       seen = seq;
       if (ctl->abort.load(std::memory_order_acquire)) _exit(0);
       auto kind = CommandKind(ctl->kind);
@@ -296,6 +311,7 @@ struct WorkerLoop {
                                      const std::string& master_prefix, int rank, int size, pid_t master,
                                      int cpu, const WaitPolicy& policy, int gpu) {
   shm::set_retire_listener(nullptr);
+  trace::become_worker();
   // The master forked us with the termination signals blocked: first the program's own
   // dispositions back, then (rank 1) the janitor that removes the master's segments, everything of
   // the master's session, if the master dies (before prctl: it may die already).
@@ -368,7 +384,10 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
                    chosen.reason.empty() ? "" : fmt::format(" (backend auto: {})", chosen.reason).c_str());
   }
 
+  // Before anything exists to clean up: an unwritable path is a UsageError of fork().
+  const bool trace_from_environment = trace::start_from_environment();
   std::unique_ptr<ProcessGroup> g(new ProcessGroup());
+  if (trace_from_environment) g->environment_trace_ = trace::path();
   g->size_ = n;
   g->backend_ = chosen;
   g->options_ = options;
@@ -456,13 +475,39 @@ void ProcessGroup::fork_workers(const std::vector<int>& cpus) {
 
 ProcessGroup::~ProcessGroup() {
   try {
-    teardown(true);
+    close();
   } catch (...) {
   }
   if (g_listening_group == this) g_listening_group = nullptr;
 }
 
-void ProcessGroup::close() { teardown(true); }
+void ProcessGroup::close() {
+  if (alive_ && getpid() == pids_[0] && trace::writing()) {
+    try {
+      trace_workers(false);
+    } catch (const std::exception& e) {   // a lost worker: the file keeps what is left
+      std::fprintf(stderr, "synk: trace: the workers' spans are missing from '%s': %s\n", trace::path().c_str(),
+                   e.what());
+    }
+  }
+  teardown(true);
+  // Only the trace this group started: one the program started by trace_start() after a
+  // trace_stop() of ours runs on.
+  const std::string mine = std::exchange(environment_trace_, std::string());
+  if (!mine.empty() && trace::writing() && trace::path() == mine) trace::stop();
+}
+
+void ProcessGroup::trace_workers(bool start) {
+  if (!alive_ || size_ == 1) return;
+  const uint8_t payload = start ? 1 : 0;
+  const std::vector<std::string>& errors =
+      run(CommandKind::Trace, std::string_view(reinterpret_cast<const char*>(&payload), 1), nullptr);
+  for (int r = 1; r < size_; ++r) {
+    if (!errors[size_t(r)].empty())
+      throw RankError(fmt::format("trace: rank {} failed: {}", r, errors[size_t(r)]), {r});
+    if (!start) trace::add_rank_spans(r, worker_results(r));
+  }
+}
 
 void ProcessGroup::check_workers() {
   // The rank the watchdog saw die first comes first: it killed the others since.
@@ -577,6 +622,7 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
   }
   const uint32_t workers = uint32_t(size_ - 1);
   if (workers > 0) {
+    trace::Span waiting(trace::Category::Wait, "wait for workers");
     wait_until(ctl_->done, [base, workers](uint32_t v) { return v - base >= workers; }, policy_,
                [this, deadline] { poll_master(deadline); });
   }

@@ -42,7 +42,7 @@ inline constexpr size_t kCollectiveStagingHeaderBytes = 4096;
 // What the master asks every rank to do. The group's own commands are named here; the layers
 // above (the call engine, the collectives) register theirs with register_command and get a kind
 // of their own, so the group runs them without knowing what they are.
-enum class CommandKind : uint32_t { Handler = 1, Shutdown, Ping };
+enum class CommandKind : uint32_t { Handler = 1, Shutdown, Ping, Trace };
 
 struct ControlBlock;   // layout in process_group.cpp
 class ProcessGroup;
@@ -95,7 +95,8 @@ class RankContext {
   const WaitPolicy& policy() const { return policy_; }
   void poll() { poll_(); }
   // Marks this rank as waiting for its peers (not computing) while a scope lives, so that a
-  // timeout names the ranks that kept the others waiting.
+  // timeout names the ranks that kept the others waiting; the timeline (runtime/trace) shows the
+  // scope as a wait span.
   class Waiting {
    public:
     explicit Waiting(RankContext& ctx);
@@ -105,6 +106,7 @@ class RankContext {
 
    private:
     RankContext& ctx_;
+    int64_t trace_start_ns_;   // 0: the timeline was off
   };
 
  private:
@@ -174,6 +176,11 @@ class ProcessGroup {
   // Checks every worker now; throws like run() if one died.
   void check_workers();
 
+  // The timeline (runtime/trace/trace.h): `start` switches recording on in every worker; else
+  // every worker hands its spans over to the master's trace and stops recording. close() does the
+  // latter by itself, and writes the file of a trace that SYNK_TRACE started at fork.
+  void trace_workers(bool start);
+
   // The collectives' staging segment (GroupOptions::collective_staging_bytes), created on first
   // use under the group's prefix, so teardown removes it with everything else.
   shm::Segment& collective_staging();
@@ -208,6 +215,7 @@ class ProcessGroup {
   std::vector<uint64_t> worker_results_gen_;
   RankContext master_ctx_;
   bool commit_pending_ = true;
+  std::string environment_trace_;          // the file of a trace SYNK_TRACE started at fork: close() writes it
   uint32_t seq_ = 0;
   cpu_set_t saved_affinity_;
   bool affinity_saved_ = false;

@@ -24,16 +24,20 @@ RULES = {
     "dsl/": ["base/", "ir/"],
     # The process group knows no command: the call engine, the collectives and the data layer
     # register with it; it includes nothing of theirs.
-    "runtime/group/": ["base/", "gpu/"],
+    "runtime/group/": ["base/", "gpu/", "runtime/trace/"],
+    # The timeline's recorder: below everything that records spans (the group, the call engine,
+    # the collectives, the compiler's CPU functions).
+    "runtime/trace/": ["base/"],
     "runtime/data/": ["base/", "gpu/", "runtime/group/", "runtime/call/descriptor.h"],
     "runtime/node/": ["base/", "runtime/group/", "runtime/node/"],
-    "runtime/call/": ["base/", "gpu/", "runtime/group/", "runtime/data/", "runtime/node/"],
-    "runtime/coll/": ["base/", "gpu/", "runtime/group/", "runtime/data/", "runtime/call/", "runtime/node/"],
+    "runtime/call/": ["base/", "gpu/", "runtime/group/", "runtime/data/", "runtime/node/", "runtime/trace/"],
+    "runtime/coll/": ["base/", "gpu/", "runtime/group/", "runtime/data/", "runtime/call/", "runtime/node/",
+                      "runtime/trace/"],
     "runtime/": ["base/", "gpu/", "runtime/"],
     # The compiler sees the runtime only through the descriptor and its element helpers.
     # backend_function.h: a BackendFunction runs on the device the rank's group computes on.
     "compiler/": ["base/", "gpu/", "ir/", "dsl/", "runtime/call/descriptor.h", "runtime/call/step_profile.h",
-                  "runtime/data/dtype.h", "runtime/group/backend.h", "compiler/"],
+                  "runtime/trace/trace.h", "runtime/data/dtype.h", "runtime/group/backend.h", "compiler/"],
     "compiler/passes/": ["base/", "ir/", "compiler/codegen/scalar_semantics.h", "compiler/passes/"],
     # The CPU library steps of conv2d and pooling: below compiler/cpu, over the shape rules in ir/.
     "compiler/dnn/": ["base/", "ir/", "compiler/dnn/"],
@@ -41,7 +45,7 @@ RULES = {
     # The shared emitter knows no dialect; the dialects know nothing of each other.
     "compiler/codegen/": ["base/", "ir/", "compiler/passes/", "compiler/codegen/"],
     "compiler/cpu/": ["base/", "ir/", "compiler/dnn/", "runtime/call/descriptor.h", "runtime/call/step_profile.h",
-                      "runtime/data/dtype.h", "compiler/passes/", "compiler/codegen/", "compiler/backend/",
+                      "runtime/trace/trace.h", "runtime/data/dtype.h", "compiler/passes/", "compiler/codegen/", "compiler/backend/",
                       "compiler/cpu/"],
     "compiler/cuda/": ["base/", "gpu/", "ir/", "runtime/call/descriptor.h", "runtime/data/dtype.h",
                        "compiler/passes/", "compiler/codegen/", "compiler/backend/", "compiler/cuda/"],
