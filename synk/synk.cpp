@@ -120,6 +120,7 @@ int fork(int n, Backend backend, const ForkOptions& options) {
         if (g_group) g_group->check_workers();
       });
       rt::set_group_lost_hook(&end_job_on_lost_group);
+      rt::trace::set_node(rt::cluster_node(), rt::cluster_node() * g_group->size());
     } catch (...) {
       g_group->close();
       g_group.reset();

@@ -115,7 +115,11 @@ std::string directory_of(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
+int g_node = -1;          // set_node(): -1 on one node
+int g_first_rank = 0;
+
 void append_metadata(std::string& out, int rank) {
+  rank += g_first_rank;
   out += fmt::format(R"({{"name":"process_name","ph":"M","ts":0,"pid":{0},"tid":0,"args":{{"name":"rank {0}{1}"}}}},)"
                      "\n",
                      rank, rank == 0 ? " (master)" : "");
@@ -128,6 +132,7 @@ void append_metadata(std::string& out, int rank) {
 }
 
 void append_events(std::string& out, int rank, std::vector<Event>& events, int64_t origin_ns) {
+  rank += g_first_rank;
   // In time order, an enclosing span before the spans it holds: easier to read, and what the
   // B/E-minded tools expect.
   std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
@@ -186,6 +191,7 @@ bool write_all(int fd, const std::string& text) {
 // Puts `text` at `file.path` whole: through the unnamed file when there is one (linked under a
 // temporary name, then renamed over the path), else through a named temporary file.
 void publish(TraceFile& file, const std::string& text) {
+  if (g_node >= 0) file.path += fmt::format(".node{}", g_node);
   const std::string temporary = fmt::format("{}.tmp-{}", file.path, getpid());
   bool linked = false;
   if (file.unnamed_fd >= 0 && write_all(file.unnamed_fd, text)) {
@@ -299,6 +305,11 @@ bool start_from_environment() {
 
 bool writing() { return g_file.active; }
 const std::string& path() { return g_file.path; }
+
+void set_node(int node, int first_rank) {
+  g_node = node;
+  g_first_rank = first_rank;
+}
 
 void add_rank_spans(int rank, std::span<const std::byte> bytes) {
   if (!g_file.active) return;

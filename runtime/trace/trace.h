@@ -85,6 +85,11 @@ const std::string& path();
 // write fails.
 void stop();
 
+// Multi-node runs (docs/multinode.md): this leader's node and its first global rank. The file
+// then numbers the tracks by global rank and goes to `path.node<K>` (each leader writes its own;
+// leaders on one host would otherwise overwrite each other's file).
+void set_node(int node, int first_rank);
+
 // Spans of worker `rank`, as handed over (take_spans() of that worker), kept until stop().
 void add_rank_spans(int rank, std::span<const std::byte> bytes);
 
