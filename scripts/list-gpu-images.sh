@@ -34,4 +34,4 @@ for object in "${objects[@]}"; do
     fi
   done
 done
-[ $found -eq 1 ] || echo "no GPU images in $file (built with --cuda-arch=none, or without NVRTC)"
+[ $found -eq 1 ] || echo "no GPU images in $file (built with --cuda-arch=none or without NVRTC, or every kernel is a cuBLAS call)"
