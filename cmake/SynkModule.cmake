@@ -1,7 +1,7 @@
 # synk_add_module(): compile a .synk file ahead of time in a CMake build and get a target to link.
 #
 #   find_package(synk REQUIRED)              # or, inside synk's own build, nothing to do
-#   synk_add_module(model model.synk)        # [NAME ns] [TARGET_CPU cpu] [FUNCTIONS f g ...]
+#   synk_add_module(model model.synk)        # [NAME ns] [TARGET_CPU cpu] [CUDA_ARCH 80,90] [FUNCTIONS f g ...]
 #   add_executable(app main.cpp)             # main.cpp: #include "model.h", model::f()(...)
 #   target_link_libraries(app PRIVATE model)
 #
@@ -12,14 +12,16 @@
 # (through synkc's depfile) on those .npy files, so editing any of them re-runs it. <target> is an INTERFACE library carrying the
 # archive, the header's directory and synk::compiler_core (the LLVM-free part of synk).
 # TARGET_CPU: the CPU the kernels are compiled for (default: the building machine's).
+# CUDA_ARCH: synkc's --cuda-arch, the GPU architectures built in ("none": CPU only; default: sm_80
+# and sm_90 plus PTX when NVRTC is available at build time).
 # FUNCTIONS: only these functions get entry points (default: all).
 include_guard(GLOBAL)
 
 function(synk_add_module target file)
-  cmake_parse_arguments(PARSE_ARGV 2 SYNK "" "NAME;TARGET_CPU" "FUNCTIONS")
+  cmake_parse_arguments(PARSE_ARGV 2 SYNK "" "NAME;TARGET_CPU;CUDA_ARCH" "FUNCTIONS")
   if(SYNK_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "synk_add_module(${target}): unknown arguments: ${SYNK_UNPARSED_ARGUMENTS} "
-                        "(expected: NAME <namespace>, TARGET_CPU <cpu>, FUNCTIONS <name>...)")
+                        "(expected: NAME <namespace>, TARGET_CPU <cpu>, CUDA_ARCH <list>, FUNCTIONS <name>...)")
   endif()
   if(NOT TARGET synk::synkc OR NOT TARGET synk::compiler_core)
     message(FATAL_ERROR "synk_add_module(${target}): synk::synkc / synk::compiler_core are not defined "
@@ -42,6 +44,9 @@ function(synk_add_module target file)
   set(options --name "${name}")
   if(SYNK_TARGET_CPU)
     list(APPEND options --target-cpu "${SYNK_TARGET_CPU}")
+  endif()
+  if(SYNK_CUDA_ARCH)
+    list(APPEND options --cuda-arch "${SYNK_CUDA_ARCH}")
   endif()
   foreach(fn IN LISTS SYNK_FUNCTIONS)
     list(APPEND options --fn "${fn}")

@@ -6,6 +6,8 @@
 
 #include "compiler/cpu/codegen_cpu.h"
 #include "compiler/cuda/codegen_cuda.h"
+#include "compiler/cuda/cuda_images.h"
+#include "compiler/cuda/nvrtc.h"
 #include "compiler/grad/grad.h"
 #include "dsl/frontend.h"
 #include "compiler/lower.h"
@@ -14,9 +16,25 @@
 namespace synk::compiler {
 
 const std::vector<std::string>& emit_stages() {
-  static const std::vector<std::string> stages = {"ir-grad", "ir-fused", "cpp", "cuda"};
+  static const std::vector<std::string> stages = {"ir-grad", "ir-fused", "cpp", "cuda", "ptx"};
   return stages;
 }
+
+namespace {
+
+// One function's PTX (NVRTC; a synk::UserError when it cannot be loaded).
+std::string ptx_text(const ir::Module& module, const KernelPlan& plan, const EmitOptions& options) {
+  CudaProgram program = generate_cuda_program(module, plan);
+  const bool any_kernel = std::any_of(program.launches.begin(), program.launches.end(),
+                                      [](const CudaKernelLaunch& l) { return l.kind != CudaLaunchKind::Blas; });
+  if (!any_kernel) return "// function " + plan.function.name + ": no kernels (every step is a cuBLAS call)\n";
+  const int arch = options.ptx_arch ? options.ptx_arch : default_cuda_archs().back();
+  CachedCudaBinary bin = nvrtc_compile_cached(program.source, "synk_" + plan.function.name, CudaTarget{arch, false},
+                                              nvrtc_options_from_env());
+  return std::string(bin.binary.image.data());
+}
+
+}  // namespace
 
 void emit(const ir::Module& module, const std::string& stage, std::ostream& out, const EmitOptions& options) {
   const auto& stages = emit_stages();
@@ -41,6 +59,7 @@ void emit(const ir::Module& module, const std::string& stage, std::ostream& out,
     first = false;
     if (stage == "ir-fused") print_plan(expanded, plan, out);
     else if (stage == "cuda") out << generate_cuda(expanded, plan);
+    else if (stage == "ptx") out << ptx_text(expanded, plan, options);
     else out << generate_cpu_source(expanded, plan);
   }
 }

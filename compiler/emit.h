@@ -1,6 +1,7 @@
 // The compiler's stages as text, for `synkc FILE --emit=STAGE` and `--print-after-all`.
 // The front-end stages (ast, ir) are printed by the driver directly; every later stage
-// (ir-grad, ir-fused, cpp, cuda, host) is produced here from the typed IR.
+// (ir-grad, ir-fused, cpp, cuda, ptx) is produced here from the typed IR; ptx is the CUDA program
+// compiled by NVRTC (what an artifact's forward-compatible image holds).
 #pragma once
 
 #include <ostream>
@@ -14,6 +15,7 @@ namespace synk::compiler {
 struct EmitOptions {
   bool print_after_all = false;   // dump the IR after every pass to `pass_dump` (stderr in synkc)
   std::ostream* pass_dump = nullptr;
+  int ptx_arch = 0;               // --emit=ptx: compute_<ptx_arch> (0: the newest default architecture)
 };
 
 // The stages emit() accepts, in pipeline order.

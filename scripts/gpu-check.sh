@@ -1,7 +1,8 @@
 #!/bin/bash
 # One command for the GPU machine (docs/gpu.md, "What the first GPU session must do"): with binaries
 # built on the CPU machine, it runs every GPU test (the gpu instances of the executor tests, the
-# real-GPU process-group test), compute-sanitizer memcheck on the GPU executor tests, and the GPU
+# real-GPU process-group test, the ahead-of-time example on the GPU from its built-in CUBINs),
+# compute-sanitizer memcheck on the GPU executor tests, and the GPU
 # benchmarks (synk's fused kernels against a device-to-device copy, matmul against cuBLAS called
 # directly, the fused patterns against PyTorch eager and torch.compile), each under its own time
 # limit so that the whole run stays under 10 minutes, and writes one dated Markdown table for
@@ -117,12 +118,18 @@ fi
 echo "gpu-check $today: $device"
 
 if [ $gpu -eq 0 ]; then
-  for step in ctest-gpu memcheck fused-bench matmul-bench torch-bench mlp-gpu; do
+  for step in ctest-gpu aot-gpu memcheck fused-bench matmul-bench torch-bench mlp-gpu; do
     skip "$step" "no usable GPU ($reason)"
   done
 else
   # the gpu instances of the executor tests, the real-GPU group test, the probe and loaders
   run ctest-gpu 300 ctest --test-dir "$build" --output-on-failure --timeout 300 -R '/gpu|CudaGroup|CudaRuntime'
+  # the ahead-of-time artifact (examples/aot): the CUBIN for this GPU from the binary, no NVRTC
+  if [ -x "$build/examples/aot/example_aot_intro" ]; then
+    run aot-gpu 60 "$build/examples/aot/example_aot_intro" 2 gpu
+  else
+    skip aot-gpu "no $build/examples/aot/example_aot_intro (build the examples)"
+  fi
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
   if [ -n "$sanitizer" ]; then
     run memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 1 \

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Packs what the GPU machine needs into .gpu/ (git-ignored; name it in the device tool's `carry`):
-# the CUDA test executables and GPU benchmarks of a build, stripped, with every shared library
+# the CUDA test executables, the GPU benchmarks and the ahead-of-time example (its GPU code built
+# in) of a build, stripped, with every shared library
 # `ldd` lists except the C and C++ runtimes, as one .gpu/pack.tar.xz (xz -9: ~62 MB for the
 # LLVM, clang-cpp, oneDNN, OpenBLAS, z3 and ICU libraries the test executables link), and
 # .gpu/run.sh, which unpacks it under /tmp on the GPU machine, finds NVRTC / cuBLAS, and runs the
@@ -10,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 bins=(compiler/cuda/compiler_cuda_cuda_exec_test compiler/cuda/compiler_cuda_cuda_runtime_test
-      compiler/cuda/compiler_cuda_cuda_group_test bench/cuda_fused_bench bench/cuda_matmul_bench)
+      compiler/cuda/compiler_cuda_cuda_group_test bench/cuda_fused_bench bench/cuda_matmul_bench
+      examples/aot/example_aot_intro)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" .gpu
@@ -35,6 +37,7 @@ cd $T/bin
 step 200 ./compiler_cuda_cuda_runtime_test
 step 200 ./compiler_cuda_cuda_exec_test --gtest_filter='*gpu*'
 step 150 ./compiler_cuda_cuda_group_test
+step 60 ./example_aot_intro 2 gpu
 step 200 /usr/local/cuda/bin/compute-sanitizer --tool memcheck --error-exitcode 1 ./compiler_cuda_cuda_exec_test --gtest_filter='*gpu*'
 step 120 ./cuda_fused_bench 1024 20
 step 120 ./cuda_matmul_bench 20

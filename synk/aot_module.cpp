@@ -12,6 +12,8 @@
 #include <fmt/ranges.h>
 
 #include "compiler/backend/signature.h"
+#include "compiler/backend_function.h"
+#include "compiler/cuda/cuda_images.h"
 #include "compiler/cpu/codegen_cpu.h"
 #include "compiler/cpu/cpu_function.h"
 #include "compiler/lower.h"
@@ -69,24 +71,17 @@ ModuleState& state_locked(const ModuleDef& def) {
   return s;
 }
 
-// The linked function, checked against the code regenerated from the baked source.
-std::shared_ptr<rt::CompiledFunction> build_function(const ModuleDef& def, const ir::Module& module,
-                                                     const std::string& name) {
-  const ir::Function* fn = module.find_function(name);
-  const FunctionTable* table_entry = nullptr;
-  for (size_t i = 0; i < def.function_count; ++i)
-    if (name == def.functions[i].name) table_entry = &def.functions[i];
-  if (!fn || !table_entry)
-    throw synk::InternalError(fmt::format("aot module '{}': function '{}' is {}", def.name, name,
-                                          fn ? "not in the linked kernel table" : "not in the baked source"));
-  compiler::KernelPlan plan = compiler::lower(module, *fn);
+// The linked CPU version, checked against the code regenerated from the baked source.
+std::unique_ptr<rt::CompiledFunction> build_cpu_function(const ModuleDef& def, const ir::Module& module,
+                                                         const ir::Function& fn, const FunctionTable* table_entry) {
+  compiler::KernelPlan plan = compiler::lower(module, fn);
   std::string source = compiler::generate_cpu_source(module, plan, def.name);
   uint64_t hash = source_hash(source);
   if (hash != table_entry->source_hash)
     throw synk::InternalError(fmt::format(
         "aot module '{}', function '{}': the linked kernels were generated from other code (hash {:016x}, this "
         "program's synk regenerates {:016x}); rebuild the artifact with the synkc of the synk it links",
-        def.name, name, table_entry->source_hash, hash));
+        def.name, fn.name, table_entry->source_hash, hash));
   compiler::KernelCode code;
   code.lookup = [&def, table_entry](const std::string& symbol) -> void* {
     for (size_t i = 0; i < table_entry->kernel_count; ++i)
@@ -94,7 +89,45 @@ std::shared_ptr<rt::CompiledFunction> build_function(const ModuleDef& def, const
     throw synk::InternalError(fmt::format("aot module '{}', function '{}': no linked kernel '{}'", def.name,
                                           table_entry->name, symbol));
   };
-  return std::make_shared<compiler::CpuFunction>(module, std::move(plan), std::move(source), std::move(code));
+  return std::make_unique<compiler::CpuFunction>(module, std::move(plan), std::move(source), std::move(code));
+}
+
+// The stub's GPU images as the CUDA backend's image set (pointing into the stub's static data).
+std::shared_ptr<const compiler::CudaImageSet> gpu_images(const FunctionTable& entry) {
+  auto set = std::make_shared<compiler::CudaImageSet>();
+  set->function = entry.name;
+  set->source_hash = entry.cuda_source_hash;
+  for (size_t i = 0; i < entry.gpu_image_count; ++i) {
+    const GpuImage& g = entry.gpu_images[i];
+    compiler::CudaImage image;
+    image.sm = g.sm;
+    image.ptx = g.kind == GpuImageKind::Ptx;
+    image.arch_specific = g.kind == GpuImageKind::ArchSpecificCubin;
+    image.min_driver = g.min_driver;
+    image.data = g.begin;
+    image.size = size_t(g.end - g.begin);
+    set->images.push_back(std::move(image));
+  }
+  return set;
+}
+
+// The function: the linked CPU kernels, and with GPU images a version per backend.
+std::shared_ptr<rt::CompiledFunction> build_function(const ModuleDef& def, std::shared_ptr<const ir::Module> module,
+                                                     const std::string& name) {
+  const ir::Function* fn = module->find_function(name);
+  const FunctionTable* table_entry = nullptr;
+  for (size_t i = 0; i < def.function_count; ++i)
+    if (name == def.functions[i].name) table_entry = &def.functions[i];
+  if (!fn || !table_entry)
+    throw synk::InternalError(fmt::format("aot module '{}': function '{}' is {}", def.name, name,
+                                          fn ? "not in the linked kernel table" : "not in the baked source"));
+  if (table_entry->gpu_image_count == 0) return build_cpu_function(def, *module, *fn, table_entry);
+  compiler::CudaCompileOptions cuda;
+  cuda.prebuilt = gpu_images(*table_entry);
+  const ir::Module* raw = module.get();
+  return std::make_shared<compiler::BackendFunction>(
+      module, name, [&def, raw, fn, table_entry] { return build_cpu_function(def, *raw, *fn, table_entry); },
+      std::move(cuda));
 }
 
 // Payload of an "aot" function: module name, '\0', function name.
@@ -113,7 +146,7 @@ std::shared_ptr<rt::CompiledFunction> load_in_worker(const std::string& payload)
     module = s.ir;
     def = s.def;
   }
-  return build_function(*def, *module, function_name);
+  return build_function(*def, module, function_name);
 }
 
 std::string names_or(const std::vector<std::string>& names, const char* none) {
@@ -172,7 +205,7 @@ synk::Function function(const ModuleDef& def, const std::string& name) {
   if (!linked)
     throw UsageError(fmt::format("aot module '{}': no function named '{}' (the module has: {})", def.name, name,
                                  names_or(function_names(def), "no functions")));
-  synk::Function f = synk::function(build_function(def, *module, name), runtime, kLoaderKind,
+  synk::Function f = synk::function(build_function(def, module, name), runtime, kLoaderKind,
                                     std::string(def.name) + '\0' + name);
   std::lock_guard lock(table_mutex());
   return table()[def.name].functions.emplace(name, f).first->second;

@@ -2,7 +2,9 @@
 // against: a module's baked description (its .synk text, the kernel symbols it was compiled
 // with and a hash of their generated source) and the calls its generated header's entry points
 // make. Everything here runs without LLVM: the text goes through the front end and lower() at
-// first use, and the CpuFunction takes its kernels from the linked table, not from a JIT.
+// first use, and the CpuFunction takes its kernels from the linked table, not from a JIT. A
+// function with GPU images runs on the backend of the group it is called in (BackendFunction):
+// in a GPU group the image for the device is loaded (never NVRTC); elsewhere the CPU kernels run.
 //
 // Functions are registered with the runtime under loader kind "aot" (payload: module name, then
 // '\0', then function name), so that workers forked before a function was first used rebuild it
@@ -31,12 +33,27 @@ struct KernelSymbol {
   KernelEntry entry;
 };
 
+// One pre-built GPU image of a function (synkc --cuda-arch): bytes embedded in the stub.
+enum class GpuImageKind : int { Cubin = 0, Ptx = 1, ArchSpecificCubin = 2 };
+struct GpuImage {
+  int sm;                         // 80: sm_80 (CUBIN) or compute_80 (PTX)
+  GpuImageKind kind;
+  int min_driver;                 // the CUDA driver version it needs (13000 = 13.0)
+  const char* begin;              // PTX includes its terminating NUL
+  const char* end;
+};
+
 // One function of the module as synkc compiled it.
 struct FunctionTable {
   const char* name;
   uint64_t source_hash;           // source_hash() of the kernel source synkc compiled
   const KernelSymbol* kernels;
   size_t kernel_count;
+  // The GPU version (none: the function runs on the CPU in every group): source_hash() of its
+  // CUDA program and the images the runtime chooses from for the device (compiler/cuda/cuda_images.h).
+  uint64_t cuda_source_hash = 0;
+  const GpuImage* gpu_images = nullptr;
+  size_t gpu_image_count = 0;
 };
 
 // Everything the stub bakes in. All pointers are to static data of the stub.

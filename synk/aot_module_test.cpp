@@ -3,7 +3,9 @@
 // synkc links). Checks: results equal the JIT's on fresh random inputs, before and after fork()
 // (after it, workers rebuild through the "aot" loader), on 1 and 2 ranks; a wrong baked hash or a
 // missing kernel is an InternalError naming the module; unknown names are UsageErrors; the texts
-// synkc generates declare what the table defines.
+// synkc generates declare what the table defines. With GPU images (what synkc --cuda-arch
+// builds), a 2-rank GPU group on the CUDA emulator (an emulated sm_86: the sm_80 CUBIN is chosen,
+// the kernels run from the same source) computes what the JIT computes on the CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +16,10 @@
 #include "compiler/aot/aot.h"
 #include "synk/aot_module.h"
 #include "compiler/cpu/codegen_cpu.h"
+#include "compiler/cuda/codegen_cuda.h"
+#include "compiler/cuda/cuda_images.h"
+#include "compiler/cuda/emulator.h"
+#include "runtime/group/backend.h"
 #include "compiler/llvm/jit.h"
 #include "compiler/lower.h"
 #include "synk/jit.h"
@@ -40,7 +46,10 @@ struct FakeStub {
   aot::ModuleDef def{};
   std::shared_ptr<compiler::LoadedObject> object;
 
-  FakeStub(const char* module_name, uint64_t hash_delta = 0, bool drop_kernel = false) {
+  compiler::CudaImageSet gpu;                  // with_gpu: the images synkc would embed
+  std::vector<aot::GpuImage> gpu_images;
+
+  FakeStub(const char* module_name, uint64_t hash_delta = 0, bool drop_kernel = false, bool with_gpu = false) {
     synk::SourceFile file("<aot test>", kText);
     synk::DiagnosticEngine diags(file);
     ast::Program program = dsl::parse_program(file, diags);
@@ -57,6 +66,16 @@ struct FakeStub {
     for (size_t i = 0; i < kernels.size(); ++i) kernels[i].name = names[i].c_str();
     if (drop_kernel) kernels.pop_back();
     function = {"f", aot::source_hash(source) + hash_delta, kernels.data(), kernels.size()};
+    if (with_gpu) {
+      gpu = compiler::compile_cuda_images(compiler::generate_cuda_program(module, plan).source, "synk_f",
+                                          compiler::default_cuda_archs());
+      for (const compiler::CudaImage& image : gpu.images)
+        gpu_images.push_back({image.sm, image.ptx ? aot::GpuImageKind::Ptx : aot::GpuImageKind::Cubin, image.min_driver,
+                              image.bytes(), image.bytes() + image.byte_count()});
+      function.cuda_source_hash = gpu.source_hash;
+      function.gpu_images = gpu_images.data();
+      function.gpu_image_count = gpu_images.size();
+    }
     def = {module_name, "<aot test>", "/", kText, &function, 1};
     aot::register_module(&def);
   }
@@ -103,6 +122,45 @@ TEST(AotRuntime, MatchesTheJitBeforeAndAfterFork) {
       EXPECT_NEAR(got.z, z, 1e-4 * (1 + std::fabs(z)));
     }
   }
+}
+
+TEST(AotRuntime, GpuImagesRunOnAnEmulatedGpuGroupLikeTheJitOnTheCpu) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the emulator's fibers (swapcontext) are not supported under AddressSanitizer";
+#endif
+  std::string reason;
+  if (!compiler::nvrtc_available(&reason)) GTEST_SKIP() << "NVRTC cannot be loaded (synkc would build no GPU images): " << reason;
+  if (std::system("c++ --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "no host C++ compiler (c++) for the emulator";
+  static FakeStub stub("aot_test_gpu", 0, false, true);
+  static auto* emulator = new compiler::emulator::EmulatorExecutor();
+  jit::Module reference = jit::compile_string(kText);
+  std::mt19937 rng(std::random_device{}());
+  std::vector<float> xs = random_values(rng, 3 * (4 + rng() % 30)), ys = random_values(rng, 3);
+  ASSERT_EQ(synk::fork(2, Backend::Cpu), 2);
+  Result want = call(reference.function("f"), reference.shared("s"), xs, ys);
+  synk::close();
+  rt::override_gpu_probe_for_testing(rt::GpuProbe{true, "", 1});
+  compiler::set_default_cuda_executor(emulator, compiler::CudaTarget{86, true});
+  aot::shared(stub.def, "s").set_value(std::vector<float>{1, 1, 1}, {3});
+  ASSERT_EQ(synk::fork(2, Backend::Gpu), 2);
+  Result got = call(aot::function(stub.def, "f"), aot::shared(stub.def, "s"), xs, ys);
+  const int64_t launches = emulator->launches;
+  // The GPU version is the stub's images (not an NVRTC compile): images of other code are refused.
+  static FakeStub other("aot_test_gpu_other", 0, false, true);
+  other.function.cuda_source_hash ^= 1;
+  try {
+    aot::function(other.def, "f");
+    ADD_FAILURE() << "images of other code were accepted";
+  } catch (const synk::InternalError& e) {
+    EXPECT_HAS(e.what(), "function 'f': the artifact's GPU images were compiled from other CUDA code");
+  }
+  synk::close();
+  rt::override_gpu_probe_for_testing(std::nullopt);
+  compiler::set_default_cuda_executor(nullptr, std::nullopt);
+  EXPECT_GT(launches, 0) << "rank 0 ran no kernel on the emulated GPU";
+  EXPECT_NEAR(got.z, want.z, 1e-5 * (1 + std::fabs(want.z)));
+  ASSERT_EQ(got.s.size(), want.s.size());
+  for (size_t i = 0; i < got.s.size(); ++i) EXPECT_NEAR(got.s[i], want.s[i], 1e-5 * (1 + std::fabs(want.s[i])));
 }
 
 TEST(AotRuntime, AWrongHashOrAMissingKernelIsAnInternalErrorNamingTheModule) {

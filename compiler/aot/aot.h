@@ -7,6 +7,10 @@
 // (the .synk text, a kernel symbol table, hashes of the kernel sources; aot_runtime.h does the
 // rest at run time) and the header. build_library()/build_executable() compile the kernels with
 // the in-process Clang and the stub/driver with the system C++ compiler, then archive or link.
+// With GPU architectures (AotOptions::cuda_archs) each function's CUDA program is compiled by
+// NVRTC to a CUBIN per architecture plus PTX of the newest; the stub embeds the images (one ELF
+// section each, .synk_gpu.<module>.<function>.<arch>, so readelf/objdump list them) and the
+// runtime picks the one for the device (synk/aot_module.h).
 //
 // Errors: a wrong .synk program is a synk::UserError; a driver that does not compile or link is
 // an AotUserError (exit 1, the compiler's output in the message); a failure building synk's own
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "compiler/cuda/cuda_images.h"
 #include "ir/ir.h"
 
 namespace synk::compiler::aot {
@@ -29,6 +34,10 @@ struct AotOptions {
   bool keep_temps = false;   // keep the build directory (its path is printed)
   bool embed_data = true;    // build the .npy files of load() initialisers into the artifact
   std::vector<std::string> functions;   // empty: every function; else only these (known names)
+  // GPU architectures: a CUBIN for each and PTX for the newest (compiler/cuda/cuda_images.h);
+  // empty: a CPU-only artifact.
+  std::vector<int> cuda_archs;
+  std::vector<bool> cuda_arch_specific;   // per cuda_archs entry: sm_90a rather than sm_90
 };
 
 // One function's generated kernels (no source when every kernel is a BLAS call).
@@ -37,6 +46,9 @@ struct AotKernels {
   std::string source;
   std::vector<std::string> symbols;          // JIT names (kernel_symbol, no prefix)
   std::vector<std::string> linked_symbols;   // the same with the module prefix
+  bool has_gpu = false;                      // a GPU version was built (cuda_archs not empty)
+  CudaImageSet cuda;                         // its images (none when every kernel is a BLAS call)
+  std::vector<std::string> gpu_files;        // per image: the file name the stub's .incbin reads
 };
 
 struct AotModule {

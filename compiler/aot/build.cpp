@@ -156,11 +156,17 @@ std::vector<std::string> build_objects(const AotModule& module, const AotOptions
     write_file(path, std::string(object.begin(), object.end()));
     objects.push_back(path.string());
   }
+  // The GPU images, where the stub's .incbin finds them (the assembler's -I).
+  for (const AotKernels& k : module.kernels)
+    for (size_t i = 0; i < k.cuda.images.size(); ++i)
+      write_file(dir.path() / k.gpu_files.at(i),
+                 std::string(k.cuda.images[i].bytes(), k.cuda.images[i].byte_count()));
   fs::path stub = dir.path() / (module.name + "_stub.cpp");
   fs::path stub_object = dir.path() / (module.name + "_stub.o");
   write_file(stub, module.stub);
   std::vector<std::string> argv = {cxx()};
   for (const std::string& flag : compile_flags()) argv.push_back(flag);
+  argv.push_back("-Wa,-I," + dir.path().string());
   for (const std::string& a : {std::string("-c"), stub.string(), std::string("-o"), stub_object.string()}) argv.push_back(a);
   CommandResult result = run_command(argv);
   if (result.status != 0) {

@@ -22,6 +22,7 @@
 #include "compiler/backend/signature.h"
 #include "compiler/cpu/codegen_cpu.h"
 #include "compiler/cpu/cpu_function.h"
+#include "compiler/cuda/codegen_cuda.h"
 #include "compiler/lower.h"
 #include "dsl/sema_optimizer.h"
 
@@ -64,6 +65,11 @@ std::string string_literal(const std::string& text) {
     return out;
   }
   return out + "\"";
+}
+
+// "sm_80", "sm_90a", "compute_90": an image's architecture in section and file names.
+std::string image_tag(const CudaImage& image) {
+  return fmt::format("{}_{}{}", image.ptx ? "compute" : "sm", image.sm, image.arch_specific ? "a" : "");
 }
 
 std::string entry_name(const std::string& function) {
@@ -183,6 +189,42 @@ std::string embedded_data(const std::string& name, const std::vector<std::string
   return s + "\n";
 }
 
+// The function's CUDA program compiled for every listed architecture (NVRTC, the kernel cache).
+void add_gpu_images(const ir::Module& module, const KernelPlan& plan, const std::string& module_name,
+                    const AotOptions& options, AotKernels& k) {
+  CudaProgram program = generate_cuda_program(module, plan);
+  k.has_gpu = true;
+  const bool any_kernel = std::any_of(program.launches.begin(), program.launches.end(),
+                                      [](const CudaKernelLaunch& l) { return l.kind != CudaLaunchKind::Blas; });
+  if (any_kernel) {
+    k.cuda = compile_cuda_images(program.source, "synk_" + k.function, options.cuda_archs, options.cuda_arch_specific);
+  } else {
+    k.cuda.function = "synk_" + k.function;
+    k.cuda.source_hash = synk::source_hash(program.source);
+  }
+  for (const CudaImage& image : k.cuda.images)
+    k.gpu_files.push_back(fmt::format("{}.{}.{}.{}", module_name, k.function, image_tag(image), image.ptx ? "ptx" : "cubin"));
+}
+
+// The GPU images of function `f`, each in its own section (.incbin of the file build.cpp writes
+// next to the stub), and their table.
+std::string embedded_gpu_images(const std::string& name, size_t f, const AotKernels& k) {
+  if (k.cuda.images.empty()) return {};
+  std::string s, rows;
+  for (size_t i = 0; i < k.cuda.images.size(); ++i) {
+    const CudaImage& image = k.cuda.images[i];
+    const std::string begin = fmt::format("synk_{}__gpu{}_{}", name, f, i), end = begin + "_end";
+    const std::string assembly = fmt::format(
+        ".pushsection .synk_gpu.{0}.{1}.{2},\"a\",@progbits\n.balign 64\n.globl {3}\n.hidden {3}\n{3}:\n"
+        ".incbin \"{5}\"\n.globl {4}\n.hidden {4}\n{4}:\n.popsection\n",
+        name, k.function, image_tag(image), begin, end, k.gpu_files[i]);
+    s += fmt::format("__asm__({});\nextern \"C\" const char {}[], {}[];\n", string_literal(assembly), begin, end);
+    const char* kind = image.ptx ? "Ptx" : image.arch_specific ? "ArchSpecificCubin" : "Cubin";
+    rows += fmt::format("    {{{}, synk::aot::GpuImageKind::{}, {}, {}, {}}},\n", image.sm, kind, image.min_driver, begin, end);
+  }
+  return s + fmt::format("const synk::aot::GpuImage kGpuImages{}[] = {{\n{}}};\n", f, rows);
+}
+
 std::string make_stub(const std::string& name, const std::string& source_name, const std::string& base_dir,
                       const std::string& text, const ir::Module& module, const std::vector<const ir::Function*>& functions,
                       const std::vector<AotKernels>& kernels, const std::vector<std::string>& embedded_files) {
@@ -207,8 +249,13 @@ std::string make_stub(const std::string& name, const std::string& source_name, c
         s += fmt::format("    {{\"{}\", &{}}},\n", k.symbols[i], k.linked_symbols[i]);
       s += "};\n";
     }
-    tables.push_back(fmt::format("    {{\"{}\", 0x{:016x}ull, {}, {}}},", k.function, synk::source_hash(k.source),
-                                 k.symbols.empty() ? "nullptr" : fmt::format("kKernels{}", f), k.symbols.size()));
+    s += embedded_gpu_images(name, f, k);
+    std::string gpu;   // the GPU version: its CUDA source hash and images
+    if (k.has_gpu)
+      gpu = fmt::format(", 0x{:016x}ull, {}, {}", k.cuda.source_hash,
+                        k.cuda.images.empty() ? "nullptr" : fmt::format("kGpuImages{}", f), k.cuda.images.size());
+    tables.push_back(fmt::format("    {{\"{}\", 0x{:016x}ull, {}, {}{}}},", k.function, synk::source_hash(k.source),
+                                 k.symbols.empty() ? "nullptr" : fmt::format("kKernels{}", f), k.symbols.size(), gpu));
   }
   if (!tables.empty()) s += fmt::format("const synk::aot::FunctionTable kFunctions[] = {{\n{}\n}};\n", fmt::join(tables, "\n"));
   s += fmt::format(
@@ -290,6 +337,7 @@ AotModule generate(const ir::Module& module, const std::string& source_name, con
       k.symbols.push_back(kernel_symbol(plan, kernel));
       k.linked_symbols.push_back(kernel_symbol(plan, kernel, result.name));
     }
+    if (!options.cuda_archs.empty()) add_gpu_images(module, plan, result.name, options, k);
     result.kernels.push_back(std::move(k));
   }
   // Every load() of the module (the runtime makes every shared variable of a module, whichever

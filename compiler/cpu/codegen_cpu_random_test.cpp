@@ -1,12 +1,18 @@
 // Random programs, compiled and compared with the reference evaluator: DAGs of pointwise ops,
 // broadcasts, where and keepdims reductions over inputs of shapes [n, 4], [n, 1], [1, 4], [4]
 // and [], so that fusion meets shapes and sharing patterns nobody wrote a test for. Each program
-// is printed on failure with the seed (SYNK_TEST_SEED replays the whole run).
+// is printed on failure with the seed (SYNK_TEST_SEED replays the whole run). A few programs of
+// each generator also go through the ahead-of-time GPU path (synkc's: NVRTC CUBIN for sm_80 and
+// sm_90, PTX of the newest, the load path's image checks), when NVRTC can be loaded.
 #include <optional>
 #include <random>
 #include <regex>
 
 #include "compiler/cpu/cpu_test_util.h"
+#include "compiler/cuda/codegen_cuda.h"
+#include "compiler/cuda/cuda_images.h"
+#include "compiler/cuda/nvrtc.h"
+#include "compiler/lower.h"
 
 namespace synk::compiler {
 namespace {
@@ -208,6 +214,29 @@ TEST(CodegenCpuRandom, ProgramsAgreeWithTheReference) {
                                      << ": " << r.failure << "\n" << source;
     }
   }
+}
+
+TEST(CodegenCpuRandom, ProgramsCompileTheAheadOfTimeGpuWay) {
+  std::string reason;
+  if (!nvrtc_available(&reason)) GTEST_SKIP() << "NVRTC cannot be loaded: " << reason;
+  std::mt19937_64 rng(testing::test_seed() ^ 0xc0da);
+  int images = 0;
+  for (int p = 0; p < 8; ++p) {   // 3 NVRTC compiles each: a few seconds
+    std::vector<std::string> outputs;
+    const std::string source = p % 2 == 0 ? random_program(rng, &outputs) : random_structural_program(rng);
+    std::optional<ir::Module> parsed = parse_generated(source);
+    if (!parsed) continue;
+    const ir::Module& m = *parsed;
+    CudaProgram program = generate_cuda_program(m, lower(m, *m.find_function("f")));
+    CudaImageSet set = compile_cuda_images(program.source, fmt::format("random{}", p), default_cuda_archs(), {},
+                                           /*use_disk_cache=*/false);
+    for (const CudaImage& image : set.images) {
+      EXPECT_EQ(cuda_image_problem(image), "") << image.name() << ", program " << p << " (SYNK_TEST_SEED="
+                                               << testing::test_seed() << "):\n" << source;
+      ++images;
+    }
+  }
+  EXPECT_GT(images, 0);
 }
 
 }  // namespace

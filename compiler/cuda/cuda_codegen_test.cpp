@@ -1,6 +1,7 @@
 // CUDA code generation without a GPU: every function of every program in test/codegen-cuda/,
 // examples/ and the other lit suites (those that compile) is lowered, turned into CUDA, compiled
-// by NVRTC to CUBIN for sm_90 and to PTX, and the PTX is assembled by ptxas for sm_90; every
+// the ahead-of-time way (compile_cuda_images: NVRTC to a CUBIN for each of synkc's default
+// architectures, sm_80 and sm_90, and PTX of the newest), and the PTX is assembled by ptxas for sm_90; every
 // kernel symbol must exist in each result. Plus the generator's structural promises (no
 // #include, grid-stride loops, 16-byte vectors, shuffles, one kernel for a fused
 // pointwise+reduction) and the launch arithmetic. Skips, with the reason, when NVRTC cannot be
@@ -19,6 +20,7 @@
 #include "compiler/cuda/codegen_cuda.h"
 #include "compiler/cuda/cuda_function.h"
 #include "compiler/lower.h"
+#include "compiler/cuda/cuda_images.h"
 #include "compiler/cuda/nvrtc.h"
 #include "dsl/frontend.h"
 
@@ -99,7 +101,6 @@ TEST(CudaCodegen, EveryProgramCompilesWithNvrtcAndPtxas) {
   ASSERT_GE(programs.size(), 19u) << "the test/codegen-cuda programs were not found";
   const std::string ptxas = configured_ptxas_path();
   if (ptxas.empty()) std::cout << "[ NOTE     ] ptxas not found (set SYNK_PTXAS): PTX is compiled but not assembled\n";
-  const CudaTarget cubin_target{90, true}, ptx_target{90, false};
   int functions = 0, kernels = 0, assembled = 0;
   for (const Program& p : programs) {
     for (const ir::Function& fn : p.module.functions) {
@@ -129,27 +130,31 @@ TEST(CudaCodegen, EveryProgramCompilesWithNvrtcAndPtxas) {
       for (const std::string& s : symbols)
         EXPECT_NE(program.source.find(fmt::format("__launch_bounds__({}) {}(", kCudaMaxThreads, s)), std::string::npos) << s;
       if (symbols.empty()) continue;
+      // The ahead-of-time path synkc takes: a CUBIN per default architecture (NVRTC runs ptxas
+      // for each) and PTX of the newest, every image passing the load path's checks.
       const std::string hint = "test_" + fn.name;
-      CudaBinary cubin = nvrtc_compile(program.source, hint, cubin_target);
-      ASSERT_GE(cubin.image.size(), 4u);
-      EXPECT_EQ(std::string(cubin.image.data() + 1, 3), "ELF");
-      for (const std::string& s : symbols) EXPECT_TRUE(contains(cubin.image, s)) << s << " missing from the CUBIN";
-      EXPECT_EQ(cubin.log.find("error"), std::string::npos) << cubin.log;
-      CudaBinary ptx = nvrtc_compile(program.source, hint, ptx_target);
-      const std::string ptx_text(ptx.image.data());
-      EXPECT_NE(ptx_text.find(".target sm_90"), std::string::npos);
+      CudaImageSet set = compile_cuda_images(program.source, hint, default_cuda_archs(), {}, /*use_disk_cache=*/false);
+      ASSERT_EQ(set.images.size(), default_cuda_archs().size() + 1);
+      for (const CudaImage& image : set.images) {
+        EXPECT_EQ(cuda_image_problem(image), "") << image.name();
+        const std::vector<char> bytes(image.bytes(), image.bytes() + image.byte_count());
+        for (const std::string& s : symbols) EXPECT_TRUE(contains(bytes, s)) << s << " missing from the " << image.name();
+      }
+      const CudaImage& ptx = set.images.back();
+      const std::string ptx_text(ptx.bytes());
+      EXPECT_NE(ptx_text.find(fmt::format(".target sm_{}", default_cuda_archs().back())), std::string::npos);
       for (const std::string& s : symbols)
         EXPECT_NE(ptx_text.find(".entry " + s + "("), std::string::npos) << s << " missing from the PTX";
       if (!ptxas.empty()) {
         std::vector<char> assembled_cubin;
         std::string log;
-        EXPECT_EQ(run_ptxas(ptxas, ptx.image, &assembled_cubin, &log), 0) << log;
+        EXPECT_EQ(run_ptxas(ptxas, ptx.owned, &assembled_cubin, &log), 0) << log;
         for (const std::string& s : symbols) EXPECT_TRUE(contains(assembled_cubin, s)) << s << " missing after ptxas";
         ++assembled;
       }
     }
   }
-  std::cout << fmt::format("[ NOTE     ] {} functions, {} kernels compiled to CUBIN and PTX; {} PTX modules assembled\n",
+  std::cout << fmt::format("[ NOTE     ] {} functions, {} kernels compiled to CUBIN (sm_80, sm_90) and PTX; {} PTX modules assembled\n",
                            functions, kernels, assembled);
   EXPECT_GE(functions, 19);
   if (ptxas.empty()) GTEST_SKIP() << "ptxas not found (configure with the CUDA toolkit or set SYNK_PTXAS): PTX not assembled";

@@ -36,7 +36,9 @@
 #include "compiler/cuda/emulator.h"
 #include "compiler/backend_function.h"
 #include "compiler/cuda/cuda_function.h"
+#include "compiler/cuda/cuda_images.h"
 #include "compiler/grad/grad.h"
+#include "compiler/lower.h"
 #include "ir/evaluator.h"
 #include "dsl/frontend.h"
 #include "gpu/driver.h"
@@ -356,6 +358,47 @@ TEST_P(CudaExec, ResidentRunLeavesResultsOnTheDevice) {
   emulator_->copy_to_host(back.data(), CudaExecutor::DevicePtr(reinterpret_cast<uintptr_t>(z.data)), 20);
   EXPECT_EQ(back, (std::vector<float>{2, 4, 6, 8, 10}));
   emulator_->release(dev);
+}
+
+// The ahead-of-time path (what an artifact's host stub hands the runtime): the images synkc
+// builds (compile_cuda_images, the default architectures), one chosen for the device, no NVRTC
+// at load. On the emulator the device is an sm_86 (so the sm_80 CUBIN is chosen) and the kernels
+// run from the same source; on a GPU the chosen image is loaded for real. Both match the CPU.
+TEST_P(CudaExec, PrebuiltImagesRunLikeTheCpuBackend) {
+  ir::Module m = module_of(
+      "fn f(scatter x: f32[n, 4], bcast w: f32[4]) { out z: gather = x * w + 1.0; out s: sum = sum(x * x); }");
+  const ir::Function& fn = *m.find_function("f");
+  CudaProgram program = generate_cuda_program(m, lower(m, fn));
+  CudaCompileOptions o = options();
+  if (emulator_) o.target = CudaTarget{86, true};
+  o.prebuilt = std::make_shared<CudaImageSet>(compile_cuda_images(program.source, "synk_f", default_cuda_archs()));
+  std::unique_ptr<CudaFunction> gpu = compile_cuda_function(m, "f", o);
+  if (emulator_) EXPECT_EQ(gpu->target().str(), "sm_80 (cubin)");
+  std::cout << "[ NOTE     ] the prebuilt image chosen: " << gpu->target().str() << "\n";
+  std::unique_ptr<CpuFunction> cpu = compile_cpu_function(m, "f");
+  rt::Array x, w;
+  x.resize(rt::DType::F32, {37, 4});
+  w.resize(rt::DType::F32, {4});
+  for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = float(i % 11) * 0.25f - 1.0f;
+  for (int64_t i = 0; i < 4; ++i) w.data<float>()[i] = float(i) - 1.5f;
+  std::vector<rt::ArrayRef> in = {x.ref(), w.ref()};
+  std::vector<rt::Array> a(2), b(2), upd;
+  gpu->run(in, {}, a, upd);
+  cpu->run(in, {}, b, upd);
+  ASSERT_EQ(a[0].bytes.size(), b[0].bytes.size());
+  EXPECT_EQ(0, std::memcmp(a[0].bytes.data(), b[0].bytes.data(), a[0].bytes.size()));   // exact in f32
+  EXPECT_NEAR(a[1].data<float>()[0], b[1].data<float>()[0], 1e-5 * b[1].data<float>()[0]);
+  // Images of other code (another synk's artifact) are refused before anything loads.
+  auto other = std::make_shared<CudaImageSet>(*o.prebuilt);
+  other->source_hash ^= 1;
+  o.prebuilt = other;
+  try {
+    compile_cuda_function(m, "f", o);
+    ADD_FAILURE() << "images of other code were accepted";
+  } catch (const synk::InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("the artifact's GPU images were compiled from other CUDA code"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_P(CudaExec, BackendAutoPicksTheGpuWhenThereIsOne) {

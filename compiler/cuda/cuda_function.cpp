@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "compiler/codegen/kernel_abi.h"
+#include "base/source_hash.h"
 #include "gpu/cublas.h"
 #include "gpu/driver.h"
 
@@ -252,19 +252,53 @@ CudaFunction::CudaFunction(const ir::Module& module, KernelPlan plan, CudaProgra
   const ir::Function* fn = module.find_function(plan_.function.name);
   signature_ = make_signature(module, fn ? *fn : plan_.function, plan_);
   binding_.emplace(module, plan_);
-  target_ = options_.target ? *options_.target : default_target();
   bool any_kernel = std::any_of(program_.launches.begin(), program_.launches.end(),
                                 [](const CudaKernelLaunch& l) { return l.kind != CudaLaunchKind::Blas; });
-  if (any_kernel) {
-    CachedCudaBinary bin = nvrtc_compile_cached(program_.source, "synk_" + plan_.function.name, target_, options_.nvrtc,
-                                                options_.use_disk_cache);
-    image_ = std::move(bin.binary.image);
-    from_disk_cache_ = bin.from_disk_cache;
+  if (options_.prebuilt) {
+    if (any_kernel) use_prebuilt(*options_.prebuilt);
+  } else {
+    target_ = options_.target ? *options_.target : default_target();
+    if (any_kernel) {
+      CachedCudaBinary bin = nvrtc_compile_cached(program_.source, "synk_" + plan_.function.name, target_,
+                                                  options_.nvrtc, options_.use_disk_cache);
+      image_ = std::move(bin.binary.image);
+      from_disk_cache_ = bin.from_disk_cache;
+    }
   }
   shapes_.assign(plan_.buffers.size(), {});
 }
 
 CudaFunction::~CudaFunction() = default;
+
+void CudaFunction::use_prebuilt(const CudaImageSet& set) {
+  const uint64_t hash = source_hash(program_.source);
+  if (hash != set.source_hash)
+    synk::internal_error(fmt::format("function '{}': the artifact's GPU images were compiled from other CUDA code (hash "
+                                    "{:016x}, this program's synk generates {:016x}); rebuild the artifact with the synkc of "
+                                    "the synk it links", plan_.function.name, set.source_hash, hash));
+  CudaDeviceProps device;
+  if (options_.target) {   // tests (the emulator): the device the target names, any driver
+    device.cc_major = options_.target->sm / 10;
+    device.cc_minor = options_.target->sm % 10;
+  } else {
+    // The fork-safe probe: this process may not initialise CUDA yet (a master before fork()).
+    std::string reason;
+    if (!cu::cuda_available(&reason))
+      throw synk::UserError(fmt::format("function '{}': no CUDA GPU to run it on ({})", plan_.function.name, reason));
+    const cu::CudaStatus& status = cu::cuda_status();
+    size_t ordinal = 0;
+    if (std::optional<int> selected = cu::CudaDevice::selected()) ordinal = size_t(*selected);
+    else if (const char* env = std::getenv("SYNK_CUDA_DEVICE"); env && *env) ordinal = size_t(std::atoi(env));
+    if (ordinal >= status.device_sm.size()) ordinal = 0;
+    device.cc_major = status.device_sm.at(ordinal) / 10;
+    device.cc_minor = status.device_sm.at(ordinal) % 10;
+    device.driver_version = status.driver_version;
+    device.name = fmt::format("GPU {}", ordinal);
+  }
+  const CudaImage& image = set.images.at(select_cuda_image(set, device));
+  target_ = CudaTarget{image.sm, !image.ptx, image.arch_specific};
+  image_.assign(image.bytes(), image.bytes() + image.byte_count());
+}
 
 CudaExecutor& CudaFunction::executor() const { return options_.executor ? *options_.executor : gpu_executor(); }
 

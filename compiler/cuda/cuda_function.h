@@ -6,7 +6,8 @@
 // that names the kernel, copies outputs and updates back, and turns the kernels' failure records
 // into the same user errors as the CPU backend.
 //
-// Compiling needs no GPU (NVRTC only; the architecture comes from the fork-safe probe or is
+// With pre-built images (an ahead-of-time artifact) nothing is compiled: the image is chosen for
+// the device by select_cuda_image. Compiling needs no GPU (NVRTC only; the architecture comes from the fork-safe probe or is
 // given explicitly); the module is loaded into the device on the first run() in each process, so
 // a function built before the fork runs in every rank. Set SYNK_CUDA_SYNC=1 to synchronise after
 // every launch, so that a fault inside a kernel is reported with that kernel's name.
@@ -24,6 +25,7 @@
 
 #include "compiler/backend/symbol_binding.h"
 #include "compiler/cuda/codegen_cuda.h"
+#include "compiler/cuda/cuda_images.h"
 #include "compiler/passes/kernel_plan.h"
 #include "compiler/cuda/nvrtc.h"
 #include "ir/ir.h"
@@ -73,6 +75,9 @@ struct CudaCompileOptions {
   NvrtcOptions nvrtc = nvrtc_options_from_env();
   bool sync_after_each_launch = false;  // also set by SYNK_CUDA_SYNC=1
   CudaExecutor* executor = nullptr;     // default: gpu_executor()
+  // Ahead-of-time images (an artifact's, cuda_images.h): the one for this process's GPU is
+  // loaded and NVRTC is never used. Their source hash must match the regenerated program.
+  std::shared_ptr<const CudaImageSet> prebuilt;
 };
 
 class CudaFunction : public rt::CompiledFunction {
@@ -105,6 +110,7 @@ class CudaFunction : public rt::CompiledFunction {
  private:
   struct State;   // device-side state (module, buffers), created on the first run()
   CudaExecutor& executor() const;
+  void use_prebuilt(const CudaImageSet& set);   // chooses target_ and image_ for this device
   void load_module();
   // Binds symbols, allocates buffers, and stages inputs and shared values (or, when resident,
   // takes their device addresses).

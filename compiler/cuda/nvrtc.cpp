@@ -135,10 +135,12 @@ std::string program_log(const NvrtcApi& a, nvrtcProgram prog) {
 
 }  // namespace
 
-std::string CudaTarget::arch_option() const { return fmt::format("-arch={}_{}", cubin ? "sm" : "compute", sm); }
+std::string CudaTarget::arch_option() const {
+  return fmt::format("-arch={}_{}{}", cubin ? "sm" : "compute", sm, arch_specific ? "a" : "");
+}
 
 std::string CudaTarget::str() const {
-  return fmt::format("{}_{} ({})", cubin ? "sm" : "compute", sm, cubin ? "cubin" : "ptx");
+  return fmt::format("{}_{}{} ({})", cubin ? "sm" : "compute", sm, arch_specific ? "a" : "", cubin ? "cubin" : "ptx");
 }
 
 NvrtcOptions nvrtc_options_from_env() {

@@ -20,7 +20,8 @@ namespace synk::compiler {
 struct CudaTarget {
   int sm = 90;          // 90 for sm_90 / compute_90
   bool cubin = true;    // false: PTX, JIT-compiled by the driver at load time
-  std::string arch_option() const;   // "-arch=sm_90" or "-arch=compute_90"
+  bool arch_specific = false;   // sm_90a: CUBIN that runs on exactly this compute capability
+  std::string arch_option() const;   // "-arch=sm_90", "-arch=sm_90a" or "-arch=compute_90"
   std::string str() const;           // "sm_90 (cubin)" or "compute_90 (ptx)"
 };
 

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@
 #include "compiler/pipeline.h"
 #include "compiler/llvm/aot_object.h"
 #include "compiler/backend/signature.h"
+#include "compiler/cuda/cuda_images.h"
+#include "compiler/cuda/nvrtc.h"
 #include "compiler/emit.h"
 #include "synk/jit.h"
 #include "dsl/frontend.h"
@@ -88,9 +91,27 @@ class FrontEnd {
   synk::dsl::FrontEnd front_end_;
 };
 
+// --cuda-arch: the list given, else the default when NVRTC can be loaded (without it the artifact
+// is CPU-only, and synkc says so once).
+std::vector<int> cuda_archs(const ArtifactOptions& artifact, std::vector<bool>* arch_specific) {
+  if (!artifact.cuda_arch.empty()) return synk::compiler::parse_cuda_archs(artifact.cuda_arch, arch_specific);
+  std::string reason;
+  if (!synk::compiler::nvrtc_available(&reason)) {
+    static bool said = false;
+    if (!std::exchange(said, true))
+      std::cerr << "synkc: note: building a CPU-only artifact: NVRTC cannot be loaded (" << reason << ")\n";
+    return {};
+  }
+  arch_specific->assign(synk::compiler::default_cuda_archs().size(), false);
+  return synk::compiler::default_cuda_archs();
+}
+
 synk::compiler::aot::AotOptions aot_options(const ArtifactOptions& artifact) {
-  return {.module_name = artifact.module_name, .target_cpu = artifact.target_cpu, .bundle = !artifact.no_bundle,
-          .keep_temps = artifact.keep_temps, .embed_data = !artifact.no_embed_data};
+  synk::compiler::aot::AotOptions o{.module_name = artifact.module_name, .target_cpu = artifact.target_cpu,
+                                    .bundle = !artifact.no_bundle, .keep_temps = artifact.keep_temps,
+                                    .embed_data = !artifact.no_embed_data};
+  o.cuda_archs = cuda_archs(artifact, &o.cuda_arch_specific);
+  return o;
 }
 
 // `--depfile FILE`: "OUTPUT: INPUTS..." in Makefile syntax (what Ninja and CMake's DEPFILE read),
@@ -218,6 +239,11 @@ int write_output(const DriverOptions& options, FrontEnd& front_end, std::ostream
   synk::compiler::EmitOptions emit_options;
   emit_options.print_after_all = options.print_after_all;
   emit_options.pass_dump = &std::cerr;
+  if (options.emit == "ptx") {
+    std::vector<bool> specific;
+    std::vector<int> archs = synk::compiler::parse_cuda_archs(options.artifact.cuda_arch, &specific);
+    if (!archs.empty()) emit_options.ptx_arch = *std::max_element(archs.begin(), archs.end());
+  }
   run_stage(front_end, [&] { synk::compiler::emit(front_end.module(), options.emit, out, emit_options); });
   return kOk;
 }

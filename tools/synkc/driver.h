@@ -44,6 +44,7 @@ struct ArtifactOptions {
   std::string module_name;        // empty: the file's stem
   std::vector<std::string> functions;   // empty: every function
   std::string depfile;            // --depfile FILE: the artifact's inputs, as a Makefile rule
+  std::string cuda_arch;          // --cuda-arch LIST: GPU architectures ("none": CPU only; empty: the default)
   bool no_bundle = false;
   bool keep_temps = false;
   bool no_embed_data = false;

@@ -130,6 +130,11 @@ int main_with_exit_codes(int argc, char** argv) {
       ->type_name("NAME")->allow_extra_args(false);
   app.add_flag("--no-bundle", artifact.no_bundle,
                "-o libNAME.a holds only the module (link synk's libraries yourself; see --print-link-flags)");
+  app.add_option("--cuda-arch", artifact.cuda_arch,
+                 "GPU architectures of the artifact's CUBINs, comma-separated (80,sm_90,sm_90a), plus PTX of the "
+                 "newest; 'none' for a CPU-only artifact (default: 80,90 when NVRTC is available; --emit=ptx: "
+                 "PTX for the newest)")
+      ->type_name("LIST");
   app.add_flag("--keep-temps", artifact.keep_temps, "Keep the artifact's build directory (its path is printed)");
   app.add_flag("--no-embed-data", artifact.no_embed_data,
                "Read the .npy files of load() initialisers from their paths at run time instead of building them in");
