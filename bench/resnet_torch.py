@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_torch import baseline_arguments, emit_summary, load, run_baseline, train_epochs  # noqa: E402
+from train_torch import held_out_main  # noqa: E402
 
 
 def conv_bn(cin, cout, kernel, stride, padding):
@@ -51,25 +51,8 @@ def make_model(seed):
     return nn.Sequential(*layers)
 
 
-def train(args, rank, world, variant, emit):
-    images, labels = load("train")
-    split = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(0x5eed))
-    train_rows = split[:images.shape[0] - args.holdout]
-    if args.limit:
-        train_rows = train_rows[:args.limit]
-    net, times = train_epochs(args, rank, world, variant, emit, make_model(args.seed), images, labels, train_rows)
-    if rank == 0:
-        emit_summary(emit, variant, net, times)
-
-
 def main():
-    parser = baseline_arguments(__doc__.split("\n\n")[0], 29519)
-    parser.add_argument("--holdout", type=int, default=5000)
-    parser.add_argument("--limit", type=int, default=0, help="train on the first N training images only (0: all)")
-    args = parser.parse_args()
-    if args.threads < 1 or args.epochs < 1 or args.batch < 1 or args.ddp < 0 or args.limit < 0:
-        parser.error("--threads, --epochs and --batch must be at least 1, --ddp and --limit at least 0")
-    run_baseline(train, args, "resnet_torch")
+    held_out_main(__doc__, 29519, make_model, "resnet_torch")
 
 
 if __name__ == "__main__":

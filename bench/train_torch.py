@@ -17,6 +17,7 @@ Prints one JSON object per line: {"variant", "epoch", "seconds", "loss"} per epo
 {"variant", "summary": true, "median_epoch_s", "test_accuracy"}.
 """
 import argparse
+import functools
 import gzip
 import json
 import os
@@ -156,6 +157,30 @@ def run_baseline(train, args, name):
         if torch.get_num_threads() != args.threads:
             sys.exit(f"{name}: asked for {args.threads} threads, torch runs {torch.get_num_threads()}")
         train(args, 0, 1, f"torch-t{args.threads}", emit_stdout)
+
+
+def train_held_out(make_model, args, rank, world, variant, emit):
+    """The convolutional baselines' run (cnn_torch, resnet_torch): the examples' held-out split of
+    the training set (the same seed), optionally only its first --limit images."""
+    images, labels = load("train")
+    split = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(0x5eed))
+    train_rows = split[:images.shape[0] - args.holdout]
+    if args.limit:
+        train_rows = train_rows[:args.limit]
+    net, times = train_epochs(args, rank, world, variant, emit, make_model(args.seed), images, labels, train_rows)
+    if rank == 0:
+        emit_summary(emit, variant, net, times)
+
+
+def held_out_main(doc, port, make_model, name):
+    """The command line of a convolutional baseline: the common options plus --holdout and --limit."""
+    parser = baseline_arguments(doc.split("\n\n")[0], port)
+    parser.add_argument("--holdout", type=int, default=5000)
+    parser.add_argument("--limit", type=int, default=0, help="train on the first N training images only (0: all)")
+    args = parser.parse_args()
+    if args.threads < 1 or args.epochs < 1 or args.batch < 1 or args.ddp < 0 or args.limit < 0:
+        parser.error("--threads, --epochs and --batch must be at least 1, --ddp and --limit at least 0")
+    run_baseline(functools.partial(train_held_out, make_model), args, name)
 
 
 def main():
