@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
     TrainStep step = m.train_step("train");
     step.set_deterministic(4);
     synk::fork(local);
+    std::ofstream(fmt::format("{}.pid{}", argv[2], synk::node())) << getpid() << "\n";   // for the clean-up checks
     std::ofstream out(fmt::format("{}.node{}", argv[2], synk::node()));
     out << "ranks " << synk::size() << "\n";
     const int64_t rows = 37;
