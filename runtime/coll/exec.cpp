@@ -213,7 +213,12 @@ void Job::run() {
   switch (d.kind) {
     case CollKind::Reduce: return reduce();
     case CollKind::AllReduce:
-      reduce();
+      if (n > 1) {
+        reduce();
+      } else if (!d.rank_scale.empty()) {   // one rank per node: its scaled values are the node's sum
+        for (size_t v = 0; v < d.vars.size(); ++v)
+          scale_values(spec(v).dtype, value(v).bytes.data(), size_t(value(v).size()), d.rank_scale.at(0));
+      }
       if (d.across_nodes) across_nodes_values();
       return;
     case CollKind::AllReduceExact: return reduce_exact();

@@ -4,6 +4,7 @@
 #include "runtime/node/cluster.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -43,6 +44,16 @@ double node_timeout_s() {
   if (*end || v < 0)
     throw UsageError(fmt::format("SYNK_NODE_TIMEOUT_S: expected a number of seconds >= 0, received '{}'", s));
   return v;
+}
+
+// A blocking transfer past the deadline (the MPI plugin's watchdog thread): no MPI call is safe
+// from this thread, so the process ends through the signal path (runtime/group/cleanup.h: workers
+// stopped, segments removed) and mpirun ends the rest of the job.
+void end_stuck_transfer() {
+  std::fprintf(stderr, "synk: node %d of %d: no answer from the other nodes within SYNK_NODE_TIMEOUT_S=%g s "
+               "during a transfer; ending the whole job\n", cluster_node(), cluster_nodes(), node_timeout_s());
+  std::fflush(stderr);
+  ::kill(::getpid(), SIGTERM);
 }
 
 void poll_peers() {
@@ -96,6 +107,7 @@ void start_cluster(int local_ranks, const std::string& backend_name, std::functi
   g_local_ranks = local_ranks;
   g_check_local = std::move(check_local);
   g_cluster->poll = poll_peers;
+  g_cluster->on_stuck = end_stuck_transfer;
   std::vector<std::string> all;
   const std::string mine = fmt::format("{} {} {}", local_ranks, backend_name, g_cluster->host());
   cross_node("start-up", [&] { all = g_cluster->all_gather(mine); });
@@ -138,9 +150,11 @@ void abort_job(const std::string& message) {
 void cross_node(const char* what, const std::function<void()>& step) {
   const double timeout = node_timeout_s();
   g_deadline_ns = timeout > 0 ? now_ns() + int64_t(timeout * 1e9) : 0;
+  if (g_cluster) g_cluster->deadline_ns.store(g_deadline_ns);
   try {
     step();
     g_deadline_ns = 0;
+    if (g_cluster) g_cluster->deadline_ns.store(0);
   } catch (const std::exception& e) {
     abort_job(fmt::format("{} across nodes: {}", what, e.what()));
   }

@@ -16,7 +16,9 @@
 // workers and shared memory (runtime/group/cleanup.h).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -49,6 +51,11 @@ class Cluster {
   virtual void finalize() = 0;   // MPI_Finalize; idempotent
 
   std::function<void()> poll;
+  // The current step's deadline (steady clock, ns; 0: none), and what runs, on another thread,
+  // when a step that cannot poll (a blocking transfer) passes it: it must end the process
+  // without MPI (the signal path of runtime/group/cleanup.h), and mpirun then ends the job.
+  std::atomic<int64_t> deadline_ns{0};
+  void (*on_stuck)() = nullptr;
 };
 
 // Whether this process was started by an MPI launcher (mpirun/mpiexec of OpenMPI or a PMIx

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <stdexcept>
@@ -70,7 +72,7 @@ MPI_Op mpi_op(NodeOp op) {
 
 class MpiCluster final : public Cluster {
  public:
-  MpiCluster() {
+  MpiCluster() : watchdog_([this] { watch(); }) {
     int provided = 0;
     check("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
     // Errors come back as codes (then exceptions) instead of ending the process silently.
@@ -81,7 +83,11 @@ class MpiCluster final : public Cluster {
     int len = 0;
     if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS) host_.assign(name, size_t(len));
   }
-  ~MpiCluster() override { finalize(); }
+  ~MpiCluster() override {
+    stop_.store(true);
+    watchdog_.join();
+    finalize();
+  }
 
   int node() const override { return node_; }
   int nodes() const override { return nodes_; }
@@ -91,7 +97,7 @@ class MpiCluster final : public Cluster {
   // sends a fixed slot of its length and first kSlot bytes; only when some node's message is
   // longer does a second round carry the rest.
   std::vector<std::string> all_gather(const std::string& mine) override {
-    constexpr size_t kSlot = 4096 - sizeof(int64_t);
+    constexpr size_t kSlot = 1024 - sizeof(int64_t);
     using Slot = SlotBuffer;
     slot_out_.length = int64_t(mine.size());
     std::memcpy(slot_out_.head, mine.data(), std::min(mine.size(), kSlot));
@@ -130,17 +136,29 @@ class MpiCluster final : public Cluster {
     broadcast_bytes(bytes.data(), bytes.size(), root);
   }
 
+  // Blocking: OpenMPI's MPI_Iallreduce (libnbc) reached half the bandwidth of MPI_Allreduce over
+  // TCP here (bench/multinode_bench, 2 x 1 ranks, 4-64 MiB), so the values go through the tuned
+  // blocking call, and the watchdog thread enforces the deadline meanwhile. Small messages still
+  // poll (liveness and Ctrl-C are checked while waiting).
   void all_reduce(void* data, size_t count, DType dtype, NodeOp op) override {
     const MPI_Datatype type = mpi_type(dtype);
     const MPI_Op mop = mpi_op(op);
     const size_t elem = dtype_bytes(dtype);
     const size_t piece = size_t(INT_MAX) / 8;
     for (size_t at = 0; at < count; at += piece) {
-      MPI_Request req;
       int n = int(std::min(piece, count - at));
-      check("MPI_Iallreduce", MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(data) + at * elem, n, type, mop,
-                                             MPI_COMM_WORLD, &req));
-      wait(req);
+      char* part = static_cast<char*>(data) + at * elem;
+      if (size_t(n) * elem < kBlockingBytes) {
+        MPI_Request req;
+        check("MPI_Iallreduce", MPI_Iallreduce(MPI_IN_PLACE, part, n, type, mop, MPI_COMM_WORLD, &req));
+        wait(req);
+        continue;
+      }
+      if (poll) poll();
+      blocking_.store(true);
+      const int code = MPI_Allreduce(MPI_IN_PLACE, part, n, type, mop, MPI_COMM_WORLD);
+      blocking_.store(false);
+      check("MPI_Allreduce", code);
     }
   }
 
@@ -166,26 +184,50 @@ class MpiCluster final : public Cluster {
     }
   }
 
-  // Tests `req` until it completes, calling poll() between tests: spinning briefly (a cross-node
-  // step of a small message completes in tens of microseconds), then yielding, then sleeping in
-  // 200 us slices so an idle leader costs nothing.
+  // Tests `req` until it completes, calling poll() between tests. OpenMPI advances a
+  // non-blocking collective only inside MPI calls, so a long message needs tests all along: spin,
+  // then yield the CPU between tests; only a wait past 2 s (a peer far behind) sleeps, in 100 us
+  // slices, so that a leader waiting for a slow peer costs little. (Measured: sleeping 200 us
+  // between tests halved the bandwidth of a 64 MiB all-reduce over TCP.)
   void wait(MPI_Request& req) {
     int done = 0;
+    const auto start = std::chrono::steady_clock::now();
     for (int tries = 0;; ++tries) {
       check("MPI_Test", MPI_Test(&req, &done, MPI_STATUS_IGNORE));
       if (done) return;
-      if (tries % 64 == 63 && poll) poll();
-      if (tries < 4096) continue;
-      if (tries < 16384) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (tries % 64 == 63) {
+        if (poll) poll();
+        if (std::chrono::steady_clock::now() - start > std::chrono::seconds(2)) {
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+          continue;
+        }
+      }
+      if (tries >= 4096) std::this_thread::yield();
     }
   }
 
+  static constexpr size_t kBlockingBytes = size_t(64) << 10;
+
+  // The watchdog thread: a blocking transfer past the step's deadline ends the process
+  // (on_stuck), since the transfer itself cannot be interrupted.
+  void watch() {
+    while (!stop_.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const int64_t deadline = deadline_ns.load();
+      if (!blocking_.load() || deadline == 0 || !on_stuck) continue;
+      const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now().time_since_epoch()).count();
+      if (now > deadline) on_stuck();
+    }
+  }
+
+  std::atomic<bool> stop_{false}, blocking_{false};
+  std::thread watchdog_;
   int node_ = 0, nodes_ = 1;
   std::string host_;
   struct SlotBuffer {
     int64_t length;
-    char head[4096 - sizeof(int64_t)];
+    char head[1024 - sizeof(int64_t)];
   } slot_out_;
   std::vector<SlotBuffer> slots_;
 };

@@ -7,7 +7,8 @@
 // averages) is exact.
 //
 // Fault modes: --kill-worker NODE kills a worker of NODE after the calls; --stop-leader NODE stops
-// that leader (SIGSTOP) there; --mismatch makes node 1 call with another batch (every leader must
+// that leader (SIGSTOP) there; --stop-in-transfer NODE stops it just before an all_reduce of
+// 800 KB, which the other leaders make through a blocking MPI transfer; --mismatch makes node 1 call with another batch (every leader must
 // get the same UsageError, and the job goes on).
 //
 //   multinode_run RANKS_PER_NODE OUT [--kill-worker NODE | --stop-leader NODE | --mismatch]
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
   const int fault_node = argc >= 5 ? std::atoi(argv[4]) : -1;
   const int kill_node = mode == "--kill-worker" ? fault_node : -1;
   const int stop_node = mode == "--stop-leader" ? fault_node : -1;
+  const int transfer_stop_node = mode == "--stop-in-transfer" ? fault_node : -1;
   try {
     jit::Module m = jit::compile_string(kProgram);
     Function stats = m.function("stats");
@@ -108,6 +110,13 @@ int main(int argc, char** argv) {
     }
     if (kill_node == synk::node() && synk::local_size() > 1) kill(synk::worker_pid(1), SIGKILL);
     if (stop_node == synk::node()) raise(SIGSTOP);
+    if (transfer_stop_node >= 0) {
+      Var big = m.runtime_module().var("parts");
+      std::vector<double> values(100000, 1.0);
+      synk::broadcast(big, ArrayRef{values.data(), rt::DType::F64, {int64_t(values.size())}});
+      if (transfer_stop_node == synk::node()) raise(SIGSTOP);
+      all_reduce(big, "sum");
+    }
     // Collectives by global rank: rank r holds r+1 in every element.
     Var acc = m.runtime_module().var("acc"), count = m.runtime_module().var("count");
     for (int r = 0; r < synk::size(); ++r) {

@@ -54,11 +54,11 @@ case $mode in
     done
     echo "PASS: fashion_mnist on $nodes nodes x $ranks ranks saved the parameters of 1 node x $((nodes * ranks)) ranks, bit for bit"
     ;;
-  stop)
+  stop|stop-in-transfer)
     start=$(date +%s.%N)
     set +e
-    SYNK_NODE_TIMEOUT_S=3 "${launch[@]}" -x SYNK_NODE_TIMEOUT_S "$program" "$ranks" "$work/multi" --stop-leader 1 \
-      > "$work/log" 2>&1
+    SYNK_NODE_TIMEOUT_S=3 "${launch[@]}" -x SYNK_NODE_TIMEOUT_S "$program" "$ranks" "$work/multi" \
+      "$([[ $mode == stop ]] && echo --stop-leader || echo --stop-in-transfer)" 1 > "$work/log" 2>&1
     status=$?
     set -e
     took=$(echo "$(date +%s.%N) - $start" | bc)
