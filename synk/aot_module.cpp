@@ -5,6 +5,9 @@
 // whose objects and stub disagree fails loudly instead of running kernels of another plan.
 #include "synk/aot_module.h"
 
+#include <dlfcn.h>
+
+#include <filesystem>
 #include <map>
 #include <mutex>
 
@@ -31,6 +34,7 @@ struct ModuleState {
   std::shared_ptr<const ir::Module> ir;       // built on first use
   synk::Module runtime;                       // registered on first use (master side)
   bool runtime_registered = false;
+  std::string library;                        // the loadable library it came from (load_library), if any
   std::map<std::string, synk::Function, std::less<>> functions;
 };
 
@@ -130,11 +134,20 @@ std::shared_ptr<rt::CompiledFunction> build_function(const ModuleDef& def, std::
       std::move(cuda));
 }
 
-// Payload of an "aot" function: module name, '\0', function name.
+// Payload of an "aot" function: module name, '\0', function name, and for a module of a loadable
+// library '\0' and the library's path (a worker forked before the library was loaded loads it).
+std::string encode_payload(const ModuleState& s, const std::string& function_name) {
+  std::string payload = std::string(s.def->name) + '\0' + function_name;
+  if (!s.library.empty()) payload += '\0' + s.library;
+  return payload;
+}
+
 std::shared_ptr<rt::CompiledFunction> load_in_worker(const std::string& payload) {
   size_t zero = payload.find('\0');
   if (zero == std::string::npos) throw synk::InternalError("aot loader: a malformed payload");
-  std::string module_name = payload.substr(0, zero), function_name = payload.substr(zero + 1);
+  size_t second = payload.find('\0', zero + 1);
+  std::string module_name = payload.substr(0, zero), function_name = payload.substr(zero + 1, second - zero - 1);
+  if (second != std::string::npos) load_library(payload.substr(second + 1));
   std::shared_ptr<const ir::Module> module;
   const ModuleDef* def = nullptr;
   {
@@ -161,12 +174,16 @@ bool embed_data(const char* path, const char* begin, const char* end) {
   return true;
 }
 
-bool register_module(const ModuleDef* def) {
-  static const bool loader_registered = [] {
+void register_loader() {
+  static const bool registered = [] {
     synk::register_loader(kLoaderKind, load_in_worker);
     return true;
   }();
-  (void)loader_registered;
+  (void)registered;
+}
+
+bool register_module(const ModuleDef* def) {
+  register_loader();
   std::lock_guard lock(table_mutex());
   ModuleState& s = table()[def->name];
   if (s.def != def) {
@@ -174,6 +191,54 @@ bool register_module(const ModuleDef* def) {
     if (!s.def) s.def = def;
   }
   return true;
+}
+
+const ModuleDef& load_library(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec).lexically_normal();
+  if (!std::filesystem::is_regular_file(absolute, ec))
+    throw UsageError(fmt::format("load_library: cannot read '{}': {}", path,
+                                 std::filesystem::exists(absolute, ec) ? "not a regular file" : "no such file"));
+  // Never closed: the runtime keeps pointers into the library's tables and kernels.
+  void* handle = ::dlopen(absolute.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) throw UsageError(fmt::format("load_library: cannot load '{}': {}", path, ::dlerror()));
+  struct CloseUnlessKept {   // a library refused below is unloaded again
+    void* handle;
+    ~CloseUnlessKept() { if (handle) ::dlclose(handle); }
+  } guard{handle};
+  using Entry = const LibraryDef* (*)();
+  auto entry = reinterpret_cast<Entry>(::dlsym(handle, kLibrarySymbol));
+  if (!entry)
+    throw UsageError(fmt::format("load_library: '{}' is not a synk library (no symbol {}; build one with "
+                                 "`synkc MODEL.synk -o libMODEL.so`)", path, kLibrarySymbol));
+  const LibraryDef* library = entry();
+  if (!library || library->abi != kLibraryAbi || library->module_def_size != sizeof(ModuleDef))
+    throw UsageError(fmt::format("load_library: '{}' was written by a synkc of another synk version (library "
+                                 "format {}, this synk reads {}); rebuild it with this synk's synkc", path,
+                                 library ? library->abi : 0, kLibraryAbi));
+  const ModuleDef& def = *library->module;
+  {
+    std::lock_guard lock(table_mutex());
+    auto it = table().find(def.name);
+    if (it != table().end() && it->second.def != &def)
+      throw UsageError(fmt::format("load_library: '{}' holds module '{}', and a module of that name is already {} "
+                                   "(rename one .synk file, or pass synkc --name)", path, def.name,
+                                   it->second.library.empty() ? "linked into this program"
+                                                              : "loaded from '" + it->second.library + "'"));
+    guard.handle = nullptr;
+    if (it != table().end()) return def;   // this library, loaded before
+  }
+  for (size_t i = 0; i < library->data_count; ++i)
+    embed_data(library->data[i].path, library->data[i].begin, library->data[i].end);
+  register_module(&def);
+  std::lock_guard lock(table_mutex());
+  table()[def.name].library = absolute.string();
+  return def;
+}
+
+const ir::Module& prepared_module(const ModuleDef& def) {
+  std::lock_guard lock(table_mutex());
+  return *state_locked(def).ir;   // built once, never replaced
 }
 
 synk::Module runtime_module(const ModuleDef& def) {
@@ -205,8 +270,12 @@ synk::Function function(const ModuleDef& def, const std::string& name) {
   if (!linked)
     throw UsageError(fmt::format("aot module '{}': no function named '{}' (the module has: {})", def.name, name,
                                  names_or(function_names(def), "no functions")));
-  synk::Function f = synk::function(build_function(def, module, name), runtime, kLoaderKind,
-                                    std::string(def.name) + '\0' + name);
+  std::string payload;
+  {
+    std::lock_guard lock(table_mutex());
+    payload = encode_payload(state_locked(def), name);
+  }
+  synk::Function f = synk::function(build_function(def, module, name), runtime, kLoaderKind, payload);
   std::lock_guard lock(table_mutex());
   return table()[def.name].functions.emplace(name, f).first->second;
 }

@@ -9,6 +9,13 @@
 // Functions are registered with the runtime under loader kind "aot" (payload: module name, then
 // '\0', then function name), so that workers forked before a function was first used rebuild it
 // from the same linked table; every stub registers its module at static-initialisation time.
+//
+// A loadable library (`synkc -o libX.so`) holds the same tables but registers nothing by itself
+// and refers to no symbol of synk: its one exported symbol, kLibrarySymbol, returns a LibraryDef,
+// and load_library() (here, for C++ programs; synk.load_library in Python) registers what it
+// describes. So one library loads into any program that links synk, whatever its symbol
+// visibility (a Python extension's are hidden), and workers forked before it was loaded load it
+// themselves when a call first needs one of its functions.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +27,10 @@
 #include "base/source_hash.h"
 #include "synk/shared_variable.h"
 #include "synk/synk.h"
+
+namespace synk::ir {
+struct Module;
+}
 
 namespace synk::aot {
 
@@ -66,6 +77,25 @@ struct ModuleDef {
   size_t function_count;
 };
 
+// A .npy file of a load() initialiser built into a loadable library (see embed_data).
+struct EmbeddedFile {
+  const char* path;
+  const char* begin;
+  const char* end;
+};
+
+// What a loadable library describes. `abi` and `module_def_size` let load_library refuse a library
+// written by a synkc whose tables have another layout, with a message instead of a crash.
+inline constexpr uint32_t kLibraryAbi = 1;
+inline constexpr const char* kLibrarySymbol = "synk_aot_library_v1";
+struct LibraryDef {
+  uint32_t abi;
+  uint32_t module_def_size;       // sizeof(ModuleDef) in the synkc that wrote it
+  const ModuleDef* module;
+  const EmbeddedFile* data;
+  size_t data_count;
+};
+
 // FNV-1a 64 of the text; stable across builds and machines (baked into stubs).
 using synk::source_hash;
 
@@ -79,6 +109,19 @@ bool register_module(const ModuleDef* def);
 // source is analysed at run time, and the runtime, which reads the values, find it in memory.
 // Called by the stub's static initialisers; returns true.
 bool embed_data(const char* path, const char* begin, const char* end);
+
+// Registers the "aot" loader with the runtime (register_module does; so does the JIT's
+// register_loader, so that workers forked before a library is loaded can build its functions).
+void register_loader();
+
+// Loads a library written by `synkc -o libX.so` (dlopen; never unloaded) and registers its module
+// and embedded files; returns the module. Loading one path again returns the same module.
+// UsageError when the file cannot be loaded, is not a synk library, was written by an
+// incompatible synkc, or holds a module whose name another loaded or linked module already has.
+const ModuleDef& load_library(const std::string& path);
+
+// The module as the runtime prepared it from the baked source (what its functions were built from).
+const ir::Module& prepared_module(const ModuleDef& def);
 
 // The module's shared variables, registered with the runtime on first use.
 synk::Module runtime_module(const ModuleDef& def);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 
@@ -25,6 +26,7 @@
 #include "compiler/grad/train.h"
 #include "compiler/pipeline.h"
 #include "dsl/frontend.h"
+#include "synk/aot_module.h"
 
 namespace synk::jit {
 
@@ -105,6 +107,7 @@ void register_loader() {
   static bool done = false;
   if (done) return;
   synk::register_loader(kLoaderKind, load_in_worker);
+  aot::register_loader();   // libraries loaded after fork (load_library)
   done = true;
 }
 
@@ -116,6 +119,8 @@ struct Module::State {
   compiler::CpuCompileOptions compile_options;
   std::shared_ptr<const ir::Module> shared_ir;   // a copy of ir that functions keep for their other backend
   std::map<std::string, synk::Function, std::less<>> functions;
+  // Set for a loadable library's module (load_library): its functions come from there.
+  std::function<synk::Function(const std::string&)> prebuilt;
 };
 
 Module::State& Module::state() const {
@@ -130,9 +135,14 @@ synk::Function Module::function(const std::string& name) {
     throw UsageError(fmt::format("jit::Module::function: no function named '{}' (the module has: {})", name,
                                  function_names().empty() ? std::string("no functions")
                                                           : fmt::format("{}", fmt::join(function_names(), ", "))));
-  if (!s.shared_ir) s.shared_ir = std::make_shared<const ir::Module>(s.ir);
-  std::shared_ptr<rt::CompiledFunction> compiled = make_function(s.shared_ir, name, s.compile_options);
-  synk::Function f = synk::function(std::move(compiled), s.runtime, kLoaderKind, encode_payload(name, s.source));
+  synk::Function f;
+  if (s.prebuilt) {
+    f = s.prebuilt(name);
+  } else {
+    if (!s.shared_ir) s.shared_ir = std::make_shared<const ir::Module>(s.ir);
+    std::shared_ptr<rt::CompiledFunction> compiled = make_function(s.shared_ir, name, s.compile_options);
+    f = synk::function(std::move(compiled), s.runtime, kLoaderKind, encode_payload(name, s.source));
+  }
   s.functions.emplace(name, f);
   return f;
 }
@@ -223,7 +233,19 @@ std::string absolute_dir(const std::string& dir) {
 
 struct ModuleFactory {
   static Module make(ModuleSource source, ir::Module ir, const CompileOptions& options);
+  static Module make_prebuilt(const aot::ModuleDef& def);
 };
+
+Module ModuleFactory::make_prebuilt(const aot::ModuleDef& def) {
+  auto state = std::make_shared<Module::State>();
+  state->source = ModuleSource{def.source_name, def.base_dir, def.text};
+  state->ir = aot::prepared_module(def);
+  state->runtime = aot::runtime_module(def);
+  state->prebuilt = [&def](const std::string& name) { return aot::function(def, name); };
+  return Module(std::move(state));
+}
+
+Module load_library(const std::string& path) { return ModuleFactory::make_prebuilt(aot::load_library(path)); }
 
 Module ModuleFactory::make(ModuleSource source, ir::Module ir, const CompileOptions& options) {
   auto state = std::make_shared<Module::State>();

@@ -104,6 +104,12 @@ Module compile_string(const std::string& text, const CompileOptions& options = {
 Module compile(const ir::Module& module, const CompileOptions& options = {});
 Module compile(const dsl::ModuleBuilder& builder, const CompileOptions& options = {});
 
+// The module of a loadable library written by `synkc MODEL.synk -o libMODEL.so`
+// (synk::aot::load_library): the same Module interface, whose functions are the library's
+// compiled kernels (nothing is compiled at run time; with GPU images, the GPU runs them too).
+// UsageError when the file is not such a library (the message says why).
+Module load_library(const std::string& path);
+
 // Registers the "jit" loader with the runtime. Runs automatically when this library's JIT API is
 // linked into a program (before main); calling it again does nothing. Must happen before
 // synk::fork() for workers to rebuild functions created after it.

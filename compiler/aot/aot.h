@@ -1,6 +1,8 @@
 // Ahead-of-time artifacts, synkc's side (docs/compiler.md, "Ahead-of-time artifacts"):
 //   synkc model.synk -o libmodel.a --header model.h   a static library + its typed header
 //   synkc model.synk --main driver.cpp -o app          the user's driver linked with the module
+//   synkc model.synk -o libmodel.so                    a loadable library (synk::aot::load_library,
+//                                                      synk.load_library in Python)
 //   synkc model.synk --emit=stub | --emit=header        the generated C++ (lit checks them)
 // generate() makes the texts: per function the CPU kernel source (the JIT's code generator, entry
 // names prefixed with the module name so that two modules link into one binary), the host stub
@@ -33,6 +35,7 @@ struct AotOptions {
   bool bundle = true;        // -o lib.a: also merge synk's own static libraries into the archive
   bool keep_temps = false;   // keep the build directory (its path is printed)
   bool embed_data = true;    // build the .npy files of load() initialisers into the artifact
+  bool loadable_library = false;   // -o lib.so: a stub that registers nothing and exports one LibraryDef
   std::vector<std::string> functions;   // empty: every function; else only these (known names)
   // GPU architectures: a CUBIN for each and PTX for the newest (compiler/cuda/cuda_images.h);
   // empty: a CPU-only artifact.
@@ -80,6 +83,9 @@ AotModule generate(const ir::Module& prepared, const std::string& source_name, c
 // -o libX.a (+ header when header_path is not empty).
 void build_library(const AotModule& module, const std::string& archive_path, const std::string& header_path,
                    const AotOptions& options);
+// -o libX.so (AotOptions::loadable_library): the kernels and the stub, linked into a shared
+// object that needs none of synk's symbols (BLAS, oneDNN and libm only) and exports one.
+void build_loadable_library(const AotModule& module, const std::string& path, const AotOptions& options);
 // --main driver.cpp -o app.
 void build_executable(const AotModule& module, const std::string& driver_path, const std::string& output_path,
                       const AotOptions& options);

@@ -225,6 +225,32 @@ void build_library(const AotModule& module, const std::string& archive_path, con
   if (!header_path.empty()) write_file(header_path, module.header);
 }
 
+void build_loadable_library(const AotModule& module, const std::string& path, const AotOptions& options) {
+  ScratchDir dir(options.keep_temps);
+  std::vector<std::string> objects = build_objects(module, options, dir);
+  // Only the LibraryDef is exported: two libraries' kernels never meet in one namespace.
+  write_file(dir.path() / "exports.map", "{ global: synk_aot_library_v1; local: *; };\n");
+  std::vector<std::string> argv = {cxx(), "-shared", "-Wl,--no-undefined", "-Wl,--as-needed",
+                                   "-Wl,--version-script=" + (dir.path() / "exports.map").string()};
+  argv.insert(argv.end(), objects.begin(), objects.end());
+  // The kernels call BLAS, oneDNN and libm (--as-needed drops the rest); synk's own libraries are
+  // the loading program's.
+  for (const std::string& lib : layout().system_libs)
+    if (!lib.ends_with(".a")) argv.push_back(lib);
+  argv.push_back("-lm");
+  fs::path scratch = dir.path() / "out.so";
+  for (const std::string& a : {std::string("-o"), scratch.string()}) argv.push_back(a);
+  CommandResult result = run_command(argv);
+  if (result.status != 0) {
+    dir.keep();
+    synk::internal_error(fmt::format("linking the loadable library {} failed (files in {}):\n{}", path,
+                                    dir.path().string(), result.output));
+  }
+  std::error_code ec;
+  fs::copy_file(scratch, path, fs::copy_options::overwrite_existing, ec);
+  if (ec) throw AotUserError(fmt::format("cannot write '{}': {}", path, ec.message()));
+}
+
 void build_executable(const AotModule& module, const std::string& driver_path, const std::string& output_path,
                       const AotOptions& options) {
   std::error_code ec;

@@ -29,6 +29,7 @@
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <clang/Lex/PreprocessorOptions.h>
 #include <llvm/ADT/StringMap.h>
+#include <llvm/ADT/Triple.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -166,6 +167,9 @@ class Compiler {
     init_native_llvm();
     target_.triple = llvm::sys::getProcessTriple();
     target_.cpu = llvm::sys::getHostCPUName().str();
+    // LLVM 14 calls x86 CPUs newer than it knows (AMD Zen 4/5) "generic", a name Clang's x86 front
+    // end rejects; the baseline x86-64 plus the host's features, which it does detect, is that CPU.
+    if (target_.cpu == "generic" && llvm::Triple(target_.triple).isX86()) target_.cpu = "x86-64";
     llvm::StringMap<bool> features;
     if (llvm::sys::getHostCPUFeatures(features)) {
       std::vector<std::string> names;

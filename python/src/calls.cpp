@@ -478,6 +478,12 @@ void bind_modules(py::module_& m) {
         py::arg("use_disk_cache") = true,
         "Compile .synk source text; relative load() paths resolve against base_dir (default: the current "
         "directory); messages quote `name`");
+  m.def("load_library", [](py::handle path) {
+          std::string p = path_arg(path);
+          return without_gil([&] { return synk::jit::load_library(p); });
+        }, py::arg("path"),
+        "A module compiled ahead of time by `synkc MODEL.synk -o libMODEL.so` (nothing is compiled at run time; "
+        "loading it again returns the same module)");
   m.def("_set_outputs_class", [](py::handle cls) {
     Py_XINCREF(cls.ptr());   // kept for the life of the process
     g_outputs_class = cls.ptr();

@@ -156,10 +156,12 @@ void run_stage(const FrontEnd& front_end, const std::function<void()>& stage) {
 }
 
 // The artifact's texts for the input (which the front end has accepted already; not parsed again).
-synk::compiler::aot::AotModule generate_artifact(const DriverOptions& options, const FrontEnd& front_end) {
+synk::compiler::aot::AotModule generate_artifact(const DriverOptions& options, const FrontEnd& front_end,
+                                                 bool loadable_library = false) {
   const ArtifactOptions& artifact = options.artifact;
   synk::ir::Module prepared = front_end.prepared_module();
   synk::compiler::aot::AotOptions restricted = aot_options(artifact);
+  restricted.loadable_library = loadable_library;
   if (!artifact.functions.empty()) {
     std::vector<std::string> all;
     for (const synk::ir::Function& fn : prepared.functions) all.push_back(fn.name);
@@ -170,18 +172,21 @@ synk::compiler::aot::AotModule generate_artifact(const DriverOptions& options, c
 }
 
 bool is_archive_name(const std::string& path) { return path.size() > 2 && path.ends_with(".a"); }
+bool is_shared_object_name(const std::string& path) { return path.size() > 3 && path.ends_with(".so"); }
 
 // Which artifact the command line asks for, checked before anything is compiled.
-enum class Artifact { None, Library, Executable };
+enum class Artifact { None, Library, LoadableLibrary, Executable };
 
 Artifact requested_artifact(const DriverOptions& options) {
   const ArtifactOptions& a = options.artifact;
   bool archive = is_archive_name(options.output);
+  bool shared_object = is_shared_object_name(options.output);
   if (!a.main_driver.empty()) {
     if (!options.emit.empty()) throw UsageError("--main builds an executable; it cannot be combined with --emit");
     if (options.output.empty()) throw UsageError("--main DRIVER.cpp needs -o APP (the executable to write)");
-    if (archive) throw UsageError(fmt::format("--main builds an executable, not the archive '{}' (drop --main to build "
-                                              "a library)", options.output));
+    if (archive || shared_object)
+      throw UsageError(fmt::format("--main builds an executable, not the library '{}' (drop --main to build a "
+                                   "library)", options.output));
     if (!a.header.empty()) throw UsageError("--header goes with -o libNAME.a, not with --main");
     std::error_code ec;
     if (!std::filesystem::is_regular_file(a.main_driver, ec))
@@ -195,15 +200,20 @@ Artifact requested_artifact(const DriverOptions& options) {
                                  "znver3)", a.target_cpu));
   if (!a.module_name.empty() && a.module_name != synk::compiler::aot::cxx_identifier(a.module_name))
     throw UsageError(fmt::format("--name: '{}' is not a C++ identifier", a.module_name));
-  const bool builds = !a.main_driver.empty() || (options.emit.empty() && archive);
+  const bool builds = !a.main_driver.empty() || (options.emit.empty() && (archive || shared_object));
   if (!a.depfile.empty() && !builds)
-    throw UsageError("--depfile FILE goes with an artifact (-o libNAME.a, or --main DRIVER.cpp -o APP)");
+    throw UsageError("--depfile FILE goes with an artifact (-o libNAME.a, -o libNAME.so, or --main DRIVER.cpp -o APP)");
   if (!a.main_driver.empty()) return Artifact::Executable;
   if (!options.emit.empty()) return Artifact::None;
   if (archive) return Artifact::Library;
+  if (shared_object) {
+    if (a.no_bundle) throw UsageError("--no-bundle goes with -o libNAME.a (a loadable library never holds synk)");
+    return Artifact::LoadableLibrary;
+  }
   if (!options.output.empty())
     throw UsageError(fmt::format("-o {}: without --emit this builds an artifact: a static library needs a name ending "
-                                 "in .a (-o libNAME.a), an executable needs --main DRIVER.cpp", options.output));
+                                 "in .a (-o libNAME.a), a loadable library (Python's synk.load_library) one ending in "
+                                 ".so, an executable needs --main DRIVER.cpp", options.output));
   return Artifact::None;
 }
 
@@ -269,9 +279,12 @@ int run_compile(const DriverOptions& options) {
   if (!front_end.parse()) return kUserError;
   if (artifact != Artifact::None) {
     if (!front_end.analyze()) return kUserError;
-    synk::compiler::aot::AotModule module = generate_artifact(options, front_end);
+    const bool loadable = artifact == Artifact::LoadableLibrary;
+    synk::compiler::aot::AotModule module = generate_artifact(options, front_end, loadable);
     if (artifact == Artifact::Library)
       synk::compiler::aot::build_library(module, options.output, options.artifact.header, aot_options(options.artifact));
+    else if (loadable)
+      synk::compiler::aot::build_loadable_library(module, options.output, aot_options(options.artifact));
     else
       synk::compiler::aot::build_executable(module, options.artifact.main_driver, options.output,
                                             aot_options(options.artifact));

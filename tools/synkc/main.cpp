@@ -5,6 +5,7 @@
 //   synkc run FILE --fn NAME --ranks N --arg x=X.npy ...   run one function on N ranks, print
 //                                     (or with --out DIR save) its outputs and updated variables
 //   synkc FILE -o libNAME.a [--header NAME.h]   ahead-of-time static library (compiler/aot/aot.h)
+//   synkc FILE -o libNAME.so                    loadable library (synk.load_library in Python)
 //   synkc FILE --main DRIVER.cpp -o APP         the driver linked with the module
 //   (artifacts build in the .npy files of load() initialisers unless --no-embed-data; --depfile FILE
 //   lists what they were built from)
@@ -111,7 +112,8 @@ int main_with_exit_codes(int argc, char** argv) {
   app.add_option("--emit", options.emit,
                  fmt::format("Print one stage of the compiler: {}", fmt::join(known_stages(), ", ")))
       ->type_name("STAGE");
-  app.add_option("-o,--output", options.output, "Write the output to this file instead of stdout")
+  app.add_option("-o,--output", options.output, "Write the output to this file instead of stdout; without --emit, build an artifact: libNAME.a "
+                 "(static library), libNAME.so (loadable library: synk.load_library), or with --main an executable")
       ->type_name("FILE");
   app.add_flag("--print-after-all", options.print_after_all,
                "Print the IR to stderr after every compiler pass that the --emit stage runs (ir-grad and later; "
