@@ -1,6 +1,8 @@
 // The master's side of the collectives (see collectives.h): argument checks before any worker
 // moves, the descriptor every rank runs (coll_exec.h), and what comes back (results, the shapes
-// the master records for every rank, errors).
+// the master records for every rank, errors). The reductions, broadcast and one rank's values are
+// here; the collectives that move rows (scatter, gather, all_gather) and the shapes are in
+// collectives_rows.cpp, over the helpers of collectives_internal.h.
 #include "synk/collectives.h"
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include "runtime/coll/nccl.h"
 #include "runtime/data/dtype.h"
 #include "runtime/data/shared_vars.h"
+#include "synk/collectives_internal.h"
 
 namespace synk {
 
@@ -49,10 +52,12 @@ Value::Value(const Data& data) : data_(data) {
   label_ = data.name();
 }
 
-namespace {
+namespace collectives_internal {
 
+namespace {
 CollectiveOptions g_defaults{Algorithm::Auto, 1, 0, 0};
 uint64_t g_stamp = 0;
+}  // namespace
 
 // --- Option and argument checks -------------------------------------------------------------
 
@@ -90,24 +95,12 @@ int ranks_now() {
 // Whether the collective spans nodes (docs/multinode.md).
 bool across_nodes(const char*) { return rt::cluster() != nullptr; }
 
-void refuse_across_nodes(const char* what) {
-  if (rt::cluster())
-    throw UsageError(fmt::format("{}: not available across nodes yet (docs/multinode.md lists what is); load the "
-                                 "data on every node and pass it to calls instead", what));
-}
-
 // The node holding global rank `rank`, and its local rank there.
 std::pair<int, int> node_of(int rank) {
   const int local = rt::cluster_local_ranks();
   return rt::cluster() ? std::pair{rank / local, rank % local} : std::pair{0, rank};
 }
 
-struct Target {
-  rt::CollVar cv;
-  rt::ModuleEntry* module = nullptr;
-  const rt::SharedSpec* spec = nullptr;
-  const std::string& name() const { return spec->name; }
-};
 
 std::vector<Target> targets(const char* what, const std::vector<Var>& vars) {
   if (vars.empty()) throw UsageError(fmt::format("{}: vars is empty; pass a shared variable or a list of them", what));
@@ -193,7 +186,7 @@ void require_length_allowed(const char* what, const Target& t, int64_t rows, int
                                  t.name(), d0.size, rt::spec_string(*t.spec, t.module->spec.symbols), rank, rows));
 }
 
-rt::Array conform(const char* what, const Target& t, const Value& v, size_t index, bool force_cast = false) {
+rt::Array conform(const char* what, const Target& t, const Value& v, size_t index, bool force_cast) {
   std::string where = fmt::format("{}: values[{}]{} for shared variable '{}'", what, index,
                                   v.label().empty() ? "" : " (" + v.label() + ")", t.name());
   return rt::conform_shared_value(*t.spec, t.module->spec.symbols, v.ref(), force_cast, where);
@@ -239,12 +232,6 @@ CollDescriptor& descriptor() {
 
 // The start of most collectives: the options merged with the defaults, the group, the checked
 // variables, and a fresh descriptor of `kind` for them.
-struct Setup {
-  CollectiveOptions o;
-  rt::ProcessGroup& g;
-  std::vector<Target> ts;
-  CollDescriptor& d;
-};
 Setup setup(const char* what, CollKind kind, const Vars& vars, const CollectiveOptions& options) {
   CollectiveOptions o = merged(what, options);
   rt::ProcessGroup& g = group_for(what);
@@ -372,7 +359,9 @@ std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& 
   return out;
 }
 
-}  // namespace
+}  // namespace collectives_internal
+
+using namespace collectives_internal;
 
 void set_collective_defaults(const CollectiveOptions& options) {
   CollectiveOptions m = merged("set_collective_defaults", options);
@@ -445,151 +434,6 @@ void broadcast(const Vars& vars, const Values& values, const CollectiveOptions& 
   for (size_t v = 0; v < ts.size(); ++v) conformed.push_back(conform(what, ts[v], values.list()[v], v));
   for (size_t v = 0; v < ts.size(); ++v) ts[v].module->values[size_t(ts[v].cv.var)] = std::move(conformed[v]);
   broadcast(vars, options);
-}
-
-void scatter(const Vars& vars, const Values& values, const Batch& batch, const CollectiveOptions& options) {
-  const char* what = "scatter";
-  refuse_across_nodes(what);
-  CollectiveOptions o = merged(what, options);
-  rt::ProcessGroup& g = group_for(what);
-  const int n = g.size();
-  std::vector<Target> ts = targets(what, vars.list());
-  check_value_count(what, ts, values);
-  CollDescriptor& d = descriptor();
-  d.kind = CollKind::Scatter;
-  fill_descriptor(d, ts, o);
-  d.scatter_rows.assign(ts.size() * size_t(n), 0);
-  rt::MasterIO io;
-  io.scatter_own.resize(ts.size());
-  std::vector<SelectedRows> selected(ts.size());
-  std::vector<size_t> row_bytes(ts.size());
-  std::vector<bool> direct(ts.size());
-  // Checks, before anything moves.
-  for (size_t v = 0; v < ts.size(); ++v) {
-    const Target& t = ts[v];
-    const ArrayRef& value = values.list()[v].ref();
-    const std::string label = fmt::format("{}: values[{}] for shared variable '{}'", what, v, t.name());
-    if (t.spec->dims.empty())
-      throw UsageError(fmt::format("{}: shared variable '{}' is a scalar; scatter splits axis 0", what, t.name()));
-    if (value.shape.size() != t.spec->dims.size())
-      throw UsageError(fmt::format("{}: expected {} dimensions ({}), received shape {}", label, t.spec->dims.size(),
-                                   rt::spec_string(*t.spec, t.module->spec.symbols), rt::shape_string(value.shape)));
-    for (size_t k = 1; k < value.shape.size(); ++k)
-      if (t.spec->dims[k].symbol < 0 && t.spec->dims[k].size != value.shape[k])
-        throw UsageError(fmt::format("{}: expected shape {}, received {} (axis {} must be {})", label,
-                                     rt::spec_string(*t.spec, t.module->spec.symbols),
-                                     rt::shape_string(value.shape), k, t.spec->dims[k].size));
-    if (!rt::can_cast_safely(value.dtype, t.spec->dtype))
-      throw UsageError(fmt::format("{}: expected dtype {} (or one that converts safely to it), received {}",
-                                   label, rt::dtype_name(t.spec->dtype), rt::dtype_name(value.dtype)));
-    selected[v] = BatchAccess::select(batch, value.shape[0], fmt::format("{}: batch (for values[{}])", what, v));
-    for (int r = 0; r < n; ++r) {
-      auto [a, b] = rt::split_range(selected[v].count, n, r);
-      d.scatter_rows[v * size_t(n) + size_t(r)] = b - a;
-      require_length_allowed(what, t, b - a, r);
-    }
-    std::vector<int64_t> row_shape(value.shape.begin() + 1, value.shape.end());
-    d.add_shape(row_shape);
-    row_bytes[v] = size_t(rt::shape_size(row_shape)) * rt::dtype_size(t.spec->dtype);
-    direct[v] = selected[v].contiguous && value.dtype == t.spec->dtype;
-  }
-  // Rank r's rows of value v, in the variable's dtype, into `dst`.
-  auto copy_rows = [&](size_t v, int r, std::byte* dst) {
-    const ArrayRef& value = values.list()[v].ref();
-    auto [a, b] = rt::split_range(selected[v].count, n, r);
-    const size_t src_row = row_bytes[v] / rt::dtype_size(ts[v].spec->dtype) * rt::dtype_size(value.dtype);
-    const int64_t row_elems = int64_t(row_bytes[v] / rt::dtype_size(ts[v].spec->dtype));
-    for (int64_t i = a; i < b; ++i) {
-      const auto* src = static_cast<const std::byte*>(value.data) + size_t(selected[v].row(i)) * src_row;
-      std::byte* out = dst + size_t(i - a) * row_bytes[v];
-      if (value.dtype == ts[v].spec->dtype) std::memcpy(out, src, row_bytes[v]);
-      else rt::convert_elements(src, value.dtype, out, ts[v].spec->dtype, row_elems);
-    }
-  };
-  for (size_t v = 0; v < ts.size(); ++v) {
-    std::span<const int64_t> row_shape = d.shape_at(v);
-    std::vector<int64_t> shape(row_shape.begin(), row_shape.end());
-    shape.insert(shape.begin(), d.scatter_rows[v * size_t(n)]);
-    io.scatter_own[v].resize(ts[v].spec->dtype, shape);
-    copy_rows(v, 0, io.scatter_own[v].bytes.data());
-  }
-  // The stream for ranks 1..N-1: straight from the values where the rows are contiguous and the
-  // dtype already right, else gathered and converted here first.
-  for (int r = 1; r < n; ++r)
-    for (size_t v = 0; v < ts.size(); ++v) {
-      const size_t bytes = size_t(d.scatter_rows[v * size_t(n) + size_t(r)]) * row_bytes[v];
-      if (bytes == 0) continue;
-      if (direct[v]) {
-        auto [a, b] = rt::split_range(selected[v].count, n, r);
-        io.scatter_stream.add(static_cast<const std::byte*>(values.list()[v].ref().data) +
-                                  size_t(selected[v].first + a) * row_bytes[v], bytes);
-      } else {
-        std::vector<std::byte>& buf = io.scatter_buffers.emplace_back(bytes);
-        copy_rows(v, r, buf.data());
-        io.scatter_stream.add(buf.data(), bytes);
-      }
-    }
-  run(what, g, d, ts, io);
-}
-
-std::vector<Array> gather(const Vars& vars, int nd_up, const CollectiveOptions& options) {
-  const char* what = "gather";
-  CollectiveOptions o = merged(what, options);
-  if (nd_up != 0 && nd_up != 1)
-    throw UsageError(fmt::format("gather: nd_up must be 0 (concatenate along axis 0) or 1 (stack on a "
-                                 "new axis), received {}", nd_up));
-  rt::ProcessGroup& g = group_for(what);
-  std::vector<Target> ts = targets(what, vars.list());
-  for (const Target& t : ts) {
-    if (nd_up == 1) require_equal_shapes("gather", g, t, " with nd_up=1 (nd_up=0 concatenates any lengths)");
-    else require_rows("gather with nd_up=0", g, t);
-  }
-  CollDescriptor& d = descriptor();
-  d.kind = CollKind::Gather;
-  d.nd_up = uint8_t(nd_up);
-  fill_descriptor(d, ts, o);
-  d.per_rank_shapes = 1;
-  for (const Target& t : ts)
-    for (int r = 0; r < g.size(); ++r) d.add_shape(shape_on(&g, t, r));
-  rt::MasterIO io;
-  run(what, g, d, ts, io);
-  if (!across_nodes(what)) return std::move(io.outputs);
-  // Each node gathered its own ranks; the leaders join the nodes' results in node order.
-  std::vector<std::string> names;
-  for (const Target& t : ts) names.push_back(t.name());
-  return rt::concat_across_nodes(io.outputs, names, what);
-}
-
-Array gather(const Var& var, int nd_up, const CollectiveOptions& options) {
-  return std::move(gather(Vars(var), nd_up, options)[0]);
-}
-
-void all_gather(const Vars& vars, const CollectiveOptions& options) {
-  const char* what = "all_gather";
-  if (across_nodes(what)) {
-    // Every rank's values in global rank order on every leader, then on the leaders' ranks.
-    std::vector<Array> joined = gather(vars, 0, options);
-    std::vector<Target> ts = targets(what, vars.list());
-    for (size_t v = 0; v < ts.size(); ++v) {
-      require_length_allowed(what, ts[v], joined[v].shape[0], 0);
-      ts[v].module->values[size_t(ts[v].cv.var)] = std::move(joined[v]);
-    }
-    broadcast_local(what, vars, options);
-    return;
-  }
-  auto [o, g, ts, d] = setup(what, CollKind::AllGather, vars, options);
-  d.per_rank_shapes = 1;
-  for (const Target& t : ts) {
-    require_rows(what, g, t);
-    int64_t rows = 0;
-    for (int r = 0; r < g.size(); ++r) {
-      d.add_shape(shape_on(&g, t, r));
-      rows += shape_on(&g, t, r)[0];
-    }
-    for (int r = 0; r < g.size(); ++r) require_length_allowed(what, t, rows, r);
-  }
-  rt::MasterIO io;
-  run(what, g, d, ts, io);
 }
 
 // --- One rank's values --------------------------------------------------------------------------
@@ -704,38 +548,5 @@ std::vector<Array> get_value(int rank, const Vars& vars, const CollectiveOptions
 Array get_value(int rank, const Var& var, const CollectiveOptions& options) {
   return std::move(get_value(rank, Vars(var), options)[0]);
 }
-
-// --- Shapes -------------------------------------------------------------------------------------
-
-std::vector<std::vector<std::vector<int64_t>>> get_shapes(const Vars& vars) {
-  refuse_across_nodes("get_shapes");
-  std::vector<Target> ts = targets("get_shapes", vars.list());
-  rt::ProcessGroup* g = current_group();
-  std::vector<std::vector<std::vector<int64_t>>> out;
-  for (const Target& t : ts) {
-    auto& per_rank = out.emplace_back();
-    for (int r = 0; r < ranks_now(); ++r) per_rank.push_back(shape_on(g, t, r));
-  }
-  return out;
-}
-
-std::vector<std::vector<int64_t>> get_shapes(const Var& var) { return get_shapes(Vars(var))[0]; }
-
-std::vector<std::vector<int64_t>> get_lengths(const Vars& vars) {
-  refuse_across_nodes("get_lengths");
-  std::vector<Target> ts = targets("get_lengths", vars.list());
-  for (const Target& t : ts)
-    if (t.spec->dims.empty())
-      throw UsageError(fmt::format("get_lengths: shared variable '{}' is a scalar (it has no axis 0); "
-                                   "use get_shapes", t.name()));
-  std::vector<std::vector<int64_t>> out;
-  for (const auto& per_rank : get_shapes(vars)) {
-    auto& lengths = out.emplace_back();
-    for (const auto& shape : per_rank) lengths.push_back(shape[0]);
-  }
-  return out;
-}
-
-std::vector<int64_t> get_lengths(const Var& var) { return get_lengths(Vars(var))[0]; }
 
 }  // namespace synk

@@ -342,7 +342,10 @@ TEST(MaxPoolTies, PaddingIsNeverChosen) {
 }
 
 // Many ties (values from {0, 1, 2}) over overlapping windows: native and reference agree exactly,
-// and so does oneDNN's workspace-based backward (it also keeps the first maximum).
+// and oneDNN's workspace-based backward keeps the first maximum too. oneDNN sums the overlapping
+// windows' gradients in an order of its own that depends on the CPU's instruction set (its AVX-512
+// kernel differs from the reference in the last bit on AMD Zen 4), so its sums are compared to
+// rounding: a different tie choice would move a whole gradient value (~1) to another cell.
 TEST(MaxPoolTies, ManyTiesAgreeEverywhere) {
   const Pool2dParams p{2, 3, 9, 8, 3, 3, 1, 1, PoolKind::max, true};
   const Size2d o = pool2d_output_size(p);
@@ -361,7 +364,8 @@ TEST(MaxPoolTies, ManyTiesAgreeEverywhere) {
   onednn::max_pool2d_forward(p, x.data(), oy.data(), ws.data());
   onednn::max_pool2d_backward(p, dy.data(), ws.data(), odx.data());
   EXPECT_TRUE(same_values(oy, ry));
-  EXPECT_TRUE(same_values(odx, rdx));
+  for (size_t i = 0; i < odx.size(); ++i)
+    EXPECT_NEAR(odx[i], rdx[i], 1e-6 * (1 + std::fabs(rdx[i]))) << "element " << i;
 }
 
 // Where oneDNN 2.6 departs from PyTorch: NaN does not propagate and a window of -inf gives

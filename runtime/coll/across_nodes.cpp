@@ -81,6 +81,16 @@ void broadcast_across_nodes(std::vector<Array>& arrays, int root, const char* wh
   if (cl.node() != root) arrays = decode_arrays(bytes);
 }
 
+std::vector<Array> scatter_across_nodes(const std::vector<std::vector<Array>>& per_node, int root, const char* what) {
+  Cluster& cl = *cluster();
+  std::vector<std::string> parts;
+  if (cl.node() == root)
+    for (const std::vector<Array>& arrays : per_node) parts.push_back(encode_arrays(arrays));
+  std::string mine;
+  cross_node(what, [&] { mine = cl.scatter(parts, root); });
+  return decode_arrays(mine);
+}
+
 std::vector<Array> concat_across_nodes(const std::vector<Array>& mine, const std::vector<std::string>& names,
                                        const char* what) {
   const std::vector<std::vector<Array>> all = all_gather_across_nodes(mine, what);

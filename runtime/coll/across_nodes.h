@@ -22,6 +22,9 @@ NodeOp node_op(CollOp op);
 void all_reduce_across_nodes(std::vector<Array>& arrays, CollOp op, const char* what);
 // Node `root`'s arrays (dtype, shape and values) on every leader.
 void broadcast_across_nodes(std::vector<Array>& arrays, int root, const char* what);
+// Node `root` holds one list of arrays per node (`per_node`, ignored elsewhere); each leader
+// gets its own list.
+std::vector<Array> scatter_across_nodes(const std::vector<std::vector<Array>>& per_node, int root, const char* what);
 // Every leader's arrays, in node order ([node][array]).
 std::vector<std::vector<Array>> all_gather_across_nodes(const std::vector<Array>& mine, const char* what);
 // Each array concatenated along axis 0 over the nodes, in node order, on every leader (a

@@ -45,6 +45,9 @@ class Cluster {
   virtual std::vector<std::string> all_gather(const std::string& mine) = 0;
   // `bytes` of node `root` on every node (any length).
   virtual void broadcast(std::string& bytes, int root) = 0;
+  // Node `root` holds one message per node (`parts`, nodes() of them; ignored elsewhere); every
+  // node gets its own.
+  virtual std::string scatter(const std::vector<std::string>& parts, int root) = 0;
   // In place over the leaders, element-wise. F16/BF16 are not supported (the caller converts).
   virtual void all_reduce(void* data, size_t count, DType dtype, NodeOp op) = 0;
   [[noreturn]] virtual void abort(int code) = 0;

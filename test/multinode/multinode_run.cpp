@@ -36,6 +36,7 @@ shared count: i32[2];
 shared parts: f64[k];
 shared lin_w: f32[3, 2] = uniform(seed=5, low=-0.5, high=0.5);
 shared lin_b: f32[2];
+shared rows_s: f32[m, 3] sliceable;
 optimizer opt = momentum(lr=0.05, momentum=0.9);
 
 fn stats(scatter x: f32[n, 3]) {
@@ -139,6 +140,29 @@ int main(int argc, char** argv) {
     all_reduce(count, "sum");
     for (int r = 0; r < synk::size(); ++r)
       out << "reduced " << r << " " << hex(get_value(r, acc)) << " " << hex(get_value(r, count)) << "\n";
+    // scatter: node 0's values and batch (the others pass other ones), split by global rank; then
+    // every rank's share by get_value, and the lengths and shapes of every rank.
+    Var rows_s = m.runtime_module().var("rows_s");
+    std::vector<int64_t> picked = {36, 2, 2, 17, 9, 0, 30, 31, 5, 11, 23, 4, 19};
+    if (synk::node() != 0) picked.assign(3, 1);
+    scatter(rows_s, dx, picked);
+    for (int r = 0; r < synk::size(); ++r) out << "scattered " << r << " " << hex(get_value(r, rows_s)) << "\n";
+    for (int64_t length : get_lengths(rows_s)) out << "length " << length << "\n";
+    // 3 rows over 2 nodes x 3 ranks: global ranks 1, 3 and 5 get one each, not the node's split of its rows.
+    scatter(rows_s, dx, Batch(Range{0, 3}));
+    for (int64_t length : get_lengths(rows_s)) out << "length of 3 " << length << "\n";
+    for (const auto& shape : get_shapes(acc)) out << "shape " << rt::shape_string(shape) << "\n";
+    std::vector<uint8_t> bytes(size_t(rows) * 3);   // converted to f32 on the way
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(i * 7);
+    scatter(rows_s, ArrayRef{bytes.data(), rt::DType::U8, {rows, 3}}, Batch(Range{4, 4 + 2 * synk::size() + 1}));
+    out << "scattered u8 " << hex(get_value(synk::size() - 1, rows_s)) << "\n";
+    try {   // a bad value on node 0: the same UsageError on every leader
+      std::vector<float> flat(12, 1.0f);
+      scatter(rows_s, ArrayRef{flat.data(), rt::DType::F32, {synk::node() == 0 ? 12 : 4, synk::node() == 0 ? 1 : 3}});
+      out << "bad scatter not detected\n";
+    } catch (const UsageError& e) {
+      out << "bad scatter: " << e.what() << "\n";
+    }
     std::vector<int32_t> last = {100, -3};
     set_value(synk::size() - 1, count, ArrayRef{last.data(), rt::DType::I32, {2}});
     out << "max " << hex(reduce(count, "max", false)) << "\n";
