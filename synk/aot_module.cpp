@@ -199,6 +199,12 @@ const ModuleDef& load_library(const std::string& path) {
   if (!std::filesystem::is_regular_file(absolute, ec))
     throw UsageError(fmt::format("load_library: cannot read '{}': {}", path,
                                  std::filesystem::exists(absolute, ec) ? "not a regular file" : "no such file"));
+  const std::string ext = absolute.extension().string();
+  if (ext == ".synk" || ext == ".a")
+    throw UsageError(fmt::format("load_library: '{}' is {}; build a loadable library with `synkc {} -o libNAME.so`",
+                                 path, ext == ".synk" ? "a .synk source (synk.load / jit::load_file compile it)"
+                                                      : "a static archive, for C++ programs that link it",
+                                 ext == ".synk" ? path : std::string("MODEL.synk")));
   // Never closed: the runtime keeps pointers into the library's tables and kernels.
   void* handle = ::dlopen(absolute.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) throw UsageError(fmt::format("load_library: cannot load '{}': {}", path, ::dlerror()));

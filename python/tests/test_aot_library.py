@@ -91,6 +91,8 @@ def test_bad_libraries_are_usage_errors(group, libraries, tmp_path):
         synk.load_library(tmp_path / "text.so")
     with pytest.raises(synk.UsageError, match="is not a synk library"):
         synk.load_library(synk._synk.__file__)
+    with pytest.raises(synk.UsageError, match=r"a .synk source \(synk.load"):
+        synk.load_library(MLP)
     with pytest.raises(synk.UsageError, match="not a regular file"):
         synk.load_library(tmp_path)
     # Another library holding a module of the same name: refused, naming the one already loaded.
