@@ -5,10 +5,15 @@
 // run with mpirun over the vader shared-memory transport). Both are timed the same way: the median
 // over short batches of back-to-back calls (robust to preemption on a shared machine), the slowest
 // rank counting. Algorithmic bandwidth = bytes / seconds per call. Also the latency of a
-// one-float all_reduce. Prints a table of ratios, writes a CSV, and draws a PNG with
-// bench/plot_collectives.py when /usr/bin/python3 has matplotlib.
+// one-float all_reduce. Every figure is taken in --groups fresh process groups (synk: a new fork
+// with new segments; OpenMPI: a new mpirun), alternating the two, because one group can run a
+// different program from the next (a bimodal result must show, not hide behind a median): the
+// summary gives, per size, the slowest, median and fastest group of each, the worst ratio of a
+// synk group to the OpenMPI group run just before it, and the spread (fastest / slowest synk
+// group). Writes a CSV row per group and size, and draws a PNG (median and min-max over the
+// groups) with bench/plot_collectives.py when /usr/bin/python3 has matplotlib.
 //
-// Usage: collectives_bench [--ranks 2,4] [--min-bytes 1024] [--max-bytes 268435456] [--reps 9]
+// Usage: collectives_bench [--ranks 2,4] [--groups 8] [--min-bytes 1024] [--max-bytes 268435456] [--reps 9]
 //                          [--algorithm rsag|hierarchical] [--chunk-bytes 0] [--staging-bytes 8388608]
 //                          [--yield-ns -1]
 //                          [--csv FILE] [--png FILE]
@@ -26,8 +31,10 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "bench/bench_timing.h"
+#include "bench/cpu_probe.h"
 #include "runtime/testing.h"
 #include "synk/synk.h"
 
@@ -108,7 +115,10 @@ int main(int argc, char** argv) {
   size_t staging_bytes = ForkOptions{}.collective_staging_bytes;
   int64_t yield_ns = -1;
   bool no_mpi = false;
+  int groups = 8;
   app.add_option("--ranks", rank_counts, "rank counts")->delimiter(',');
+  app.add_option("--groups", groups, "fresh process groups (and mpirun launches) per rank count")
+      ->check(CLI::PositiveNumber);
   app.add_option("--min-bytes", min_bytes);
   app.add_option("--max-bytes", max_bytes);
   app.add_option("--reps", reps);
@@ -133,46 +143,78 @@ int main(int argc, char** argv) {
   std::printf("collectives_bench: all_reduce float32 sum, algorithm %s, load average at start %s, %ld CPUs\n",
               algorithm.c_str(), load_average().c_str(), sysconf(_SC_NPROCESSORS_ONLN));
   std::ofstream csv(csv_path);
-  csv << "ranks,bytes,synk_seconds,mpi_seconds,synk_gbps,mpi_gbps,ratio\n";
+  csv << "ranks,group,bytes,synk_seconds,mpi_seconds,synk_gbps,mpi_gbps,ratio,probe_ns,probe_before_ns\n";
   for (int n : rank_counts) {
-    MpiResult mpi;
-    if (!no_mpi) {
-      mpi = run_mpi(mpi_binary, n, min_bytes, max_bytes, reps);
-      if (!mpi.error.empty()) std::printf("OpenMPI baseline unavailable: %s\n", mpi.error.c_str());
-    }
-    synk::fork(n, Backend::Cpu, {.yield_ns = yield_ns, .collective_staging_bytes = staging_bytes});
-    std::printf("\n%d ranks%s\n%10s %14s %14s %8s\n", n, n > sysconf(_SC_NPROCESSORS_ONLN) ? " (more ranks than CPUs)" : "",
-                "size", "synk GB/s", "OpenMPI GB/s", "ratio");
-    for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
-      std::vector<float> ones(bytes / sizeof(float), 1.0f);
-      synk::broadcast(x, ArrayRef{ones.data(), DType::F32, {int64_t(ones.size())}});
-      std::vector<float>().swap(ones);
-      double s = time_all_reduce(x, reps, options);
-      double synk_gbps = double(bytes) / s / 1e9;
-      auto it = mpi.seconds.find(bytes);
-      double mpi_s = it == mpi.seconds.end() ? 0 : it->second;
-      double mpi_gbps = mpi_s > 0 ? double(bytes) / mpi_s / 1e9 : 0;
-      std::printf("%10s %14.3f %14.3f %8s\n", human(bytes).c_str(), synk_gbps, mpi_gbps,
-                  mpi_gbps > 0 ? fmt::format("x{:.2f}", synk_gbps / mpi_gbps).c_str() : "-");
-      csv << n << "," << bytes << "," << s << "," << mpi_s << "," << synk_gbps << "," << mpi_gbps << ","
-          << (mpi_gbps > 0 ? synk_gbps / mpi_gbps : 0) << "\n";
+    // [group] -> seconds per call by size (4 bytes: the one-float latency)
+    std::vector<std::map<size_t, double>> synk_s(static_cast<size_t>(groups)), mpi_s(static_cast<size_t>(groups));
+    std::vector<std::string> singles;
+    std::vector<double> probe_ns(static_cast<size_t>(groups)), probe_after_ns(static_cast<size_t>(groups));
+    for (int g = 0; g < groups; ++g) {
+      probe_ns[size_t(g)] = bench::cache_line_round_trip_ns(0, 1);
+      if (!no_mpi) {
+        MpiResult mpi = run_mpi(mpi_binary, n, min_bytes, max_bytes, reps);
+        if (!mpi.error.empty()) std::printf("OpenMPI baseline unavailable: %s\n", mpi.error.c_str());
+        mpi_s[size_t(g)] = mpi.seconds;
+        mpi_s[size_t(g)][4] = mpi.latency;
+      }
+      synk::fork(n, Backend::Cpu, {.yield_ns = yield_ns, .collective_staging_bytes = staging_bytes});
+      for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
+        std::vector<float> ones(bytes / sizeof(float), 1.0f);
+        synk::broadcast(x, ArrayRef{ones.data(), DType::F32, {int64_t(ones.size())}});
+        std::vector<float>().swap(ones);
+        synk_s[size_t(g)][bytes] = time_all_reduce(x, reps, options);
+      }
+      // One float: the average of back-to-back calls (as for MPI) and the distribution of single calls.
+      synk::broadcast(x, synk::testing::make_array<float>({1}, {1.0f}));
+      synk_s[size_t(g)][4] = time_all_reduce(x, reps, options);
+      std::vector<double> single;
+      for (int i = 0; i < 20000; ++i) {
+        Clock::time_point t0 = Clock::now();
+        synk::all_reduce(x, Op::Sum, options);
+        single.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      singles.push_back(fmt::format("p50 {:.2f}, p90 {:.2f}, p99 {:.2f}", percentile(single, 0.5) * 1e6,
+                                    percentile(single, 0.9) * 1e6, percentile(single, 0.99) * 1e6));
+      synk::close();
+      probe_after_ns[size_t(g)] = bench::cache_line_round_trip_ns(0, 1);
+      std::printf("%d ranks, group %d of %d: one float %.2f us, %s GB/s at the largest size; CPU 0 <-> 1 cache-line "
+                  "round trip before / after the group %.0f / %.0f ns (load %s)\n", n, g + 1, groups, synk_s[size_t(g)][4] * 1e6,
+                  fmt::format("{:.2f}", double(synk_s[size_t(g)].rbegin()->first) / synk_s[size_t(g)].rbegin()->second / 1e9).c_str(),
+                  probe_ns[size_t(g)], probe_after_ns[size_t(g)], load_average().c_str());
       std::fflush(stdout);
     }
-    // One float: the average of back-to-back calls (as for MPI) and the distribution of single calls.
-    synk::broadcast(x, synk::testing::make_array<float>({1}, {1.0f}));
-    double avg = time_all_reduce(x, reps, options);
-    std::vector<double> single;
-    for (int i = 0; i < 20000; ++i) {
-      Clock::time_point t0 = Clock::now();
-      synk::all_reduce(x, Op::Sum, options);
-      single.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    std::printf("\n%d ranks%s, %d fresh groups each: GB/s slowest / median / fastest group\n%10s %26s %26s %13s %8s\n", n,
+                n > sysconf(_SC_NPROCESSORS_ONLN) ? " (more ranks than CPUs)" : "", groups, "size", "synk",
+                "OpenMPI", "worst ratio", "spread");
+    for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
+      std::vector<double> s_gbps, m_gbps, ratios;
+      for (int g = 0; g < groups; ++g) {
+        const double ss = synk_s[size_t(g)][bytes], ms = mpi_s[size_t(g)].count(bytes) ? mpi_s[size_t(g)][bytes] : 0;
+        s_gbps.push_back(double(bytes) / ss / 1e9);
+        if (ms > 0) m_gbps.push_back(double(bytes) / ms / 1e9), ratios.push_back(ms / ss);
+        csv << n << "," << g << "," << bytes << "," << ss << "," << ms << "," << double(bytes) / ss / 1e9 << ","
+            << (ms > 0 ? double(bytes) / ms / 1e9 : 0) << "," << (ms > 0 ? ms / ss : 0) << "," << probe_after_ns[size_t(g)]
+            << "," << probe_ns[size_t(g)] << "\n";
+      }
+      auto three = [](const std::vector<double>& v) {
+        if (v.empty()) return std::string("-");
+        return fmt::format("{:.3f} / {:.3f} / {:.3f}", percentile(v, 0), percentile(v, 0.5), percentile(v, 1));
+      };
+      std::printf("%10s %26s %26s %13s %8s\n", human(bytes).c_str(), three(s_gbps).c_str(), three(m_gbps).c_str(),
+                  ratios.empty() ? "-" : fmt::format("x{:.2f}", percentile(ratios, 0)).c_str(),
+                  fmt::format("{:.2f}", percentile(s_gbps, 1) / percentile(s_gbps, 0)).c_str());
     }
-    std::printf("one-float all_reduce: synk %.2f us per call (timed alone: p50 %.2f, p90 %.2f, p99 %.2f us); "
-                "OpenMPI %.2f us%s\n",
-                avg * 1e6, percentile(single, 0.5) * 1e6, percentile(single, 0.9) * 1e6, percentile(single, 0.99) * 1e6,
-                mpi.latency * 1e6, mpi.latency > 0 ? fmt::format(" (x{:.2f})", mpi.latency / avg).c_str() : "");
-    csv << n << ",4," << avg << "," << mpi.latency << ",0,0," << (avg > 0 && mpi.latency > 0 ? mpi.latency / avg : 0) << "\n";
-    synk::close();
+    std::vector<double> lat;
+    for (int g = 0; g < groups; ++g) {
+      lat.push_back(synk_s[size_t(g)][4] * 1e6);
+      const double ms = mpi_s[size_t(g)].count(4) ? mpi_s[size_t(g)][4] : 0;
+      csv << n << "," << g << ",4," << synk_s[size_t(g)][4] << "," << ms << ",0,0,"
+          << (ms > 0 ? ms / synk_s[size_t(g)][4] : 0) << "," << probe_after_ns[size_t(g)] << "," << probe_ns[size_t(g)]
+          << "\n";
+    }
+    std::printf("one-float all_reduce, us per call over the groups: slowest %.2f, median %.2f, fastest %.2f "
+                "(timed alone, group by group: %s)\n",
+                percentile(lat, 1), percentile(lat, 0.5), percentile(lat, 0), fmt::format("{}", fmt::join(singles, "; ")).c_str());
   }
   csv.close();
   std::printf("\nload average at end %s; CSV: %s\n", load_average().c_str(), csv_path.c_str());

@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """Draws collectives_bench CSVs: all_reduce algorithmic bandwidth against size, synk and OpenMPI,
-one pair of lines per rank count. With several CSVs (repeated runs on a noisy machine) it plots the
-median of the runs with min-max bars and, with --table, prints a markdown table of the medians
-(each ratio is the median of the per-run ratios, every ratio measured within one run).
+one pair of lines per rank count. Every row is one fresh process group (collectives_bench
+--groups) or one run (older CSVs); over all the rows of all the CSVs given it plots the median
+with min-max bars, so a bimodal result shows as a long bar, and with --table prints a markdown
+table of median [min, max] (each ratio is a synk group's against the OpenMPI launch beside it).
 
-Usage: plot_collectives.py [--table] OUT.png RUN.csv [RUN.csv ...]"""
+With --probe OUT.png (CSVs with the probe_ns column) it also draws each group's one-float
+all_reduce time and 64 KiB bandwidth against the machine's CPU 0 <-> 1 cache-line round trip
+measured after that group (bench/cpu_probe.h).
+
+Usage: plot_collectives.py [--table] [--probe PROBE.png] OUT.png RUN.csv [RUN.csv ...]"""
 import csv
 import statistics
 import sys
@@ -29,9 +34,30 @@ def human(size):
     return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB" if size >= 1024 else f"{size} B"
 
 
+def probe_plot(png, paths):
+    rows = [r for p in paths for r in csv.DictReader(open(p)) if r.get("probe_ns")]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 4))
+    lat = [r for r in rows if r["bytes"] == "4"]
+    a.plot([float(r["probe_ns"]) for r in lat], [float(r["synk_seconds"]) * 1e6 for r in lat], "o")
+    a.set_xlabel("CPU 0 <-> 1 cache-line round trip (ns)")
+    a.set_ylabel("synk one-float all_reduce (us)")
+    bw = [r for r in rows if r["bytes"] == "65536"]
+    b.plot([float(r["probe_ns"]) for r in bw], [float(r["synk_gbps"]) for r in bw], "o")
+    b.set_xlabel("CPU 0 <-> 1 cache-line round trip (ns)")
+    b.set_ylabel("synk all_reduce 64 KiB (GB/s)")
+    fig.suptitle(f"{len(lat)} fresh groups, 2 ranks: synk follows the machine's state")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
 def main(argv):
     table = "--table" in argv
     argv = [a for a in argv if a != "--table"]
+    if "--probe" in argv:
+        i = argv.index("--probe")
+        probe_png = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
+        probe_plot(probe_png, argv[1:])
     png, paths = argv[0], argv[1:]
     runs = load(paths)
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -45,7 +71,8 @@ def main(argv):
             err = [[m - min(vs) for m, vs in zip(med, values)], [max(vs) - m for m, vs in zip(med, values)]]
             ax.errorbar(sizes, med, yerr=err, fmt=style, capsize=3, label=f"{label}, {n} ranks")
         if table:
-            print(f"\n{n} ranks ({len(paths)} runs: median [min, max])\n")
+            count = max(len(runs[(n, b)]) for b in sizes)
+            print(f"\n{n} ranks ({count} groups: median [min, max])\n")
             print("| size | synk GB/s | OpenMPI GB/s | ratio |")
             print("| --- | --- | --- | --- |")
             for b in sizes:
@@ -65,7 +92,8 @@ def main(argv):
     ax.set_yscale("log")
     ax.set_xlabel("bytes per rank (float32)")
     ax.set_ylabel("algorithmic bandwidth (GB/s)")
-    ax.set_title(f"all_reduce (sum) over shared memory, {len(paths)} run(s): median, min-max")
+    groups = max(len(v) for v in runs.values())
+    ax.set_title(f"all_reduce (sum) over shared memory, {groups} fresh groups: median, min-max")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
