@@ -142,6 +142,12 @@ void abort_job(const std::string& message) {
   std::fflush(stderr);
   // MPI_Abort ends this process without exit handlers: its Data segments go first (its workers
   // die with it, PR_SET_PDEATHSIG, and rank 1 removes the group's segments).
+  if (g_cluster) {
+    try {
+      g_cluster->announce_abort(message, 2.0);
+    } catch (const std::exception&) {   // best effort: the job ends either way
+    }
+  }
   shm::remove_all(shm::process_prefix());
   if (g_cluster) g_cluster->abort(1);
   std::_Exit(1);

@@ -50,6 +50,11 @@ class Cluster {
   virtual std::string scatter(const std::vector<std::string>& parts, int root) = 0;
   // In place over the leaders, element-wise. F16/BF16 are not supported (the caller converts).
   virtual void all_reduce(void* data, size_t count, DType dtype, NodeOp op) = 0;
+  // Before abort(): tells every other leader why the job ends (they raise it from the exchange
+  // they wait in, print it and end too), and waits, at most `wait_s`, until each has answered
+  // with its own notice, so that every leader that can still speak has said why before mpirun
+  // ends the processes. A leader stuck in a blocking transfer never answers.
+  virtual void announce_abort(const std::string& message, double wait_s) = 0;
   [[noreturn]] virtual void abort(int code) = 0;
   virtual void finalize() = 0;   // MPI_Finalize; idempotent
 

@@ -194,6 +194,25 @@ class MpiCluster final : public Cluster {
     }
   }
 
+  void announce_abort(const std::string& message, double wait_s) override {
+    announcing_ = true;
+    notice_out_ = message;
+    std::vector<MPI_Request> sends;
+    for (int n = 0; n < nodes_; ++n)
+      if (n != node_ &&
+          MPI_Isend(notice_out_.data(), int(std::min(notice_out_.size(), size_t(1) << 20)), MPI_BYTE, n, kAbortTag,
+                    MPI_COMM_WORLD, &sends.emplace_back()) != MPI_SUCCESS)
+        sends.pop_back();
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+    while (std::chrono::steady_clock::now() < end) {
+      receive_notices();
+      int heard = 0;
+      for (int n = 0; n < nodes_; ++n) heard += n != node_ && heard_[size_t(n)];
+      if (heard == nodes_ - 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     _exit(code);
@@ -229,6 +248,9 @@ class MpiCluster final : public Cluster {
       if (done) return;
       if (tries % 64 == 63) {
         if (poll) poll();
+        receive_notices();
+        if (notice_from_ >= 0 && !announcing_)
+          throw std::runtime_error("node " + std::to_string(notice_from_) + " ended the job: " + notice_in_);
         if (std::chrono::steady_clock::now() - start > std::chrono::seconds(2)) {
           std::this_thread::sleep_for(std::chrono::microseconds(100));
           continue;
@@ -257,6 +279,29 @@ class MpiCluster final : public Cluster {
   std::thread watchdog_;
   int node_ = 0, nodes_ = 1;
   std::string host_;
+  // Abort notices (announce_abort): which nodes sent one, the first one's text.
+  static constexpr int kAbortTag = 4343;
+  std::vector<bool> heard_ = std::vector<bool>(64, false);
+  int notice_from_ = -1;
+  std::string notice_in_, notice_out_;
+  bool announcing_ = false;
+
+  void receive_notices() {
+    if (heard_.size() < size_t(nodes_)) heard_.resize(size_t(nodes_), false);
+    for (;;) {
+      int flag = 0, count = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kAbortTag, MPI_COMM_WORLD, &flag, &status) != MPI_SUCCESS || !flag) return;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      std::string text(size_t(std::max(count, 0)), '\0');
+      MPI_Recv(text.data(), count, MPI_BYTE, status.MPI_SOURCE, kAbortTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      heard_[size_t(status.MPI_SOURCE)] = true;
+      if (notice_from_ < 0) {
+        notice_from_ = status.MPI_SOURCE;
+        notice_in_ = std::move(text);
+      }
+    }
+  }
   struct SlotBuffer {
     int64_t length;
     char head[1024 - sizeof(int64_t)];

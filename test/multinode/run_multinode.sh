@@ -80,6 +80,9 @@ case $mode in
     cat "$work/log"
     [[ $status -ne 0 ]] || { echo "FAIL: the job succeeded although a worker of node 1 was killed"; exit 1; }
     grep -q "node 1" "$work/log" || { echo "FAIL: no error names node 1"; exit 1; }
+    # The surviving leader says why too (node 1's notice, raised from the exchange it waited in).
+    grep -q "synk: node 0 of [0-9]* .*node 1 ended the job: global rank [0-9]* (local rank 1) lost" "$work/log" ||
+      { echo "FAIL: the leader of node 0 did not report node 1's error"; exit 1; }
     sleep 1
     [[ -z $(leftovers) ]] || { echo "FAIL: /dev/shm entries left behind:"; leftovers; exit 1; }
     ls "$work"/multi.pid* > /dev/null || { echo "FAIL: the leaders wrote no pid files"; exit 1; }
