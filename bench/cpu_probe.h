@@ -33,7 +33,7 @@ inline double cache_line_round_trip_ns(int cpu_a, int cpu_b, int trips = 20000) 
   if (mem == MAP_FAILED) return 0;
   auto* ball = new (mem) std::atomic<int64_t>(0);
   constexpr int kBatches = 5;
-  const pid_t child = fork();
+  const pid_t child = ::fork();   // qualified: synk::fork is visible where synk/synk.h came first
   if (child < 0) {
     munmap(mem, 4096);
     return 0;
@@ -55,7 +55,12 @@ inline double cache_line_round_trip_ns(int cpu_a, int cpu_b, int trips = 20000) 
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < trips; ++i, next += 2) {
         ball->store(next + 1, std::memory_order_release);
-        while (ball->load(std::memory_order_acquire) != next + 2) {}
+        for (int64_t spins = 0; ball->load(std::memory_order_acquire) != next + 2; ++spins)
+          if ((spins & 0xFFFFF) == 0xFFFFF && waitpid(child, nullptr, WNOHANG) != 0) {   // the child is gone
+            sched_setaffinity(0, sizeof saved, &saved);
+            munmap(mem, 4096);
+            return 0;
+          }
       }
       ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / trips;
     }

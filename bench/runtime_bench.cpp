@@ -5,7 +5,7 @@
 //     single-process gather of the same rows;
 //  3. a compute-bound function (matrix products, OpenBLAS single-threaded per rank) on 1 rank
 //     and on N ranks.
-// Usage: runtime_bench [--calls N] [--rows N] [--ranks N] [--csv FILE] [--png FILE]
+// Usage: runtime_bench [--calls N] [--rows N] [--ranks N] [--groups 8] [--csv FILE] [--png FILE]
 //        (defaults suit a 2-core machine; on a many-core machine --ranks 16 gives the scaling curve)
 // Every figure also goes to a CSV (default runtime_bench.csv in the current directory); the
 // matmul scaling curve is drawn by bench/plot_runtime.py into a PNG when /usr/bin/python3 has
@@ -28,6 +28,7 @@
 #include "runtime/group/shm.h"
 #include "synk/synk.h"
 #include "runtime/testing.h"
+#include "bench/cpu_probe.h"
 
 using namespace synk;
 using Clock = std::chrono::steady_clock;
@@ -124,30 +125,39 @@ Function matmul_function(const Module& m, int64_t k) {
   }), m);
 }
 
-// 1. Round trips: an empty call on 2 ranks against a busy-wait and a futex ping-pong.
-void bench_round_trips(Function& tiny, int calls, std::FILE* csv) {
-  double spin_pp = ping_pong_us(calls, 1'000'000'000);
-  double futex_pp = ping_pong_us(std::min(calls, 5000), 0);
-  synk::fork(2);
-  for (int i = 0; i < 1000; ++i) tiny({});
-  std::vector<double> t_calls;
-  for (int i = 0; i < calls; ++i) {
-    auto t = Clock::now();
-    tiny({});
-    t_calls.push_back(seconds_since(t) * 1e6);
+// 1. Round trips: an empty call on 2 ranks against a busy-wait and a futex ping-pong, in `groups`
+// fresh groups (a new fork each; the baselines are fresh process pairs already), each beside the
+// machine's bare cache-line round trip between CPU 0 and 1 (bench/cpu_probe.h), so that a group
+// that differs shows whether the machine changed with it.
+void bench_round_trips(Function& tiny, int calls, int groups, std::FILE* csv) {
+  std::printf("%-8s %12s %12s %12s %12s %12s %10s\n", "group", "spin pp us", "futex pp us", "synk p50 us",
+              "synk p90 us", "synk p99 us", "probe ns");
+  std::vector<double> medians, ratios;
+  for (int g = 0; g < groups; ++g) {
+    const double probe = synk::bench::cache_line_round_trip_ns(0, 1);
+    const double spin_pp = ping_pong_us(calls, 1'000'000'000);
+    const double futex_pp = ping_pong_us(std::min(calls, 5000), 0);
+    synk::fork(2);
+    for (int i = 0; i < 1000; ++i) tiny({});
+    std::vector<double> t_calls;
+    for (int i = 0; i < calls; ++i) {
+      auto t = Clock::now();
+      tiny({});
+      t_calls.push_back(seconds_since(t) * 1e6);
+    }
+    synk::close();
+    const double p50 = percentile(t_calls, 0.5), p90 = percentile(t_calls, 0.9), p99 = percentile(t_calls, 0.99);
+    std::printf("%-8d %12.2f %12.2f %12.2f %12.2f %12.2f %10.0f\n", g + 1, spin_pp, futex_pp, p50, p90, p99, probe);
+    std::fprintf(csv, "round_trip_group%d,2,median_us,%g,%g\nround_trip_group%d,2,p90_us,%g,%g\n"
+                 "round_trip_group%d,2,p99_us,%g,%g\nround_trip_group%d,2,probe_ns,%g,0\n",
+                 g, p50, spin_pp, g, p90, spin_pp, g, p99, spin_pp, g, probe);
+    medians.push_back(p50);
+    ratios.push_back(p50 / spin_pp);
   }
-  synk::close();
-  std::printf("%-46s %10s %10s\n", "round trip, 2 processes", "median us", "x spin");
-  std::printf("%-46s %10.2f %10.2f\n", "baseline: busy-wait ping-pong", spin_pp, 1.0);
-  std::printf("%-46s %10.2f %10.2f\n", "baseline: futex ping-pong (no spin)", futex_pp, futex_pp / spin_pp);
-  std::printf("%-46s %10.2f %10.2f\n", "synk empty call, 2 ranks (median)", percentile(t_calls, 0.5),
-              percentile(t_calls, 0.5) / spin_pp);
-  std::printf("%-46s %10.2f %10.2f\n", "synk empty call, 2 ranks (p90)", percentile(t_calls, 0.9),
-              percentile(t_calls, 0.9) / spin_pp);
-  std::printf("%-46s %10.2f %10.2f\n\n", "synk empty call, 2 ranks (p99)", percentile(t_calls, 0.99),
-              percentile(t_calls, 0.99) / spin_pp);
-  std::fprintf(csv, "round_trip,2,median_us,%g,%g\nround_trip,2,p90_us,%g,%g\nround_trip,2,p99_us,%g,%g\n",
-               percentile(t_calls, 0.5), spin_pp, percentile(t_calls, 0.9), spin_pp, percentile(t_calls, 0.99), spin_pp);
+  std::printf("synk empty call, 2 ranks, median per group over %d fresh groups: slowest %.2f, median %.2f, "
+              "fastest %.2f us (spread x%.2f); x the busy-wait ping-pong of the same group: %.2f-%.2f\n\n",
+              groups, percentile(medians, 1), percentile(medians, 0.5), percentile(medians, 0),
+              percentile(medians, 1) / percentile(medians, 0), percentile(ratios, 0), percentile(ratios, 1));
 }
 
 // 2. Row gather bandwidth: a batch of every row in random order, per rank and in aggregate,
@@ -222,9 +232,9 @@ void bench_matmul(Function& mm, int64_t k, int ranks, std::FILE* csv) {
 int main(int argc, char** argv) {
   int calls = 20000;
   int64_t rows = 65536;
-  int ranks = 2;
+  int ranks = 2, groups = 8;
   std::string csv_path = "runtime_bench.csv", png_path = "runtime_bench.png";
-  const char* usage = "usage: runtime_bench [--calls N] [--rows N] [--ranks N] [--csv FILE] [--png FILE]\n";
+  const char* usage = "usage: runtime_bench [--calls N] [--rows N] [--ranks N] [--groups N] [--csv FILE] [--png FILE]\n";
   for (int i = 1; i < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -239,6 +249,7 @@ int main(int argc, char** argv) {
       if (a == "--calls") calls = std::stoi(argv[i + 1]);
       else if (a == "--rows") rows = std::stoll(argv[i + 1]);
       else if (a == "--ranks") ranks = std::stoi(argv[i + 1]);
+      else if (a == "--groups") groups = std::stoi(argv[i + 1]);
       else if (a == "--csv") csv_path = argv[i + 1];
       else if (a == "--png") png_path = argv[i + 1];
       else {
@@ -250,8 +261,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (ranks < 1) {
-    std::fprintf(stderr, "runtime_bench: --ranks must be >= 1\n");
+  if (ranks < 1 || groups < 1) {
+    std::fprintf(stderr, "runtime_bench: --ranks and --groups must be >= 1\n");
     return 2;
   }
   std::FILE* csv = std::fopen(csv_path.c_str(), "w");
@@ -269,7 +280,7 @@ int main(int argc, char** argv) {
 
   std::printf("synk runtime benchmarks (%ld online CPUs)\n\n", sysconf(_SC_NPROCESSORS_ONLN));
 
-  bench_round_trips(tiny, calls, csv);
+  bench_round_trips(tiny, calls, groups, csv);
   bench_row_gather(touch, rows, cols, ranks, csv);
   bench_matmul(mm, k, ranks, csv);
   std::fclose(csv);
