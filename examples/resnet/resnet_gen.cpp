@@ -27,6 +27,10 @@ int main(int argc, char** argv) {
   app.add_flag("--fashion", cfg.fashion,
                "Fashion-MNIST form: u8[n, 784] images padded to 32x32, 10 classes, train_device");
   app.add_option("--optimizer", cfg.optimizer, "the declared update rule, as .synk text")->capture_default_str();
+  app.add_option("--weight-decay", cfg.weight_decay,
+                 "weight decay of the training functions: an L2 term W/2 * sum(w * w) over the weights (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--flip", cfg.flip, "training images mirrored left to right at random (probability 1/2)");
   app.add_option("--out", out, "output file (default: stdout)");
   CLI11_PARSE(app, argc, argv);
   optimizer_given = app.count("--optimizer") > 0;
@@ -40,6 +44,8 @@ int main(int argc, char** argv) {
     if (cfg.pad_to) cfg.command += fmt::format(" --pad-to {}", cfg.pad_to);
   }
   if (optimizer_given) cfg.command += fmt::format(" --optimizer '{}'", cfg.optimizer);
+  if (cfg.weight_decay > 0) cfg.command += fmt::format(" --weight-decay {}", cfg.weight_decay);
+  if (cfg.flip) cfg.command += " --flip";
   try {
     const std::string text = resnet::generate(cfg);
     if (out.empty()) {

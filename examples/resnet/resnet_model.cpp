@@ -90,7 +90,8 @@ Network layout(const Config& cfg) {
 std::string wrap(const std::string& head, const std::vector<std::string>& items, const std::string& tail,
                  const std::string& indent) {
   std::string text = head;
-  size_t column = head.size();
+  const size_t line_start = head.rfind('\n');
+  size_t column = line_start == std::string::npos ? head.size() : head.size() - line_start - 1;
   for (size_t i = 0; i < items.size(); ++i) {
     std::string piece = items[i] + (i + 1 < items.size() ? ", " : "");
     if (column + piece.size() > 100 && column > indent.size()) {
@@ -199,22 +200,37 @@ void check(const Config& cfg) {
     throw std::invalid_argument(fmt::format("image size {}: the CIFAR-style depths need at least 4", size));
 }
 
+// The minimised loss: the mean, plus weight decay's L2 term over the weights (names ending in _w).
+std::string minimized_loss(const Config& cfg, const std::vector<std::string>& params) {
+  if (cfg.weight_decay <= 0) return "mean(losses)";
+  std::vector<std::string> squares;
+  for (const std::string& p : params)
+    if (p.size() > 2 && p.compare(p.size() - 2, 2, "_w") == 0) squares.push_back(fmt::format("sum({0} * {0})", p));
+  std::string terms = wrap("", squares, "", "      ");
+  for (size_t at = terms.find(", "); at != std::string::npos; at = terms.find(", ", at + 3)) terms.replace(at, 2, " + ");
+  for (size_t at = terms.find(",\n"); at != std::string::npos; at = terms.find(",\n", at + 3)) terms.replace(at, 1, " +");
+  return fmt::format("mean(losses) + {} * (\n      {})", cfg.weight_decay / 2, terms);
+}
+
 std::string functions(const Config& cfg, const std::vector<std::string>& params) {
   const std::string images = cfg.fashion ? "u8[n, 784]" : fmt::format("f32[n, {0}, {1}, {1}]", cfg.channels, cfg.image);
   const std::string in = cfg.fashion ? "pixels(images)" : "images";
-  const std::string minimize = wrap("  minimize mean(losses) over ", params, " using opt;\n", "    ");
+  const std::string train_in = cfg.flip ? "flipped(" + in + ")" : in;
+  const std::string head = cfg.weight_decay > 0 ? fmt::format("  minimize {}\n    over ", minimized_loss(cfg, params))
+                                                : std::string("  minimize mean(losses) over ");
+  const std::string minimize = wrap(head, params, " using opt;\n", "    ");
   std::string text = fmt::format(
       "// One step's share on this rank: the mean loss over its rows (out: the sum, for the epoch's mean).\n"
       "fn train(scatter images: {0}, scatter labels: i64[n]) {{\n"
       "  let losses = cross_entropy(logits_train({1}), labels);\n  out loss_sum: sum = sum(losses);\n{2}}}\n\n",
-      images, in, minimize);
+      images, train_in, minimize);
   if (cfg.fashion)
     text += fmt::format(
         "// The training set, scattered once over the ranks, and the same step on the rows batch_s picks.\n"
         "shared train_images: u8[m, 784] sliceable;\nshared train_labels: i64[m] sliceable;\n\n"
-        "fn train_device() {{\n  let losses = cross_entropy(logits_train(pixels(train_images)), train_labels);\n"
+        "fn train_device() {{\n  let losses = cross_entropy(logits_train({}), train_labels);\n"
         "  out loss_sum: sum = sum(losses);\n{}}}\n\n",
-        minimize);
+        cfg.flip ? "flipped(pixels(train_images))" : "pixels(train_images)", minimize);
   text += fmt::format(
       "// Loss and accuracy over a whole data set (one call with num_slices), with the running statistics.\n"
       "fn evaluate(scatter images: {}, scatter labels: i64[n]) {{\n  let logits = logits_eval({});\n"
@@ -299,6 +315,15 @@ std::string generate(const Config& cfg) {
     text +=
         "// Raw bytes [rows, 784] -> [rows, 1, 28, 28] in [0, 1].\n"
         "def pixels(images: u8[rows, 784]) {\n  return reshape(cast(images, f32) / 255, [rows, 1, 28, 28]);\n}\n\n";
+  if (cfg.flip)
+    text += fmt::format(
+        "// Training images mirrored left to right, each with probability 1/2: take() of the reversed\n"
+        "// columns on the width axis moved to the front.\n"
+        "shared flip_ones: f32[{0}] = ones;\n"
+        "def flipped(x) {{\n  let reversed = cast({0} - cumsum(flip_ones), i64);\n"
+        "  let mirror = transpose(take(transpose(x, [3, 0, 1, 2]), reversed), [1, 2, 3, 0]);\n"
+        "  return where(bernoulli_like(slice(slice(x, 0, 1, axis=2), 0, 1, axis=3), 0.5) > 0, mirror, x);\n}}\n\n",
+        cfg.image);
   text += network_helper(net, "train") + network_helper(net, "eval") + "\n";
   return text + functions(cfg, params);
 }

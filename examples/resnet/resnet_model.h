@@ -21,6 +21,11 @@ struct Config {
   int classes = 1000;
   bool fashion = false;  // Fashion-MNIST form: u8[n, 784] images, the trainer's train_device and shared data
   std::string optimizer = "momentum(lr=0.05, momentum=0.9)";
+  // Regularisation of the training functions: weight decay (an L2 term weight_decay / 2 * sum(w * w)
+  // over the convolution and dense weights in the minimised loss, which is SGD's weight decay) and
+  // random horizontal flips of each training image with probability 1/2 (0 / false: none).
+  double weight_decay = 0;
+  bool flip = false;
   std::string command;  // the command line that generated it, quoted in the header
 };
 
