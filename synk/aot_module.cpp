@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "compiler/aot/aot.h"
 #include "compiler/backend/signature.h"
 #include "compiler/backend_function.h"
 #include "compiler/cuda/cuda_images.h"
@@ -25,6 +26,10 @@
 #include "runtime/data/npy.h"
 
 namespace synk::aot {
+
+static_assert(std::string_view(kLibrarySymbol) == std::string_view(compiler::aot::kLibraryEntrySymbol),
+              "synkc writes the library's entry under the name load_library looks up");
+
 namespace {
 
 // What one process knows of one linked module.
@@ -262,11 +267,13 @@ synk::Module runtime_module(const ModuleDef& def) {
 synk::Function function(const ModuleDef& def, const std::string& name) {
   synk::Module runtime = runtime_module(def);
   std::shared_ptr<const ir::Module> module;
+  std::string payload;
   {
     std::lock_guard lock(table_mutex());
     ModuleState& s = state_locked(def);
     if (auto it = s.functions.find(name); it != s.functions.end()) return it->second;
     module = s.ir;
+    payload = encode_payload(s, name);
   }
   bool linked = false;
   for (size_t i = 0; i < def.function_count; ++i) linked |= name == def.functions[i].name;
@@ -276,11 +283,6 @@ synk::Function function(const ModuleDef& def, const std::string& name) {
   if (!linked)
     throw UsageError(fmt::format("aot module '{}': no function named '{}' (the module has: {})", def.name, name,
                                  names_or(function_names(def), "no functions")));
-  std::string payload;
-  {
-    std::lock_guard lock(table_mutex());
-    payload = encode_payload(state_locked(def), name);
-  }
   synk::Function f = synk::function(build_function(def, module, name), runtime, kLoaderKind, payload);
   std::lock_guard lock(table_mutex());
   return table()[def.name].functions.emplace(name, f).first->second;

@@ -7,8 +7,9 @@
 // in a GPU group the image for the device is loaded (never NVRTC); elsewhere the CPU kernels run.
 //
 // Functions are registered with the runtime under loader kind "aot" (payload: module name, then
-// '\0', then function name), so that workers forked before a function was first used rebuild it
-// from the same linked table; every stub registers its module at static-initialisation time.
+// '\0', then function name; for a loadable library's module also '\0' and the library's path),
+// so that workers forked before a function was first used rebuild it from the same linked table;
+// every stub registers its module at static-initialisation time.
 //
 // A loadable library (`synkc -o libX.so`) holds the same tables but registers nothing by itself
 // and refers to no symbol of synk: its one exported symbol, kLibrarySymbol, returns a LibraryDef,

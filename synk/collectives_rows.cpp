@@ -40,6 +40,18 @@ SelectedRows checked_scatter_rows(const char* what, const Target& t, const Array
   return BatchAccess::select(batch, value.shape[0], fmt::format("{}: batch (for values[{}])", what, v));
 }
 
+// Rows [a, b) of `selection` of `value`, in `dtype` (row_elems elements a row), into `dst`.
+void copy_selected_rows(const ArrayRef& value, const SelectedRows& selection, int64_t a, int64_t b, rt::DType dtype,
+                        int64_t row_elems, std::byte* dst) {
+  const size_t src_row = size_t(row_elems) * rt::dtype_size(value.dtype), dst_row = size_t(row_elems) * rt::dtype_size(dtype);
+  for (int64_t i = a; i < b; ++i) {
+    const auto* src = static_cast<const std::byte*>(value.data) + size_t(selection.row(i)) * src_row;
+    std::byte* out = dst + size_t(i - a) * dst_row;
+    if (value.dtype == dtype) std::memcpy(out, src, dst_row);
+    else rt::convert_elements(src, value.dtype, out, dtype, row_elems);
+  }
+}
+
 // Scatter within this node. Across nodes (every leader's part of a multi-node scatter) `values`
 // are this node's rows of selections of global_rows[v] rows, which split over the global ranks.
 void scatter_on_node(const char* what, const Vars& vars, const Values& values, const Batch& batch,
@@ -82,16 +94,9 @@ void scatter_on_node(const char* what, const Vars& vars, const Values& values, c
   }
   // Rank r's rows of value v, in the variable's dtype, into `dst`.
   auto copy_rows = [&](size_t v, int r, std::byte* dst) {
-    const ArrayRef& value = values.list()[v].ref();
     auto [a, b] = rank_rows(selected[v], v, r);
-    const size_t src_row = row_bytes[v] / rt::dtype_size(ts[v].spec->dtype) * rt::dtype_size(value.dtype);
-    const int64_t row_elems = int64_t(row_bytes[v] / rt::dtype_size(ts[v].spec->dtype));
-    for (int64_t i = a; i < b; ++i) {
-      const auto* src = static_cast<const std::byte*>(value.data) + size_t(selected[v].row(i)) * src_row;
-      std::byte* out = dst + size_t(i - a) * row_bytes[v];
-      if (value.dtype == ts[v].spec->dtype) std::memcpy(out, src, row_bytes[v]);
-      else rt::convert_elements(src, value.dtype, out, ts[v].spec->dtype, row_elems);
-    }
+    copy_selected_rows(values.list()[v].ref(), selected[v], a, b, ts[v].spec->dtype,
+                       int64_t(row_bytes[v] / rt::dtype_size(ts[v].spec->dtype)), dst);
   };
   for (size_t v = 0; v < ts.size(); ++v) {
     std::span<const int64_t> row_shape = d.shape_at(v);
@@ -143,8 +148,6 @@ void scatter_across_nodes(const char* what, const Vars& vars, const Values& valu
           require_length_allowed(what, ts[v], b - a, r);
         }
         const int64_t row_elems = rt::shape_size(std::vector<int64_t>(value.shape.begin() + 1, value.shape.end()));
-        const size_t src_row = size_t(row_elems) * rt::dtype_size(value.dtype);
-        const size_t dst_row = size_t(row_elems) * rt::dtype_size(ts[v].spec->dtype);
         for (int k = 0; k < nodes; ++k) {
           const int64_t first = rt::split_range(rows.count, n, k * local).first;
           const int64_t end = rt::split_range(rows.count, n, (k + 1) * local - 1).second;
@@ -152,12 +155,7 @@ void scatter_across_nodes(const char* what, const Vars& vars, const Values& valu
           shape[0] = end - first;
           rt::Array& part = per_node[size_t(k)].emplace_back();
           part.resize(ts[v].spec->dtype, shape);
-            for (int64_t i = first; i < end; ++i) {
-            const std::byte* src = static_cast<const std::byte*>(value.data) + size_t(rows.row(i)) * src_row;
-            std::byte* dst = part.bytes.data() + size_t(i - first) * dst_row;
-            if (value.dtype == ts[v].spec->dtype) std::memcpy(dst, src, dst_row);
-            else rt::convert_elements(src, value.dtype, dst, ts[v].spec->dtype, row_elems);
-          }
+          copy_selected_rows(value, rows, first, end, ts[v].spec->dtype, row_elems, part.bytes.data());
         }
       }
       for (std::vector<rt::Array>& arrays : per_node) arrays.push_back(lengths);

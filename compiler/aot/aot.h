@@ -29,6 +29,10 @@
 
 namespace synk::compiler::aot {
 
+// The one symbol a loadable library exports (synk::aot::kLibrarySymbol, which synk/aot_module.cpp
+// checks equal to this at compile time).
+inline constexpr const char* kLibraryEntrySymbol = "synk_aot_library_v1";
+
 struct AotOptions {
   std::string module_name;   // empty: from the file's stem (sanitized to a C++ identifier)
   std::string target_cpu;    // empty: the host's CPU and features (what the JIT uses)

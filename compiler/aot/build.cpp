@@ -229,7 +229,7 @@ void build_loadable_library(const AotModule& module, const std::string& path, co
   ScratchDir dir(options.keep_temps);
   std::vector<std::string> objects = build_objects(module, options, dir);
   // Only the LibraryDef is exported: two libraries' kernels never meet in one namespace.
-  write_file(dir.path() / "exports.map", "{ global: synk_aot_library_v1; local: *; };\n");
+  write_file(dir.path() / "exports.map", fmt::format("{{ global: {}; local: *; }};\n", kLibraryEntrySymbol));
   std::vector<std::string> argv = {cxx(), "-shared", "-Wl,--no-undefined", "-Wl,--as-needed",
                                    "-Wl,--version-script=" + (dir.path() / "exports.map").string()};
   argv.insert(argv.end(), objects.begin(), objects.end());

@@ -273,7 +273,7 @@ std::string make_stub(const std::string& name, const std::string& source_name, c
                    "&kModule, {}, {}}};\n\n}}  // namespace\n\n"
                    "extern \"C\" __attribute__((visibility(\"default\"))) const synk::aot::LibraryDef* {}() {{\n"
                    "  return &kLibrary;\n}}\n",
-                   embedded_files.empty() ? "nullptr" : "kData", embedded_files.size(), "synk_aot_library_v1");   // synk::aot::kLibrarySymbol (synk/aot_module.h)
+                   embedded_files.empty() ? "nullptr" : "kData", embedded_files.size(), kLibraryEntrySymbol);
   s += fmt::format("[[maybe_unused]] const bool kRegistered = synk::aot::register_module(&kModule);\n\n"
                    "}}  // namespace\n\nnamespace {} {{\n\n", name);
   for (const ir::Function* fn : functions)

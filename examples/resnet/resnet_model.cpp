@@ -88,12 +88,12 @@ Network layout(const Config& cfg) {
 
 // Joins `items` with ", " and breaks lines before 100 columns, continuing at `indent`.
 std::string wrap(const std::string& head, const std::vector<std::string>& items, const std::string& tail,
-                 const std::string& indent) {
+                 const std::string& indent, const std::string& separator = ", ") {
   std::string text = head;
   const size_t line_start = head.rfind('\n');
   size_t column = line_start == std::string::npos ? head.size() : head.size() - line_start - 1;
   for (size_t i = 0; i < items.size(); ++i) {
-    std::string piece = items[i] + (i + 1 < items.size() ? ", " : "");
+    std::string piece = items[i] + (i + 1 < items.size() ? separator : "");
     if (column + piece.size() > 100 && column > indent.size()) {
       while (!text.empty() && text.back() == ' ') text.pop_back();
       text += "\n" + indent;
@@ -206,10 +206,7 @@ std::string minimized_loss(const Config& cfg, const std::vector<std::string>& pa
   std::vector<std::string> squares;
   for (const std::string& p : params)
     if (p.size() > 2 && p.compare(p.size() - 2, 2, "_w") == 0) squares.push_back(fmt::format("sum({0} * {0})", p));
-  std::string terms = wrap("", squares, "", "      ");
-  for (size_t at = terms.find(", "); at != std::string::npos; at = terms.find(", ", at + 3)) terms.replace(at, 2, " + ");
-  for (size_t at = terms.find(",\n"); at != std::string::npos; at = terms.find(",\n", at + 3)) terms.replace(at, 1, " +");
-  return fmt::format("mean(losses) + {} * (\n      {})", cfg.weight_decay / 2, terms);
+  return fmt::format("mean(losses) + {} * (\n{}", cfg.weight_decay / 2, wrap("      ", squares, ")", "      ", " + "));
 }
 
 std::string functions(const Config& cfg, const std::vector<std::string>& params) {

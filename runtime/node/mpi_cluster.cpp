@@ -79,6 +79,7 @@ class MpiCluster final : public Cluster {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     check("MPI_Comm_rank", MPI_Comm_rank(MPI_COMM_WORLD, &node_));
     check("MPI_Comm_size", MPI_Comm_size(MPI_COMM_WORLD, &nodes_));
+    heard_.assign(size_t(nodes_), false);
     char name[MPI_MAX_PROCESSOR_NAME];
     int len = 0;
     if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS) host_.assign(name, size_t(len));
@@ -145,13 +146,12 @@ class MpiCluster final : public Cluster {
     MPI_Request req;
     check("MPI_Ibcast", MPI_Ibcast(lengths.data(), nodes_, MPI_INT64_T, root, MPI_COMM_WORLD, &req));
     wait(req);
-    constexpr int kTag = 4242;
     const size_t piece = size_t(INT_MAX) / 2;
     if (node_ != root) {
       std::string mine(size_t(lengths[size_t(node_)]), '\0');
       std::vector<MPI_Request> reqs;
       for (size_t at = 0; at < mine.size(); at += piece)
-        check("MPI_Irecv", MPI_Irecv(mine.data() + at, int(std::min(piece, mine.size() - at)), MPI_BYTE, root, kTag,
+        check("MPI_Irecv", MPI_Irecv(mine.data() + at, int(std::min(piece, mine.size() - at)), MPI_BYTE, root, kScatterTag,
                                      MPI_COMM_WORLD, &reqs.emplace_back()));
       for (MPI_Request& r : reqs) wait(r);
       return mine;
@@ -161,7 +161,7 @@ class MpiCluster final : public Cluster {
       if (n == root) continue;
       const std::string& part = parts[size_t(n)];
       for (size_t at = 0; at < part.size(); at += piece)
-        check("MPI_Isend", MPI_Isend(part.data() + at, int(std::min(piece, part.size() - at)), MPI_BYTE, n, kTag,
+        check("MPI_Isend", MPI_Isend(part.data() + at, int(std::min(piece, part.size() - at)), MPI_BYTE, n, kScatterTag,
                                      MPI_COMM_WORLD, &reqs.emplace_back()));
     }
     for (MPI_Request& r : reqs) wait(r);
@@ -282,15 +282,15 @@ class MpiCluster final : public Cluster {
   std::thread watchdog_;
   int node_ = 0, nodes_ = 1;
   std::string host_;
+  // Point-to-point tags (the collectives use none): scatter's parts, abort notices.
+  static constexpr int kScatterTag = 4242, kAbortTag = 4343;
   // Abort notices (announce_abort): which nodes sent one, the first one's text.
-  static constexpr int kAbortTag = 4343;
-  std::vector<bool> heard_ = std::vector<bool>(64, false);
+  std::vector<bool> heard_;
   int notice_from_ = -1;
   std::string notice_in_, notice_out_;
   bool announcing_ = false;
 
   void receive_notices() {
-    if (heard_.size() < size_t(nodes_)) heard_.resize(size_t(nodes_), false);
     for (;;) {
       int flag = 0, count = 0;
       MPI_Status status;
