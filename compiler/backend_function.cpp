@@ -32,6 +32,11 @@ void BackendFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const 
                           std::span<rt::Array> outputs, std::span<rt::Array> updates) {
   rt::CompiledFunction& v = version(rt::active_backend());
   v.set_random_state(rng_);
+  v.stream_update(stream_update_, sink_);
+  struct Unset {
+    rt::CompiledFunction& v;
+    ~Unset() { v.stream_update(-1, nullptr); }
+  } unset{v};
   v.run(inputs, shareds, outputs, updates);
 }
 

@@ -42,6 +42,12 @@ class BackendFunction : public rt::CompiledFunction {
   void run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
            std::span<rt::Array> outputs, std::span<rt::Array> updates) override;
   void set_random_state(const RngState& state) override { rng_ = state; }
+  // Passed on to the version that runs.
+  bool stream_update(int update, rt::UpdateSink* sink) override {
+    stream_update_ = sink ? update : -1;
+    sink_ = sink;
+    return sink != nullptr;
+  }
 
   // The version for `backend` (Cpu or Gpu), compiled on first use.
   rt::CompiledFunction& version(rt::Backend backend);
@@ -56,6 +62,8 @@ class BackendFunction : public rt::CompiledFunction {
   std::unique_ptr<rt::CompiledFunction> cpu_, gpu_;
   rt::FunctionSignature signature_;
   RngState rng_;   // handed to the version that runs
+  int stream_update_ = -1;
+  rt::UpdateSink* sink_ = nullptr;
 };
 
 }  // namespace synk::compiler

@@ -26,6 +26,7 @@
 #include "runtime/call/call_plan.h"
 #include "runtime/data/data.h"
 #include "runtime/call/descriptor.h"
+#include "runtime/call/gradient_stream.h"
 #include "base/errors.h"
 #include "runtime/group/backend.h"
 #include "runtime/group/group_options.h"
@@ -251,8 +252,10 @@ class Outputs : public std::vector<Array> {
 
  private:
   friend class Function;
+  friend class TrainStep;   // reads gradient_reduced_
   std::vector<std::string> names_;
   std::vector<int64_t> rank_weights_;
+  bool gradient_reduced_ = false;   // a training step's gradient was averaged during the call
 };
 
 class Function {
@@ -286,7 +289,7 @@ class Function {
   friend Function function(std::shared_ptr<rt::CompiledFunction>, const Module&, std::string, std::string);
   friend class TrainStep;   // its deterministic mode calls with micro-shards
   Outputs call(rt::ProcessGroup* group, const std::vector<Data>& inputs, const CallOptions& options,
-               int64_t micro_shard_rows = 0) const;
+               int64_t micro_shard_rows = 0, const rt::StreamRequest& stream = {}) const;
   explicit Function(int32_t id) : id_(id) {}
   int32_t id_ = -1;
 };

@@ -435,7 +435,7 @@ Outputs Function::run_local(const std::vector<Data>& inputs, const CallOptions& 
 }
 
 Outputs Function::call(rt::ProcessGroup* group, const std::vector<Data>& inputs, const CallOptions& options,
-                       int64_t micro_shard_rows) const {
+                       int64_t micro_shard_rows, const rt::StreamRequest& stream) const {
   const rt::FunctionSignature& sig = signature();
   rt::CallRequest req;
   req.function = id_;
@@ -454,11 +454,13 @@ Outputs Function::call(rt::ProcessGroup* group, const std::vector<Data>& inputs,
   }
   req.num_slices = options.num_slices;
   req.micro_shard_rows = micro_shard_rows;
+  req.stream = stream;
   req.output_subset = options.output_subset;
   Outputs out;
   rt::CallResult result = rt::run_call(group, req);
   static_cast<std::vector<Array>&>(out) = std::move(result.outputs);
   out.rank_weights_ = std::move(result.rank_weights);
+  out.gradient_reduced_ = result.update_reduced;
   if (options.output_subset.empty()) {
     for (const rt::OutputSpec& o : sig.outputs) out.names_.push_back(o.name);
   } else {

@@ -43,9 +43,9 @@ TrainStep::TrainStep(std::string name, Function gradient, Var gradient_var, Func
     throw UsageError(fmt::format("training step '{}': the gradient function, the gradient variable and the "
                                  "update function must all be given", name_));
   const rt::FunctionSignature& g = gradient_.signature();
-  const bool writes = std::any_of(g.updates.begin(), g.updates.end(),
-                                  [&](const rt::UpdateSpec& u) { return u.shared == gradient_var_.index(); });
-  if (!writes)
+  for (size_t u = 0; u < g.updates.size(); ++u)
+    if (g.updates[u].shared == gradient_var_.index()) gradient_update_ = int32_t(u);
+  if (gradient_update_ < 0)
     throw UsageError(fmt::format("training step '{}': function '{}' does not update the gradient variable '{}'",
                                  name_, g.name, gradient_var_.name()));
   if (!update_.signature().inputs.empty())
@@ -125,6 +125,14 @@ void TrainStep::set_deterministic(int64_t micro_shard_rows) {
   micro_shard_rows_ = micro_shard_rows;
 }
 
+void TrainStep::set_overlap(bool on, int64_t bucket_bytes) {
+  if (bucket_bytes < 0)
+    throw UsageError(fmt::format("training step '{}': bucket_bytes must be >= 0 (0: the default), got {}", name_,
+                                 bucket_bytes));
+  overlap_ = on;
+  bucket_bytes_ = bucket_bytes;
+}
+
 void TrainStep::set_num_packs(int64_t num_packs) {
   if (num_packs < 0)
     throw UsageError(fmt::format("training step '{}': num_packs must be >= 0 (0: the default), got {}", name_,
@@ -151,6 +159,9 @@ Outputs TrainStep::gradient_call(const std::vector<Data>& inputs, const CallOpti
   return named(name_, "gradient function", [&] {
     // Not forked: the plain call says so, with its usual message.
     if (micro_shard_rows_ > 0 && forked()) return gradient_.call(current_group(), inputs, options, micro_shard_rows_);
+    if (overlap_ && forked())
+      return gradient_.call(current_group(), inputs, options, 0,
+                            rt::StreamRequest{gradient_update_, uint64_t(bucket_bytes_)});
     return gradient_(inputs, options);
   });
 }
@@ -167,6 +178,7 @@ bool TrainStep::reduce_gradient(const Outputs& gradient_outputs) const {
     throw UsageError(fmt::format("training step '{}': reduce_gradient needs the outputs of a call of '{}'", name_,
                                  gradient_.name()));
   if (std::all_of(rows.begin(), rows.end(), [](int64_t r) { return r == 0; })) return false;
+  if (gradient_outputs.gradient_reduced_) return true;   // averaged during the call (set_overlap)
   if (micro_shard_rows_ > 0) {
     const int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t(0));
     named(name_, "exact all_reduce of the gradient", [&] { detail::all_reduce_exact(gradient_, total, reduce); });

@@ -110,6 +110,17 @@ class TrainStep {
   // default). UsageError when negative.
   void set_deterministic(int64_t micro_shard_rows);
   int64_t deterministic() const { return micro_shard_rows_; }
+
+  // Overlap (docs/training.md): average the gradient during the gradient call, in buckets of
+  // bucket_bytes taken from the gradient's end (the last layers, which the backward pass finishes
+  // first), each on a helper thread per rank as soon as the backward pass has finished it, instead
+  // of in one all_reduce after the call. Same bits as without. Used where the call allows it (the
+  // CPU, one node, equal rows on every rank, one slice, not deterministic); the step falls back
+  // to the one all_reduce otherwise. Off by default on the CPU (docs/performance.md, "Overlap").
+  // bucket_bytes 0: the default (1 MiB); UsageError when negative.
+  void set_overlap(bool on, int64_t bucket_bytes = 0);
+  bool overlap() const { return overlap_; }
+  int64_t bucket_bytes() const { return bucket_bytes_; }
   bool valid() const { return gradient_var_.valid(); }
 
  private:
@@ -119,6 +130,9 @@ class TrainStep {
   Function update_;
   int64_t num_packs_ = 0;
   int64_t micro_shard_rows_ = 0;
+  bool overlap_ = false;
+  int64_t bucket_bytes_ = 0;
+  int32_t gradient_update_ = -1;   // the gradient variable's update in the gradient function
   std::vector<HyperParameter> hyper_;
   std::optional<Schedule> schedule_;
   mutable int64_t step_index_ = 0;

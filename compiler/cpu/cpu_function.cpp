@@ -198,6 +198,54 @@ void CpuFunction::assign_temp_slots() {
   slot_bytes_.assign(free_after.size(), 0);
 }
 
+bool CpuFunction::stream_update(int update, rt::UpdateSink* sink) {
+  if (!sink || update < 0) {
+    sink_ = nullptr;
+    return false;
+  }
+  if (update != streamed_update_) plan_stream(update);
+  sink_ = stream_buffer_ >= 0 ? sink : nullptr;
+  return sink_ != nullptr;
+}
+
+// Which step finishes each operand of the update's in-place concatenation: the last step other
+// than the (elided) concatenation that writes or reads the operand, or reads the update buffer.
+void CpuFunction::plan_stream(int update) {
+  streamed_update_ = update;
+  stream_buffer_ = -1;
+  stream_pieces_.clear();
+  stream_ready_after_.assign(steps_.size(), {});
+  const ir::Function& fn = plan_.function;
+  if (update >= int(fn.updates.size())) return;
+  const int buffer = plan_.node_buffer.at(size_t(fn.updates[size_t(update)].node));
+  if (buffer < 0 || plan_.buffers[size_t(buffer)].kind != Buffer::Kind::Update ||
+      plan_.buffers[size_t(buffer)].index != int64_t(update))
+    return;
+  const CopyElision* concat = nullptr;
+  for (const CopyElision& e : elisions_)
+    if (e.concat && e.within == buffer) concat = &e;
+  if (!concat) return;
+  const int end = int(steps_.size());
+  auto touches = [&](int s, int base) {
+    const Kernel& k = *steps_[size_t(s)].kernel;
+    auto hit = [&](const std::vector<int>& list) {
+      return std::any_of(list.begin(), list.end(), [&](int b) { return base_buffer(plan_, b) == base; });
+    };
+    return hit(k.outputs) || hit(k.inputs);
+  };
+  int buffer_read = -1;   // a later step reading the whole update (a gradient norm, say)
+  for (int s = 0; s < end; ++s)
+    if (s != int(concat->step) && touches(s, buffer)) buffer_read = s;
+  for (int t : concat->temps) {
+    int done = buffer_read;
+    for (int s = 0; s < end; ++s)
+      if (s != int(concat->step) && touches(s, t)) done = std::max(done, s);
+    stream_pieces_.push_back(StreamPiece{t, 0, 0});
+    if (done >= 0) stream_ready_after_[size_t(done)].push_back(int(stream_pieces_.size()) - 1);
+  }
+  stream_buffer_ = buffer;
+}
+
 void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
                       std::span<rt::Array> outputs, std::span<rt::Array> updates) {
   const ir::Function& fn = plan_.function;
@@ -266,6 +314,16 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
     // Aliases come after their base; re-resolve those whose base is a temporary.
     if (plan_.buffers[b].kind == Buffer::Kind::Alias) pointers_[b] = pointers_.at(size_t(plan_.buffers[b].index));
   }
+  if (sink_) {
+    auto* base = static_cast<std::byte*>(pointers_.at(size_t(stream_buffer_)));
+    for (StreamPiece& p : stream_pieces_) {
+      p.offset = size_t(static_cast<std::byte*>(pointers_.at(size_t(p.temp))) - base);
+      p.bytes = size_t(rt::shape_size(shapes_[size_t(p.temp)])) *
+                rt::dtype_size(runtime_dtype(plan_.buffers[size_t(p.temp)].type.dtype));
+    }
+    const rt::Array& value = updates[size_t(streamed_update_)];
+    sink_->begin(base, value.bytes.size());
+  }
   if (profiling && !profile_) profile_.emplace("CpuFunction::run '" + fn.name + "'");
   rt::profile::Table* table = profiling ? &*profile_ : nullptr;
   int64_t t_last = profiling || tracing ? rt::trace::now_ns() : 0;
@@ -288,6 +346,8 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
       int64_t rc = step.entry(args.data(), syms_.data(), err);
       if (rc != 0) kernel_failed(step, rc, err);
     }
+    if (sink_)
+      for (int p : stream_ready_after_[s]) sink_->ready(stream_pieces_[size_t(p)].offset, stream_pieces_[size_t(p)].bytes);
     if (profiling || tracing) {
       int64_t t = rt::trace::now_ns();
       if (profiling)

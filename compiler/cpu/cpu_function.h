@@ -61,6 +61,10 @@ class CpuFunction : public rt::CompiledFunction {
            std::span<rt::Array> outputs, std::span<rt::Array> updates) override;
 
   void set_random_state(const RngState& state) override { rng_ = state; }
+  // Streams an update that is a concatenation its operands' kernels write in place (the flat
+  // gradient of a training step): each piece is reported after the last step that writes or reads
+  // it, and after the last step that reads the update itself.
+  bool stream_update(int update, rt::UpdateSink* sink) override;
 
   const KernelPlan& plan() const { return plan_; }
   const std::string& source() const { return source_; }
@@ -98,6 +102,17 @@ class CpuFunction : public rt::CompiledFunction {
   std::vector<char> step_elided_;       // per step: 1 when elided
   std::vector<std::vector<std::byte>> slots_;
   std::vector<size_t> slot_bytes_;   // per call
+  // Streaming (stream_update): per step, the placed pieces of the streamed update it finishes.
+  struct StreamPiece {
+    int temp = -1;
+    size_t offset = 0, bytes = 0;   // per call
+  };
+  void plan_stream(int update);
+  int streamed_update_ = -1;
+  rt::UpdateSink* sink_ = nullptr;
+  int stream_buffer_ = -1;                              // the update's buffer
+  std::vector<StreamPiece> stream_pieces_;              // in concatenation order
+  std::vector<std::vector<int>> stream_ready_after_;    // per step: indices into stream_pieces_
 };
 
 // Lowers, generates, compiles (or finds in the cache) and loads function `name` of `module`.

@@ -44,6 +44,8 @@ struct ResolvedCall {
   CallPlan plan;
   std::vector<ResolvedInput> inputs;
   uint64_t seed = 0, step = 0;   // the call's random state (the master's FunctionEntry)
+  StreamPlan stream;              // the gradient all-reduce overlapped with the run, if any
+  RankContext* ctx = nullptr;     // this rank's, when the call streams
 };
 
 struct PendingUpdate {
@@ -199,6 +201,7 @@ std::string call_row_description(const CallPlan& plan, int64_t p) {
 }
 
 RankOutcome execute_rank(const ResolvedCall& call, int rank) {
+  StreamScope stream(call.ctx, call.stream);   // first: every way out must end it on this rank
   PhaseClock clock(call.entry, "rank");
   profile::set_rank(rank);
   const CallPlan& plan = call.plan;
@@ -271,7 +274,9 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
     // its first row of this rank's sliceable selection).
     fn.set_random_state(RngState{call.seed, call.step, plan.has_scattered ? part.pos_lo : part.sh_lo});
     try {
+      stream.attach(fn);
       fn.run(inputs, shareds, g_outputs, g_updates);
+      stream.finish(fn, g_updates);
     } catch (const ScatteredRowError& e) {
       throw UsageError(e.before() + call_row_description(plan, part.pos_lo + e.row()) + e.after());
     }
@@ -605,6 +610,8 @@ void worker_execute_call(RankContext& ctx, std::string_view payload) {
   plan.outputs = std::move(m.outputs);
   call.seed = m.seed;
   call.step = m.step;
+  call.stream = std::move(m.stream);
+  call.ctx = &ctx;
   PhaseClock clock(call.entry, "worker", true, start_ns);
   clock.mark(0, "decode the call", Category::Plan);
   RankOutcome outcome = execute_rank(call, my_rank);
@@ -698,6 +705,8 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
     };
   call.plan = plan_call(pr);
   const CallPlan& plan = call.plan;
+  call.stream = plan_stream(group, cluster() != nullptr, req.stream, sig, *call.module, plan);
+  if (call.stream.update >= 0) call.ctx = &group->master_context();
   for (const Data& d : req.inputs) call.inputs.push_back(ResolvedInput{static_cast<const std::byte*>(d.raw()), d.dtype(), d.shape()});
   clock.mark(0, "plan and validate the call", Category::Plan);
 
@@ -718,6 +727,7 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
     message.step = call.step;
     message.world_ranks = cluster() ? N : 0;
     message.rank_offset = offset;
+    message.stream = call.stream;
     std::string payload = encode_call_message(message);
     clock.mark(1, "encode the call for the workers", Category::Plan);
     errors = group->run(kCallCommand, payload, master_part);
@@ -738,7 +748,7 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
 
   // Reduce: rank 0 first, then every other rank in rank order.
   CallResult result{cluster() ? reduce_global_outputs(sig, plan, all) : reduce_outputs(group, sig, plan, mine, N),
-                    rank_weights(plan)};
+                    rank_weights(plan), call.stream.update >= 0};
   clock.mark(3, "reduce outputs over ranks", Category::Reduce);
   for (PendingUpdate& p : mine.updates) commit_update(p);
   if (!sig.updates.empty()) ++call.entry->step;   // a training step: its next call draws anew

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/call/call_plan.h"
+#include "runtime/call/gradient_stream.h"
 #include "runtime/group/process_group.h"
 #include "runtime/data/data.h"
 #include "runtime/call/descriptor.h"
@@ -36,6 +37,9 @@ struct CallRequest {
   // the step's exact all-reduce (runtime/coll/exact_sum.h) combines them into the variables.
   int64_t micro_shard_rows = 0;
   std::vector<std::string> output_subset;
+  // A training step's gradient: average this update over the ranks during the call, overlapped
+  // with the computation, when the call allows it (gradient_stream.h; CallResult::update_reduced).
+  StreamRequest stream;
 };
 
 // What a call gives back: the reduced outputs in output-subset order, and each rank's weight in
@@ -44,6 +48,8 @@ struct CallRequest {
 struct CallResult {
   std::vector<Array> outputs;
   std::vector<int64_t> rank_weights;
+  // The streamed update (CallRequest::stream) is the ranks' average already on every rank.
+  bool update_reduced = false;
 };
 
 // Runs the call on the group (or on the master alone when `group` is null: N = 1).

@@ -77,6 +77,13 @@ std::string encode_call_message(const CallMessage& m) {
   w.vec(m.outputs);
   w.pod(m.seed);
   w.pod(m.step);
+  w.pod(m.stream.update);
+  if (m.stream.update >= 0) {
+    w.pod(m.stream.bucket_bytes);
+    w.pod(m.stream.total_bytes);
+    w.pod(m.stream.dtype);
+    w.str(m.stream.staging);
+  }
   return w.take();
 }
 
@@ -117,6 +124,13 @@ CallMessage decode_call_message(std::string_view bytes) {
   m.outputs = r.vec<int32_t>();
   m.seed = r.pod<uint64_t>();
   m.step = r.pod<uint64_t>();
+  m.stream.update = r.pod<int32_t>();
+  if (m.stream.update >= 0) {
+    m.stream.bucket_bytes = r.pod<uint64_t>();
+    m.stream.total_bytes = r.pod<uint64_t>();
+    m.stream.dtype = read_dtype(r);
+    m.stream.staging = r.str();
+  }
   if (!r.done()) throw InternalError("call message: bytes left over after the message");
   return m;
 }

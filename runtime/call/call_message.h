@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/call/call_plan.h"
+#include "runtime/call/gradient_stream.h"
 
 namespace synk::rt {
 
@@ -59,6 +60,7 @@ struct CallMessage {
   std::vector<SharedRowsRef> shared_rows;   // per rank, in rank order, when has_sliceable
   std::vector<int32_t> outputs;
   uint64_t seed = 0, step = 0;              // the random state of the call (base/rng.h)
+  StreamPlan stream;                        // the gradient all-reduce during the call, if any
   bool operator==(const CallMessage&) const = default;
 };
 

@@ -99,6 +99,20 @@ struct Array {
   ArrayRef ref() const { return ArrayRef{bytes.data(), dtype, shape}; }
 };
 
+// Where a compiled function reports, during run(), which bytes of one update are final: the call
+// engine hands it the gradient of a training step whose all-reduce overlaps the backward pass
+// (docs/training.md, "Overlap"), and reduces each bucket of it as soon as all its bytes are final.
+class UpdateSink {
+ public:
+  virtual ~UpdateSink() = default;
+  // Where the update's value lives in this run, once the function has sized it (before any
+  // ready()).
+  virtual void begin(std::byte* data, size_t bytes) = 0;
+  // Bytes [offset, offset + bytes) of the update hold their final value, and the function will
+  // neither write nor read them again in this run (the sink may change them in place).
+  virtual void ready(size_t offset, size_t bytes) = 0;
+};
+
 // What the compiler produces for one function. run() computes one slice on one rank: inputs
 // (one per signature.inputs, rows already selected), shareds (one per signature.shareds_read,
 // values at the start of the call, rows already selected for sliceable ones). It resizes and
@@ -113,6 +127,14 @@ class CompiledFunction {
   // The random state the next run() draws with (base/rng.h): the engine sets it before every
   // part, with the part's first row of the call. Functions without random ops ignore it.
   virtual void set_random_state(const RngState& state) { (void)state; }
+  // Reports update `update`'s progress to `sink` in the runs that follow (null: no more). Returns
+  // whether it will; a function that cannot leaves the engine to report the whole update after
+  // run() returns.
+  virtual bool stream_update(int update, UpdateSink* sink) {
+    (void)update;
+    (void)sink;
+    return false;
+  }
 };
 
 // Rebuilds a CompiledFunction in a worker from the payload its producer registered

@@ -1,5 +1,6 @@
 // Per-rank execution of the collectives (see coll_exec.h).
 #include "runtime/coll/exec.h"
+#include "runtime/coll/bucket_stream.h"
 
 #include <algorithm>
 #include <cstring>
@@ -624,6 +625,7 @@ bool read_shape_report(std::span<const std::byte> results, uint64_t stamp,
 
 // Registered with the process group when the program starts (see process_group.h).
 const CommandKind kCollectiveCommand = register_command("collective", run_collective_rank);
+[[maybe_unused]] const bool kBucketStreamRegistered = register_bucket_stream();
 
 CommandKind collective_command() { return kCollectiveCommand; }
 

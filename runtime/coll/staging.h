@@ -60,6 +60,9 @@ class Staging {
   // Waits until every rank arrived. Throws CollectiveAborted if a rank failed (before or during
   // the wait), RankError on the master when a worker died or the command timed out.
   void barrier();
+  // Replaces the rank's poll (RankContext::poll) in waits: a helper thread's staging must not tear
+  // the group down from under the rank's own thread (runtime/coll/bucket_stream.cpp).
+  void set_poll(std::function<void()> poll) { poll_ = std::move(poll); }
   // Marks this rank failed (first failure wins) and wakes every waiter.
   void fail() noexcept;
   // Throws CollectiveAborted if some rank failed.
@@ -81,6 +84,7 @@ class Staging {
   struct Header;
   Header* header() const { return reinterpret_cast<Header*>(base_); }
   RankContext& ctx_;
+  std::function<void()> poll_;
   std::byte* base_;
   std::byte* data_;
   size_t data_bytes_;

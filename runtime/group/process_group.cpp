@@ -48,6 +48,7 @@ struct RegisteredCommand {
 struct CommandTable {
   std::vector<RegisteredCommand> commands;   // kind kFirstRegisteredKind + i
   std::vector<CommandPrologue> prologues;
+  std::vector<TeardownPrologue> teardown_prologues;
 };
 
 // Function-local so that registrations from other files' static initialisers find it built.
@@ -73,6 +74,9 @@ CommandKind register_command(const char* name, CommandHandler handler) {
 }
 
 void register_command_prologue(CommandPrologue prologue) { command_table().prologues.push_back(prologue); }
+void register_teardown_prologue(TeardownPrologue prologue) {
+  command_table().teardown_prologues.push_back(prologue);
+}
 
 std::map<std::string, RankHandler, std::less<>>& rank_handlers() {
   static auto* handlers = new std::map<std::string, RankHandler, std::less<>>();   // workers exit without unwinding
@@ -688,6 +692,7 @@ void ProcessGroup::teardown(bool orderly) {
   if (!alive_) return;
   alive_ = false;
   if (getpid() != pids_[0]) return;   // a copy in a process the user forked: not ours to end
+  for (TeardownPrologue prologue : command_table().teardown_prologues) prologue();
   if (g_listening_group == this) g_listening_group = nullptr;
   watchdog_.stop();
   set_active_backend(Backend::Cpu);

@@ -67,6 +67,12 @@ void register_command_prologue(CommandPrologue prologue);
 using GroupLostHook = void (*)(const std::string& message, const std::vector<int>& ranks);
 void set_group_lost_hook(GroupLostHook hook);
 
+// Runs first when the master's group is torn down (closed, or lost), before any of its shared
+// memory is unmapped: a layer that lets a helper thread use the group's segments during a command
+// (the call engine's gradient all-reduce thread) stops and joins it here. Register before fork().
+using TeardownPrologue = void (*)();
+void register_teardown_prologue(TeardownPrologue prologue);
+
 // The named operations of the Handler command (RankHandler: group_options.h).
 std::map<std::string, RankHandler, std::less<>>& rank_handlers();
 

@@ -35,7 +35,8 @@ struct Event {
   int64_t end_ns;
   int64_t bytes;       // < 0: none
   uint8_t category;
-  char name[63];
+  uint8_t track;       // the thread's track within its rank (set_track)
+  char name[62];
   char detail[64];
 };
 static_assert(sizeof(Event) == 152);
@@ -54,6 +55,7 @@ struct Buffer {
   }
 };
 Buffer g_buffer;
+thread_local uint8_t g_track = 0;
 
 // The handed-over form: {count u64, dropped u64} then `count` Events.
 struct HandOverHeader {
@@ -131,6 +133,19 @@ void append_metadata(std::string& out, int rank) {
                      rank);
 }
 
+// Names the extra tracks a rank's spans use (set_track), once each.
+void append_track_names(std::string& out, int rank, const std::vector<Event>& events) {
+  rank += g_first_rank;
+  bool named[256] = {};
+  for (const Event& e : events) {
+    if (e.track == 0 || named[e.track]) continue;
+    named[e.track] = true;
+    out += fmt::format(R"({{"name":"thread_name","ph":"M","ts":0,"pid":{0},"tid":{1},"args":{{"name":"rank {0}: {2}"}}}},)"
+                       "\n",
+                       rank, e.track, e.track == kCommunicationTrack ? "gradient all-reduce" : "helper");
+  }
+}
+
 void append_events(std::string& out, int rank, std::vector<Event>& events, int64_t origin_ns) {
   rank += g_first_rank;
   // In time order, an enclosing span before the spans it holds: easier to read, and what the
@@ -141,9 +156,9 @@ void append_events(std::string& out, int rank, std::vector<Event>& events, int64
   for (const Event& e : events) {
     out += R"({"name":")";
     append_escaped(out, e.name);
-    out += fmt::format(R"(","cat":"{}","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":{},"tid":0)",
+    out += fmt::format(R"(","cat":"{}","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":{},"tid":{})",
                        category_name(Category(e.category)), 1e-3 * double(e.start_ns - origin_ns),
-                       1e-3 * double(std::max<int64_t>(e.end_ns - e.start_ns, 0)), rank);
+                       1e-3 * double(std::max<int64_t>(e.end_ns - e.start_ns, 0)), rank, unsigned(e.track));
     if (e.detail[0] || e.bytes >= 0) {
       out += R"(,"args":{)";
       if (e.detail[0]) {
@@ -162,9 +177,11 @@ std::string render(std::vector<Event> master, std::map<int, RankSpans>& workers,
                    int64_t origin_ns) {
   std::string out = "{\"displayTimeUnit\":\"ms\",\n\"traceEvents\":[\n";
   append_metadata(out, 0);
+  append_track_names(out, 0, master);
   append_events(out, 0, master, origin_ns);
   for (auto& [rank, spans] : workers) {
     append_metadata(out, rank);
+    append_track_names(out, rank, spans.events);
     append_events(out, rank, spans.events, origin_ns);
   }
   // The last event has no comma after it: a closing instant marks the end of the trace.
@@ -246,6 +263,8 @@ int64_t now_ns() {
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+void set_track(uint8_t track) { g_track = track; }
+
 void record(Category category, std::string_view name, int64_t start_ns, int64_t end_ns, std::string_view detail,
             int64_t bytes) {
   if (!detail::g_recording) return;
@@ -256,6 +275,7 @@ void record(Category category, std::string_view name, int64_t start_ns, int64_t 
   e.end_ns = end_ns;
   e.bytes = bytes;
   e.category = uint8_t(category);
+  e.track = g_track;
   copy_cut(e.name, name);
   copy_cut(e.detail, detail);
 }

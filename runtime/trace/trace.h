@@ -43,6 +43,11 @@ int64_t now_ns();   // CLOCK_MONOTONIC, shared by every process on the machine
 void record(Category category, std::string_view name, int64_t start_ns, int64_t end_ns,
             std::string_view detail = {}, int64_t bytes = -1);
 
+// The track of this thread's spans within its rank's process (0, the default: the rank's own
+// thread). The call engine's gradient all-reduce thread records on kCommunicationTrack.
+inline constexpr uint8_t kCommunicationTrack = 1;
+void set_track(uint8_t track);
+
 // Records [construction, destruction] as one span when the trace was on at construction. `name`
 // must outlive the span (a literal, or a string the caller keeps).
 class Span {

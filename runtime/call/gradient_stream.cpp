@@ -1,0 +1,80 @@
+// The engine's side of the overlapped gradient all-reduce (gradient_stream.h): the hooks the
+// collectives layer registers, the master's decision whether a call streams, and the per-rank
+// scope that starts, feeds and always ends the helper.
+#include "runtime/call/gradient_stream.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+#include "runtime/call/call_plan.h"
+#include "runtime/call/registry.h"
+#include "runtime/group/backend.h"
+#include "runtime/group/process_group.h"
+
+namespace synk::rt {
+
+namespace {
+StreamHooks g_hooks;
+}  // namespace
+
+void register_stream_hooks(const StreamHooks& hooks) { g_hooks = hooks; }
+const StreamHooks& stream_hooks() { return g_hooks; }
+
+StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamRequest& request,
+                       const FunctionSignature& sig, const ModuleEntry& module, const CallPlan& plan) {
+  StreamPlan none;
+  if (request.update < 0) return none;
+  if (size_t(request.update) >= sig.updates.size())
+    throw InternalError(fmt::format("call of '{}': update #{} to stream, but it has {} updates", sig.name,
+                                    request.update, sig.updates.size()));
+  if (!g_hooks.start || !g_hooks.prepare || !group || group->size() < 2 || across_nodes) return none;
+  if (plan.micro_shard_rows > 0 || plan.empty_call || active_backend() != Backend::Cpu) return none;
+  const std::vector<int64_t> weights = rank_weights(plan);
+  if (weights.empty() || weights.front() <= 0 ||
+      std::any_of(weights.begin(), weights.end(), [&](int64_t w) { return w != weights.front(); }))
+    return none;
+  for (int r = 0; r < plan.nranks; ++r)
+    if (rank_parts(plan, r).size() != 1) return none;
+  const Array& value = module.values.at(size_t(sig.updates[size_t(request.update)].shared));
+  if (!(value.dtype == DType::F32 || value.dtype == DType::F64) || value.bytes.empty()) return none;
+  StreamPlan p;
+  p.update = request.update;
+  p.bucket_bytes = request.bucket_bytes > 0 ? request.bucket_bytes : kDefaultBucketBytes;
+  p.total_bytes = value.bytes.size();
+  p.dtype = value.dtype;
+  p.staging = g_hooks.prepare(*group);
+  return p;
+}
+
+StreamScope::StreamScope(RankContext* ctx, const StreamPlan& plan) : plan_(plan) {
+  if (plan.update < 0) return;
+  if (!ctx || !g_hooks.start) throw InternalError("a streamed call reached a rank without the stream's helper");
+  stream_ = g_hooks.start(*ctx, plan);
+}
+
+StreamScope::~StreamScope() {
+  if (attached_) attached_->stream_update(-1, nullptr);
+  if (stream_) stream_->abandon();
+}
+
+void StreamScope::attach(CompiledFunction& fn) {
+  if (!stream_) return;
+  fn.stream_update(plan_.update, stream_.get());
+  attached_ = &fn;
+}
+
+void StreamScope::finish(CompiledFunction& fn, std::span<Array> updates) {
+  if (!stream_) return;
+  fn.stream_update(-1, nullptr);
+  attached_ = nullptr;
+  if (!stream_->begun()) {
+    Array& value = updates[size_t(plan_.update)];
+    stream_->begin(value.bytes.data(), value.bytes.size());
+  }
+  stream_->finish();
+  stream_.reset();
+}
+
+}  // namespace synk::rt

@@ -1,0 +1,243 @@
+// The helper thread of the overlapped gradient all-reduce (runtime/call/gradient_stream.h): one
+// per rank and streamed call. The update is cut into buckets of bucket_bytes from its end (the
+// backward pass finishes the last layers first); the thread takes them in that fixed order, the
+// same on every rank, waits until the rank's own thread has reported all of a bucket's bytes
+// final, and averages it in place through rsag over the collectives' staging area. rsag reduces
+// element i as x_0[i] + ... + x_{N-1}[i] whatever the chunking, so the buckets give the bits of one
+// all_reduce of the whole variable.
+//
+// Ending: the rank's thread hands over every bucket on every way out (finish, or abandon after a
+// failure, whose buckets then carry whatever the update held), so the peers' helpers never wait
+// for a bucket that will not come. A helper stops early only when the group is being lost: the
+// watchdog's cancellation request, a peer that marked the staging area failed, or the group's
+// teardown, which joins the helper before it unmaps the segment (register_teardown_prologue).
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/cancel.h"
+#include "base/errors.h"
+#include "runtime/call/gradient_stream.h"
+#include "runtime/coll/bucket_stream.h"
+#include "runtime/coll/rsag.h"
+#include "runtime/coll/staging.h"
+#include "runtime/group/process_group.h"
+#include "runtime/trace/trace.h"
+
+namespace synk::rt {
+
+namespace {
+
+class Stopped : public Error {
+ public:
+  Stopped() : Error("the gradient all-reduce stopped: the process group is being shut down") {}
+};
+
+class BucketStream;
+BucketStream* g_active = nullptr;   // this process's running helper (at most one call at a time)
+
+class BucketStream final : public GradientStream {
+ public:
+  BucketStream(RankContext& ctx, const StreamPlan& plan, std::span<std::byte> segment)
+      : ctx_(ctx), staging_(ctx, segment.data(), segment.size()), dtype_(plan.dtype), total_(plan.total_bytes) {
+    const size_t elem = dtype_size(dtype_);
+    size_t bucket = std::max<size_t>(size_t(plan.bucket_bytes) / elem, 1) * elem;
+    for (size_t hi = total_; hi > 0;) {
+      const size_t lo = hi > bucket ? hi - bucket : 0;
+      buckets_.push_back(Bucket{lo, hi});
+      hi = lo;
+    }
+    ready_ = std::make_unique<std::atomic<size_t>[]>(buckets_.size());
+    for (size_t k = 0; k < buckets_.size(); ++k) ready_[k].store(0, std::memory_order_relaxed);
+    bucket_bytes_ = bucket;
+    const bool master = ctx.rank() == 0;
+    staging_.set_poll([this, master] {
+      if (stop_.load(std::memory_order_acquire) || cancellation_requested()) throw Stopped();
+      if (!master) ctx_.poll();   // a worker's poll only exits when the master is gone
+    });
+    g_active = this;
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~BucketStream() override {
+    abandon();
+    if (g_active == this) g_active = nullptr;
+  }
+
+  void begin(std::byte* data, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (bytes == total_) {
+      data_ = data;
+    } else {   // not the shape the master planned: the call fails on this rank; the buckets still go
+      scratch_.assign(total_, std::byte{0});
+      data_ = scratch_.data();
+    }
+    begun_ = true;
+  }
+
+  void ready(size_t offset, size_t bytes) override {
+    if (bytes == 0 || offset >= total_) return;
+    const size_t end = std::min(total_, offset + bytes);
+    bool completed = false;
+    // Bucket k holds [total - (k+1) b, total - k b).
+    for (size_t k = (total_ - end) / bucket_bytes_; k < buckets_.size(); ++k) {
+      const Bucket& b = buckets_[k];
+      if (b.hi <= offset) break;
+      const size_t overlap = std::min(b.hi, end) - std::max(b.lo, offset);
+      if (overlap == 0) continue;
+      if (ready_[k].fetch_add(overlap, std::memory_order_acq_rel) + overlap == b.hi - b.lo) completed = true;
+    }
+    if (completed) wake();
+  }
+
+  void finish() override {
+    hand_over_all();
+    const bool master = ctx_.rank() == 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (cv_done_.wait_for(lock, std::chrono::milliseconds(2), [this] { return done_; })) break;
+      }
+      // The rank's own checks, as in any wait for peers: a dead worker or a timeout ends the group
+      // on the master (whose teardown stops this helper first); a worker exits when the master died.
+      if (master) cancellation_point();
+      ctx_.poll();
+    }
+    join();
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+  void abandon() noexcept override {
+    hand_over_all();
+    join();
+  }
+
+  bool begun() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return begun_;
+  }
+
+  // The group's teardown (the master's thread): the helper must be gone before the segment is.
+  void stop() noexcept {
+    stop_.store(true, std::memory_order_release);
+    wake();
+    join();
+  }
+
+ private:
+  struct Bucket {
+    size_t lo, hi;
+  };
+
+  void hand_over_all() noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!begun_) {
+        scratch_.assign(total_, std::byte{0});
+        data_ = scratch_.data();
+        begun_ = true;
+      }
+      all_ready_ = true;
+    }
+    cv_ready_.notify_all();
+  }
+
+  void wake() {
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    cv_ready_.notify_all();
+  }
+
+  void join() noexcept {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Waits until bucket k may be reduced; returns where the update lives.
+  std::byte* wait_for(size_t k) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const size_t size = buckets_[k].hi - buckets_[k].lo;
+    cv_ready_.wait(lock, [&] {
+      return stop_.load(std::memory_order_acquire) || all_ready_ ||
+             (begun_ && ready_[k].load(std::memory_order_acquire) >= size);
+    });
+    if (stop_.load(std::memory_order_acquire)) throw Stopped();
+    return data_;
+  }
+
+  void run() noexcept {
+    trace::set_track(trace::kCommunicationTrack);
+    try {
+      const size_t elem = dtype_size(dtype_);
+      for (size_t k = 0; k < buckets_.size(); ++k) {
+        std::byte* data = wait_for(k);
+        const Bucket& b = buckets_[k];
+        trace::Span span(trace::Category::Collective, "gradient bucket");
+        if (span.active())
+          span.set_detail(fmt::format("bucket {} of {}, bytes [{}, {})", k + 1, buckets_.size(), b.lo, b.hi),
+                          int64_t(b.hi - b.lo));
+        Pieces values;
+        values.add(data + b.lo, b.hi - b.lo);
+        const ReducePack pack{dtype_, (b.hi - b.lo) / elem, &values, &values};
+        rsag_reduce(staging_, std::span(&pack, 1), ReduceParams{CollOp::Avg});
+      }
+    } catch (const CollectiveAborted&) {
+      error_ = std::current_exception();   // a peer failed the staging area: it reports why
+    } catch (const Stopped&) {
+      error_ = std::current_exception();
+    } catch (...) {
+      error_ = std::current_exception();
+      staging_.fail();   // no peer may wait for this rank's buckets
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    cv_done_.notify_all();
+  }
+
+  RankContext& ctx_;
+  Staging staging_;
+  DType dtype_;
+  size_t total_ = 0, bucket_bytes_ = 1;
+  std::vector<Bucket> buckets_;                   // from the end of the update
+  std::unique_ptr<std::atomic<size_t>[]> ready_;  // per bucket: bytes reported final
+  mutable std::mutex mutex_;
+  std::condition_variable cv_ready_, cv_done_;
+  bool begun_ = false, all_ready_ = false, done_ = false;
+  std::byte* data_ = nullptr;
+  std::vector<std::byte> scratch_;
+  std::atomic<bool> stop_{false};
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+std::string prepare(ProcessGroup& group) {
+  shm::Segment& staging = group.collective_staging();
+  Staging::reset(staging.bytes(), group.size());
+  return staging.name();
+}
+
+std::unique_ptr<GradientStream> start(RankContext& ctx, const StreamPlan& plan) {
+  return std::make_unique<BucketStream>(ctx, plan, ctx.map_writable(plan.staging));
+}
+
+void stop_active() {
+  if (g_active) g_active->stop();
+}
+
+}  // namespace
+
+bool register_bucket_stream() {
+  register_stream_hooks(StreamHooks{&prepare, &start});
+  register_teardown_prologue(&stop_active);
+  return true;
+}
+
+}  // namespace synk::rt
