@@ -246,6 +246,37 @@ void CpuFunction::plan_stream(int update) {
   stream_buffer_ = buffer;
 }
 
+// The streamed update's pieces where this call's shapes put them, handed to the sink.
+void CpuFunction::begin_stream(const rt::Array& value) {
+  auto* base = static_cast<std::byte*>(pointers_.at(size_t(stream_buffer_)));
+  for (StreamPiece& p : stream_pieces_) {
+    p.offset = size_t(static_cast<std::byte*>(pointers_.at(size_t(p.temp))) - base);
+    p.bytes = size_t(rt::shape_size(shapes_[size_t(p.temp)])) *
+              rt::dtype_size(runtime_dtype(plan_.buffers[size_t(p.temp)].type.dtype));
+  }
+  sink_->begin(base, value.bytes.size());
+}
+
+// Pointers of the temporaries that live inside another buffer (find_elisions).
+void CpuFunction::place_elided_temps() {
+  for (const CopyElision& e : elisions_) {
+    auto* base = static_cast<std::byte*>(pointers_.at(size_t(e.within)));
+    const size_t elem = rt::dtype_size(runtime_dtype(plan_.buffers[size_t(e.within)].type.dtype));
+    if (e.concat) {
+      size_t offset = 0;
+      for (int t : e.temps) {
+        pointers_[size_t(t)] = base + offset;
+        offset += size_t(rt::shape_size(shapes_[size_t(t)])) * elem;
+      }
+    } else {
+      const ir::Node& slice = plan_.function.node(plan_.kernels.at(e.step).roots[0]);
+      const std::vector<int64_t>& src = shapes_[size_t(e.within)];
+      const int64_t row = rt::shape_size(src) / std::max<int64_t>(src.at(0), 1);
+      pointers_[size_t(e.temps[0])] = base + size_t(slice.attrs.start * row) * elem;
+    }
+  }
+}
+
 void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::ArrayRef> shareds,
                       std::span<rt::Array> outputs, std::span<rt::Array> updates) {
   const ir::Function& fn = plan_.function;
@@ -292,38 +323,14 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
   }
   for (size_t slot = 0; slot < slots_.size(); ++slot)
     if (slots_[slot].size() < slot_bytes_[slot]) slots_[slot].resize(slot_bytes_[slot]);
-  for (const CopyElision& e : elisions_) {
-    auto* base = static_cast<std::byte*>(pointers_.at(size_t(e.within)));
-    const size_t elem = rt::dtype_size(runtime_dtype(plan_.buffers[size_t(e.within)].type.dtype));
-    if (e.concat) {
-      size_t offset = 0;
-      for (int t : e.temps) {
-        pointers_[size_t(t)] = base + offset;
-        offset += size_t(rt::shape_size(shapes_[size_t(t)])) * elem;
-      }
-    } else {
-      const ir::Node& slice = fn.node(plan_.kernels.at(e.step).roots[0]);
-      const std::vector<int64_t>& src = shapes_[size_t(e.within)];
-      const int64_t row = rt::shape_size(src) / std::max<int64_t>(src.at(0), 1);
-      pointers_[size_t(e.temps[0])] = base + size_t(slice.attrs.start * row) * elem;
-    }
-  }
+  place_elided_temps();
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     if (plan_.buffers[b].kind == Buffer::Kind::Temp && temp_slot_[b] != kPlacedTemp)
       pointers_[b] = slots_[size_t(temp_slot_[b])].data();
     // Aliases come after their base; re-resolve those whose base is a temporary.
     if (plan_.buffers[b].kind == Buffer::Kind::Alias) pointers_[b] = pointers_.at(size_t(plan_.buffers[b].index));
   }
-  if (sink_) {
-    auto* base = static_cast<std::byte*>(pointers_.at(size_t(stream_buffer_)));
-    for (StreamPiece& p : stream_pieces_) {
-      p.offset = size_t(static_cast<std::byte*>(pointers_.at(size_t(p.temp))) - base);
-      p.bytes = size_t(rt::shape_size(shapes_[size_t(p.temp)])) *
-                rt::dtype_size(runtime_dtype(plan_.buffers[size_t(p.temp)].type.dtype));
-    }
-    const rt::Array& value = updates[size_t(streamed_update_)];
-    sink_->begin(base, value.bytes.size());
-  }
+  if (sink_) begin_stream(updates[size_t(streamed_update_)]);
   if (profiling && !profile_) profile_.emplace("CpuFunction::run '" + fn.name + "'");
   rt::profile::Table* table = profiling ? &*profile_ : nullptr;
   int64_t t_last = profiling || tracing ? rt::trace::now_ns() : 0;

@@ -108,6 +108,8 @@ class CpuFunction : public rt::CompiledFunction {
     size_t offset = 0, bytes = 0;   // per call
   };
   void plan_stream(int update);
+  void begin_stream(const rt::Array& value);
+  void place_elided_temps();
   int streamed_update_ = -1;
   rt::UpdateSink* sink_ = nullptr;
   int stream_buffer_ = -1;                              // the update's buffer

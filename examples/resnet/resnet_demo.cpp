@@ -11,7 +11,7 @@
 // --image-size, --train/--valid/--test and --ranks make it run in minutes.
 //
 //   resnet_demo [--depth 50] [--image-size 224] [--classes 1000] [--train 4096] [--valid 1024]
-//               [--test 1024] [--batch 64] [--lr 1e-3] [--epochs 3] [--ranks N] [--profile] [--print-model]
+//               [--test 1024] [--batch 64] [--lr 1e-3] [--epochs 3] [--ranks N] [--profile] [--overlap] [--bucket-bytes B] [--print-model]
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -43,6 +43,8 @@ struct Options {
   uint64_t seed = 1;
   bool print_model = false;
   bool profile = false;  // time the gradient, all-reduce and update of each step separately
+  bool overlap = false;  // average the gradient in buckets during the backward pass
+  int64_t bucket_bytes = 0;
 };
 
 struct DataSet {
@@ -109,6 +111,7 @@ int run(const Options& o) {
   synk::jit::Module module =
       synk::jit::compile_string(resnet::generate(cfg), {}, fmt::format("resnet{}.synk", cfg.depth));
   synk::TrainStep step = module.train_step("train");
+  step.set_overlap(o.overlap, o.bucket_bytes);
   synk::Function evaluate_fn = module.function("evaluate");
   const double compile_time = since(start);
   const int ranks = synk::fork(o.ranks);
@@ -189,6 +192,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", o.seed, "Seed of the data and the shuffles")->capture_default_str();
+  app.add_flag("--overlap", o.overlap, "Average the gradient in buckets during the backward pass (docs/training.md)");
+  app.add_option("--bucket-bytes", o.bucket_bytes, "Bucket size of --overlap (0: the default, 1 MiB)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--profile", o.profile, "Time the gradient, all-reduce and update of each step separately");
   app.add_flag("--print-model", o.print_model, "Print the generated .synk model and exit");
   CLI11_PARSE(app, argc, argv);

@@ -200,6 +200,19 @@ std::string call_row_description(const CallPlan& plan, int64_t p) {
   return row;
 }
 
+// Accumulators of the updates that fold several parts (none for one part or a kept-apart update).
+std::vector<Accumulator> update_accumulators(const FunctionSignature& sig, const ModuleSpec& mspec,
+                                             const std::vector<MicroShardParts*>& kept, bool single_part) {
+  std::vector<Accumulator> update_acc(sig.updates.size());
+  if (single_part) return update_acc;
+  for (size_t u = 0; u < sig.updates.size(); ++u) {
+    if (!kept.empty() && kept[u]) continue;
+    const SharedSpec& var = mspec.shareds[size_t(sig.updates[u].shared)];
+    update_acc[u] = Accumulator(sig.updates[u].mode, var.dtype, fmt::format("update of '{}' in {}", var.name, sig.name));
+  }
+  return update_acc;
+}
+
 RankOutcome execute_rank(const ResolvedCall& call, int rank) {
   StreamScope stream(call.ctx, call.stream);   // first: every way out must end it on this rank
   PhaseClock clock(call.entry, "rank");
@@ -214,13 +227,7 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
   std::vector<Part> parts = rank_parts(plan, rank);
   const std::vector<MicroShardParts*> kept = kept_apart_updates(plan, sig, *call.module);
   const bool single_part = parts.size() == 1 && parts[0].weight > 0;
-  std::vector<Accumulator> update_acc(sig.updates.size());   // only folded parts need one
-  if (!single_part)
-    for (size_t u = 0; u < sig.updates.size(); ++u) {
-      if (!kept.empty() && kept[u]) continue;
-      const SharedSpec& var = mspec.shareds[size_t(sig.updates[u].shared)];
-      update_acc[u] = Accumulator(sig.updates[u].mode, var.dtype, fmt::format("update of '{}' in {}", var.name, sig.name));
-    }
+  std::vector<Accumulator> update_acc = update_accumulators(sig, mspec, kept, single_part);
   if (g_input_buffers.size() < sig.inputs.size()) g_input_buffers.resize(sig.inputs.size());
   if (g_shared_buffers.size() < sig.shareds_read.size()) g_shared_buffers.resize(sig.shareds_read.size());
   g_outputs.resize(sig.outputs.size());
