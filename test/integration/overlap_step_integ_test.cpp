@@ -5,9 +5,10 @@
 // 100 bytes to the default 1 MiB, and where the step falls back to the one all_reduce (unequal
 // rows, num_slices). The timeline shows the buckets on each rank's helper track, the right number
 // per step, starting before the rank's backward pass ends. A rank that fails during a streamed
-// step fails the step, names the rank, and leaves the group usable; a bad bucket size is a
-// UsageError.
+// step fails the step, names the rank, and leaves the group usable; a worker killed during
+// streamed steps ends the group cleanly; a bad bucket size is a UsageError.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -17,11 +18,14 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/testing.h"
 #include "synk/jit.h"
 #include "synk/synk.h"
 #include "synk/train_step.h"
@@ -207,6 +211,48 @@ TEST(OverlapStep, AFailingRankFailsTheStepAndKeepsTheGroup) {
   EXPECT_EQ(m.shared("d1_w").get_value(0).bytes, m.shared("d1_w").get_value(1).bytes);
   EXPECT_NE(m.shared("d1_w").get_value(1).bytes, before.bytes);
   synk::close();
+}
+
+// A worker killed at a random moment of a run of streamed steps (its helper may be in a bucket's
+// barrier, waiting for a bucket, or not started): the master's next call reports the lost group,
+// its own helper is joined before the group's memory goes, nothing is left in /dev/shm, and a
+// new group trains again.
+TEST(OverlapStep, AKilledWorkerEndsTheGroupCleanly) {
+  const DataSet d = random_data(13);
+  jit::Module m = jit::load_file(kModel);
+  TrainStep step = m.train_step("train");
+  step.set_overlap(true, 4096);
+  std::vector<int64_t> batch;
+  for (int64_t j = 0; j < 48; ++j) batch.push_back(j);
+  std::mt19937 rng(std::random_device{}());
+  for (int round = 0; round < 4; ++round) {
+    ASSERT_EQ(2, synk::fork(2));
+    const int delay_us = int(rng() % 150'000);
+    bool lost = false;
+    {
+      Data images = data<uint8_t>(d.images, {kRows, 784}), labels = data<int64_t>(d.labels, {kRows});
+      step({images, labels}, {.batch = batch});   // warm: the kernels are loaded
+      const pid_t victim = worker_pid(1);
+      std::thread killer([&] {
+        usleep(useconds_t(delay_us));
+        ::kill(victim, SIGKILL);
+      });
+      for (int k = 0; k < 200 && !lost; ++k) {
+        try {
+          step({images, labels}, {.batch = batch});
+        } catch (const RankError& e) {
+          lost = true;
+          EXPECT_TRUE(e.group_lost()) << e.what();
+          EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+        }
+      }
+      killer.join();
+    }
+    EXPECT_TRUE(lost) << "round " << round << ", kill after " << delay_us << " us";
+    synk::close();
+    const std::vector<std::string> left = synk::testing::leftover_segments();
+    EXPECT_TRUE(left.empty()) << "round " << round << ": " << fmt::format("{}", fmt::join(left, ", "));
+  }
 }
 
 TEST(OverlapStep, BadBucketSizeIsAUsageError) {
