@@ -357,6 +357,19 @@ void bind_functions(py::module_& m) {
       .def_property("deterministic", [](const TrainStepObj& s) { return s.step.deterministic(); },
                     [](TrainStepObj& s, py::handle rows) { s.step.set_deterministic(int_arg(rows, "deterministic")); },
                     "micro-shard rows of a deterministic step (the same bits on any number of ranks); 0: off")
+      .def_property("overlap", [](const TrainStepObj& s) { return s.step.overlap(); },
+                    [](TrainStepObj& s, py::handle on) {
+                      if (!py::isinstance<py::bool_>(on))
+                        throw py::type_error("TrainStep.overlap: expected True or False, got " +
+                                             std::string(py::str(py::type::of(on).attr("__name__"))));
+                      s.step.set_overlap(on.cast<bool>(), s.step.bucket_bytes());
+                    },
+                    "average the gradient in buckets during the backward pass (docs/training.md, \"Overlap\")")
+      .def_property("bucket_bytes", [](const TrainStepObj& s) { return s.step.bucket_bytes(); },
+                    [](TrainStepObj& s, py::handle bytes) {
+                      s.step.set_overlap(s.step.overlap(), int_arg(bytes, "bucket_bytes"));
+                    },
+                    "bucket size of overlap in bytes; 0: the default (1 MiB)")
       .def_property_readonly("gradient", [](const TrainStepObj& s) { return make_function(s.module, s.step.gradient()); })
       .def_property_readonly("update", [](const TrainStepObj& s) { return make_function(s.module, s.step.update()); })
       .def_property_readonly("gradient_var",

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -175,6 +176,24 @@ TEST(OverlapStep, BucketsRunOnTheHelperTrackDuringTheBackwardPass) {
       overlapped_steps += inside > 0;
     }
   }
+  // Each track of a rank (its own thread, the helper) holds spans nested or disjoint, as the
+  // trace viewers expect (ts and dur are rounded separately: 2 ns slack).
+  for (auto& [rank, list] : spans)
+    for (int tid : {0, 1}) {
+      std::vector<const Span*> track;
+      for (const Span& s : list)
+        if (s.tid == tid) track.push_back(&s);
+      std::sort(track.begin(), track.end(),
+                [](const Span* a, const Span* b) { return a->ts != b->ts ? a->ts < b->ts : a->end > b->end; });
+      std::vector<const Span*> open;
+      for (const Span* s : track) {
+        while (!open.empty() && open.back()->end <= s->ts + 0.002) open.pop_back();
+        if (!open.empty())
+          EXPECT_LE(s->end, open.back()->end + 0.002) << "rank " << rank << " track " << tid << ": '" << s->name
+                                                     << "' overlaps '" << open.back()->name << "'";
+        open.push_back(s);
+      }
+    }
   // A bucket of the last layers starts while the first layers' gradients are computed. Each step
   // could in principle be delayed by the host's scheduler; on 2 ranks x 3 steps, not all of them.
   EXPECT_GT(overlapped_steps, 0);
