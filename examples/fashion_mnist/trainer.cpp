@@ -69,6 +69,7 @@ struct Options {
   bool device_data = false;   // scatter the training set once; select rows with batch_s
   int64_t deterministic = 0;  // micro-shard rows of a deterministic step (0: off)
   bool cosine = false;        // decay lr along a cosine to 0 over all the run's steps
+  int shift = 0;              // move each training image by up to this many pixels, per epoch
   std::string checkpoint;  // save a checkpoint here after every epoch
   std::string resume;      // start from this checkpoint
 };
@@ -240,7 +241,12 @@ struct EpochStats {
 class Trainer {
  public:
   Trainer(const Options& o, const fashion_mnist::Model& model, const DataSet& train, int ranks, Schedule schedule)
-      : o_(o), model_(model), train_(train), ranks_(ranks), schedule_(std::move(schedule)) {}
+      : o_(o), model_(model), train_(train), ranks_(ranks), schedule_(std::move(schedule)) {
+    if (o.shift > 0) {
+      const uint8_t* pixels = train.images.view<uint8_t>().data();
+      original_.assign(pixels, pixels + train.rows() * kPixels);
+    }
+  }
 
   // Each epoch's shuffle depends on (seed, epoch) alone, so a run resumed from a checkpoint
   // shuffles as the uninterrupted run did.
@@ -250,6 +256,7 @@ class Trainer {
       std::iota(order.begin(), order.end(), 0);
       std::shuffle(order.begin(), order.end(), rng);
     }
+    if (o_.shift > 0) shift_images(epoch);
     Clock::time_point start = Clock::now();
     EpochStats stats;
     double loss_sum = 0;
@@ -270,6 +277,26 @@ class Trainer {
   int64_t steps() const { return schedule_.steps; }
 
  private:
+  // --shift: this epoch's training images are the untouched ones, each moved by its own random
+  // (dx, dy) in [-shift, shift] with black filling in (data augmentation, as random crops of a
+  // padded image). Depends on (seed, epoch) alone, like the shuffle, so a resumed run sees the same.
+  void shift_images(int epoch) {
+    std::mt19937_64 rng(o_.seed * 0xD1B54A32D192ED03ull + uint64_t(epoch));
+    std::uniform_int_distribution<int> offset(-o_.shift, o_.shift);
+    uint8_t* out = train_.images.view<uint8_t>().data();
+    constexpr int kSide = int(fashion_mnist::kImageSide);
+    for (int64_t i = 0; i < train_.rows(); ++i) {
+      const int dx = offset(rng), dy = offset(rng);
+      const uint8_t* src = original_.data() + i * kPixels;
+      uint8_t* dst = out + i * kPixels;
+      for (int y = 0; y < kSide; ++y)
+        for (int x = 0; x < kSide; ++x) {
+          const int sy = y - dy, sx = x - dx;
+          dst[y * kSide + x] = sy >= 0 && sy < kSide && sx >= 0 && sx < kSide ? src[sy * kSide + sx] : 0;
+        }
+    }
+  }
+
   // Step `step` of the epoch; `rows` is set to the number of rows it trains on.
   synk::Outputs run_step(int64_t step, int64_t* rows_out, double phase[3]) {
     int64_t rows = 0;
@@ -312,6 +339,7 @@ class Trainer {
   const Options& o_;
   const fashion_mnist::Model& model_;
   const DataSet& train_;
+  std::vector<uint8_t> original_;   // the training images before --shift
   const int ranks_;
   Schedule schedule_;
   Progress progress_;
@@ -342,7 +370,7 @@ int check_required_accuracy(const Options& o, const Evaluation& initial, const E
 synk::CheckpointMetadata checkpoint_metadata(const Options& o, int epoch) {
   return {{"epoch", std::to_string(epoch)}, {"seed", std::to_string(o.seed)}, {"batch", std::to_string(o.batch)},
           {"device_data", o.device_data ? "1" : "0"}, {"limit", std::to_string(o.limit)},
-          {"holdout", std::to_string(o.holdout)}};
+          {"holdout", std::to_string(o.holdout)}, {"shift", std::to_string(o.shift)}};
 }
 
 // Loads --resume (on every rank) and returns the epoch it ended; 0 without --resume.
@@ -561,6 +589,11 @@ int run_program(const Program& program, int argc, char** argv) {
   app.add_flag("--cosine", o.cosine,
                "Decay the learning rate along a cosine from its value to 0 over all the run's steps "
                "(synk::Schedule::cosine)");
+  app.add_option("--shift", o.shift,
+                 "Move each training image by a random offset of up to N pixels in x and y, anew every epoch "
+                 "(data augmentation; 0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 8));
   app.add_flag("--profile", o.profile, "Print the mean time of each part of a step after every epoch");
   app.add_option("--checkpoint", o.checkpoint,
                  "Save a checkpoint (parameters, optimizer state, epoch) to this directory after every epoch")
@@ -576,6 +609,8 @@ int run_program(const Program& program, int argc, char** argv) {
   }
   o.override_optimizer = lr->count() + momentum->count() + optimizer->count() > 0;
   try {
+    if (o.shift > 0 && o.device_data)
+      throw CommandLineError("--shift moves the images of the index-batch mode; it cannot be combined with --device-data");
     prepare_out_dir(o.out);
     return train(o);
   } catch (const CommandLineError& e) {

@@ -59,7 +59,7 @@ void Staging::barrier() {
     wait_until(
         h.generation,
         [gen, &h](uint32_t v) { return v != gen || h.failed.load(std::memory_order_relaxed) != 0; },
-        ctx_.policy(), [this] {
+        policy_ ? *policy_ : ctx_.policy(), [this] {
           if (poll_) poll_();
           else ctx_.poll();
         });

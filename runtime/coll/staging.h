@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -63,6 +64,9 @@ class Staging {
   // Replaces the rank's poll (RankContext::poll) in waits: a helper thread's staging must not tear
   // the group down from under the rank's own thread (runtime/coll/bucket_stream.cpp).
   void set_poll(std::function<void()> poll) { poll_ = std::move(poll); }
+  // Replaces the rank's wait policy in barriers (a helper thread sleeps at once instead of spinning
+  // on the core its rank computes on).
+  void set_policy(const WaitPolicy& policy) { policy_ = policy; }
   // Marks this rank failed (first failure wins) and wakes every waiter.
   void fail() noexcept;
   // Throws CollectiveAborted if some rank failed.
@@ -85,6 +89,7 @@ class Staging {
   Header* header() const { return reinterpret_cast<Header*>(base_); }
   RankContext& ctx_;
   std::function<void()> poll_;
+  std::optional<WaitPolicy> policy_;
   std::byte* base_;
   std::byte* data_;
   size_t data_bytes_;
