@@ -471,18 +471,19 @@ int train(const Options& o) {
 }
 
 // A CLI11 check for integer options: "must be at least N, got X".
-CLI::Validator at_least(int64_t minimum) {
+CLI::Validator at_least(int64_t minimum, int64_t maximum = INT64_MAX) {
   return CLI::Validator(
-      [minimum](std::string& text) -> std::string {
+      [minimum, maximum](std::string& text) -> std::string {
         try {
           size_t used = 0;
           long long value = std::stoll(text, &used);
-          if (used == text.size() && value >= minimum) return {};
+          if (used == text.size() && value >= minimum && value <= maximum) return {};
         } catch (const std::exception&) {
         }
-        return fmt::format("must be an integer >= {}, got '{}'", minimum, text);
+        if (maximum == INT64_MAX) return fmt::format("must be an integer >= {}, got '{}'", minimum, text);
+        return fmt::format("must be an integer from {} to {}, got '{}'", minimum, maximum, text);
       },
-      fmt::format(">= {}", minimum));
+      maximum == INT64_MAX ? fmt::format(">= {}", minimum) : fmt::format("{} to {}", minimum, maximum));
 }
 
 // A CLI11 check for uint64_t options (CLI11 itself takes "-1" as 2^64 - 1).
@@ -593,7 +594,7 @@ int run_program(const Program& program, int argc, char** argv) {
                  "Move each training image by a random offset of up to N pixels in x and y, anew every epoch "
                  "(data augmentation; 0: off)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 8));
+      ->check(at_least(0, 8));
   app.add_flag("--profile", o.profile, "Print the mean time of each part of a step after every epoch");
   app.add_option("--checkpoint", o.checkpoint,
                  "Save a checkpoint (parameters, optimizer state, epoch) to this directory after every epoch")
