@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Renders a synk trace (SYNK_TRACE / synk::trace_start, docs/trace.md) to a PNG timeline.
 
-One band per rank (the file's pids), the nesting depth of the spans as lanes inside the band
+One band per rank (the file's pids), and one more under it for each helper track of the rank (a
+training step's gradient all-reduce with overlap: the file's tids), the nesting depth of the spans as lanes inside the band
 (calls on top, their phases below, kernels at the bottom), coloured by category. For a picture of
 one step, pick a window: --start/--end in ms from the trace's start, or --step NAME:K for the
 period from the K-th (0-based) span named NAME on rank 0 to the next one (e.g. NAME = the step's
@@ -41,13 +42,16 @@ def load_spans(path):
     with open(path) as f:
         doc = json.load(f)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
-    names = {}
-    spans = {}
+    names = {}    # per (pid, tid): the track's name
+    spans = {}    # per (pid, tid)
     for e in events:
+        track = (e.get("pid"), e.get("tid", 0))
         if e.get("ph") == "M" and e.get("name") == "process_name":
-            names[e["pid"]] = e["args"]["name"]
+            names[(e["pid"], 0)] = e["args"]["name"]
+        elif e.get("ph") == "M" and e.get("name") == "thread_name" and track[1] != 0:
+            names[track] = e["args"]["name"]
         elif e.get("ph") == "X":
-            spans.setdefault(e["pid"], []).append(
+            spans.setdefault(track, []).append(
                 (e["ts"] / 1000.0, (e["ts"] + e["dur"]) / 1000.0, e.get("cat", ""), e["name"]))
     return names, spans
 
@@ -69,7 +73,7 @@ def with_depths(spans):
 def pick_window(args, spans):
     if args.step:
         name, _, index = args.step.rpartition(":")
-        matches = sorted(s for s in spans.get(0, []) if s[3] == name)
+        matches = sorted(s for s in spans.get((0, 0), []) if s[3] == name)
         k = int(index)
         if k >= len(matches):
             sys.exit(f"--step: rank 0 has {len(matches)} spans named '{name}'")
@@ -117,7 +121,7 @@ def main():
                 ax.text(shown_lo + label_width * 0.05, base + (depth + 0.45) * lane, name[:40], fontsize=6.5,
                         va="center", ha="left", clip_on=True)
     ax.set_yticks([row * 1.2 + 0.4 for row in range(len(ranks))])
-    ax.set_yticklabels([names.get(r, f"rank {r}") for r in ranks])
+    ax.set_yticklabels([names.get(r, f"rank {r[0]}" + (f" track {r[1]}" if r[1] else "")) for r in ranks])
     ax.invert_yaxis()
     if lo is not None or hi is not None:
         ax.set_xlim(lo, hi)

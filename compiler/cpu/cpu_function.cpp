@@ -25,7 +25,9 @@ namespace {
 // buffer, and the kernels that then have nothing left to do:
 //  - a concatenation along axis 0 into an output or update: the kernels that produce its operands
 //    write straight into their piece of it (the flat gradient of a training step: ~1 MB less to
-//    copy per call);
+//    copy per call); an operand that repeats an earlier one (two parameters with the same
+//    gradient, merged by CSE: the shifts of the two batch norms a residual sum adds) is copied
+//    into its piece by the concatenation's step;
 //  - a copy of a leading-axis slice of an argument (an input or shared variable, which no kernel
 //    writes): its readers read the argument in place (an update rule's per-parameter piece of a
 //    flat gradient).
@@ -59,7 +61,12 @@ std::vector<CopyElision> find_elisions(const KernelPlan& plan) {
       for (ir::NodeId o : n.operands) {
         int b = plan.node_buffer.at(size_t(o));
         int t = b < 0 ? -1 : base_buffer(plan, b);
-        if (t < 0 || !is_temp(t) || placed[size_t(t)] || mine[size_t(t)] || writer[size_t(t)] < 0 ||
+        if (t >= 0 && mine[size_t(t)]) {   // the same value again (CSE): copied by the step itself
+          e.temps.push_back(t);
+          e.has_repeats = true;
+          continue;
+        }
+        if (t < 0 || !is_temp(t) || placed[size_t(t)] || writer[size_t(t)] < 0 ||
             size_t(writer[size_t(t)]) >= s || plan.buffers[size_t(t)].type.dtype != n.type.dtype) {
           e.temps.clear();
           break;
@@ -68,6 +75,9 @@ std::vector<CopyElision> find_elisions(const KernelPlan& plan) {
         e.temps.push_back(t);
       }
       if (e.temps.size() != n.operands.size()) continue;
+      e.repeat.assign(e.temps.size(), 0);
+      for (size_t k = 0; k < e.temps.size(); ++k)
+        for (size_t j = 0; j < k && !e.repeat[k]; ++j) e.repeat[k] = e.temps[j] == e.temps[k];
       for (int t : e.temps) placed[size_t(t)] = true;
       found.push_back(std::move(e));
     } else if (k.kind == KernelKind::Pointwise && n.op == ir::Op::Slice && n.attrs.axis == 0) {
@@ -172,9 +182,11 @@ void CpuFunction::assign_temp_slots() {
   for (const ir::Update& u : fn.updates) copied_out(u.node);
   temp_slot_.assign(nb, -1);
   elisions_ = find_elisions(plan_);
+  elision_of_step_.assign(steps_.size(), -1);
+  for (size_t i = 0; i < elisions_.size(); ++i) elision_of_step_.at(elisions_[i].step) = int(i);
   step_elided_.assign(steps_.size(), 0);
   for (const CopyElision& e : elisions_) {
-    step_elided_.at(e.step) = 1;
+    step_elided_.at(e.step) = e.has_repeats ? 2 : 1;
     for (int t : e.temps) temp_slot_[size_t(t)] = kPlacedTemp;
   }
   std::vector<int> free_after;   // per slot: the last step that reads its current occupant
@@ -240,6 +252,8 @@ void CpuFunction::plan_stream(int update) {
     int done = buffer_read;
     for (int s = 0; s < end; ++s)
       if (s != int(concat->step) && touches(s, t)) done = std::max(done, s);
+    // A repeated operand is copied by the concatenation's step, from its first piece.
+    if (std::count(concat->temps.begin(), concat->temps.end(), t) > 1) done = std::max(done, int(concat->step));
     stream_pieces_.push_back(StreamPiece{t, 0, 0});
     if (done >= 0) stream_ready_after_[size_t(done)].push_back(int(stream_pieces_.size()) - 1);
   }
@@ -249,12 +263,27 @@ void CpuFunction::plan_stream(int update) {
 // The streamed update's pieces where this call's shapes put them, handed to the sink.
 void CpuFunction::begin_stream(const rt::Array& value) {
   auto* base = static_cast<std::byte*>(pointers_.at(size_t(stream_buffer_)));
-  for (StreamPiece& p : stream_pieces_) {
-    p.offset = size_t(static_cast<std::byte*>(pointers_.at(size_t(p.temp))) - base);
+  size_t offset = 0;
+  for (StreamPiece& p : stream_pieces_) {   // in concatenation order
+    p.offset = offset;
     p.bytes = size_t(rt::shape_size(shapes_[size_t(p.temp)])) *
               rt::dtype_size(runtime_dtype(plan_.buffers[size_t(p.temp)].type.dtype));
+    offset += p.bytes;
   }
   sink_->begin(base, value.bytes.size());
+}
+
+// An elided concatenation's operands that repeat an earlier one: copied from that one's piece.
+void CpuFunction::copy_repeats(size_t step) {
+  const CopyElision& e = elisions_.at(size_t(elision_of_step_.at(step)));
+  auto* base = static_cast<std::byte*>(pointers_.at(size_t(e.within)));
+  const size_t elem = rt::dtype_size(runtime_dtype(plan_.buffers[size_t(e.within)].type.dtype));
+  size_t offset = 0;
+  for (size_t k = 0; k < e.temps.size(); ++k) {
+    const size_t bytes = size_t(rt::shape_size(shapes_[size_t(e.temps[k])])) * elem;
+    if (e.repeat[k] && bytes > 0) std::memcpy(base + offset, pointers_[size_t(e.temps[k])], bytes);
+    offset += bytes;
+  }
 }
 
 // Pointers of the temporaries that live inside another buffer (find_elisions).
@@ -264,8 +293,9 @@ void CpuFunction::place_elided_temps() {
     const size_t elem = rt::dtype_size(runtime_dtype(plan_.buffers[size_t(e.within)].type.dtype));
     if (e.concat) {
       size_t offset = 0;
-      for (int t : e.temps) {
-        pointers_[size_t(t)] = base + offset;
+      for (size_t k = 0; k < e.temps.size(); ++k) {
+        const int t = e.temps[k];
+        if (!e.repeat[k]) pointers_[size_t(t)] = base + offset;
         offset += size_t(rt::shape_size(shapes_[size_t(t)])) * elem;
       }
     } else {
@@ -341,7 +371,8 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
     cancellation_point();   // a lost process group stops a long share between steps
     const Step& step = steps_[s];
     if (step_elided_[s]) {
-      // nothing to do: its operands were written in place, or its readers read the argument
+      // its operands were written in place (repeats are copied now), or its readers read the argument
+      if (step_elided_[s] == 2) copy_repeats(s);
     } else if (step.kernel->kind == KernelKind::Dnn) {
       run_dnn_step(plan_, *step.kernel, shapes_, pointers_);
     } else if (!step.entry) {

@@ -40,6 +40,8 @@ struct CopyElision {
   bool concat = false;        // else: a slice
   int within = -1;            // the buffer the temporaries live in
   std::vector<int> temps;     // concat: per operand, in order; slice: the one copy
+  bool has_repeats = false;   // concat: some operand repeats an earlier one's temporary
+  std::vector<char> repeat;   // concat, per operand: 1 when it repeats an earlier one (copied)
 };
 
 // Runs one conv2d / pooling step (KernelKind::Dnn) on buffers of these shapes (cpu_dnn.cpp).
@@ -99,17 +101,19 @@ class CpuFunction : public rt::CompiledFunction {
   std::vector<int> temp_slot_;
   std::vector<CopyElision> elisions_;   // found once, from the plan
   std::optional<rt::profile::Table> profile_;   // SYNK_PROFILE: one row per step
-  std::vector<char> step_elided_;       // per step: 1 when elided
+  std::vector<char> step_elided_;       // per step: 1 when elided, 2 when it still copies repeats
   std::vector<std::vector<std::byte>> slots_;
   std::vector<size_t> slot_bytes_;   // per call
   // Streaming (stream_update): per step, the placed pieces of the streamed update it finishes.
   struct StreamPiece {
     int temp = -1;
-    size_t offset = 0, bytes = 0;   // per call
+    size_t offset = 0, bytes = 0;   // per call: where the operand's piece lies in the update
   };
   void plan_stream(int update);
   void begin_stream(const rt::Array& value);
   void place_elided_temps();
+  void copy_repeats(size_t step);
+  std::vector<int> elision_of_step_;    // per step: index into elisions_, or -1
   int streamed_update_ = -1;
   rt::UpdateSink* sink_ = nullptr;
   int stream_buffer_ = -1;                              // the update's buffer

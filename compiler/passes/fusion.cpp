@@ -5,7 +5,8 @@
 //     A reshape is an alias of its operand's buffer, so the operand must be in memory too.
 //  2. Operands that a kernel reads as whole arrays get a buffer: matmul operands (except a 2-D
 //     transpose of a buffer, which BLAS reads with a transpose flag), softmax, log_softmax, cumsum
-//     and cross_entropy operands, take and one_hot operands.
+//     and cross_entropy operands, take and one_hot operands; and the operands of an axis-0
+//     concatenation that is an output or update (a flat gradient), which then is a pure copy.
 //  3. A pointwise or view node feeding two or more kernels gets a buffer (computed once) unless
 //     it is free to recompute (a constant, or views of a buffer: only index arithmetic).
 //  4. Every node with a buffer that is not a leaf or alias roots a kernel, which also computes
@@ -117,6 +118,14 @@ class Fusion {
         case Op::OneHot: case Op::Reshape: case Op::Conv2d: case Op::Conv2dBackwardData: case Op::Conv2dBackwardWeights:
         case Op::MaxPool2d: case Op::MaxPool2dBackward: case Op::AvgPool2d: case Op::AvgPool2dBackward:
           for (NodeId o : nd.operands) has_buffer_[size_t(o)] = true;
+          break;
+        case Op::Concat:
+          // Into an output or update along axis 0 (a training step's flat gradient): operands in
+          // memory make the concatenation a pure copy, which the CPU backend elides by having
+          // each operand's kernel write its piece in place (and the gradient's all-reduce can
+          // start on a piece as soon as it is written).
+          if (is_sink_[i] && nd.attrs.axis == 0)
+            for (NodeId o : nd.operands) has_buffer_[size_t(o)] = true;
           break;
         default:
           break;

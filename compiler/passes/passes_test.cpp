@@ -169,8 +169,13 @@ TEST(Fusion, WholeArrayOpsAndAliases) {
   // A reshape is an alias of its operand's buffer: no copy kernel.
   EXPECT_EQ(plan_of("fn f(bcast x: f32[n, 6]) { out a: none = sum(reshape(exp(x), [n, 2, 3]), axis=2); }"),
             "pointwise[exp] reduce[sum]");
+  // A concatenation computes its pointwise operands itself...
+  EXPECT_EQ(plan_of("fn f(bcast x: f32[2, 3], bcast y: f32[4, 3]) { out a: none = exp(concat(x * 2, exp(y))); }"),
+            "concat[mul exp concat] pointwise[exp]");
+  // ...except along axis 0 into an output or update (a flat gradient): its operands get buffers,
+  // so that it is a pure copy the CPU backend elides (the operands' kernels write in place).
   EXPECT_EQ(plan_of("fn f(bcast x: f32[2, 3], bcast y: f32[4, 3]) { out a: none = concat(x * 2, exp(y)); }"),
-            "concat[mul exp concat]");
+            "pointwise[mul] pointwise[exp] concat[concat]");
 }
 
 TEST(Fusion, CanBeTurnedOff) {

@@ -70,6 +70,8 @@ struct Options {
   int64_t deterministic = 0;  // micro-shard rows of a deterministic step (0: off)
   bool cosine = false;        // decay lr along a cosine to 0 over all the run's steps
   int shift = 0;              // move each training image by up to this many pixels, per epoch
+  bool overlap = false;       // average the gradient in buckets during the backward pass
+  int64_t bucket_bytes = 0;   // --overlap's bucket size (0: the default)
   std::string checkpoint;  // save a checkpoint here after every epoch
   std::string resume;      // start from this checkpoint
 };
@@ -398,6 +400,8 @@ int train(const Options& o) {
   fashion_mnist::Model model = fashion_mnist::build_model(o.model, optimizer_choice(o));   // before the fork: inherited
   model.train.set_deterministic(o.deterministic);
   model.train_device.set_deterministic(o.deterministic);
+  model.train.set_overlap(o.overlap, o.bucket_bytes);
+  model.train_device.set_overlap(o.overlap, o.bucket_bytes);
   double compile_time = seconds_since(compile_start);
   int ranks = start_ranks(o);
   // Under mpirun every node's leader runs this program (docs/multinode.md): node 0 prints and
@@ -595,6 +599,11 @@ int run_program(const Program& program, int argc, char** argv) {
                  "(data augmentation; 0: off)")
       ->capture_default_str()
       ->check(at_least(0, 8));
+  app.add_flag("--overlap", o.overlap,
+               "Average the gradient in buckets during the backward pass, same bits (docs/training.md, \"Overlap\")");
+  app.add_option("--bucket-bytes", o.bucket_bytes, "Bucket size of --overlap in bytes (0: the default, 1 MiB)")
+      ->capture_default_str()
+      ->check(at_least(0));
   app.add_flag("--profile", o.profile, "Print the mean time of each part of a step after every epoch");
   app.add_option("--checkpoint", o.checkpoint,
                  "Save a checkpoint (parameters, optimizer state, epoch) to this directory after every epoch")
