@@ -8,6 +8,9 @@
 // checked the same way.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "compiler/cpu/cpu_test_util.h"
 
 namespace synk::compiler {
@@ -60,6 +63,7 @@ shared b: f32[5];
 shared big: f32[8, 3];
 shared flat: f32[47];
 shared wide: f32[6, 10];
+shared rep: f32[40];
 )";
 
 TEST(CpuFunctionElision, ConcatOfKernelResultsIntoAnUpdate) {
@@ -114,6 +118,75 @@ fn rows() {
 )";
   EXPECT_EQ(check_repeated_calls(source, "step", {}), "");
   EXPECT_EQ(check_repeated_calls(source, "rows", {}), "");
+}
+
+TEST(CpuFunctionElision, ConcatWithARepeatedOperand) {
+  // Two parameters with the same gradient (CSE merges them into one value): the first piece is
+  // written in place, the repeat copied by the concatenation's step.
+  std::string source = std::string(kShareds) + R"(
+fn twice(scatter x: f32[n, 6]) {
+  let h = relu(x @ w + b);
+  let gb = sum(h, axis=0);
+  update rep = concat(reshape(transpose(x) @ h, [30]), gb, gb, axis=0);
+}
+)";
+  for (int64_t n : {1, 9}) EXPECT_EQ(check_repeated_calls(source, "twice", {{"n", n}}), "") << "n = " << n;
+}
+
+// Records what a streamed update reports: where it lives, and each piece with its bytes as they
+// were when reported (they must be final then).
+struct RecordingSink : rt::UpdateSink {
+  std::byte* data = nullptr;
+  size_t total = 0;
+  std::vector<std::pair<size_t, std::vector<std::byte>>> pieces;
+  void begin(std::byte* d, size_t bytes) override {
+    data = d;
+    total = bytes;
+  }
+  void ready(size_t offset, size_t bytes) override {
+    pieces.emplace_back(offset, std::vector<std::byte>(data + offset, data + offset + bytes));
+  }
+};
+
+TEST(CpuFunctionElision, AStreamedUpdateReportsEveryByteOnceAndFinal) {
+  std::string source = std::string(kShareds) + R"(
+fn twice(scatter x: f32[n, 6]) {
+  let h = relu(x @ w + b);
+  let gb = sum(h, axis=0);
+  update rep = concat(reshape(transpose(x) @ h, [30]), gb * 2, gb * 2, axis=0);
+}
+fn decayed(scatter x: f32[n, 6]) {
+  let h = relu(x @ w + b);
+  update rep = concat(reshape(transpose(x) @ h + w * 0.01, [30]), sum(h, axis=0) + b * 0.01, b * 3, axis=0);
+}
+)";
+  ir::Module module = parse(source);
+  std::mt19937_64 rng(test_seed());
+  for (const char* name : {"twice", "decayed"}) {
+    SCOPED_TRACE(name);
+    const ir::Function* fn = module.find_function(name);
+    std::unique_ptr<CpuFunction> compiled = compile_cpu_function(module, name);
+    RecordingSink sink;
+    EXPECT_TRUE(compiled->stream_update(0, &sink));
+    std::vector<dsl::HostTensor> inputs, shareds;
+    for (const ir::Param& p : fn->params) inputs.push_back(random_tensor(p.type, {{"n", 5}}, rng));
+    for (const ir::SharedVar& v : module.shareds) shareds.push_back(random_tensor(v.type, {}, rng));
+    testing::CallArguments args = testing::call_arguments(*compiled, inputs, shareds);
+    std::vector<rt::Array> outputs(fn->outputs.size()), updates(fn->updates.size());
+    compiled->run(args.inputs, args.shareds, outputs, updates);
+    ASSERT_EQ(sink.data, updates[0].bytes.data());
+    ASSERT_EQ(sink.total, updates[0].bytes.size());
+    std::vector<int> seen(sink.total, 0);
+    for (const auto& [offset, bytes] : sink.pieces) {
+      for (size_t i = 0; i < bytes.size(); ++i) ++seen.at(offset + i);
+      EXPECT_EQ(0, std::memcmp(bytes.data(), updates[0].bytes.data() + offset, bytes.size()))
+          << "piece at byte " << offset << " changed after it was reported";
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), std::ptrdiff_t(sink.total)) << "every byte once";
+    dsl::EvalResult want = dsl::evaluate(module, name, inputs, shareds);
+    EXPECT_EQ(compare("update", want.updates.at(0), updates[0], kTolerance), "");
+    compiled->stream_update(-1, nullptr);
+  }
 }
 
 }  // namespace
