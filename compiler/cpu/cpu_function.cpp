@@ -27,7 +27,7 @@ namespace {
 //    write straight into their piece of it (the flat gradient of a training step: ~1 MB less to
 //    copy per call); an operand that repeats an earlier one (two parameters with the same
 //    gradient, merged by CSE: the shifts of the two batch norms a residual sum adds) is copied
-//    into its piece by the concatenation's step;
+//    into its piece right after the step that writes it;
 //  - a copy of a leading-axis slice of an argument (an input or shared variable, which no kernel
 //    writes): its readers read the argument in place (an update rule's per-parameter piece of a
 //    flat gradient).
@@ -61,9 +61,8 @@ std::vector<CopyElision> find_elisions(const KernelPlan& plan) {
       for (ir::NodeId o : n.operands) {
         int b = plan.node_buffer.at(size_t(o));
         int t = b < 0 ? -1 : base_buffer(plan, b);
-        if (t >= 0 && mine[size_t(t)]) {   // the same value again (CSE): copied by the step itself
+        if (t >= 0 && mine[size_t(t)]) {   // the same value again (CSE): copied after its writer
           e.temps.push_back(t);
-          e.has_repeats = true;
           continue;
         }
         if (t < 0 || !is_temp(t) || placed[size_t(t)] || writer[size_t(t)] < 0 ||
@@ -182,12 +181,17 @@ void CpuFunction::assign_temp_slots() {
   for (const ir::Update& u : fn.updates) copied_out(u.node);
   temp_slot_.assign(nb, -1);
   elisions_ = find_elisions(plan_);
-  elision_of_step_.assign(steps_.size(), -1);
-  for (size_t i = 0; i < elisions_.size(); ++i) elision_of_step_.at(elisions_[i].step) = int(i);
   step_elided_.assign(steps_.size(), 0);
-  for (const CopyElision& e : elisions_) {
-    step_elided_.at(e.step) = e.has_repeats ? 2 : 1;
-    for (int t : e.temps) temp_slot_[size_t(t)] = kPlacedTemp;
+  repeats_after_.assign(steps_.size(), {});
+  for (size_t i = 0; i < elisions_.size(); ++i) {
+    const CopyElision& e = elisions_[i];
+    step_elided_.at(e.step) = 1;
+    for (size_t k = 0; k < e.temps.size(); ++k) {
+      temp_slot_[size_t(e.temps[k])] = kPlacedTemp;
+      // A repeat is copied as soon as its value is written (not at the concatenation's step, so
+      // that a streamed gradient's piece is final as early as its first copy).
+      if (e.concat && e.repeat[k]) repeats_after_.at(size_t(first_write[base_of(e.temps[k])])).emplace_back(i, k);
+    }
   }
   std::vector<int> free_after;   // per slot: the last step that reads its current occupant
   for (int s = 0; s < end; ++s)
@@ -252,8 +256,6 @@ void CpuFunction::plan_stream(int update) {
     int done = buffer_read;
     for (int s = 0; s < end; ++s)
       if (s != int(concat->step) && touches(s, t)) done = std::max(done, s);
-    // A repeated operand is copied by the concatenation's step, from its first piece.
-    if (std::count(concat->temps.begin(), concat->temps.end(), t) > 1) done = std::max(done, int(concat->step));
     stream_pieces_.push_back(StreamPiece{t, 0, 0});
     if (done >= 0) stream_ready_after_[size_t(done)].push_back(int(stream_pieces_.size()) - 1);
   }
@@ -273,17 +275,16 @@ void CpuFunction::begin_stream(const rt::Array& value) {
   sink_->begin(base, value.bytes.size());
 }
 
-// An elided concatenation's operands that repeat an earlier one: copied from that one's piece.
-void CpuFunction::copy_repeats(size_t step) {
-  const CopyElision& e = elisions_.at(size_t(elision_of_step_.at(step)));
+// Operand `k` of elided concatenation `elision`, which repeats an earlier operand: copied from
+// that one's piece into its own.
+void CpuFunction::copy_repeat(size_t elision, size_t k) {
+  const CopyElision& e = elisions_.at(elision);
   auto* base = static_cast<std::byte*>(pointers_.at(size_t(e.within)));
   const size_t elem = rt::dtype_size(runtime_dtype(plan_.buffers[size_t(e.within)].type.dtype));
+  auto bytes_of = [&](size_t j) { return size_t(rt::shape_size(shapes_[size_t(e.temps[j])])) * elem; };
   size_t offset = 0;
-  for (size_t k = 0; k < e.temps.size(); ++k) {
-    const size_t bytes = size_t(rt::shape_size(shapes_[size_t(e.temps[k])])) * elem;
-    if (e.repeat[k] && bytes > 0) std::memcpy(base + offset, pointers_[size_t(e.temps[k])], bytes);
-    offset += bytes;
-  }
+  for (size_t j = 0; j < k; ++j) offset += bytes_of(j);
+  if (bytes_of(k) > 0) std::memcpy(base + offset, pointers_[size_t(e.temps[k])], bytes_of(k));
 }
 
 // Pointers of the temporaries that live inside another buffer (find_elisions).
@@ -371,8 +372,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
     cancellation_point();   // a lost process group stops a long share between steps
     const Step& step = steps_[s];
     if (step_elided_[s]) {
-      // its operands were written in place (repeats are copied now), or its readers read the argument
-      if (step_elided_[s] == 2) copy_repeats(s);
+      // nothing to do: its operands were written in place, or its readers read the argument
     } else if (step.kernel->kind == KernelKind::Dnn) {
       run_dnn_step(plan_, *step.kernel, shapes_, pointers_);
     } else if (!step.entry) {
@@ -384,6 +384,7 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
       int64_t rc = step.entry(args.data(), syms_.data(), err);
       if (rc != 0) kernel_failed(step, rc, err);
     }
+    for (const auto& [elision, k] : repeats_after_[s]) copy_repeat(elision, k);
     if (sink_)
       for (int p : stream_ready_after_[s]) sink_->ready(stream_pieces_[size_t(p)].offset, stream_pieces_[size_t(p)].bytes);
     if (profiling || tracing) {

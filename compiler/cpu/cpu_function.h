@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/backend/kernel_cache.h"
@@ -40,7 +41,6 @@ struct CopyElision {
   bool concat = false;        // else: a slice
   int within = -1;            // the buffer the temporaries live in
   std::vector<int> temps;     // concat: per operand, in order; slice: the one copy
-  bool has_repeats = false;   // concat: some operand repeats an earlier one's temporary
   std::vector<char> repeat;   // concat, per operand: 1 when it repeats an earlier one (copied)
 };
 
@@ -101,7 +101,7 @@ class CpuFunction : public rt::CompiledFunction {
   std::vector<int> temp_slot_;
   std::vector<CopyElision> elisions_;   // found once, from the plan
   std::optional<rt::profile::Table> profile_;   // SYNK_PROFILE: one row per step
-  std::vector<char> step_elided_;       // per step: 1 when elided, 2 when it still copies repeats
+  std::vector<char> step_elided_;       // per step: 1 when elided
   std::vector<std::vector<std::byte>> slots_;
   std::vector<size_t> slot_bytes_;   // per call
   // Streaming (stream_update): per step, the placed pieces of the streamed update it finishes.
@@ -112,8 +112,9 @@ class CpuFunction : public rt::CompiledFunction {
   void plan_stream(int update);
   void begin_stream(const rt::Array& value);
   void place_elided_temps();
-  void copy_repeats(size_t step);
-  std::vector<int> elision_of_step_;    // per step: index into elisions_, or -1
+  void copy_repeat(size_t elision, size_t k);
+  // Per step: the repeated operands (elision, operand) to copy right after it.
+  std::vector<std::vector<std::pair<size_t, size_t>>> repeats_after_;
   int streamed_update_ = -1;
   rt::UpdateSink* sink_ = nullptr;
   int stream_buffer_ = -1;                              // the update's buffer

@@ -15,6 +15,8 @@
 //  5. Pointwise kernels of the same shape merge into one multi-output loop when one consumes the
 //     other element for element (vertical) or they read a common buffer (horizontal), provided
 //     the merge creates no cycle between kernels.
+//  6. Kernels run in dependency order; one that computes a piece of a flat concatenation into an
+//     output or update runs as soon as its operands exist (hoist_pieces).
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -260,6 +262,9 @@ class Fusion {
         for (size_t a = 0; a < kernels_.size() && !merged; ++a) {
           if (a == b || !mergeable_shape(kernels_[a], kernels_[b])) continue;
           bool vertical = deps[b].count(int(a)) > 0;
+          // A flat concatenation's pieces stay apart, so each can run as early as it may (rule 6);
+          // a piece still absorbs the pointwise work that feeds it.
+          if (is_piece(kernels_[a]) || (!vertical && is_piece(kernels_[b]))) continue;
           bool ok;
           if (vertical) {
             ok = elementwise_consumer(kernels_[a], kernels_[b]) && !depends(deps, int(b), int(a), 2);
@@ -296,11 +301,58 @@ class Fusion {
       order.push_back(k);
     };
     for (size_t k = 0; k < kernels_.size(); ++k) visit(int(k));
+    order = hoist_pieces(order, deps);
     for (size_t i = 0; i < order.size(); ++i) {
       Kernel k = kernels_[size_t(order[i])];
       k.name = fmt::format("k{}", i);
       plan_.kernels.push_back(std::move(k));
     }
+  }
+
+  // Rule 6: a kernel whose result is a piece of an axis-0 concatenation into an output or update
+  // (a parameter's part of a flat gradient) runs as soon as its operands exist, not where its
+  // nodes fall in the function: the gradient's all-reduce can start on the piece while the rest of
+  // the backward pass runs (docs/training.md, "Overlap"), and its operands die sooner.
+  bool is_piece(const Kernel& k) const {
+    for (NodeId r : k.roots)
+      for (NodeId c : consumers_[size_t(r)])
+        if (node(c).op == Op::Concat && is_sink_[size_t(c)] && node(c).attrs.axis == 0) return true;
+    return false;
+  }
+
+  std::vector<int> hoist_pieces(const std::vector<int>& order, const std::vector<std::set<int>>& deps) const {
+    std::vector<char> piece(kernels_.size(), 0);
+    for (size_t k = 0; k < kernels_.size(); ++k) piece[k] = is_piece(kernels_[k]);
+    std::vector<int> out, waiting;
+    std::vector<char> placed(kernels_.size(), 0);
+    auto ready = [&](int k) {
+      return std::all_of(deps[size_t(k)].begin(), deps[size_t(k)].end(), [&](int d) { return placed[size_t(d)] != 0; });
+    };
+    auto place_ready_pieces = [&] {
+      for (bool again = true; again;) {
+        again = false;
+        for (int& p : waiting)
+          if (p >= 0 && ready(p)) {
+            out.push_back(p);
+            placed[size_t(p)] = 1;
+            p = -1;
+            again = true;
+          }
+      }
+    };
+    for (int k : order)
+      if (piece[size_t(k)]) waiting.push_back(k);
+    place_ready_pieces();
+    for (int k : order) {
+      if (piece[size_t(k)]) continue;
+      if (!ready(k)) place_ready_pieces();   // a later kernel reads a piece
+      out.push_back(k);
+      placed[size_t(k)] = 1;
+      place_ready_pieces();
+    }
+    for (int p : waiting)
+      if (p >= 0) synk::internal_error("fusion: a piece of a flat concatenation was never ready in " + fn_.name);
+    return out;
   }
 
   int add_buffer(Buffer::Kind kind, int64_t index, NodeId id) {
