@@ -1,15 +1,17 @@
 #!/bin/sh
 # A run resumed from a checkpoint equals the uninterrupted run bit for bit: 3 epochs straight
 # against 1 epoch with --checkpoint, then --resume to epoch 3 (with the data as scattered inputs and
-# with --device-data), comparing the saved parameters byte for byte; a resume with other
-# options is refused with a message naming the option. Usage: resume_test.sh FASHION_MNIST WORKDIR
+# with --device-data, and with --shift 2: its translations depend on seed and epoch alone),
+# comparing the saved parameters byte for byte; a resume with other options is refused with a
+# message naming the option; a checkpoint written before --shift existed resumes as --shift 0.
+# Usage: resume_test.sh FASHION_MNIST WORKDIR
 set -eu
 app=$1
 work=$2
 rm -rf "$work"
 mkdir -p "$work"
 common="--limit 3000 --holdout 500 --seed 7"
-for extra in "" "--device-data"; do
+for extra in "" "--device-data" "--shift 2"; do
   tag=$(echo "plain$extra" | tr -d ' -')
   "$app" --ranks 2 $common --batch 100 --epochs 3 $extra --out "$work/$tag.straight" > "$work/$tag.straight.log"
   "$app" --ranks 2 $common --batch 100 --epochs 1 $extra --checkpoint "$work/$tag.ckpt" --out "" > "$work/$tag.first.log"
@@ -25,4 +27,14 @@ if "$app" --ranks 2 $common --batch 50 --epochs 3 --resume "$work/plain.ckpt" --
   echo "FAILED: a resume with another --batch was accepted"; exit 1
 fi
 grep -q "saved with batch 100, this run has 50" "$work/bad.log" || { echo "FAILED: message"; cat "$work/bad.log"; exit 1; }
+# A checkpoint from before --shift (no "shift" in its metadata) continues a run without it.
+grep -v '"shift": "0"' "$work/plain.ckpt/manifest.json" | sed 'N;s/,\n *}/\n }/;P;D' > "$work/old-manifest.json"
+grep -q shift "$work/old-manifest.json" && { echo "FAILED: the test could not remove shift"; exit 1; }
+cp "$work/old-manifest.json" "$work/plain.ckpt/manifest.json"
+"$app" --ranks 2 $common --batch 100 --epochs 2 --resume "$work/plain.ckpt" --out "" > "$work/old.log" 2>&1 ||
+  { echo "FAILED: a checkpoint without shift was refused"; cat "$work/old.log"; exit 1; }
+if "$app" --ranks 2 $common --batch 100 --epochs 2 --shift 1 --resume "$work/plain.ckpt" --out "" > "$work/bad.log" 2>&1; then
+  echo "FAILED: a resume with another --shift was accepted"; exit 1
+fi
+grep -q "saved with shift 0, this run has 1" "$work/bad.log" || { echo "FAILED: shift message"; cat "$work/bad.log"; exit 1; }
 echo "resume: passed"

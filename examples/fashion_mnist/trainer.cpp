@@ -380,6 +380,9 @@ int resume_from_checkpoint(const Options& o, fashion_mnist::Model& model, int ra
   if (o.resume.empty()) return 0;
   synk::CheckpointMetadata saved = synk::checkpoint_metadata(o.resume);
   const synk::CheckpointMetadata now = checkpoint_metadata(o, 0);
+  // Options added since older checkpoints were written: their value then.
+  for (const auto& [key, before] : {std::pair<std::string, std::string>{"shift", "0"}})
+    if (!saved.count(key)) saved[key] = before;
   for (const auto& [key, value] : now)
     if (key != "epoch" && saved[key] != value)
       throw CommandLineError(fmt::format("--resume {}: the checkpoint was saved with {} {}, this run has {} (give "
