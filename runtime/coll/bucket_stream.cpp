@@ -69,6 +69,7 @@ class BucketStream final : public GradientStream {
     policy.spin_ns = 0;
     policy.yield_ns = 0;
     staging_.set_policy(policy);
+    staging_.set_counts_as_waiting(false);
     g_active = this;
     thread_ = std::thread([this] { run(); });
   }

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "runtime/group/process_group.h"
+#include "runtime/trace/trace.h"
 
 namespace synk::rt {
 
@@ -50,7 +52,12 @@ void Staging::barrier() {
   Header& h = *header();
   check();
   if (size_ == 1) return;
-  RankContext::Waiting waiting(ctx_);
+  // A helper thread's wait is not its rank's: a timeout must still blame a rank whose own thread
+  // is computing (the span on the timeline stays).
+  std::optional<RankContext::Waiting> waiting;
+  std::optional<trace::Span> helper_wait;
+  if (counts_as_waiting_) waiting.emplace(ctx_);
+  else helper_wait.emplace(trace::Category::Wait, "wait for peers");
   const uint32_t gen = h.generation.value.load(std::memory_order_acquire);
   if (h.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == uint32_t(size_)) {
     h.arrived.store(0, std::memory_order_relaxed);

@@ -67,6 +67,9 @@ class Staging {
   // Replaces the rank's wait policy in barriers (a helper thread sleeps at once instead of spinning
   // on the core its rank computes on).
   void set_policy(const WaitPolicy& policy) { policy_ = policy; }
+  // false: waits in barriers do not mark the rank as waiting for its peers (RankContext::Waiting),
+  // for a helper thread whose rank's own thread computes meanwhile.
+  void set_counts_as_waiting(bool counts) { counts_as_waiting_ = counts; }
   // Marks this rank failed (first failure wins) and wakes every waiter.
   void fail() noexcept;
   // Throws CollectiveAborted if some rank failed.
@@ -90,6 +93,7 @@ class Staging {
   RankContext& ctx_;
   std::function<void()> poll_;
   std::optional<WaitPolicy> policy_;
+  bool counts_as_waiting_ = true;
   std::byte* base_;
   std::byte* data_;
   size_t data_bytes_;
