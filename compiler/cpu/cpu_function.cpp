@@ -220,7 +220,7 @@ bool CpuFunction::stream_update(int update, rt::UpdateSink* sink) {
     return false;
   }
   if (update != streamed_update_) plan_stream(update);
-  sink_ = stream_buffer_ >= 0 ? sink : nullptr;
+  sink_ = stream_elision_ >= 0 ? sink : nullptr;
   return sink_ != nullptr;
 }
 
@@ -228,8 +228,7 @@ bool CpuFunction::stream_update(int update, rt::UpdateSink* sink) {
 // than the (elided) concatenation that writes or reads the operand, or reads the update buffer.
 void CpuFunction::plan_stream(int update) {
   streamed_update_ = update;
-  stream_buffer_ = -1;
-  stream_pieces_.clear();
+  stream_elision_ = -1;
   stream_ready_after_.assign(steps_.size(), {});
   const ir::Function& fn = plan_.function;
   if (update >= int(fn.updates.size())) return;
@@ -237,10 +236,11 @@ void CpuFunction::plan_stream(int update) {
   if (buffer < 0 || plan_.buffers[size_t(buffer)].kind != Buffer::Kind::Update ||
       plan_.buffers[size_t(buffer)].index != int64_t(update))
     return;
-  const CopyElision* concat = nullptr;
-  for (const CopyElision& e : elisions_)
-    if (e.concat && e.within == buffer) concat = &e;
-  if (!concat) return;
+  int elision = -1;
+  for (size_t i = 0; i < elisions_.size(); ++i)
+    if (elisions_[i].concat && elisions_[i].within == buffer) elision = int(i);
+  if (elision < 0) return;
+  const CopyElision* concat = &elisions_[size_t(elision)];
   const int end = int(steps_.size());
   auto touches = [&](int s, int base) {
     const Kernel& k = *steps_[size_t(s)].kernel;
@@ -252,52 +252,39 @@ void CpuFunction::plan_stream(int update) {
   int buffer_read = -1;   // a later step reading the whole update (a gradient norm, say)
   for (int s = 0; s < end; ++s)
     if (s != int(concat->step) && touches(s, buffer)) buffer_read = s;
-  for (int t : concat->temps) {
+  for (size_t k = 0; k < concat->temps.size(); ++k) {
     int done = buffer_read;
     for (int s = 0; s < end; ++s)
-      if (s != int(concat->step) && touches(s, t)) done = std::max(done, s);
-    stream_pieces_.push_back(StreamPiece{t, 0, 0});
-    if (done >= 0) stream_ready_after_[size_t(done)].push_back(int(stream_pieces_.size()) - 1);
+      if (s != int(concat->step) && touches(s, concat->temps[k])) done = std::max(done, s);
+    if (done >= 0) stream_ready_after_[size_t(done)].push_back(k);
   }
-  stream_buffer_ = buffer;
-}
-
-// The streamed update's pieces where this call's shapes put them, handed to the sink.
-void CpuFunction::begin_stream(const rt::Array& value) {
-  auto* base = static_cast<std::byte*>(pointers_.at(size_t(stream_buffer_)));
-  size_t offset = 0;
-  for (StreamPiece& p : stream_pieces_) {   // in concatenation order
-    p.offset = offset;
-    p.bytes = size_t(rt::shape_size(shapes_[size_t(p.temp)])) *
-              rt::dtype_size(runtime_dtype(plan_.buffers[size_t(p.temp)].type.dtype));
-    offset += p.bytes;
-  }
-  sink_->begin(base, value.bytes.size());
+  stream_elision_ = elision;
 }
 
 // Operand `k` of elided concatenation `elision`, which repeats an earlier operand: copied from
 // that one's piece into its own.
 void CpuFunction::copy_repeat(size_t elision, size_t k) {
   const CopyElision& e = elisions_.at(elision);
+  const std::vector<size_t>& at = piece_offsets_[elision];
   auto* base = static_cast<std::byte*>(pointers_.at(size_t(e.within)));
-  const size_t elem = rt::dtype_size(runtime_dtype(plan_.buffers[size_t(e.within)].type.dtype));
-  auto bytes_of = [&](size_t j) { return size_t(rt::shape_size(shapes_[size_t(e.temps[j])])) * elem; };
-  size_t offset = 0;
-  for (size_t j = 0; j < k; ++j) offset += bytes_of(j);
-  if (bytes_of(k) > 0) std::memcpy(base + offset, pointers_[size_t(e.temps[k])], bytes_of(k));
+  if (at[k + 1] > at[k]) std::memcpy(base + at[k], pointers_[size_t(e.temps[k])], at[k + 1] - at[k]);
 }
 
-// Pointers of the temporaries that live inside another buffer (find_elisions).
+// Pointers of the temporaries that live inside another buffer (find_elisions), and where this
+// call's shapes put each operand of a concatenation (piece_offsets_).
 void CpuFunction::place_elided_temps() {
-  for (const CopyElision& e : elisions_) {
+  piece_offsets_.resize(elisions_.size());
+  for (size_t i = 0; i < elisions_.size(); ++i) {
+    const CopyElision& e = elisions_[i];
     auto* base = static_cast<std::byte*>(pointers_.at(size_t(e.within)));
     const size_t elem = rt::dtype_size(runtime_dtype(plan_.buffers[size_t(e.within)].type.dtype));
     if (e.concat) {
-      size_t offset = 0;
+      std::vector<size_t>& at = piece_offsets_[i];
+      at.assign(1, 0);
       for (size_t k = 0; k < e.temps.size(); ++k) {
         const int t = e.temps[k];
-        if (!e.repeat[k]) pointers_[size_t(t)] = base + offset;
-        offset += size_t(rt::shape_size(shapes_[size_t(t)])) * elem;
+        if (!e.repeat[k]) pointers_[size_t(t)] = base + at.back();
+        at.push_back(at.back() + size_t(rt::shape_size(shapes_[size_t(t)])) * elem);
       }
     } else {
       const ir::Node& slice = plan_.function.node(plan_.kernels.at(e.step).roots[0]);
@@ -361,7 +348,9 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
     // Aliases come after their base; re-resolve those whose base is a temporary.
     if (plan_.buffers[b].kind == Buffer::Kind::Alias) pointers_[b] = pointers_.at(size_t(plan_.buffers[b].index));
   }
-  if (sink_) begin_stream(updates[size_t(streamed_update_)]);
+  if (sink_)
+    sink_->begin(static_cast<std::byte*>(pointers_.at(size_t(elisions_[size_t(stream_elision_)].within))),
+                 updates[size_t(streamed_update_)].bytes.size());
   if (profiling && !profile_) profile_.emplace("CpuFunction::run '" + fn.name + "'");
   rt::profile::Table* table = profiling ? &*profile_ : nullptr;
   int64_t t_last = profiling || tracing ? rt::trace::now_ns() : 0;
@@ -385,8 +374,10 @@ void CpuFunction::run(std::span<const rt::ArrayRef> inputs, std::span<const rt::
       if (rc != 0) kernel_failed(step, rc, err);
     }
     for (const auto& [elision, k] : repeats_after_[s]) copy_repeat(elision, k);
-    if (sink_)
-      for (int p : stream_ready_after_[s]) sink_->ready(stream_pieces_[size_t(p)].offset, stream_pieces_[size_t(p)].bytes);
+    if (sink_) {
+      const std::vector<size_t>& at = piece_offsets_[size_t(stream_elision_)];
+      for (size_t k : stream_ready_after_[s]) sink_->ready(at[k], at[k + 1] - at[k]);
+    }
     if (profiling || tracing) {
       int64_t t = rt::trace::now_ns();
       if (profiling)

@@ -104,22 +104,19 @@ class CpuFunction : public rt::CompiledFunction {
   std::vector<char> step_elided_;       // per step: 1 when elided
   std::vector<std::vector<std::byte>> slots_;
   std::vector<size_t> slot_bytes_;   // per call
-  // Streaming (stream_update): per step, the placed pieces of the streamed update it finishes.
-  struct StreamPiece {
-    int temp = -1;
-    size_t offset = 0, bytes = 0;   // per call: where the operand's piece lies in the update
-  };
-  void plan_stream(int update);
-  void begin_stream(const rt::Array& value);
   void place_elided_temps();
   void copy_repeat(size_t elision, size_t k);
+  // Per concatenation elision, per call: operand k's piece is bytes [at[k], at[k+1]) of it.
+  std::vector<std::vector<size_t>> piece_offsets_;
   // Per step: the repeated operands (elision, operand) to copy right after it.
   std::vector<std::vector<std::pair<size_t, size_t>>> repeats_after_;
+  // Streaming (stream_update): the update's in-place concatenation, and per step the operands
+  // of it that the step finishes.
+  void plan_stream(int update);
   int streamed_update_ = -1;
   rt::UpdateSink* sink_ = nullptr;
-  int stream_buffer_ = -1;                              // the update's buffer
-  std::vector<StreamPiece> stream_pieces_;              // in concatenation order
-  std::vector<std::vector<int>> stream_ready_after_;    // per step: indices into stream_pieces_
+  int stream_elision_ = -1;                                // index into elisions_
+  std::vector<std::vector<size_t>> stream_ready_after_;
 };
 
 // Lowers, generates, compiles (or finds in the cache) and loads function `name` of `module`.

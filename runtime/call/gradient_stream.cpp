@@ -20,7 +20,6 @@ StreamHooks g_hooks;
 }  // namespace
 
 void register_stream_hooks(const StreamHooks& hooks) { g_hooks = hooks; }
-const StreamHooks& stream_hooks() { return g_hooks; }
 
 StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamRequest& request,
                        const FunctionSignature& sig, const ModuleEntry& module, const CallPlan& plan) {

@@ -61,7 +61,6 @@ struct StreamHooks {
   std::unique_ptr<GradientStream> (*start)(RankContext& ctx, const StreamPlan& plan) = nullptr;
 };
 void register_stream_hooks(const StreamHooks& hooks);
-const StreamHooks& stream_hooks();
 
 struct CallPlan;
 struct FunctionSignature;

@@ -52,12 +52,13 @@ void Staging::barrier() {
   Header& h = *header();
   check();
   if (size_ == 1) return;
-  // A helper thread's wait is not its rank's: a timeout must still blame a rank whose own thread
-  // is computing (the span on the timeline stays).
+  const bool helper = bool(helper_poll_);
   std::optional<RankContext::Waiting> waiting;
   std::optional<trace::Span> helper_wait;
-  if (counts_as_waiting_) waiting.emplace(ctx_);
-  else helper_wait.emplace(trace::Category::Wait, "wait for peers");
+  if (helper) helper_wait.emplace(trace::Category::Wait, "wait for peers");
+  else waiting.emplace(ctx_);
+  WaitPolicy policy = ctx_.policy();
+  if (helper) policy.spin_ns = policy.yield_ns = 0;
   const uint32_t gen = h.generation.value.load(std::memory_order_acquire);
   if (h.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == uint32_t(size_)) {
     h.arrived.store(0, std::memory_order_relaxed);
@@ -65,9 +66,9 @@ void Staging::barrier() {
   } else {
     wait_until(
         h.generation,
-        [gen, &h](uint32_t v) { return v != gen || h.failed.load(std::memory_order_relaxed) != 0; },
-        policy_ ? *policy_ : ctx_.policy(), [this] {
-          if (poll_) poll_();
+        [gen, &h](uint32_t v) { return v != gen || h.failed.load(std::memory_order_relaxed) != 0; }, policy,
+        [this, helper] {
+          if (helper) helper_poll_();
           else ctx_.poll();
         });
   }

@@ -16,7 +16,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -61,15 +60,12 @@ class Staging {
   // Waits until every rank arrived. Throws CollectiveAborted if a rank failed (before or during
   // the wait), RankError on the master when a worker died or the command timed out.
   void barrier();
-  // Replaces the rank's poll (RankContext::poll) in waits: a helper thread's staging must not tear
-  // the group down from under the rank's own thread (runtime/coll/bucket_stream.cpp).
-  void set_poll(std::function<void()> poll) { poll_ = std::move(poll); }
-  // Replaces the rank's wait policy in barriers (a helper thread sleeps at once instead of spinning
-  // on the core its rank computes on).
-  void set_policy(const WaitPolicy& policy) { policy_ = policy; }
-  // false: waits in barriers do not mark the rank as waiting for its peers (RankContext::Waiting),
-  // for a helper thread whose rank's own thread computes meanwhile.
-  void set_counts_as_waiting(bool counts) { counts_as_waiting_ = counts; }
+  // For a helper thread of the rank (runtime/coll/bucket_stream.cpp), whose rank's own thread
+  // computes meanwhile. Its barriers call `poll` instead of RankContext::poll (which may tear the
+  // group down from under the rank's thread), sleep at once instead of spinning on the core the
+  // rank computes on, and do not mark the rank as waiting for its peers (a timeout must still
+  // blame a rank whose own thread computes); the timeline keeps their wait spans.
+  void set_helper_thread(std::function<void()> poll) { helper_poll_ = std::move(poll); }
   // Marks this rank failed (first failure wins) and wakes every waiter.
   void fail() noexcept;
   // Throws CollectiveAborted if some rank failed.
@@ -91,9 +87,7 @@ class Staging {
   struct Header;
   Header* header() const { return reinterpret_cast<Header*>(base_); }
   RankContext& ctx_;
-  std::function<void()> poll_;
-  std::optional<WaitPolicy> policy_;
-  bool counts_as_waiting_ = true;
+  std::function<void()> helper_poll_;   // set: a helper thread's staging
   std::byte* base_;
   std::byte* data_;
   size_t data_bytes_;
