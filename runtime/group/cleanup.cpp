@@ -14,9 +14,11 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
+#include "runtime/group/segment_guard.h"
 #include "runtime/group/shm.h"
 
 namespace synk::rt::cleanup {
@@ -167,6 +169,7 @@ void on_signal(int sig, siginfo_t*, void*) {
   if (getpid() == g_owner.load() && g_cleaning.exchange(1) == 0) {
     int stopped = stop_workers();
     remove_with_prefix(g_prefix);
+    segment_guard::stop();   // its work is done
     report(sig, stopped);
   }
   // Die of the signal as without synk: the previous disposition, the signal raised again (it is
@@ -228,6 +231,9 @@ void prepare_process() {
   g_nworkers.store(0);   // a process forked from an owner has none of its workers
   g_cleaning.store(0);
   take_signals();
+  segment_guard::start(g_prefix);
+  static bool stop_at_exit = std::atexit([] { segment_guard::stop(); }) == 0;
+  (void)stop_at_exit;
   g_owner.store(me, std::memory_order_release);
 }
 
@@ -257,6 +263,7 @@ void block_signals(bool block) {
 
 void become_worker() {
   g_is_worker = true;
+  segment_guard::forget();
   g_owner.store(0);
   g_nworkers.store(0);
   for (int sig = 1; sig < NSIG; ++sig) {

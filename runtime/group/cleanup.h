@@ -10,7 +10,8 @@
 //
 // The handler is async-signal-safe (raw system calls on state prepared beforehand). Workers go
 // back to the original dispositions at once; rank 1 also gets a "janitor": when the master dies
-// (even of SIGKILL), it removes the master's segments.
+// (even of SIGKILL), it removes the master's segments. A process with no rank 1 killed with
+// SIGKILL is covered by its segment guard (segment_guard.h), started with the handlers.
 #pragma once
 
 #include <sys/types.h>

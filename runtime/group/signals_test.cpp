@@ -66,6 +66,29 @@ std::vector<pid_t> live_members(pid_t pgid) {
   return out;
 }
 
+// Segment guards (runtime/group/segment_guard.h) of `master` still running: their command line
+// names the master's segments.
+std::vector<pid_t> live_guards_of(pid_t master) {
+  std::vector<pid_t> out;
+  const std::string needle = fmt::format("/dev/shm/synk-{}-", master);
+  DIR* proc = opendir("/proc");
+  if (!proc) return out;
+  while (dirent* e = readdir(proc)) {
+    pid_t pid = std::atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::ifstream in(fmt::format("/proc/{}/cmdline", pid));
+    std::string cmdline(std::istreambuf_iterator<char>(in), {});
+    if (cmdline.find("synk segment guard") == std::string::npos || cmdline.find(needle) == std::string::npos) continue;
+    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+    std::string line;
+    std::getline(stat, line);
+    size_t paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z') out.push_back(pid);
+  }
+  closedir(proc);
+  return out;
+}
+
 std::vector<std::string> segments_of(pid_t master) {
   std::vector<std::string> out;
   for (const std::string& name : rt::shm::list("synk-"))
@@ -99,7 +122,7 @@ struct Victim {
 
 // Starts `signal_victim MODE RANKS` (under `timeout -s TERM SECONDS` when timeout_s > 0) in a new
 // session, stdout into a pipe, stderr into a file. No core files: SIGQUIT and crashes dump none.
-Victim start(const std::string& mode, int ranks, double timeout_s = 0) {
+Victim start(const std::string& mode, int ranks, double timeout_s = 0, bool guard = true) {
   int report[2], out[2];
   EXPECT_EQ(pipe(report), 0);
   EXPECT_EQ(pipe(out), 0);
@@ -118,6 +141,7 @@ Victim start(const std::string& mode, int ranks, double timeout_s = 0) {
     dup2(err, STDERR_FILENO);
     close(report[0]);
     close(out[0]);
+    if (!guard) setenv("SYNK_SEGMENT_GUARD", "0", 1);
     if (timeout_s > 0)
       execlp("timeout", "timeout", "-s", "TERM", seconds.c_str(), victim_path(), mode.c_str(), ranks_arg.c_str(),
              fd_arg.c_str(), (char*)nullptr);
@@ -168,6 +192,13 @@ void expect_nothing_left(const Victim& v, const std::string& what) {
     usleep(1000);
   }
   EXPECT_TRUE(left.empty()) << what << ": " << left.size() << " process(es) of the group still run";
+  std::vector<pid_t> guards;
+  for (int i = 0; i < 2000; ++i) {
+    guards = live_guards_of(v.master);
+    if (guards.empty()) break;
+    usleep(1000);
+  }
+  EXPECT_TRUE(guards.empty()) << what << ": the master's segment guard (pid " << guards.front() << ") still runs";
   std::vector<std::string> segments = segments_of(v.master);
   EXPECT_TRUE(segments.empty()) << what << ": " << segments.size() << " segment(s) left, e.g. " << segments.front();
   for (const std::string& s : segments) rt::shm::remove(s);
@@ -260,9 +291,45 @@ TEST(Signals, EveryRankCrashesAtOnce) {
   }
 }
 
+TEST(Signals, SigkillOfTheMasterAloneLeavesNothing) {
+  // The OOM killer or `kill -9 PID`: no handler runs. With one rank the segment guard removes the
+  // segments; with more, rank 1's janitor and the guard both try (either may win).
+  for (int ranks : kRanks) {
+    const std::string what = fmt::format("SIGKILL to the master of a {}-rank group", ranks);
+    Victim v = start("loop", ranks);
+    ASSERT_EQ(read_line(v.report_fd, 20'000), "ready") << what;
+    ASSERT_FALSE(segments_of(v.master).empty()) << what;
+    ASSERT_FALSE(live_guards_of(v.master).empty()) << what << ": no segment guard runs";
+    kill(v.master, SIGKILL);
+    ASSERT_NE(wait_for(v, 20), -1) << what;
+    std::vector<std::string> left;
+    for (int i = 0; i < 5000; ++i) {
+      left = segments_of(v.master);
+      if (left.empty()) break;
+      usleep(1000);
+    }
+    expect_nothing_left(v, what);
+    finish(v);
+  }
+}
+
+TEST(Signals, WithoutTheGuardASigkilledLoneMasterLeavesItsSegments) {
+  // The control for the test above: SYNK_SEGMENT_GUARD=0 and one rank, so nobody removes them.
+  Victim v = start("leak", 1, 0, /*guard=*/false);
+  ASSERT_EQ(read_line(v.report_fd, 20'000), "ready");
+  EXPECT_TRUE(live_guards_of(v.master).empty());
+  kill(v.master, SIGKILL);
+  ASSERT_NE(wait_for(v, 20), -1);
+  usleep(200'000);
+  std::vector<std::string> left = segments_of(v.master);
+  EXPECT_FALSE(left.empty()) << "the segments went without a guard: the test above shows nothing";
+  for (const std::string& s : left) rt::shm::remove(s);
+  finish(v);
+}
+
 TEST(Signals, ForkRemovesWhatAKilledGroupLeft) {
-  // SIGKILL to every process at once: nothing can clean up, and the segments stay...
-  Victim v = start("leak", 3);
+  // SIGKILL to every process at once, the guard turned off: nothing can clean up, and the segments stay...
+  Victim v = start("leak", 3, 0, /*guard=*/false);
   ASSERT_EQ(read_line(v.report_fd, 20'000), "ready");
   kill(-v.session, SIGKILL);
   ASSERT_NE(wait_for(v, 20), -1);

@@ -11,7 +11,7 @@
 // 800 KB, which the other leaders make through a blocking MPI transfer; --mismatch makes node 1 call with another batch (every leader must
 // get the same UsageError, and the job goes on).
 //
-//   multinode_run RANKS_PER_NODE OUT [--kill-worker NODE | --stop-leader NODE | --mismatch]
+//   multinode_run RANKS_PER_NODE OUT [--kill-worker NODE | --kill-leader NODE | --stop-leader NODE | --mismatch]
 #include <signal.h>
 #include <unistd.h>
 
@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc >= 4 ? argv[3] : "";
   const int fault_node = argc >= 5 ? std::atoi(argv[4]) : -1;
   const int kill_node = mode == "--kill-worker" ? fault_node : -1;
+  const int kill_leader_node = mode == "--kill-leader" ? fault_node : -1;
   const int stop_node = mode == "--stop-leader" ? fault_node : -1;
   const int transfer_stop_node = mode == "--stop-in-transfer" ? fault_node : -1;
   try {
@@ -111,6 +112,7 @@ int main(int argc, char** argv) {
     }
     if (kill_node == synk::node() && synk::local_size() > 1) kill(synk::worker_pid(1), SIGKILL);
     if (stop_node == synk::node()) raise(SIGSTOP);
+    if (kill_leader_node == synk::node()) raise(SIGKILL);   // the OOM killer: no handler runs
     if (transfer_stop_node >= 0) {
       Var big = m.runtime_module().var("parts");
       std::vector<double> values(100000, 1.0);
