@@ -236,7 +236,10 @@ void Job::run() {
 // concatenation is split into num_packs packs of nearly equal element counts (boundaries may fall
 // inside a variable); each pack is reduced as one flat buffer.
 void Job::reduce() {
-  const bool wants_result = d.kind == CollKind::AllReduce || me == 0;
+  // Across nodes only the master needs the node's result (it all-reduces it with the other
+  // nodes and hands the total to every local rank): the workers skip copying it out, so the node
+  // runs reduce-scatter, the cross-node step, and one all-gather (the broadcast).
+  const bool wants_result = (d.kind == CollKind::AllReduce && !d.across_nodes) || me == 0;
   const bool separate_output = d.kind == CollKind::Reduce && me == 0 && !d.in_place;
   if (separate_output) io->outputs.resize(d.vars.size());
   for (size_t v = 0; v < d.vars.size(); ++v) {
