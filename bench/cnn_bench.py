@@ -27,7 +27,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from epoch_bench import bench_env, chosen_variants, run_rounds, run_synk, run_torch, variant_summary  # noqa: E402
+from epoch_bench import (CSV_FIELDS, bench_env, chosen_variants, csv_row, run_rounds, run_synk, run_torch,  # noqa: E402
+                         variant_summary)
 
 
 def variants(binary, limit):
@@ -65,18 +66,17 @@ def report(rows, chosen, out_dir):
     csv_path = os.path.join(out_dir, "cnn_bench.csv")
     with open(csv_path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["round", "variant", "median_epoch_s", "epoch_times_s", "test_accuracy", "load1_before",
-                    "load1_after"])
-        for rnd, name, times, median, accuracy, lb, la in rows:
-            w.writerow([rnd, name, f"{median:.4f}", " ".join(f"{t:.4f}" for t in times), f"{accuracy:.4f}",
-                        f"{lb:.2f}", f"{la:.2f}"])
+        w.writerow(CSV_FIELDS)
+        for r in rows:
+            w.writerow(csv_row(r))
     summary = {}
-    print(f"\n{'variant':<12} {'median s/epoch':>15} {'best':>8} {'test acc':>9} {'load avg (1 min)':>18}")
+    print(f"\n{'variant':<12} {'median s/epoch':>15} {'best':>8} {'test acc':>9} {'load avg (1 min)':>18}  "
+          "probe before each run")
     for name in chosen:
-        mine, median, best, loads = variant_summary(rows, name)
+        mine, median, best, loads, probes = variant_summary(rows, name)
         summary[name] = (median, best)
-        print(f"{name:<12} {summary[name][0]:15.3f} {summary[name][1]:8.3f} {100 * mine[-1][4]:8.2f}% "
-              f"{min(loads):8.2f} - {max(loads):5.2f}")
+        print(f"{name:<12} {summary[name][0]:15.3f} {summary[name][1]:8.3f} {100 * mine[-1]['accuracy']:8.2f}% "
+              f"{min(loads):8.2f} - {max(loads):5.2f}  {probes}")
     print()
     torch2 = [n for n in ("torch-t2", "torch-ddp2") if n in summary]
     if "synk-r2" in summary and torch2:
@@ -113,7 +113,7 @@ def main():
     out_dir = args.out_dir or args.build_dir
     os.makedirs(out_dir, exist_ok=True)
     env = bench_env()
-    rows = run_rounds(args.rounds, chosen, lambda name: table[name](args.epochs, env), with_accuracy=True)
+    rows = run_rounds(args.rounds, chosen, lambda name: table[name](args.epochs, env), args.build_dir)
     report(rows, chosen, out_dir)
 
 

@@ -60,28 +60,69 @@ def bench_env():
     return env
 
 
-def run_rounds(rounds, chosen, run_variant, with_accuracy):
-    """Rows (round, variant, epoch times, median[, accuracy], load before, load after): every variant
-    once per round, in order. run_variant(name) returns (epoch times, test accuracy)."""
+PROBE_SLOW_NS = 250   # the bare cache-line round trip: ~75-140 ns in the host's fast state, ~355-410 ns in its slow one
+
+
+def probe_ns(build_dir):
+    """The machine's state just now: bench/cpu_probe's cache-line round trip between CPU 0 and 1
+    in ns (docs/performance.md, "Fresh groups"); nan where the probe is not built or cannot pin."""
+    binary = os.path.join(build_dir, "bench", "cpu_probe")
+    if not os.access(binary, os.X_OK):
+        return float("nan")
+    out = subprocess.run([binary], capture_output=True, text=True, timeout=60).stdout.split()
+    value = float(out[1]) if len(out) == 2 and out[0] == "probe_ns" else 0.0
+    return value if value > 0 else float("nan")
+
+
+def probe_state(ns):
+    return "?" if ns != ns else ("slow" if ns > PROBE_SLOW_NS else "fast")
+
+
+def run_rounds(rounds, chosen, run_variant, build_dir):
+    """Rows, one per run (a dict: round, variant, times, median, accuracy, probe_ns, load_before,
+    load_after): every variant once per round, in order, each in fresh processes with the probe
+    taken just before it. run_variant(name) returns (epoch times, test accuracy or nan)."""
     rows = []
     for rnd in range(1, rounds + 1):
         for name in chosen:
+            probe = probe_ns(build_dir)
             load_before = os.getloadavg()[0]
             start = time.time()
             times, accuracy = run_variant(name)
-            load_after = os.getloadavg()[0]
-            median = statistics.median(times)
-            rows.append((rnd, name, times, median) + ((accuracy,) if with_accuracy else ()) + (load_before, load_after))
-            acc = f"test acc {100 * accuracy:.2f}%; " if with_accuracy else ""
-            print(f"round {rnd}  {name:<12} {median:7.3f} s/epoch  (epochs {', '.join(f'{t:.3f}' for t in times)}; "
-                  f"{acc}load {load_before:.2f} -> {load_after:.2f}; {time.time() - start:.0f} s)", flush=True)
+            row = dict(round=rnd, variant=name, times=times, median=statistics.median(times), accuracy=accuracy,
+                       probe_ns=probe, load_before=load_before, load_after=os.getloadavg()[0])
+            rows.append(row)
+            acc = f"test acc {100 * accuracy:.2f}%; " if accuracy == accuracy else ""
+            print(f"round {rnd}  {name:<12} {row['median']:7.3f} s/epoch  (epochs {', '.join(f'{t:.3f}' for t in times)}; "
+                  f"{acc}probe {probe:.0f} ns {probe_state(probe)}; load {load_before:.2f} -> {row['load_after']:.2f}; "
+                  f"{time.time() - start:.0f} s)", flush=True)
     return rows
 
 
 def variant_summary(rows, name):
-    """A variant's rows of run_rounds, the median and the best of their per-round medians, and the
-    load averages seen around its rounds (the last two columns)."""
-    mine = [r for r in rows if r[1] == name]
-    meds = [r[3] for r in mine]
-    loads = [x for r in mine for x in r[-2:]]
-    return mine, statistics.median(meds), min(meds), loads
+    """A variant's rows of run_rounds, the median and the best of their per-round medians, the load
+    averages seen around its runs, and the probe's range over them ("fast 84-131 ns" / "2 of 6 slow")."""
+    mine = [r for r in rows if r["variant"] == name]
+    meds = [r["median"] for r in mine]
+    loads = [x for r in mine for x in (r["load_before"], r["load_after"])]
+    probes = [r["probe_ns"] for r in mine if r["probe_ns"] == r["probe_ns"]]
+    slow = sum(probe_state(p) == "slow" for p in probes)
+    probe_text = (f"{min(probes):.0f}-{max(probes):.0f} ns, {slow} of {len(probes)} slow" if probes else "no probe")
+    return mine, statistics.median(meds), min(meds), loads, probe_text
+
+
+CSV_FIELDS = ["round", "variant", "median_epoch_s", "epoch_times_s", "test_accuracy", "probe_ns", "load1_before",
+              "load1_after"]
+
+
+def csv_row(r):
+    return [r["round"], r["variant"], f"{r['median']:.4f}", " ".join(f"{t:.4f}" for t in r["times"]),
+            f"{r['accuracy']:.4f}", f"{r['probe_ns']:.0f}", f"{r['load_before']:.2f}", f"{r['load_after']:.2f}"]
+
+
+def row_from_csv(r):
+    """A row written by csv_row (older CSVs have no test_accuracy or probe_ns column)."""
+    return dict(round=int(r["round"]), variant=r["variant"], times=[float(t) for t in r["epoch_times_s"].split()],
+                median=float(r["median_epoch_s"]), accuracy=float(r.get("test_accuracy") or "nan"),
+                probe_ns=float(r.get("probe_ns") or "nan"), load_before=float(r["load1_before"]),
+                load_after=float(r["load1_after"]))

@@ -16,6 +16,8 @@ the same mix of machine load:
   torch-t2    bench/train_torch.py, one process, torch.set_num_threads(2)
   torch-ddp2  bench/train_torch.py, DistributedDataParallel over gloo, 2 processes x 1 thread
 
+Before each run the machine is probed (bench/cpu_probe: the cache-line round trip between CPU 0
+and 1, whose two states on a VM split results in two: docs/performance.md, "Fresh groups").
 A run's figure is the median of its epochs' training times (validation excluded). The table
 gives, per variant, the median and minimum over rounds and the 1-minute load average seen by
 its runs, then the ratios synk / PyTorch and the 1 -> 2 rank speedups. Writes train_bench.csv
@@ -30,7 +32,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from epoch_bench import bench_env, chosen_variants, run_rounds, run_synk, run_torch, variant_summary  # noqa: E402
+from epoch_bench import (CSV_FIELDS, bench_env, chosen_variants, csv_row, row_from_csv, run_rounds, run_synk,  # noqa: E402
+                         run_torch, variant_summary)
 
 
 def variants(binary):
@@ -84,10 +87,8 @@ def main():
     args = parser.parse_args()
     if args.from_csv:
         with open(args.from_csv) as f:
-            rows = [(int(r["round"]), r["variant"], [float(t) for t in r["epoch_times_s"].split()],
-                     float(r["median_epoch_s"]), float(r["load1_before"]), float(r["load1_after"]))
-                    for r in csv.DictReader(f)]
-        chosen = list(dict.fromkeys(r[1] for r in rows))
+            rows = [row_from_csv(r) for r in csv.DictReader(f)]
+        chosen = list(dict.fromkeys(r["variant"] for r in rows))
         report(rows, chosen, os.path.dirname(os.path.abspath(args.from_csv)))
         return
     binary = os.path.join(args.build_dir, "examples", "fashion_mnist", "fashion_mnist")
@@ -104,7 +105,7 @@ def main():
     def run_variant(name):
         return table[name](args.torch_t2_epochs if name == "torch-t2" else args.epochs, env)
 
-    rows = run_rounds(args.rounds, chosen, run_variant, with_accuracy=False)
+    rows = run_rounds(args.rounds, chosen, run_variant, args.build_dir)
 
     report(rows, chosen, out_dir)
 
@@ -114,16 +115,16 @@ def report(rows, chosen, out_dir):
     csv_path = os.path.join(out_dir, "train_bench.csv")
     with open(csv_path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["round", "variant", "median_epoch_s", "epoch_times_s", "load1_before", "load1_after"])
-        for rnd, name, times, median, lb, la in rows:
-            w.writerow([rnd, name, f"{median:.4f}", " ".join(f"{t:.4f}" for t in times), f"{lb:.2f}", f"{la:.2f}"])
+        w.writerow(CSV_FIELDS)
+        for r in rows:
+            w.writerow(csv_row(r))
 
     summary = {}
-    print(f"\n{'variant':<12} {'median s/epoch':>15} {'best':>7} {'load avg (1 min)':>18}")
+    print(f"\n{'variant':<12} {'median s/epoch':>15} {'best':>7} {'load avg (1 min)':>18}  probe before each run")
     for name in chosen:
-        _, median, best, loads = variant_summary(rows, name)
+        _, median, best, loads, probes = variant_summary(rows, name)
         summary[name] = (median, best)
-        print(f"{name:<12} {summary[name][0]:15.3f} {summary[name][1]:7.3f} {min(loads):8.2f} - {max(loads):5.2f}")
+        print(f"{name:<12} {summary[name][0]:15.3f} {summary[name][1]:7.3f} {min(loads):8.2f} - {max(loads):5.2f}  {probes}")
 
     def ratio(a, b, label):
         if a in summary and b in summary:
