@@ -44,8 +44,9 @@ const char* victim_path() { return SYNK_BINARY_DIR "/test/integration/synk_signa
 
 int iterations() { return synk::testing::iterations_from_env("SYNK_SIGNAL_ITERATIONS", 21); }
 
-// Processes whose process group is `pgid` and that are not zombies.
-std::vector<pid_t> live_members(pid_t pgid) {
+// The processes that are not zombies and for which keep(pid, process group) holds.
+template <class Keep>
+std::vector<pid_t> live_processes(Keep keep) {
   std::vector<pid_t> out;
   DIR* proc = opendir("/proc");
   if (!proc) return out;
@@ -60,33 +61,26 @@ std::vector<pid_t> live_members(pid_t pgid) {
     char state = 0;
     int ppid = 0, pgrp = 0;
     if (std::sscanf(line.c_str() + paren + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) continue;
-    if (pgrp == pgid && state != 'Z') out.push_back(pid);
+    if (state != 'Z' && keep(pid, pid_t(pgrp))) out.push_back(pid);
   }
   closedir(proc);
   return out;
 }
 
-// Segment guards (runtime/group/segment_guard.h) of `master` still running: their command line
-// names the master's segments.
+// Processes whose process group is `pgid`.
+std::vector<pid_t> live_members(pid_t pgid) {
+  return live_processes([pgid](pid_t, pid_t pgrp) { return pgrp == pgid; });
+}
+
+// Segment guards (runtime/group/segment_guard.h) of `master`: their command line names the
+// master's segments.
 std::vector<pid_t> live_guards_of(pid_t master) {
-  std::vector<pid_t> out;
   const std::string needle = fmt::format("/dev/shm/synk-{}-", master);
-  DIR* proc = opendir("/proc");
-  if (!proc) return out;
-  while (dirent* e = readdir(proc)) {
-    pid_t pid = std::atoi(e->d_name);
-    if (pid <= 0) continue;
+  return live_processes([&](pid_t pid, pid_t) {
     std::ifstream in(fmt::format("/proc/{}/cmdline", pid));
     std::string cmdline(std::istreambuf_iterator<char>(in), {});
-    if (cmdline.find("synk segment guard") == std::string::npos || cmdline.find(needle) == std::string::npos) continue;
-    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-    std::string line;
-    std::getline(stat, line);
-    size_t paren = line.rfind(')');
-    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z') out.push_back(pid);
-  }
-  closedir(proc);
-  return out;
+    return cmdline.find("synk segment guard") != std::string::npos && cmdline.find(needle) != std::string::npos;
+  });
 }
 
 std::vector<std::string> segments_of(pid_t master) {
@@ -182,22 +176,23 @@ std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// What `list()` returns once it is empty, or after `ms` milliseconds (what is still there).
+template <class List>
+auto empty_within(int ms, List list) {
+  auto left = list();
+  for (int i = 0; i < ms && !left.empty(); ++i) {
+    usleep(1000);
+    left = list();
+  }
+  return left;
+}
+
 // After the victim ended: nothing of its group runs and nothing of its master is in /dev/shm.
 // Its workers may take a moment to be reaped by init after the master died.
 void expect_nothing_left(const Victim& v, const std::string& what) {
-  std::vector<pid_t> left;
-  for (int i = 0; i < 2000; ++i) {
-    left = live_members(v.session);
-    if (left.empty()) break;
-    usleep(1000);
-  }
+  const std::vector<pid_t> left = empty_within(2000, [&] { return live_members(v.session); });
   EXPECT_TRUE(left.empty()) << what << ": " << left.size() << " process(es) of the group still run";
-  std::vector<pid_t> guards;
-  for (int i = 0; i < 2000; ++i) {
-    guards = live_guards_of(v.master);
-    if (guards.empty()) break;
-    usleep(1000);
-  }
+  const std::vector<pid_t> guards = empty_within(2000, [&] { return live_guards_of(v.master); });
   EXPECT_TRUE(guards.empty()) << what << ": the master's segment guard (pid " << guards.front() << ") still runs";
   std::vector<std::string> segments = segments_of(v.master);
   EXPECT_TRUE(segments.empty()) << what << ": " << segments.size() << " segment(s) left, e.g. " << segments.front();
@@ -302,12 +297,7 @@ TEST(Signals, SigkillOfTheMasterAloneLeavesNothing) {
     ASSERT_FALSE(live_guards_of(v.master).empty()) << what << ": no segment guard runs";
     kill(v.master, SIGKILL);
     ASSERT_NE(wait_for(v, 20), -1) << what;
-    std::vector<std::string> left;
-    for (int i = 0; i < 5000; ++i) {
-      left = segments_of(v.master);
-      if (left.empty()) break;
-      usleep(1000);
-    }
+    empty_within(5000, [&] { return segments_of(v.master); });   // the guard may take a moment
     expect_nothing_left(v, what);
     finish(v);
   }

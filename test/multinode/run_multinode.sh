@@ -20,6 +20,28 @@ leftovers() {
     ls /dev/shm | grep "^synk-$(cat "$pidfile")-" || true
   done
 }
+# Runs the job that must fail (arguments after the program's own two), its output into $work/log
+# and shown; sets $status and $took (seconds).
+run_failing() {
+  local start
+  start=$(date +%s.%N)
+  set +e
+  "$@" > "$work/log" 2>&1
+  status=$?
+  set -e
+  took=$(echo "$(date +%s.%N) - $start" | bc)
+  cat "$work/log"
+}
+# Nothing of the job left: no /dev/shm entry of its leaders (their rank 1 or segment guard removes
+# them after a kill; on a loaded host that can take more than a second: a CI run saw Data segments
+# still there after 1 s), and no live process of the program (zombies wait for whoever adopted
+# them and hold nothing).
+expect_nothing_left() {
+  for _ in $(seq 50); do [[ -z $(leftovers) ]] && break; sleep 0.1; done
+  [[ -z $(leftovers) ]] || { echo "FAIL: /dev/shm entries left behind:"; leftovers; exit 1; }
+  live=$(ps -C "$(basename "$program")" -o pid=,stat= | awk '$2 !~ /^Z/' || true)
+  [[ -z $live ]] || { echo "FAIL: processes left behind: $live"; exit 1; }
+}
 case $mode in
   same)
     SYNK_MPI=0 "$program" $((nodes * ranks)) "$work/one"
@@ -55,60 +77,33 @@ case $mode in
     echo "PASS: fashion_mnist on $nodes nodes x $ranks ranks saved the parameters of 1 node x $((nodes * ranks)) ranks, bit for bit"
     ;;
   stop|stop-in-transfer)
-    start=$(date +%s.%N)
-    set +e
-    SYNK_NODE_TIMEOUT_S=3 "${launch[@]}" -x SYNK_NODE_TIMEOUT_S "$program" "$ranks" "$work/multi" \
-      "$([[ $mode == stop ]] && echo --stop-leader || echo --stop-in-transfer)" 1 > "$work/log" 2>&1
-    status=$?
-    set -e
-    took=$(echo "$(date +%s.%N) - $start" | bc)
-    cat "$work/log"
+    run_failing env SYNK_NODE_TIMEOUT_S=3 "${launch[@]}" -x SYNK_NODE_TIMEOUT_S "$program" "$ranks" "$work/multi" \
+      "$([[ $mode == stop ]] && echo --stop-leader || echo --stop-in-transfer)" 1
     [[ $status -ne 0 ]] || { echo "FAIL: the job succeeded although node 1 stopped"; exit 1; }
     grep -q "node 0 of $nodes.*no answer from the other nodes within SYNK_NODE_TIMEOUT_S=3" "$work/log" \
       || { echo "FAIL: node 0 did not report the silent node"; exit 1; }
-    # The stopped leader's rank 1 cleans up after it once it is killed; on a loaded host that can
-    # take more than a second (a CI run saw its Data segments still there after 1 s).
     for _ in $(seq 50); do [[ -z $(leftovers) ]] && break; sleep 0.1; done
     [[ -z $(leftovers) ]] || { echo "FAIL: /dev/shm entries left behind:"; leftovers; exit 1; }
     echo "PASS: a stopped leader became an error on node 0 after the 3 s timeout (job ended in ${took}s)"
     ;;
   kill)
-    start=$(date +%s.%N)
-    set +e
-    "${launch[@]}" "$program" "$ranks" "$work/multi" --kill-worker 1 > "$work/log" 2>&1
-    status=$?
-    set -e
-    took=$(echo "$(date +%s.%N) - $start" | bc)
-    cat "$work/log"
+    run_failing "${launch[@]}" "$program" "$ranks" "$work/multi" --kill-worker 1
     [[ $status -ne 0 ]] || { echo "FAIL: the job succeeded although a worker of node 1 was killed"; exit 1; }
     grep -q "node 1" "$work/log" || { echo "FAIL: no error names node 1"; exit 1; }
     # The surviving leader says why too (node 1's notice, raised from the exchange it waited in).
     grep -q "synk: node 0 of [0-9]* .*node 1 ended the job: global rank [0-9]* (local rank 1) lost" "$work/log" ||
       { echo "FAIL: the leader of node 0 did not report node 1's error"; exit 1; }
-    for _ in $(seq 50); do [[ -z $(leftovers) ]] && break; sleep 0.1; done   # as above
-    [[ -z $(leftovers) ]] || { echo "FAIL: /dev/shm entries left behind:"; leftovers; exit 1; }
     ls "$work"/multi.pid* > /dev/null || { echo "FAIL: the leaders wrote no pid files"; exit 1; }
-    # Live processes of the program (zombies wait for whoever adopted them and hold nothing).
-    live=$(ps -C "$(basename "$program")" -o pid=,stat= | awk '$2 !~ /^Z/' || true)
-    [[ -z $live ]] || { echo "FAIL: processes left behind: $live"; exit 1; }
+    expect_nothing_left
     echo "PASS: a killed worker on node 1 ended the job in ${took}s with an error naming node 1; nothing left behind"
     ;;
   kill-leader)
     # SIGKILL of node 1's leader (no handler runs). With one rank per node it has no rank 1 to
     # clean up after it: its segment guard does (runtime/group/segment_guard.h).
-    start=$(date +%s.%N)
-    set +e
-    "${launch[@]}" "$program" "$ranks" "$work/multi" --kill-leader 1 > "$work/log" 2>&1
-    status=$?
-    set -e
-    took=$(echo "$(date +%s.%N) - $start" | bc)
-    cat "$work/log"
+    run_failing "${launch[@]}" "$program" "$ranks" "$work/multi" --kill-leader 1
     [[ $status -ne 0 ]] || { echo "FAIL: the job succeeded although node 1's leader was killed"; exit 1; }
     [[ -e $work/multi.pid1 ]] || { echo "FAIL: node 1 wrote no pid file"; exit 1; }
-    for _ in $(seq 50); do [[ -z $(leftovers) ]] && break; sleep 0.1; done   # as above
-    [[ -z $(leftovers) ]] || { echo "FAIL: /dev/shm entries left behind:"; leftovers; exit 1; }
-    live=$(ps -C "$(basename "$program")" -o pid=,stat= | awk '$2 !~ /^Z/' || true)
-    [[ -z $live ]] || { echo "FAIL: processes left behind: $live"; exit 1; }
+    expect_nothing_left
     guards=$(ps -eo stat=,args= | awk '$1 !~ /^Z/' | grep "synk segment guard" | grep -F "/dev/shm/synk-$(cat "$work/multi.pid1")-" || true)
     [[ -z $guards ]] || { echo "FAIL: node 1's segment guard still runs: $guards"; exit 1; }
     echo "PASS: a SIGKILLed leader of $ranks rank(s) on node 1 ended the job in ${took}s; nothing left behind"
