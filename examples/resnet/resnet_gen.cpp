@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
                  "weight decay of the training functions: an L2 term W/2 * sum(w * w) over the weights (0: none)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--flip", cfg.flip, "training images mirrored left to right at random (probability 1/2)");
+  app.add_option("--label-smoothing", cfg.label_smoothing,
+                 "label smoothing E of the training loss: (1 - E) * cross_entropy - E * mean(log_softmax) (0: none)")
+      ->check(CLI::Range(0.0, 0.999));
   app.add_option("--out", out, "output file (default: stdout)");
   CLI11_PARSE(app, argc, argv);
   optimizer_given = app.count("--optimizer") > 0;
@@ -46,6 +49,7 @@ int main(int argc, char** argv) {
   if (optimizer_given) cfg.command += fmt::format(" --optimizer '{}'", cfg.optimizer);
   if (cfg.weight_decay > 0) cfg.command += fmt::format(" --weight-decay {}", cfg.weight_decay);
   if (cfg.flip) cfg.command += " --flip";
+  if (cfg.label_smoothing > 0) cfg.command += fmt::format(" --label-smoothing {}", cfg.label_smoothing);
   try {
     const std::string text = resnet::generate(cfg);
     if (out.empty()) {

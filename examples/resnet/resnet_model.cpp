@@ -209,6 +209,15 @@ std::string minimized_loss(const Config& cfg, const std::vector<std::string>& pa
   return fmt::format("mean(losses) + {} * (\n{}", cfg.weight_decay / 2, wrap("      ", squares, ")", "      ", " + "));
 }
 
+// The per-row training losses of `input` against `labels`: cross-entropy, or with label smoothing
+// e, (1 - e) * cross_entropy - e * mean(log_softmax) (the cross-entropy against the smoothed labels).
+std::string train_losses(const Config& cfg, const std::string& input, const std::string& labels) {
+  if (cfg.label_smoothing <= 0) return fmt::format("  let losses = cross_entropy(logits_train({}), {});\n", input, labels);
+  return fmt::format("  let logits = logits_train({0});\n  let losses = {1} * cross_entropy(logits, {2}) - {3} * "
+                     "mean(log_softmax(logits), axis=1);\n",
+                     input, 1 - cfg.label_smoothing, labels, cfg.label_smoothing);
+}
+
 std::string functions(const Config& cfg, const std::vector<std::string>& params) {
   const std::string images = cfg.fashion ? "u8[n, 784]" : fmt::format("f32[n, {0}, {1}, {1}]", cfg.channels, cfg.image);
   const std::string in = cfg.fashion ? "pixels(images)" : "images";
@@ -219,15 +228,15 @@ std::string functions(const Config& cfg, const std::vector<std::string>& params)
   std::string text = fmt::format(
       "// One step's share on this rank: the mean loss over its rows (out: the sum, for the epoch's mean).\n"
       "fn train(scatter images: {0}, scatter labels: i64[n]) {{\n"
-      "  let losses = cross_entropy(logits_train({1}), labels);\n  out loss_sum: sum = sum(losses);\n{2}}}\n\n",
-      images, train_in, minimize);
+      "{1}  out loss_sum: sum = sum(losses);\n{2}}}\n\n",
+      images, train_losses(cfg, train_in, "labels"), minimize);
   if (cfg.fashion)
     text += fmt::format(
         "// The training set, scattered once over the ranks, and the same step on the rows batch_s picks.\n"
         "shared train_images: u8[m, 784] sliceable;\nshared train_labels: i64[m] sliceable;\n\n"
-        "fn train_device() {{\n  let losses = cross_entropy(logits_train({}), train_labels);\n"
-        "  out loss_sum: sum = sum(losses);\n{}}}\n\n",
-        cfg.flip ? "flipped(pixels(train_images))" : "pixels(train_images)", minimize);
+        "fn train_device() {{\n{}  out loss_sum: sum = sum(losses);\n{}}}\n\n",
+        train_losses(cfg, cfg.flip ? "flipped(pixels(train_images))" : "pixels(train_images)", "train_labels"),
+        minimize);
   text += fmt::format(
       "// Loss and accuracy over a whole data set (one call with num_slices), with the running statistics.\n"
       "fn evaluate(scatter images: {}, scatter labels: i64[n]) {{\n  let logits = logits_eval({});\n"

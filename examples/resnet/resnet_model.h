@@ -23,9 +23,11 @@ struct Config {
   std::string optimizer = "momentum(lr=0.05, momentum=0.9)";
   // Regularisation of the training functions: weight decay (an L2 term weight_decay / 2 * sum(w * w)
   // over the convolution and dense weights in the minimised loss, which is SGD's weight decay) and
-  // random horizontal flips of each training image with probability 1/2 (0 / false: none).
+  // random horizontal flips of each training image with probability 1/2, and label smoothing: the
+  // loss against (1 - e) of the one-hot label plus e spread evenly over the classes (0 / false: none).
   double weight_decay = 0;
   bool flip = false;
+  double label_smoothing = 0;
   std::string command;  // the command line that generated it, quoted in the header
 };
 
