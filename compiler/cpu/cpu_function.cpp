@@ -61,22 +61,17 @@ std::vector<CopyElision> find_elisions(const KernelPlan& plan) {
       for (ir::NodeId o : n.operands) {
         int b = plan.node_buffer.at(size_t(o));
         int t = b < 0 ? -1 : base_buffer(plan, b);
-        if (t >= 0 && mine[size_t(t)]) {   // the same value again (CSE): copied after its writer
-          e.temps.push_back(t);
-          continue;
-        }
-        if (t < 0 || !is_temp(t) || placed[size_t(t)] || writer[size_t(t)] < 0 ||
-            size_t(writer[size_t(t)]) >= s || plan.buffers[size_t(t)].type.dtype != n.type.dtype) {
+        const bool repeat = t >= 0 && mine[size_t(t)];   // the same value again (CSE): copied after its writer
+        if (!repeat && (t < 0 || !is_temp(t) || placed[size_t(t)] || writer[size_t(t)] < 0 ||
+                        size_t(writer[size_t(t)]) >= s || plan.buffers[size_t(t)].type.dtype != n.type.dtype)) {
           e.temps.clear();
           break;
         }
-        mine[size_t(t)] = true;
+        if (t >= 0) mine[size_t(t)] = true;
         e.temps.push_back(t);
+        e.repeat.push_back(repeat);
       }
       if (e.temps.size() != n.operands.size()) continue;
-      e.repeat.assign(e.temps.size(), 0);
-      for (size_t k = 0; k < e.temps.size(); ++k)
-        for (size_t j = 0; j < k && !e.repeat[k]; ++j) e.repeat[k] = e.temps[j] == e.temps[k];
       for (int t : e.temps) placed[size_t(t)] = true;
       found.push_back(std::move(e));
     } else if (k.kind == KernelKind::Pointwise && n.op == ir::Op::Slice && n.attrs.axis == 0) {

@@ -100,6 +100,4 @@ void forget() {
   g_owner.store(0);
 }
 
-pid_t pid() { return getpid() == g_owner.load() ? g_guard.load() : 0; }
-
 }  // namespace synk::rt::segment_guard

@@ -14,8 +14,6 @@
 // itself would close the pipe, and the guard would remove live segments).
 #pragma once
 
-#include <sys/types.h>
-
 namespace synk::rt::segment_guard {
 
 // Starts the guard of the calling process for segments named `prefix`* (once per process; a
@@ -29,8 +27,5 @@ void stop();
 
 // In a worker forked from the owner: closes the inherited pipe (the guard watches the owner).
 void forget();
-
-// The guard's pid, 0 when none runs (tests).
-pid_t pid();
 
 }  // namespace synk::rt::segment_guard

@@ -32,13 +32,15 @@ run_failing() {
   took=$(echo "$(date +%s.%N) - $start" | bc)
   cat "$work/log"
 }
-# Nothing of the job left: no /dev/shm entry of its leaders (their rank 1 or segment guard removes
-# them after a kill; on a loaded host that can take more than a second: a CI run saw Data segments
-# still there after 1 s), and no live process of the program (zombies wait for whoever adopted
-# them and hold nothing).
-expect_nothing_left() {
+# No /dev/shm entry of the job's leaders (their rank 1 or segment guard removes them after a kill;
+# on a loaded host that can take more than a second: a CI run saw Data segments still there after 1 s).
+expect_no_segments() {
   for _ in $(seq 50); do [[ -z $(leftovers) ]] && break; sleep 0.1; done
   [[ -z $(leftovers) ]] || { echo "FAIL: /dev/shm entries left behind:"; leftovers; exit 1; }
+}
+# That, and no live process of the program (zombies wait for whoever adopted them and hold nothing).
+expect_nothing_left() {
+  expect_no_segments
   live=$(ps -C "$(basename "$program")" -o pid=,stat= | awk '$2 !~ /^Z/' || true)
   [[ -z $live ]] || { echo "FAIL: processes left behind: $live"; exit 1; }
 }
@@ -82,8 +84,7 @@ case $mode in
     [[ $status -ne 0 ]] || { echo "FAIL: the job succeeded although node 1 stopped"; exit 1; }
     grep -q "node 0 of $nodes.*no answer from the other nodes within SYNK_NODE_TIMEOUT_S=3" "$work/log" \
       || { echo "FAIL: node 0 did not report the silent node"; exit 1; }
-    for _ in $(seq 50); do [[ -z $(leftovers) ]] && break; sleep 0.1; done
-    [[ -z $(leftovers) ]] || { echo "FAIL: /dev/shm entries left behind:"; leftovers; exit 1; }
+    expect_no_segments
     echo "PASS: a stopped leader became an error on node 0 after the 3 s timeout (job ended in ${took}s)"
     ;;
   kill)
