@@ -153,6 +153,12 @@ def test_collective_errors(mod):
         (lambda: synk.all_reduce(w, algorithm="fastest"), "algorithm must be one of"),
         (lambda: synk.all_reduce(w, num_packs=0), "num_packs"),
         (lambda: synk.get_value(5, w), "rank"),
+        (lambda: synk.get_value(w), r"the first argument is the rank .*synk\.get_value\(0, vars\)"),
+        (lambda: synk.get_value([w]), "the first argument is the rank"),
+        (lambda: synk.set_value(w, np.ones(4, "float32")), r"synk\.set_value\(0, vars, values\)"),
+        (lambda: synk.get_value(0), "no shared variables were given"),
+        (lambda: synk.set_value(0, w), "no values were given"),
+        (lambda: synk.get_value("0", w), "rank: expected an integer"),
         (lambda: mod.shared("nope"), "nope"),
         (lambda: w.set_value(np.ones((3, 1), "float32")), "w"),
     ]:
