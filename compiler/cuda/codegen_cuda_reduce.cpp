@@ -7,6 +7,8 @@
 // every block leaves a partial in scratch, and the last one to arrive (an atomic counter per
 // output) combines them in a fixed order, so the result is deterministic and the whole thing
 // stays one launch.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "compiler/codegen/kernel_abi.h"
@@ -235,6 +237,34 @@ void emit_cuda_argmax(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKe
   w.close();
 }
 
+namespace {
+
+// Rows of at most this many bytes are read from global memory once: the first pass keeps them in
+// shared memory, where the later passes read them (16 KiB per block leaves 14 blocks of 256
+// threads room on an SM of sm_80/sm_90, more than their thread limit allows). Longer rows are read
+// again by every pass. Each thread touches only its own elements of the cache, so the passes need
+// no barrier beyond those of the block reductions; the arithmetic, and so the bits, are the same
+// on both paths.
+constexpr int kRowCacheBytes = 16384;
+
+// The declaration of a block's row cache of element type `T` and the flag `cached` saying whether
+// a row (its length is `dim`, printed as `len`) fits in it. A row of static length gets a cache of
+// its own size, so narrow rows (a classifier's ten logits, 32-thread blocks) keep every block
+// resident that would be without it; a static row too long for the cache gets none.
+void open_row_cache(Writer& w, ir::DType t, const std::string& T, const ir::Dim& dim, const std::string& len) {
+  const int64_t capacity = kRowCacheBytes / int64_t(ir::dtype_size(t));
+  if (dim.is_symbolic()) {
+    w.line(fmt::format("__shared__ {} cache[{}];", T, capacity));
+    w.line(fmt::format("const bool cached = {} <= {};", len, capacity));
+  } else {
+    const bool fits = dim.size <= capacity;
+    w.line(fmt::format("__shared__ {} cache[{}];", T, fits ? std::max<int64_t>(dim.size, 1) : 1));
+    w.line(fmt::format("const bool cached = {};", fits ? "true" : "false"));
+  }
+}
+
+}  // namespace
+
 void emit_cuda_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool log, CudaKernelLaunch& launch) {
   const ir::Node& sm = node_of(plan, k.roots[0]);
   const ir::DType t = sm.type.dtype;
@@ -246,43 +276,41 @@ void emit_cuda_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool 
   const Poly inner = Poly::product(shape, axis + 1, shape.size());
   const std::string x = buf(buffer_of(plan, sm.operands[0])), y = buf(buffer_of(plan, k.roots[0]));
   const std::string minus_inf = fmt::format("-__builtin_inf{}()", t == ir::DType::F32 ? "f" : "");
-  // The two halves that the row-team and the strided kernels share, given how they walk a row
-  // (`loop`) and where its element t is (`at`): the exponentials and their sum s (softmax keeps
-  // them in y), then y from s.
-  const std::string team_loop = "for (int64_t t = threadIdx.x; t < nl; t += blockDim.x)";
-  const std::string strided_loop = "for (int64_t t = 0; t < nl; ++t)";
-  auto emit_exp_sum = [&](const std::string& loop, const std::string& at) {
-    w.line(fmt::format("{} s = 0;", T));
-    w.open(loop);
-    w.line(fmt::format("const {} e = synk_exp_{}(xr[{}] - m);", T, sfx, at));
-    if (!log) w.line(fmt::format("yr[{}] = e;", at));
-    w.line("s += e;");
-    w.close();
-  };
-  auto emit_normalise = [&](const std::string& loop, const std::string& at) {
-    if (log) {
-      w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
-      w.line(fmt::format("{} yr[{}] = xr[{}] - lse;", loop, at, at));
-    } else {
-      w.line(fmt::format("const {0} inv = ({0})1 / s;", T));
-      w.line(fmt::format("{} yr[{}] *= inv;", loop, at));
-    }
-  };
   w.open("");
   w.line(fmt::format("const int64_t no = {}, nl = {}, ni = {};", outer.c_expr(), len.c_expr(), inner.c_expr()));
   if (inner.is_constant(1)) {
+    // A block per row, three passes (max; exponentials and their sum; the scaled or shifted
+    // result), the row kept in the block's cache when it fits: softmax caches the exponentials,
+    // log_softmax the inputs.
     launch.kind = CudaLaunchKind::RowTeams;
     launch.work = ir::Shape(shape.begin(), shape.begin() + long(axis));
     launch.reduced = {shape.at(axis)};
+    open_row_cache(w, t, T, shape.at(axis), "nl");
+    const std::string loop = "for (int64_t t = threadIdx.x; t < nl; t += blockDim.x)";
     w.open("for (int64_t row = blockIdx.x; row < no; row += gridDim.x)");
     w.line(fmt::format("const {} *__restrict__ xr = {} + row * nl;", T, x));
     w.line(fmt::format("{} *__restrict__ yr = {} + row * nl;", T, y));
     w.line(fmt::format("{} m = {};", T, minus_inf));
-    w.line(fmt::format("for (int64_t t = threadIdx.x; t < nl; t += blockDim.x) m = synk_max_{}(m, xr[t]);", sfx));
+    w.open(loop);
+    w.line(fmt::format("const {} v = xr[t];", T));
+    w.line("if (cached) cache[t] = v;");
+    w.line(fmt::format("m = synk_max_{}(m, v);", sfx));
+    w.close();
     w.line(fmt::format("m = synk_block_reduce(m, {0}, []({1} a, {1} b) {{ return synk_max_{2}(a, b); }});", minus_inf, T, sfx));
-    emit_exp_sum(team_loop, "t");
+    w.line(fmt::format("{} s = 0;", T));
+    w.open(loop);
+    w.line(fmt::format("const {} e = synk_exp_{}((cached ? cache[t] : xr[t]) - m);", T, sfx));
+    if (!log) w.line("if (cached) cache[t] = e; else yr[t] = e;");
+    w.line("s += e;");
+    w.close();
     w.line(fmt::format("s = synk_block_reduce(s, ({0})0, []({0} a, {0} b) {{ return a + b; }});", T));
-    emit_normalise(team_loop, "t");
+    if (log) {
+      w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
+      w.line(fmt::format("{} yr[t] = (cached ? cache[t] : xr[t]) - lse;", loop));
+    } else {
+      w.line(fmt::format("const {0} inv = ({0})1 / s;", T));
+      w.line(fmt::format("{} yr[t] = (cached ? cache[t] : yr[t]) * inv;", loop));
+    }
     w.close();
   } else {
     // Softmax along a non-last axis: a thread per (outer, inner) pair walks the axis with
@@ -291,14 +319,26 @@ void emit_cuda_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool 
     ir::Shape work = shape;
     work.erase(work.begin() + long(axis));
     launch.work = work;
+    const std::string loop = "for (int64_t t = 0; t < nl; ++t)";
     w.open("for (int64_t e = synk_thread(); e < no * ni; e += synk_threads())");
     w.line("const int64_t o = e / ni, j = e - o * ni;");
     w.line(fmt::format("const {} *__restrict__ xr = {} + o * nl * ni + j;", T, x));
     w.line(fmt::format("{} *__restrict__ yr = {} + o * nl * ni + j;", T, y));
     w.line(fmt::format("{} m = {};", T, minus_inf));
-    w.line(fmt::format("for (int64_t t = 0; t < nl; ++t) m = synk_max_{}(m, xr[t * ni]);", sfx));
-    emit_exp_sum(strided_loop, "t * ni");
-    emit_normalise(strided_loop, "t * ni");
+    w.line(fmt::format("{} m = synk_max_{}(m, xr[t * ni]);", loop, sfx));
+    w.line(fmt::format("{} s = 0;", T));
+    w.open(loop);
+    w.line(fmt::format("const {} e = synk_exp_{}(xr[t * ni] - m);", T, sfx));
+    if (!log) w.line("yr[t * ni] = e;");
+    w.line("s += e;");
+    w.close();
+    if (log) {
+      w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
+      w.line(fmt::format("{} yr[t * ni] = xr[t * ni] - lse;", loop));
+    } else {
+      w.line(fmt::format("const {0} inv = ({0})1 / s;", T));
+      w.line(fmt::format("{} yr[t * ni] *= inv;", loop));
+    }
     w.close();
   }
   w.close();
@@ -328,19 +368,26 @@ void emit_cuda_cross_entropy(Writer& w, const KernelPlan& plan, const Kernel& k,
   launch.kind = CudaLaunchKind::RowTeams;
   launch.work = {logits.type.shape.at(0)};
   launch.reduced = {logits.type.shape.at(1)};
+  open_row_cache(w, t, T, logits.type.shape.at(1), "nk");
+  const std::string loop = "for (int64_t j = threadIdx.x; j < nk; j += blockDim.x)";
+  const std::string at = "(cached ? cache[j] : xr[j])";
   w.open("for (int64_t row = blockIdx.x; row < n; row += gridDim.x)");
   w.line(fmt::format("const {} *__restrict__ xr = {} + row * nk;", T, x));
   w.line(fmt::format("{} m = {};", T, minus_inf));
-  w.line(fmt::format("for (int64_t j = threadIdx.x; j < nk; j += blockDim.x) m = synk_max_{}(m, xr[j]);", sfx));
+  w.open(loop);
+  w.line(fmt::format("const {} v = xr[j];", T));
+  w.line("if (cached) cache[j] = v;");
+  w.line(fmt::format("m = synk_max_{}(m, v);", sfx));
+  w.close();
   w.line(fmt::format("m = synk_block_reduce(m, {0}, []({1} a, {1} b) {{ return synk_max_{2}(a, b); }});", minus_inf, T, sfx));
   w.line(fmt::format("{} s = 0;", T));
-  w.line(fmt::format("for (int64_t j = threadIdx.x; j < nk; j += blockDim.x) s += synk_exp_{}(xr[j] - m);", sfx));
+  w.line(fmt::format("{} s += synk_exp_{}({} - m);", loop, sfx, at));
   w.line(fmt::format("s = synk_block_reduce(s, ({0})0, []({0} a, {0} b) {{ return a + b; }});", T));
   w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
   if (ir::is_float(labels.type.dtype)) {
     w.line(fmt::format("const {} *__restrict__ pr = {} + row * nk;", emitter::c_type(labels.type.dtype), lab));
     w.line(fmt::format("{} loss = 0;", T));
-    w.line(fmt::format("for (int64_t j = threadIdx.x; j < nk; j += blockDim.x) loss += ({})pr[j] * (lse - xr[j]);", T));
+    w.line(fmt::format("{} loss += ({})pr[j] * (lse - {});", loop, T, at));
     w.line(fmt::format("loss = synk_block_reduce(loss, ({0})0, []({0} a, {0} b) {{ return a + b; }});", T));
     w.line(fmt::format("if (threadIdx.x == 0) {}[row] = loss;", y));
   } else {

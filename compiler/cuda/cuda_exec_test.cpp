@@ -95,9 +95,9 @@ void expect_close(const rt::Array& got, const HostTensor& want, const std::strin
 }
 
 // Random inputs and shared values, the reference, the backend, compared.
+// `sizes` fixes some symbols; the others are drawn from [size_lo, size_hi].
 void run_trial(const ir::Module& module, const ir::Function& fn, CudaFunction& f, Rng& rng, int64_t size_lo,
-               int64_t size_hi, double lo, double hi) {
-  std::map<std::string, int64_t> sizes;
+               int64_t size_hi, double lo, double hi, std::map<std::string, int64_t> sizes = {}) {
   auto bind = [&](const ir::Shape& shape) {
     for (const ir::Dim& d : shape)
       if (d.is_symbolic() && !sizes.count(d.symbol)) sizes[d.symbol] = rng.integer(size_lo, size_hi);
@@ -249,6 +249,32 @@ TEST_P(CudaExec, LongReductionsAreSplitAndDeterministic) {
   std::vector<rt::Array> out2(1);
   g->run(in2, {}, out2, upd);
   for (int j = 0; j < 2; ++j) EXPECT_NEAR(out2[0].data<float>()[j], col[j], 1e-5 * col[j]);
+}
+
+// softmax, log_softmax and cross_entropy keep a row in the block's shared-memory cache when it fits
+// (16 KiB: 4096 f32 or 2048 f64 elements) and read it again from global memory when it does not;
+// rows on both sides of the limit, of symbolic and of static length, match the reference.
+TEST_P(CudaExec, RowKernelsMatchTheReferenceWithAndWithoutTheRowCache) {
+  Rng rng("CudaExec.RowKernelsMatchTheReferenceWithAndWithoutTheRowCache/" + GetParam());
+  ir::Module m = module_of(
+      "fn rows(scatter x: f32[n, k], scatter y: f64[n, k], scatter lab: i64[n]) {\n"
+      "  out s: gather = softmax(x);\n  out l: gather = log_softmax(y);\n"
+      "  out c: gather = cross_entropy(x, lab);\n  out p: gather = cross_entropy(y, softmax(y * 2.0));\n}\n"
+      "fn fits(scatter x: f32[n, 4096]) { out s: gather = softmax(x); out c: gather = cross_entropy(x, softmax(x)); }\n"
+      "fn long(scatter x: f32[n, 4097]) { out s: gather = softmax(x); out c: gather = cross_entropy(x, softmax(x)); }\n");
+  for (const char* name : {"rows", "fits", "long"}) {
+    SCOPED_TRACE(name);
+    std::unique_ptr<CudaFunction> f = compile(m, name);
+    const bool static_long = std::string(name) == "long";
+    EXPECT_EQ(f->program().source.find("const bool cached = false;") != std::string::npos, static_long)
+        << "a static row is cached exactly when it fits";
+    const ir::Function& fn = *m.find_function(name);
+    for (int64_t k : {7, 2048, 2049, 4096, 4097, 6000}) {
+      SCOPED_TRACE("k = " + std::to_string(k));
+      run_trial(m, fn, *f, rng, 1, 3, -4, 4, {{"k", k}});
+      if (std::string(name) != "rows") break;   // k is not a symbol of the static ones
+    }
+  }
 }
 
 TEST_P(CudaExec, DataErrorsMatchTheCpuBackend) {
