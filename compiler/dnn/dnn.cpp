@@ -12,6 +12,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -122,6 +124,7 @@ class Arg {
 };
 
 struct ConvEntry {
+  dnnl::algorithm algo = dnnl::algorithm::convolution_direct;   // of the forward pass
   dnnl::convolution_forward::primitive_desc fwd_pd;
   dnnl::convolution_forward fwd;
   Arg x, w, b, y;  // forward arguments
@@ -129,6 +132,7 @@ struct ConvEntry {
   Arg bd_dy, bd_w, bd_dx;
   std::optional<dnnl::convolution_backward_weights> bwd_weights;
   Arg bw_x, bw_dy, bw_dw, bw_db;
+  std::string bwd_data_impl, bwd_weights_impl;   // oneDNN's kernel names, for tests
 };
 
 struct PoolEntry {
@@ -242,16 +246,52 @@ ConvDescs conv_descs(const Conv2dParams& p, ConvFormat f) {
   return d;
 }
 
+// SYNK_CONV_ALGORITHM, read once: 0 the shape rule (unset or "auto"), 1 always direct, 2 Winograd
+// wherever the layer allows.
+int conv_algorithm_override() {
+  static const int mode = [] {
+    const char* v = std::getenv("SYNK_CONV_ALGORITHM");
+    const std::string s = v ? v : "";
+    if (s.empty() || s == "auto") return 0;
+    if (s == "direct") return 1;
+    if (s == "winograd") return 2;
+    throw std::invalid_argument("SYNK_CONV_ALGORITHM = '" + s + "': expected auto, direct or winograd");
+  }();
+  return mode;
+}
+
+bool winograd_allowed(const Conv2dParams& p) {
+  return p.kh == 3 && p.kw == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dilation_h == 1 && p.dilation_w == 1 &&
+         p.groups == 1;
+}
+
+// Builds a primitive descriptor with Winograd when `try_winograd`, else (or where oneDNN has no
+// Winograd kernel for it) with the direct algorithm; `make(algo)` returns the descriptor.
+template <class Make>
+auto with_algorithm(bool try_winograd, dnnl::algorithm* used, Make&& make) {
+  if (try_winograd) {
+    try {
+      auto pd = make(dnnl::algorithm::convolution_winograd);
+      *used = dnnl::algorithm::convolution_winograd;
+      return pd;
+    } catch (const dnnl::error&) {   // unimplemented on this CPU or shape: the direct kernel below
+    }
+  }
+  *used = dnnl::algorithm::convolution_direct;
+  return make(dnnl::algorithm::convolution_direct);
+}
+
 std::unique_ptr<ConvEntry> make_conv(const Conv2dParams& p, ConvFormat f, const dnnl::engine& eng, Scratch* scratch) {
   const ConvDescs d = conv_descs(p, f);
   auto e = std::make_unique<ConvEntry>();
-  const auto algo = dnnl::algorithm::convolution_direct;
-  dnnl::convolution_forward::desc fd =
-      p.has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.ax, d.aw, d.ab, d.ay,
-                                                   d.strides, d.dilates, d.pad_l, d.pad_r)
-                 : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.ax, d.aw, d.ay, d.strides,
-                                                   d.dilates, d.pad_l, d.pad_r);
-  e->fwd_pd = dnnl::convolution_forward::primitive_desc(fd, eng);
+  e->fwd_pd = with_algorithm(f == ConvFormat::blocked && winograd_suits(p), &e->algo, [&](dnnl::algorithm algo) {
+    dnnl::convolution_forward::desc fd =
+        p.has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.ax, d.aw, d.ab, d.ay,
+                                                     d.strides, d.dilates, d.pad_l, d.pad_r)
+                   : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.ax, d.aw, d.ay,
+                                                     d.strides, d.dilates, d.pad_l, d.pad_r);
+    return dnnl::convolution_forward::primitive_desc(fd, eng);
+  });
   e->fwd = dnnl::convolution_forward(e->fwd_pd);
   e->x = Arg(eng, d.x, e->fwd_pd.src_desc(), scratch, 0);
   e->w = Arg(eng, d.w, e->fwd_pd.weights_desc(), scratch, 1);
@@ -276,6 +316,16 @@ ConvFormat suggested_format(const Conv2dParams& p) {
   return p.c < 3 ? ConvFormat::plain : ConvFormat::blocked;
 }
 
+bool winograd_suits(const Conv2dParams& p) {
+  check_conv2d(p);
+  if (!winograd_allowed(p)) return false;
+  const int mode = conv_algorithm_override();
+  if (mode != 0) return mode == 2;
+  const Size2d o = conv2d_output_size(p);
+  const int64_t channels = std::min(p.c, p.out_channels);
+  return (channels >= 64 && p.n * o.h * o.w >= 1024) || (channels >= 32 && o.h >= 16 && o.w >= 16);
+}
+
 void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias, float* y,
                     ConvFormat format) {
   args::conv2d_forward(p, x, w, bias, y);
@@ -289,20 +339,54 @@ void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const
   });
 }
 
+namespace {
+
+// The backward passes' primitives, built on first use with the forward pass's algorithm (or the
+// direct one where oneDNN has no Winograd kernel for that pass).
+void ensure_backward_data(Runtime& rt, ConvEntry& e, const Conv2dParams& p, ConvFormat format) {
+  if (e.bwd_data) return;
+  const ConvDescs d = conv_descs(p, format);
+  dnnl::algorithm used;
+  dnnl::convolution_backward_data::primitive_desc pd =
+      with_algorithm(e.algo == dnnl::algorithm::convolution_winograd, &used, [&](dnnl::algorithm algo) {
+        dnnl::convolution_backward_data::desc bd(algo, d.ax, d.aw, d.ay, d.strides, d.dilates, d.pad_l, d.pad_r);
+        return dnnl::convolution_backward_data::primitive_desc(bd, rt.eng, e.fwd_pd);
+      });
+  e.bd_dy = Arg(rt.eng, d.y, pd.diff_dst_desc(), &rt.scratch, 0);
+  e.bd_w = Arg(rt.eng, d.w, pd.weights_desc(), &rt.scratch, 1);
+  e.bd_dx = Arg(rt.eng, d.x, pd.diff_src_desc(), &rt.scratch, 2);
+  e.bwd_data_impl = pd.impl_info_str();
+  e.bwd_data = dnnl::convolution_backward_data(pd);
+}
+
+void ensure_backward_weights(Runtime& rt, ConvEntry& e, const Conv2dParams& p, ConvFormat format) {
+  if (e.bwd_weights) return;
+  const ConvDescs d = conv_descs(p, format);
+  dnnl::algorithm used;
+  dnnl::convolution_backward_weights::primitive_desc pd =
+      with_algorithm(e.algo == dnnl::algorithm::convolution_winograd, &used, [&](dnnl::algorithm algo) {
+        dnnl::convolution_backward_weights::desc wd =
+            p.has_bias ? dnnl::convolution_backward_weights::desc(algo, d.ax, d.aw, d.ab, d.ay, d.strides, d.dilates,
+                                                                  d.pad_l, d.pad_r)
+                       : dnnl::convolution_backward_weights::desc(algo, d.ax, d.aw, d.ay, d.strides, d.dilates,
+                                                                  d.pad_l, d.pad_r);
+        return dnnl::convolution_backward_weights::primitive_desc(wd, rt.eng, e.fwd_pd);
+      });
+  e.bw_x = Arg(rt.eng, d.x, pd.src_desc(), &rt.scratch, 0);
+  e.bw_dy = Arg(rt.eng, d.y, pd.diff_dst_desc(), &rt.scratch, 1);
+  e.bw_dw = Arg(rt.eng, d.w, pd.diff_weights_desc(), &rt.scratch, 2);
+  if (p.has_bias) e.bw_db = Arg(rt.eng, d.b, pd.diff_bias_desc(), &rt.scratch, 3);
+  e.bwd_weights_impl = pd.impl_info_str();
+  e.bwd_weights = dnnl::convolution_backward_weights(pd);
+}
+
+}  // namespace
+
 void conv2d_backward_data(const Conv2dParams& p, const float* dy, const float* w, float* dx, ConvFormat format) {
   args::conv2d_backward_data(dy, w, dx);
   guarded("conv2d_backward_data", [&](Runtime& rt) {
     ConvEntry& e = conv_entry(rt, p, format);
-    if (!e.bwd_data) {
-      const ConvDescs d = conv_descs(p, format);
-      dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, d.ax, d.aw, d.ay, d.strides,
-                                               d.dilates, d.pad_l, d.pad_r);
-      dnnl::convolution_backward_data::primitive_desc pd(bd, rt.eng, e.fwd_pd);
-      e.bd_dy = Arg(rt.eng, d.y, pd.diff_dst_desc(), &rt.scratch, 0);
-      e.bd_w = Arg(rt.eng, d.w, pd.weights_desc(), &rt.scratch, 1);
-      e.bd_dx = Arg(rt.eng, d.x, pd.diff_src_desc(), &rt.scratch, 2);
-      e.bwd_data = dnnl::convolution_backward_data(pd);
-    }
+    ensure_backward_data(rt, e, p, format);
     e.bwd_data->execute(rt.strm, {{DNNL_ARG_DIFF_DST, e.bd_dy.in(dy, rt.strm)},
                                   {DNNL_ARG_WEIGHTS, e.bd_w.in(w, rt.strm)},
                                   {DNNL_ARG_DIFF_SRC, e.bd_dx.out(dx)}});
@@ -315,21 +399,7 @@ void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float*
   args::conv2d_backward_weights(p, x, dy, dw, db);
   guarded("conv2d_backward_weights", [&](Runtime& rt) {
     ConvEntry& e = conv_entry(rt, p, format);
-    if (!e.bwd_weights) {
-      const ConvDescs d = conv_descs(p, format);
-      const auto algo = dnnl::algorithm::convolution_direct;
-      dnnl::convolution_backward_weights::desc wd =
-          p.has_bias ? dnnl::convolution_backward_weights::desc(algo, d.ax, d.aw, d.ab, d.ay, d.strides, d.dilates,
-                                                                d.pad_l, d.pad_r)
-                     : dnnl::convolution_backward_weights::desc(algo, d.ax, d.aw, d.ay, d.strides, d.dilates, d.pad_l,
-                                                                d.pad_r);
-      dnnl::convolution_backward_weights::primitive_desc pd(wd, rt.eng, e.fwd_pd);
-      e.bw_x = Arg(rt.eng, d.x, pd.src_desc(), &rt.scratch, 0);
-      e.bw_dy = Arg(rt.eng, d.y, pd.diff_dst_desc(), &rt.scratch, 1);
-      e.bw_dw = Arg(rt.eng, d.w, pd.diff_weights_desc(), &rt.scratch, 2);
-      if (p.has_bias) e.bw_db = Arg(rt.eng, d.b, pd.diff_bias_desc(), &rt.scratch, 3);
-      e.bwd_weights = dnnl::convolution_backward_weights(pd);
-    }
+    ensure_backward_weights(rt, e, p, format);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.bw_x.in(x, rt.strm)},
                                          {DNNL_ARG_DIFF_DST, e.bw_dy.in(dy, rt.strm)},
                                          {DNNL_ARG_DIFF_WEIGHTS, e.bw_dw.out(dw)}};
@@ -338,6 +408,21 @@ void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float*
     e.bw_dw.back(rt.strm);
     if (p.has_bias) e.bw_db.back(rt.strm);
   });
+}
+
+std::vector<std::string> conv_implementations(const Conv2dParams& p, ConvFormat format) {
+  std::vector<std::string> names;
+  guarded("conv_implementations", [&](Runtime& rt) {
+    ConvEntry& e = conv_entry(rt, p, format);
+    ensure_backward_data(rt, e, p, format);
+    ensure_backward_weights(rt, e, p, format);
+    names = {e.fwd_pd.impl_info_str(), e.bwd_data_impl, e.bwd_weights_impl};
+  });
+  return names;
+}
+
+bool has_winograd_kernels() {
+  return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ir/dnn_params.h"
 
@@ -32,6 +33,20 @@ enum class ConvFormat { plain, blocked };
 // unmeasured, but on plain NCHW oneDNN runs them as gemm, while its depthwise JIT kernels need a
 // blocked layout. A default until synk's own benchmark has measured the layer.
 ConvFormat suggested_format(const Conv2dParams& p);
+
+// Whether the blocked format computes this layer (forward and both backward passes) with oneDNN's
+// Winograd F(4x4, 3x3) kernels instead of its direct ones: 3x3, stride 1, dense, one group, and
+// a shape where they measured faster on this machine (README, "Winograd"): at least 64 input and
+// output channels over at least 1,024 output pixels per call (n * oh * ow), or at least 32 over
+// output planes of at least 16x16. The rule depends on the shape only, so the choice, and so the
+// bits, are the same on every run. Where oneDNN has no Winograd kernel (a CPU without AVX-512)
+// the direct one runs. SYNK_CONV_ALGORITHM=direct turns it off, =winograd forces it wherever the
+// layer allows (both for comparisons).
+bool winograd_suits(const Conv2dParams& p);
+// Whether this CPU has oneDNN's Winograd kernels (AVX-512).
+bool has_winograd_kernels();
+// oneDNN's names of the kernels of the forward, backward-data and backward-weights passes.
+std::vector<std::string> conv_implementations(const Conv2dParams& p, ConvFormat format);
 
 // bias may be null iff !p.has_bias.
 void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias, float* y,

@@ -13,6 +13,7 @@
 
 #include <cfloat>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <random>
 #include <stdexcept>
@@ -78,6 +79,38 @@ TEST(Shapes, SuggestedFormatFollowsTheBenchmark) {
   EXPECT_EQ(onednn::suggested_format(conv(64, 16, 32, 32, 16, 3, 1, 1, false)), onednn::ConvFormat::blocked);
   EXPECT_EQ(onednn::suggested_format(conv(2, 16, 8, 8, 16, 3, 1, 1, false, 16)), onednn::ConvFormat::blocked);
   EXPECT_THROW(onednn::suggested_format(conv(2, 16, 8, 8, 16, 3, 0, 1, false)), std::invalid_argument);
+}
+
+TEST(Shapes, WinogradRuleFollowsTheBenchmark) {
+  using onednn::winograd_suits;
+  EXPECT_TRUE(winograd_suits(conv(128, 64, 8, 8, 64, 3, 1, 1, false)));    // ResNet-20's third stage
+  EXPECT_TRUE(winograd_suits(conv(16, 64, 8, 8, 64, 3, 1, 1, true)));      // 1,024 output pixels
+  EXPECT_FALSE(winograd_suits(conv(15, 64, 8, 8, 64, 3, 1, 1, false)));    // 960
+  EXPECT_TRUE(winograd_suits(conv(128, 32, 16, 16, 32, 3, 1, 1, false)));  // its second stage
+  EXPECT_FALSE(winograd_suits(conv(128, 16, 32, 32, 16, 3, 1, 1, false))); // its first: slower
+  EXPECT_FALSE(winograd_suits(conv(128, 32, 14, 14, 64, 3, 1, 1, false))); // the CNN's conv2: no gain
+  EXPECT_FALSE(winograd_suits(conv(128, 64, 16, 16, 64, 3, 2, 1, false))); // strided
+  EXPECT_FALSE(winograd_suits(conv(128, 64, 16, 16, 64, 3, 1, 2, false, 1, 2)));  // dilated
+  EXPECT_FALSE(winograd_suits(conv(128, 64, 16, 16, 64, 5, 1, 2, false)));  // 5x5
+  EXPECT_FALSE(winograd_suits(conv(128, 64, 16, 16, 64, 3, 1, 1, false, 2)));  // grouped
+}
+
+// Where the CPU has oneDNN's AVX-512 Winograd kernels, a layer the rule picks runs them in all
+// three passes, and the rest run the direct kernels.
+TEST(Shapes, WinogradRunsWhereTheRulePicksIt) {
+  const Conv2dParams suited = conv(16, 64, 8, 8, 64, 3, 1, 1, false), unsuited = conv(2, 16, 12, 12, 32, 3, 1, 1, true);
+  ASSERT_TRUE(onednn::winograd_suits(suited));
+  for (const bool picked : {true, false}) {
+    const std::vector<std::string> names =
+        onednn::conv_implementations(picked ? suited : unsuited, onednn::ConvFormat::blocked);
+    ASSERT_EQ(names.size(), 3u);
+    for (const std::string& name : names) {
+      const bool wino = name.find("wino") != std::string::npos;
+      if (!picked) EXPECT_FALSE(wino) << name;
+      else if (onednn::has_winograd_kernels()) EXPECT_TRUE(wino) << name;
+      else std::cout << "[ NOTE     ] no AVX-512 Winograd kernels on this CPU; " << name << " ran instead\n";
+    }
+  }
 }
 
 // The message must name the parameter and its value.

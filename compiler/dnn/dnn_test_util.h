@@ -75,6 +75,9 @@ inline std::vector<ConvCase> conv_cases() {
       {"odd_channels_batch3", conv(3, 5, 6, 6, 7, 3, 1, 1, true)},
       {"wide_16_to_32", conv(2, 16, 12, 12, 32, 3, 1, 1, true)},
       {"wide_stride2_16_to_32", conv(2, 16, 12, 12, 32, 3, 2, 1, false)},
+      // Shapes the blocked format runs with Winograd (onednn::winograd_suits) where the CPU has it.
+      {"winograd_64_to_64_8x8_batch16", conv(16, 64, 8, 8, 64, 3, 1, 1, false)},
+      {"winograd_32_to_48_16x17_bias", conv(2, 32, 16, 17, 48, 3, 1, 1, true)},
   };
 }
 
