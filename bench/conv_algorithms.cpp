@@ -1,7 +1,8 @@
 // The benchmark behind onednn::winograd_suits (compiler/dnn): oneDNN's direct and Winograd
 // F(4x4, 3x3) kernels on one thread, forward + backward-data + backward-weights of a 3x3, stride 1,
 // "same" conv on blocked layouts (reorders excluded: synk pays the same ones either way), over a
-// grid of batch sizes, channel counts and image sizes. Each round times every shape with both
+// grid of batch sizes, channel counts and image sizes, then the 3x3 stride-1 layers of the examples
+// (fashion_cnn, ResNet-20, the reduced ResNet-50) by name. Each round times every shape with both
 // algorithms (direct first in odd rounds, Winograd first in even ones); the table gives, per
 // shape, the median over rounds and the Winograd / direct ratio's range across rounds, and what
 // the rule picks. Writes conv_algorithms.csv (draw it with bench/plot_conv_algorithms.py).
@@ -45,6 +46,9 @@ double median_ms(F&& f, int reps) {
 
 struct Shape {
   int64_t n, c, hw;
+  int64_t o = 0;             // output channels (0: c)
+  const char* name = "";     // a layer of the examples, or "" for the grid
+  int64_t out() const { return o ? o : c; }
 };
 
 // fwd + bwd-data + bwd-weights of one shape with one algorithm, in ms; < 0 when oneDNN has no
@@ -52,8 +56,9 @@ struct Shape {
 double time_layer(const Shape& s, dnnl::algorithm algo, int reps) {
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
-  const memory::dims x{s.n, s.c, s.hw, s.hw}, w{s.c, s.c, 3, 3}, st{1, 1}, pad{1, 1};
-  const memory::desc ax(x, Type::f32, Tag::any), aw(w, Type::f32, Tag::any), ay(x, Type::f32, Tag::any);
+  const memory::dims x{s.n, s.c, s.hw, s.hw}, w{s.out(), s.c, 3, 3}, y{s.n, s.out(), s.hw, s.hw};
+  const memory::dims st{1, 1}, pad{1, 1};
+  const memory::desc ax(x, Type::f32, Tag::any), aw(w, Type::f32, Tag::any), ay(y, Type::f32, Tag::any);
   try {
     dnnl::convolution_forward::primitive_desc fpd(
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, ax, aw, ay, st, pad, pad), eng);
@@ -101,6 +106,14 @@ int main(int argc, char** argv) {
         const double flops = 2.0 * double(n * c * c * hw * hw * 9);
         if (flops >= 2e6 && flops <= 4e9) shapes.push_back({n, c, hw});
       }
+  // The 3x3 stride-1 layers of the examples, at the images per rank of their 2-rank runs.
+  shapes.push_back({128, 32, 14, 64, "fashion_cnn conv2"});
+  shapes.push_back({128, 16, 32, 16, "resnet20 stage 1"});
+  shapes.push_back({128, 32, 16, 32, "resnet20 stage 2"});
+  shapes.push_back({128, 64, 8, 64, "resnet20 stage 3"});
+  shapes.push_back({16, 64, 16, 64, "resnet50 (64x64 images) stage 1"});
+  shapes.push_back({16, 128, 8, 128, "resnet50 (64x64 images) stage 2"});
+  shapes.push_back({16, 256, 4, 256, "resnet50 (64x64 images) stage 3"});
   std::map<size_t, std::vector<double>> direct, wino;
   for (int r = 0; r < rounds; ++r)
     for (size_t k = 0; k < shapes.size(); ++k) {
@@ -113,9 +126,9 @@ int main(int argc, char** argv) {
       }
     }
   std::ofstream out(csv);
-  out << "n,c,hw,rule_picks_winograd,direct_ms,winograd_ms,ratio,ratio_min,ratio_max\n";
-  std::printf("%5s %5s %4s  %10s %12s  %6s  %-13s  %s\n", "n", "c=o", "hw", "direct ms", "winograd ms", "ratio",
-              "ratio range", "rule");
+  out << "n,c,o,hw,layer,rule_picks_winograd,direct_ms,winograd_ms,ratio,ratio_min,ratio_max\n";
+  std::printf("%5s %5s %5s %4s  %10s %12s  %6s  %-13s  %s\n", "n", "c", "o", "hw", "direct ms", "winograd ms",
+              "ratio", "ratio range", "rule");
   int right = 0, judged = 0;
   for (size_t k = 0; k < shapes.size(); ++k) {
     const Shape& s = shapes[k];
@@ -126,20 +139,22 @@ int main(int argc, char** argv) {
     std::sort(ratios.begin(), ratios.end());
     const double dm = d[d.size() / 2], wm = w[w.size() / 2];
     const bool picks = synk::compiler::dnn::onednn::winograd_suits(
-        {s.n, s.c, s.hw, s.hw, s.c, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false});
+        {s.n, s.c, s.hw, s.hw, s.out(), 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false});
     if (wm < 0) {
-      std::printf("%5lld %5lld %4lld  %10.3f %12s  %6s  %-13s  %s\n", (long long)s.n, (long long)s.c,
-                  (long long)s.hw, dm, "none", "-", "-", picks ? "winograd (falls back)" : "direct");
+      std::printf("%5lld %5lld %5lld %4lld  %10.3f %12s  %6s  %-13s  %s\n", (long long)s.n, (long long)s.c,
+                  (long long)s.out(), (long long)s.hw, dm, "none", "-", "-",
+                  picks ? "winograd (falls back)" : "direct");
       continue;
     }
     const double ratio = wm / dm;
     ++judged;
     right += (ratio < 1) == picks;
-    std::printf("%5lld %5lld %4lld  %10.3f %12.3f  %6.2f  %5.2f - %5.2f  %s%s\n", (long long)s.n, (long long)s.c,
-                (long long)s.hw, dm, wm, ratio, ratios.front(), ratios.back(), picks ? "winograd" : "direct",
-                (ratio < 1) == picks ? "" : "   <- the other was faster");
-    out << s.n << ',' << s.c << ',' << s.hw << ',' << (picks ? 1 : 0) << ',' << dm << ',' << wm << ',' << ratio << ','
-        << ratios.front() << ',' << ratios.back() << '\n';
+    std::printf("%5lld %5lld %5lld %4lld  %10.3f %12.3f  %6.2f  %5.2f - %5.2f  %s%s%s%s\n", (long long)s.n,
+                (long long)s.c, (long long)s.out(), (long long)s.hw, dm, wm, ratio, ratios.front(), ratios.back(),
+                picks ? "winograd" : "direct", (ratio < 1) == picks ? "" : "   <- the other was faster",
+                *s.name ? "   " : "", s.name);
+    out << s.n << ',' << s.c << ',' << s.out() << ',' << s.hw << ',' << s.name << ',' << (picks ? 1 : 0) << ',' << dm
+        << ',' << wm << ',' << ratio << ',' << ratios.front() << ',' << ratios.back() << '\n';
   }
   std::printf("\nthe rule picks the faster algorithm for %d of %d shapes (%d rounds of %d reps); wrote %s\n", right,
               judged, rounds, reps, csv.c_str());

@@ -16,7 +16,7 @@ def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     rows = list(csv.DictReader(open(sys.argv[1])))
-    labels = [f"n{r['n']} c{r['c']} {r['hw']}x{r['hw']}" for r in rows]
+    labels = [r["layer"] or f"n{r['n']} c{r['c']} o{r['o']} {r['hw']}x{r['hw']}" for r in rows]
     ratio = [float(r["ratio"]) for r in rows]
     low = [float(r["ratio"]) - float(r["ratio_min"]) for r in rows]
     high = [float(r["ratio_max"]) - float(r["ratio"]) for r in rows]

@@ -69,6 +69,7 @@ struct Options {
   bool device_data = false;   // scatter the training set once; select rows with batch_s
   int64_t deterministic = 0;  // micro-shard rows of a deterministic step (0: off)
   bool cosine = false;        // decay lr along a cosine to 0 over all the run's steps
+  int warmup = 0;             // epochs of linear learning-rate warm-up first
   int shift = 0;              // move each training image by up to this many pixels, per epoch
   bool overlap = false;       // average the gradient in buckets during the backward pass
   int64_t bucket_bytes = 0;   // --overlap's bucket size (0: the default)
@@ -372,7 +373,8 @@ int check_required_accuracy(const Options& o, const Evaluation& initial, const E
 synk::CheckpointMetadata checkpoint_metadata(const Options& o, int epoch) {
   return {{"epoch", std::to_string(epoch)}, {"seed", std::to_string(o.seed)}, {"batch", std::to_string(o.batch)},
           {"device_data", o.device_data ? "1" : "0"}, {"limit", std::to_string(o.limit)},
-          {"holdout", std::to_string(o.holdout)}, {"shift", std::to_string(o.shift)}};
+          {"holdout", std::to_string(o.holdout)}, {"shift", std::to_string(o.shift)},
+          {"warmup", std::to_string(o.warmup)}};
 }
 
 // Loads --resume (on every rank) and returns the epoch it ended; 0 without --resume.
@@ -381,7 +383,7 @@ int resume_from_checkpoint(const Options& o, fashion_mnist::Model& model, int ra
   synk::CheckpointMetadata saved = synk::checkpoint_metadata(o.resume);
   const synk::CheckpointMetadata now = checkpoint_metadata(o, 0);
   // Options added since older checkpoints were written: their value then.
-  for (const auto& [key, before] : {std::pair<std::string, std::string>{"shift", "0"}})
+  for (const auto& [key, before] : {std::pair<std::string, std::string>{"shift", "0"}, {"warmup", "0"}})
     if (!saved.count(key)) saved[key] = before;
   for (const auto& [key, value] : now)
     if (key != "epoch" && saved[key] != value)
@@ -433,10 +435,13 @@ int train(const Options& o) {
   std::fflush(stdout);
 
   Trainer trainer(o, model, train, ranks, make_schedule(o, model, train, ranks));
-  if (o.cosine) {
+  if (o.cosine || o.warmup > 0) {
     // The schedule's step is the step's call count: on a resume, the calls the earlier run made.
     synk::TrainStep& step = o.device_data ? model.train_device : model.train;
-    step.set_schedule(synk::Schedule::cosine(step.lr(), int64_t(o.epochs) * trainer.steps()));
+    const int64_t warmup_steps = int64_t(o.warmup) * trainer.steps();
+    synk::Schedule schedule = o.cosine ? synk::Schedule::cosine(step.lr(), int64_t(o.epochs) * trainer.steps() - warmup_steps)
+                                       : synk::Schedule::constant(step.lr());
+    step.set_schedule(warmup_steps > 0 ? schedule.with_warmup(warmup_steps) : schedule);
     step.set_step_index(int64_t(first_epoch - 1) * trainer.steps());
   }
   Evaluation last = initial;
@@ -597,6 +602,12 @@ int run_program(const Program& program, int argc, char** argv) {
   app.add_flag("--cosine", o.cosine,
                "Decay the learning rate along a cosine from its value to 0 over all the run's steps "
                "(synk::Schedule::cosine)");
+  app.add_option("--warmup", o.warmup,
+                 "Raise the learning rate linearly from lr/steps to lr over the first N epochs, then keep it (or "
+                 "follow --cosine over the remaining epochs): Schedule::with_warmup; 0: off")
+      ->type_name("EPOCHS")
+      ->capture_default_str()
+      ->check(at_least(0));
   app.add_option("--shift", o.shift,
                  "Move each training image by a random offset of up to N pixels in x and y, anew every epoch "
                  "(data augmentation; 0: off)")
@@ -622,6 +633,8 @@ int run_program(const Program& program, int argc, char** argv) {
   }
   o.override_optimizer = lr->count() + momentum->count() + optimizer->count() > 0;
   try {
+    if (o.warmup > 0 && o.warmup >= o.epochs)
+      throw CommandLineError(fmt::format("--warmup {} must be fewer epochs than --epochs {}", o.warmup, o.epochs));
     if (o.shift > 0 && o.device_data)
       throw CommandLineError("--shift moves the images of the index-batch mode; it cannot be combined with --device-data");
     prepare_out_dir(o.out);
