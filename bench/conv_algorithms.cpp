@@ -9,7 +9,6 @@
 //
 // usage: conv_algorithms [--rounds N] [--reps N] [--csv FILE]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -19,6 +18,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "bench/bench_timing.h"
 #include "compiler/dnn/dnn.h"
 
 namespace {
@@ -26,23 +26,6 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 using Type = memory::data_type;
-
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-template <class F>
-double median_ms(F&& f, int reps) {
-  f();   // warm: first-touch of the buffers, JIT'd kernels
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const double a = now_ms();
-    f();
-    t.push_back(now_ms() - a);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 struct Shape {
   int64_t n, c, hw;
@@ -73,12 +56,12 @@ double time_layer(const Shape& s, dnnl::algorithm algo, int reps) {
     dnnl::convolution_forward fwd(fpd);
     dnnl::convolution_backward_data bwd(bpd);
     dnnl::convolution_backward_weights bww(wpd);
-    return median_ms([&] {
+    return synk::bench::median_ms(reps, [&] {
       fwd.execute(strm, {{DNNL_ARG_SRC, X}, {DNNL_ARG_WEIGHTS, W}, {DNNL_ARG_DST, Y}});
       bwd.execute(strm, {{DNNL_ARG_DIFF_DST, DY}, {DNNL_ARG_WEIGHTS, W}, {DNNL_ARG_DIFF_SRC, DX}});
       bww.execute(strm, {{DNNL_ARG_SRC, X}, {DNNL_ARG_DIFF_DST, DY}, {DNNL_ARG_DIFF_WEIGHTS, DW}});
       strm.wait();
-    }, reps);
+    });
   } catch (const dnnl::error&) {
     return -1;
   }

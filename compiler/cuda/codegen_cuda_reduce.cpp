@@ -276,6 +276,31 @@ void emit_cuda_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool 
   const Poly inner = Poly::product(shape, axis + 1, shape.size());
   const std::string x = buf(buffer_of(plan, sm.operands[0])), y = buf(buffer_of(plan, k.roots[0]));
   const std::string minus_inf = fmt::format("-__builtin_inf{}()", t == ir::DType::F32 ? "f" : "");
+  // The two passes after the maximum, shared by both launch shapes, given how a row's element is
+  // read (`x_at`), where an exponential goes (`keep_e`, softmax only), how the kept exponential is
+  // read back (`e_at`) and where the result goes (`y_at`); a block's threads (`team`) then add
+  // their partial sums.
+  struct Access {
+    bool team;
+    std::string loop, x_at, keep_e, e_at, y_at;
+  };
+  auto emit_exp_sum_and_result = [&](const Access& a) {
+    w.line(fmt::format("{} s = 0;", T));
+    w.open(a.loop);
+    w.line(fmt::format("const {} e = synk_exp_{}({} - m);", T, sfx, a.x_at));
+    if (!log) w.line(a.keep_e);
+    w.line("s += e;");
+    w.close();
+    if (a.team)
+      w.line(fmt::format("s = synk_block_reduce(s, ({0})0, []({0} a, {0} b) {{ return a + b; }});", T));
+    if (log) {
+      w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
+      w.line(fmt::format("{} {} = {} - lse;", a.loop, a.y_at, a.x_at));
+    } else {
+      w.line(fmt::format("const {0} inv = ({0})1 / s;", T));
+      w.line(fmt::format("{} {} = {} * inv;", a.loop, a.y_at, a.e_at));
+    }
+  };
   w.open("");
   w.line(fmt::format("const int64_t no = {}, nl = {}, ni = {};", outer.c_expr(), len.c_expr(), inner.c_expr()));
   if (inner.is_constant(1)) {
@@ -297,20 +322,8 @@ void emit_cuda_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool 
     w.line(fmt::format("m = synk_max_{}(m, v);", sfx));
     w.close();
     w.line(fmt::format("m = synk_block_reduce(m, {0}, []({1} a, {1} b) {{ return synk_max_{2}(a, b); }});", minus_inf, T, sfx));
-    w.line(fmt::format("{} s = 0;", T));
-    w.open(loop);
-    w.line(fmt::format("const {} e = synk_exp_{}((cached ? cache[t] : xr[t]) - m);", T, sfx));
-    if (!log) w.line("if (cached) cache[t] = e; else yr[t] = e;");
-    w.line("s += e;");
-    w.close();
-    w.line(fmt::format("s = synk_block_reduce(s, ({0})0, []({0} a, {0} b) {{ return a + b; }});", T));
-    if (log) {
-      w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
-      w.line(fmt::format("{} yr[t] = (cached ? cache[t] : xr[t]) - lse;", loop));
-    } else {
-      w.line(fmt::format("const {0} inv = ({0})1 / s;", T));
-      w.line(fmt::format("{} yr[t] = (cached ? cache[t] : yr[t]) * inv;", loop));
-    }
+    emit_exp_sum_and_result({true, loop, "(cached ? cache[t] : xr[t])", "if (cached) cache[t] = e; else yr[t] = e;",
+                             "(cached ? cache[t] : yr[t])", "yr[t]"});
     w.close();
   } else {
     // Softmax along a non-last axis: a thread per (outer, inner) pair walks the axis with
@@ -326,19 +339,7 @@ void emit_cuda_softmax(Writer& w, const KernelPlan& plan, const Kernel& k, bool 
     w.line(fmt::format("{} *__restrict__ yr = {} + o * nl * ni + j;", T, y));
     w.line(fmt::format("{} m = {};", T, minus_inf));
     w.line(fmt::format("{} m = synk_max_{}(m, xr[t * ni]);", loop, sfx));
-    w.line(fmt::format("{} s = 0;", T));
-    w.open(loop);
-    w.line(fmt::format("const {} e = synk_exp_{}(xr[t * ni] - m);", T, sfx));
-    if (!log) w.line("yr[t * ni] = e;");
-    w.line("s += e;");
-    w.close();
-    if (log) {
-      w.line(fmt::format("const {} lse = m + synk_log_{}(s);", T, sfx));
-      w.line(fmt::format("{} yr[t * ni] = xr[t * ni] - lse;", loop));
-    } else {
-      w.line(fmt::format("const {0} inv = ({0})1 / s;", T));
-      w.line(fmt::format("{} yr[t * ni] *= inv;", loop));
-    }
+    emit_exp_sum_and_result({false, loop, "xr[t * ni]", "yr[t * ni] = e;", "yr[t * ni]", "yr[t * ni]"});
     w.close();
   }
   w.close();

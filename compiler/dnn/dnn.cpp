@@ -266,32 +266,33 @@ bool winograd_allowed(const Conv2dParams& p) {
 }
 
 // Builds a primitive descriptor with Winograd when `try_winograd`, else (or where oneDNN has no
-// Winograd kernel for it) with the direct algorithm; `make(algo)` returns the descriptor.
+// Winograd kernel for it) with the direct algorithm; `make(algo)` returns the descriptor, and
+// `used` (when given) says which it got.
 template <class Make>
-auto with_algorithm(bool try_winograd, dnnl::algorithm* used, Make&& make) {
+auto with_algorithm(bool try_winograd, Make&& make, dnnl::algorithm* used = nullptr) {
   if (try_winograd) {
     try {
       auto pd = make(dnnl::algorithm::convolution_winograd);
-      *used = dnnl::algorithm::convolution_winograd;
+      if (used) *used = dnnl::algorithm::convolution_winograd;
       return pd;
     } catch (const dnnl::error&) {   // unimplemented on this CPU or shape: the direct kernel below
     }
   }
-  *used = dnnl::algorithm::convolution_direct;
+  if (used) *used = dnnl::algorithm::convolution_direct;
   return make(dnnl::algorithm::convolution_direct);
 }
 
 std::unique_ptr<ConvEntry> make_conv(const Conv2dParams& p, ConvFormat f, const dnnl::engine& eng, Scratch* scratch) {
   const ConvDescs d = conv_descs(p, f);
   auto e = std::make_unique<ConvEntry>();
-  e->fwd_pd = with_algorithm(f == ConvFormat::blocked && winograd_suits(p), &e->algo, [&](dnnl::algorithm algo) {
+  e->fwd_pd = with_algorithm(f == ConvFormat::blocked && winograd_suits(p), [&](dnnl::algorithm algo) {
     dnnl::convolution_forward::desc fd =
         p.has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.ax, d.aw, d.ab, d.ay,
                                                      d.strides, d.dilates, d.pad_l, d.pad_r)
                    : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.ax, d.aw, d.ay,
                                                      d.strides, d.dilates, d.pad_l, d.pad_r);
     return dnnl::convolution_forward::primitive_desc(fd, eng);
-  });
+  }, &e->algo);
   e->fwd = dnnl::convolution_forward(e->fwd_pd);
   e->x = Arg(eng, d.x, e->fwd_pd.src_desc(), scratch, 0);
   e->w = Arg(eng, d.w, e->fwd_pd.weights_desc(), scratch, 1);
@@ -346,9 +347,8 @@ namespace {
 void ensure_backward_data(Runtime& rt, ConvEntry& e, const Conv2dParams& p, ConvFormat format) {
   if (e.bwd_data) return;
   const ConvDescs d = conv_descs(p, format);
-  dnnl::algorithm used;
   dnnl::convolution_backward_data::primitive_desc pd =
-      with_algorithm(e.algo == dnnl::algorithm::convolution_winograd, &used, [&](dnnl::algorithm algo) {
+      with_algorithm(e.algo == dnnl::algorithm::convolution_winograd, [&](dnnl::algorithm algo) {
         dnnl::convolution_backward_data::desc bd(algo, d.ax, d.aw, d.ay, d.strides, d.dilates, d.pad_l, d.pad_r);
         return dnnl::convolution_backward_data::primitive_desc(bd, rt.eng, e.fwd_pd);
       });
@@ -362,9 +362,8 @@ void ensure_backward_data(Runtime& rt, ConvEntry& e, const Conv2dParams& p, Conv
 void ensure_backward_weights(Runtime& rt, ConvEntry& e, const Conv2dParams& p, ConvFormat format) {
   if (e.bwd_weights) return;
   const ConvDescs d = conv_descs(p, format);
-  dnnl::algorithm used;
   dnnl::convolution_backward_weights::primitive_desc pd =
-      with_algorithm(e.algo == dnnl::algorithm::convolution_winograd, &used, [&](dnnl::algorithm algo) {
+      with_algorithm(e.algo == dnnl::algorithm::convolution_winograd, [&](dnnl::algorithm algo) {
         dnnl::convolution_backward_weights::desc wd =
             p.has_bias ? dnnl::convolution_backward_weights::desc(algo, d.ax, d.aw, d.ab, d.ay, d.strides, d.dilates,
                                                                   d.pad_l, d.pad_r)
