@@ -32,7 +32,10 @@ from epoch_bench import (CSV_FIELDS, bench_env, chosen_variants, csv_row, run_ro
 
 
 def variants(binary, limit):
-    synk_args = ["--limit", str(limit)] if limit else []
+    # cnn_torch.py's recipe (momentum SGD lr 0.05, batch 256, constant rate), not fashion_cnn's
+    # defaults (nesterov lr 0.1, batch 128, warm-up and cosine), so both sides do the same work.
+    synk_args = ["--batch", "256", "--optimizer", "momentum", "--lr", "0.05", "--momentum", "0.9", "--no-cosine",
+                 "--warmup", "0"] + (["--limit", str(limit)] if limit else [])
     torch_args = ["--limit", str(limit)]
     return {
         "synk-r1": lambda e, env: run_synk(binary, 1, e, env, synk_args),

@@ -41,7 +41,7 @@ expect 2 "--seed: must be an integer from 0 to 2\^64 - 1, got '-1'" --seed -1
 expect 2 "--batch: must be an integer >= 1, got '0'" --batch 0
 expect 2 "--ranks: must be an integer >= 0, got '-1'" --ranks -1
 expect 2 "--shift: must be an integer from 0 to 8, got '9'" --shift 9
-expect 2 "--warmup: must be an integer >= 0, got '-1'" --warmup -1
+expect 2 "--warmup: must be a number >= 0, got '-1'" --warmup -1
 expect 2 "--warmup 1 must be fewer epochs than --epochs 1" --warmup 1
 expect 2 "--shift moves the images of the index-batch mode; it cannot be combined with --device-data" --shift 2 --device-data
 expect 2 "--out '/proc/synk-nope': cannot create the directory" --out /proc/synk-nope

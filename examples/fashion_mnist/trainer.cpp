@@ -69,7 +69,7 @@ struct Options {
   bool device_data = false;   // scatter the training set once; select rows with batch_s
   int64_t deterministic = 0;  // micro-shard rows of a deterministic step (0: off)
   bool cosine = false;        // decay lr along a cosine to 0 over all the run's steps
-  int warmup = 0;             // epochs of linear learning-rate warm-up first
+  double warmup = 0;          // epochs (or a fraction of one) of linear learning-rate warm-up first
   int shift = 0;              // move each training image by up to this many pixels, per epoch
   bool overlap = false;       // average the gradient in buckets during the backward pass
   int64_t bucket_bytes = 0;   // --overlap's bucket size (0: the default)
@@ -374,7 +374,7 @@ synk::CheckpointMetadata checkpoint_metadata(const Options& o, int epoch) {
   return {{"epoch", std::to_string(epoch)}, {"seed", std::to_string(o.seed)}, {"batch", std::to_string(o.batch)},
           {"device_data", o.device_data ? "1" : "0"}, {"limit", std::to_string(o.limit)},
           {"holdout", std::to_string(o.holdout)}, {"shift", std::to_string(o.shift)},
-          {"warmup", std::to_string(o.warmup)}};
+          {"warmup", fmt::format("{:g}", o.warmup)}};
 }
 
 // Loads --resume (on every rank) and returns the epoch it ended; 0 without --resume.
@@ -438,7 +438,7 @@ int train(const Options& o) {
   if (o.cosine || o.warmup > 0) {
     // The schedule's step is the step's call count: on a resume, the calls the earlier run made.
     synk::TrainStep& step = o.device_data ? model.train_device : model.train;
-    const int64_t warmup_steps = int64_t(o.warmup) * trainer.steps();
+    const int64_t warmup_steps = int64_t(o.warmup * double(trainer.steps()));
     synk::Schedule schedule = o.cosine ? synk::Schedule::cosine(step.lr(), int64_t(o.epochs) * trainer.steps() - warmup_steps)
                                        : synk::Schedule::constant(step.lr());
     step.set_schedule(warmup_steps > 0 ? schedule.with_warmup(warmup_steps) : schedule);
@@ -552,6 +552,8 @@ int run_program(const Program& program, int argc, char** argv) {
   o.model = program.model_path;
   o.out = program.out;
   o.lr = program.lr;
+  o.batch = program.batch;
+  o.cosine = program.cosine;
   const char* name = program.name.c_str();
   CLI::App app{fmt::format("Data-parallel training of a {} on Fashion-MNIST with synk: per step one gradient call "
                            "over a shuffled index batch, one all_reduce(avg) of the flat gradient, one update call.",
@@ -599,15 +601,20 @@ int run_program(const Program& program, int argc, char** argv) {
                  "number of ranks (docs/training.md); 0: off")
       ->type_name("ROWS")
       ->check(at_least(0));
-  app.add_flag("--cosine", o.cosine,
-               "Decay the learning rate along a cosine from its value to 0 over all the run's steps "
-               "(synk::Schedule::cosine)");
-  app.add_option("--warmup", o.warmup,
-                 "Raise the learning rate linearly from lr/steps to lr over the first N epochs, then keep it (or "
-                 "follow --cosine over the remaining epochs): Schedule::with_warmup; 0: off")
-      ->type_name("EPOCHS")
-      ->capture_default_str()
-      ->check(at_least(0));
+  app.add_flag("--cosine,!--no-cosine", o.cosine,
+               fmt::format("Decay the learning rate along a cosine from its value to 0 over all the run's steps "
+                           "(synk::Schedule::cosine); default: {}", program.cosine ? "on" : "off"));
+  CLI::Option* warmup =
+      app.add_option("--warmup", o.warmup,
+                     fmt::format("Raise the learning rate linearly from lr/steps to lr over the first N epochs (a "
+                                 "fraction counts), then "
+                                 "keep it (or follow --cosine over the remaining epochs): Schedule::with_warmup; 0: off; "
+                                 "default: {}",
+                                 program.warmup_fraction > 0
+                                     ? fmt::format("{:g}% of --epochs", 100 * program.warmup_fraction)
+                                     : std::string("0")))
+          ->type_name("EPOCHS")
+          ->check(in_range(0, true, std::numeric_limits<double>::max(), false, "a number >= 0"));
   app.add_option("--shift", o.shift,
                  "Move each training image by a random offset of up to N pixels in x and y, anew every epoch "
                  "(data augmentation; 0: off)")
@@ -632,9 +639,10 @@ int run_program(const Program& program, int argc, char** argv) {
     return 2;
   }
   o.override_optimizer = lr->count() + momentum->count() + optimizer->count() > 0;
+  if (warmup->count() == 0) o.warmup = program.warmup_fraction * o.epochs;
   try {
     if (o.warmup > 0 && o.warmup >= o.epochs)
-      throw CommandLineError(fmt::format("--warmup {} must be fewer epochs than --epochs {}", o.warmup, o.epochs));
+      throw CommandLineError(fmt::format("--warmup {:g} must be fewer epochs than --epochs {}", o.warmup, o.epochs));
     if (o.shift > 0 && o.device_data)
       throw CommandLineError("--shift moves the images of the index-batch mode; it cannot be combined with --device-data");
     prepare_out_dir(o.out);

@@ -16,6 +16,9 @@ struct Program {
   std::string summary;       // what the model is, for the first line and --help ("MLP 784-256-256-10 ...")
   std::string out;           // the default --out directory
   double lr = 0.05;          // the default --lr (the model's own optimizer is used unless a flag replaces it)
+  int batch = 256;           // the default --batch
+  bool cosine = false;       // the default of --cosine / --no-cosine
+  double warmup_fraction = 0;   // the default --warmup: this fraction of --epochs
 };
 
 // Parses the command line and trains; returns the exit status (0 success, 1 an error or a failed
