@@ -132,7 +132,6 @@ struct ConvEntry {
   Arg bd_dy, bd_w, bd_dx;
   std::optional<dnnl::convolution_backward_weights> bwd_weights;
   Arg bw_x, bw_dy, bw_dw, bw_db;
-  std::string bwd_data_impl, bwd_weights_impl;   // oneDNN's kernel names, for tests
 };
 
 struct PoolEntry {
@@ -355,7 +354,6 @@ void ensure_backward_data(Runtime& rt, ConvEntry& e, const Conv2dParams& p, Conv
   e.bd_dy = Arg(rt.eng, d.y, pd.diff_dst_desc(), &rt.scratch, 0);
   e.bd_w = Arg(rt.eng, d.w, pd.weights_desc(), &rt.scratch, 1);
   e.bd_dx = Arg(rt.eng, d.x, pd.diff_src_desc(), &rt.scratch, 2);
-  e.bwd_data_impl = pd.impl_info_str();
   e.bwd_data = dnnl::convolution_backward_data(pd);
 }
 
@@ -375,7 +373,6 @@ void ensure_backward_weights(Runtime& rt, ConvEntry& e, const Conv2dParams& p, C
   e.bw_dy = Arg(rt.eng, d.y, pd.diff_dst_desc(), &rt.scratch, 1);
   e.bw_dw = Arg(rt.eng, d.w, pd.diff_weights_desc(), &rt.scratch, 2);
   if (p.has_bias) e.bw_db = Arg(rt.eng, d.b, pd.diff_bias_desc(), &rt.scratch, 3);
-  e.bwd_weights_impl = pd.impl_info_str();
   e.bwd_weights = dnnl::convolution_backward_weights(pd);
 }
 
@@ -409,13 +406,22 @@ void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float*
   });
 }
 
+// oneDNN's name of the kernel a primitive runs.
+std::string implementation_of(const dnnl::primitive& prim) {
+  const char* name = nullptr;
+  dnnl::error::wrap_c_api(
+      dnnl_primitive_desc_query(prim.get_primitive_desc(), dnnl_query_impl_info_str, 0, &name),
+      "could not query the implementation of a primitive");
+  return name ? name : "";
+}
+
 std::vector<std::string> conv_implementations(const Conv2dParams& p, ConvFormat format) {
   std::vector<std::string> names;
   guarded("conv_implementations", [&](Runtime& rt) {
     ConvEntry& e = conv_entry(rt, p, format);
     ensure_backward_data(rt, e, p, format);
     ensure_backward_weights(rt, e, p, format);
-    names = {e.fwd_pd.impl_info_str(), e.bwd_data_impl, e.bwd_weights_impl};
+    names = {implementation_of(e.fwd), implementation_of(*e.bwd_data), implementation_of(*e.bwd_weights)};
   });
   return names;
 }

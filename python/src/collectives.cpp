@@ -152,15 +152,14 @@ void bind_reductions(py::module_& m) {
         "and >= 0, not all 0; a rank of weight 0 contributes nothing");
 }
 
-// The rank argument of set_value / get_value, which come first as in the seeds. A shared
-// variable (or a list of them) there, with nothing or the values after it, is the usual slip of
-// leaving the rank out: say so, with the call to write instead of pybind's signature dump.
-int rank_arg(py::handle rank, py::handle vars, const std::string& what) {
-  const bool looks_like_vars = py::isinstance<SharedObj>(rank) || PyList_Check(rank.ptr()) || PyTuple_Check(rank.ptr());
-  if (looks_like_vars)
+// The rank argument of set_value / get_value, which come first as in the seeds (`what`: the
+// signature, for messages). A shared variable (or a list of them) there, with nothing or the values
+// after it, is the usual slip of leaving the rank out: say so, with `example`, the call to write,
+// instead of pybind's signature dump.
+int rank_arg(py::handle rank, py::handle vars, const std::string& what, const std::string& example) {
+  if (py::isinstance<SharedObj>(rank) || PyList_Check(rank.ptr()) || PyTuple_Check(rank.ptr()))
     usage(what + ": the first argument is the rank (an int; 0 is the master), received " +
-          py::repr(rank).cast<std::string>() + "; write e.g. synk." + what.substr(0, what.find('(')) + "(0, " +
-          (what.rfind("set_value", 0) == 0 ? "vars, values)" : "vars)"));
+          py::repr(rank).cast<std::string>() + "; write e.g. " + example);
   const int64_t r = int_arg(rank, what + ": rank");
   if (vars.is_none()) usage(what + ": no shared variables were given after the rank");
   if (r < INT32_MIN || r > INT32_MAX) usage(what + ": rank " + std::to_string(r) + " is out of range");
@@ -170,7 +169,7 @@ int rank_arg(py::handle rank, py::handle vars, const std::string& what) {
 void bind_one_rank(py::module_& m) {
   m.def("set_value", [](py::handle r, py::handle vars, py::handle values, py::handle batch, py::handle a, py::handle p,
                         py::handle c, py::handle g) {
-          const int rank = rank_arg(r, vars, "set_value(rank, shared_vars, values)");
+          const int rank = rank_arg(r, vars, "set_value(rank, shared_vars, values)", "synk.set_value(0, vars, values)");
           if (values.is_none()) usage("set_value(rank, shared_vars, values): no values were given");
           VarList v = var_list(vars, "set_value");
           synk::CollectiveOptions o = options(a, p, c, g, "set_value");
@@ -180,7 +179,7 @@ void bind_one_rank(py::module_& m) {
         py::arg("batch") = py::none(),
         SYNK_COLL_OPTION_ARGS, "Write one rank's values (rank 0 is the master's own)");
   m.def("get_value", [](py::handle r, py::handle vars, py::handle a, py::handle p, py::handle c, py::handle g) {
-          const int rank = rank_arg(r, vars, "get_value(rank, shared_vars)");
+          const int rank = rank_arg(r, vars, "get_value(rank, shared_vars)", "synk.get_value(0, vars)");
           VarList v = var_list(vars, "get_value");
           synk::CollectiveOptions o = options(a, p, c, g, "get_value");
           return arrays_out(without_gil([&] { return synk::get_value(rank, v.vars, o); }), v.single);
