@@ -74,6 +74,26 @@ void all_reduce_across_nodes(std::vector<Array>& arrays, CollOp op, const char* 
   }
 }
 
+void all_reduce_values_across_nodes(std::span<Array* const> arrays, std::span<const std::string* const> names,
+                                    CollOp op, const char* what) {
+  Cluster& cl = *cluster();
+  const NodeOp wire_op = node_op(op);
+  cross_node(what, [&] {
+    for (size_t v = 0; v < arrays.size(); ++v) {
+      Array& a = *arrays[v];
+      try {
+        cl.all_reduce(a.bytes.data(), size_t(a.size()), a.dtype, wire_op);
+      } catch (const std::exception& e) {
+        throw UsageError(fmt::format("{} (this node's ranks hold '{}' as {}{}; is it another shape on another node? "
+                                     "Across nodes every rank's value must have the same shape)",
+                                     e.what(), *names[v], dtype_name(a.dtype), shape_string(a.shape)));
+      }
+    }
+  });
+  if (op == CollOp::Avg)
+    for (Array* a : arrays) scale_values(a->dtype, a->bytes.data(), size_t(a->size()), 1.0 / cl.nodes());
+}
+
 void broadcast_across_nodes(std::vector<Array>& arrays, int root, const char* what) {
   Cluster& cl = *cluster();
   std::string bytes = cl.node() == root ? encode_arrays(arrays) : std::string();

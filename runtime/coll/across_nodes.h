@@ -4,6 +4,7 @@
 // answering (cross_node).
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,11 @@ NodeOp node_op(CollOp op);
 // dtypes everywhere); avg is the sum divided by the node count. F16/BF16 are reduced in float32
 // and rounded back once.
 void all_reduce_across_nodes(std::vector<Array>& arrays, CollOp op, const char* what);
+// The same on the values of shared variables (32- and 64-bit or 8-bit elements; `names` name
+// them), in one cross-node step. MPI cannot tell a leader that another one passed a different
+// length, so a failed transfer ends the job with this node's shapes and that likely cause.
+void all_reduce_values_across_nodes(std::span<Array* const> arrays, std::span<const std::string* const> names,
+                                    CollOp op, const char* what);
 // Node `root`'s arrays (dtype, shape and values) on every leader.
 void broadcast_across_nodes(std::vector<Array>& arrays, int root, const char* what);
 // Node `root` holds one list of arrays per node (`per_node`, ignored elsewhere); each leader

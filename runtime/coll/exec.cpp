@@ -378,15 +378,15 @@ void Job::across_nodes_flat(DType dtype, CollOp op, void* data, size_t count) {
 // same number of ranks), then the master's values go to the local ranks.
 void Job::across_nodes_values() {
   if (me == 0) {
-    Cluster& cl = *cluster();
-    const NodeOp op = node_op(d.op);
-    cross_node(coll_kind_name(d.kind), [&] {
-      for (size_t v = 0; v < d.vars.size(); ++v)
-        cl.all_reduce(value(v).bytes.data(), size_t(value(v).size()), spec(v).dtype, op);
-    });
-    if (d.op == CollOp::Avg)
-      for (size_t v = 0; v < d.vars.size(); ++v)
-        scale_values(spec(v).dtype, value(v).bytes.data(), size_t(value(v).size()), 1.0 / cl.nodes());
+    thread_local std::vector<Array*> values;
+    thread_local std::vector<const std::string*> names;
+    values.clear();
+    names.clear();
+    for (size_t v = 0; v < d.vars.size(); ++v) {
+      values.push_back(&value(v));
+      names.push_back(&spec(v).name);
+    }
+    all_reduce_values_across_nodes(values, names, d.op, coll_kind_name(d.kind));
   }
   if (n > 1) broadcast();
 }

@@ -9,9 +9,11 @@
 // Fault modes: --kill-worker NODE kills a worker of NODE after the calls; --stop-leader NODE stops
 // that leader (SIGSTOP) there; --stop-in-transfer NODE stops it just before an all_reduce of
 // 800 KB, which the other leaders make through a blocking MPI transfer; --mismatch makes node 1 call with another batch (every leader must
-// get the same UsageError, and the job goes on).
+// get the same UsageError, and the job goes on); --shape-mismatch gives each node's ranks a value of
+// another length before an all_reduce (the job must end naming it).
 //
-//   multinode_run RANKS_PER_NODE OUT [--kill-worker NODE | --kill-leader NODE | --stop-leader NODE | --mismatch]
+//   multinode_run RANKS_PER_NODE OUT [--kill-worker NODE | --kill-leader NODE | --stop-leader NODE | --mismatch |
+//                                     --shape-mismatch]
 #include <signal.h>
 #include <unistd.h>
 
@@ -108,6 +110,20 @@ int main(int argc, char** argv) {
         out << "mismatch not detected\n";
       } catch (const UsageError& e) {
         out << "mismatch caught: " << e.what() << "\n";
+      }
+    }
+    if (mode == "--shape-mismatch") {
+      // Every rank of node K holds K + 3 values: an all_reduce must refuse the different lengths.
+      Var parts = m.runtime_module().var("parts");
+      for (int r = 0; r < synk::size(); ++r) {
+        std::vector<double> v(size_t(3 + r / synk::local_size()), 1.0);
+        set_value(r, parts, ArrayRef{v.data(), rt::DType::F64, {int64_t(v.size())}});
+      }
+      try {
+        all_reduce(parts, "sum");
+        out << "shape mismatch not detected\n";
+      } catch (const UsageError& e) {
+        out << "shape mismatch caught: " << e.what() << "\n";
       }
     }
     if (kill_node == synk::node() && synk::local_size() > 1) kill(synk::worker_pid(1), SIGKILL);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs test/multinode/multinode_run on NODES "nodes" of RANKS ranks under mpirun on localhost and
 # checks the outcome (CMakeLists.txt says what each mode checks).
-#   run_multinode.sh same|kill|kill-leader|stop|mismatch PROGRAM MPIRUN NODES RANKS
+#   run_multinode.sh same|kill|kill-leader|stop|mismatch|shape-mismatch PROGRAM MPIRUN NODES RANKS
 #   run_multinode.sh fashion FASHION_MNIST MPIRUN NODES RANKS
 set -euo pipefail
 mode=$1 program=$2 mpirun=$3 nodes=$4 ranks=$5
@@ -64,6 +64,19 @@ case $mode in
         "$work/multi.node$n" || { echo "FAIL: node $n did not report the mismatch:"; grep mismatch "$work/multi.node$n"; exit 1; }
     done
     echo "PASS: every leader reported the different call of node 1 as a UsageError, and the job went on"
+    ;;
+  shape-mismatch)
+    # MPI cannot tell a leader that another passed a different length: the transfer fails on one
+    # of them, which ends the job naming the variable, its shape there and the likely cause.
+    run_failing "${launch[@]}" "$program" "$ranks" "$work/multi" --shape-mismatch
+    [[ $status -ne 0 ]] || { echo "FAIL: the job went on although the nodes' values differ in length"; exit 1; }
+    grep -q "synk: node [0-9] of $nodes .*all_reduce across nodes: .*hold 'parts' as f64\[[34]\]; is it another shape on another node" \
+      "$work/log" || { echo "FAIL: no leader named 'parts' and its shape"; exit 1; }
+    if grep -q "shape mismatch not detected" "$work"/multi.node*; then
+      echo "note: a leader computed with the shorter value before the job ended (MPI gives it no error)"
+    fi
+    expect_nothing_left
+    echo "PASS: values of different lengths on two nodes ended the job in ${took}s naming 'parts'; nothing left behind"
     ;;
   fashion)
     # A training run: K nodes x R ranks save the bits of 1 node x K*R ranks (deterministic steps).
