@@ -3,7 +3,7 @@
 // system call while timing). collectives_bench takes it before every fresh group, so that a group
 // that runs faster or slower than the others can be set beside the machine's own state at that
 // moment (on a virtual machine the hypervisor decides where the vCPUs run, and that can change
-// between one run and the next: docs/performance.md, "Fresh groups").
+// between one run and the next: docs/performance/collectives.md, "Fresh groups").
 #pragma once
 
 #include <sched.h>

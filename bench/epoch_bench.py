@@ -65,7 +65,7 @@ PROBE_SLOW_NS = 250   # the bare cache-line round trip: ~75-140 ns in the host's
 
 def probe_ns(build_dir):
     """The machine's state just now: bench/cpu_probe's cache-line round trip between CPU 0 and 1
-    in ns (docs/performance.md, "Fresh groups"); nan where the probe is not built or cannot pin."""
+    in ns (docs/performance/collectives.md, "Fresh groups"); nan where the probe is not built or cannot pin."""
     binary = os.path.join(build_dir, "bench", "cpu_probe")
     if not os.access(binary, os.X_OK):
         return float("nan")

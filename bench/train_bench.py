@@ -17,7 +17,7 @@ the same mix of machine load:
   torch-ddp2  bench/train_torch.py, DistributedDataParallel over gloo, 2 processes x 1 thread
 
 Before each run the machine is probed (bench/cpu_probe: the cache-line round trip between CPU 0
-and 1, whose two states on a VM split results in two: docs/performance.md, "Fresh groups").
+and 1, whose two states on a VM split results in two: docs/performance/collectives.md, "Fresh groups").
 A run's figure is the median of its epochs' training times (validation excluded). The table
 gives, per variant, the median and minimum over rounds and the 1-minute load average seen by
 its runs, then the ratios synk / PyTorch and the 1 -> 2 rank speedups. Writes train_bench.csv

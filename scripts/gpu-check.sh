@@ -6,7 +6,7 @@
 # benchmarks (synk's fused kernels against a device-to-device copy, matmul against cuBLAS called
 # directly, the fused patterns against PyTorch eager and torch.compile), each under its own time
 # limit so that the whole run stays under 10 minutes, and writes one dated Markdown table for
-# docs/performance.md. Every step that cannot run says so and why; a skip is not a failure.
+# docs/performance/gpu.md. Every step that cannot run says so and why; a skip is not a failure.
 #
 # On a machine without a usable GPU it says so after the probe, in seconds, and exits 0 (with
 # --emulator it also runs the CUDA tests that need no GPU: NVRTC + ptxas of every kernel and the
@@ -167,6 +167,6 @@ if [ $gpu -eq 0 ]; then
 elif [ $failed -ne 0 ]; then
   echo "gpu-check: FAILED steps above (summary in $out)"
 else
-  echo "gpu-check: every step that ran passed (summary in $out; add it to docs/performance.md)"
+  echo "gpu-check: every step that ran passed (summary in $out; add it to docs/performance/gpu.md)"
 fi
 exit $failed

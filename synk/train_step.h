@@ -106,7 +106,7 @@ class TrainStep {
   // every other f32/f64 `avg` update of the gradient function, e.g. batch-norm running
   // statistics) is kept apart and all are combined by an exact all-reduce (fixed-point sums over
   // ranks), so 1, 2, 3 or 4 ranks train to bit-identical parameters. Costs about one extra pass
-  // over the gradient per shard and two reductions (docs/performance.md). 0 turns it off (the
+  // over the gradient per shard and two reductions (docs/performance/training.md). 0 turns it off (the
   // default). UsageError when negative.
   void set_deterministic(int64_t micro_shard_rows);
   int64_t deterministic() const { return micro_shard_rows_; }
@@ -116,7 +116,7 @@ class TrainStep {
   // first), each on a helper thread per rank as soon as the backward pass has finished it, instead
   // of in one all_reduce after the call. Same bits as without. Used where the call allows it (the
   // CPU, one node, equal rows on every rank, one slice, not deterministic); the step falls back
-  // to the one all_reduce otherwise. Off by default on the CPU (docs/performance.md, "Overlap").
+  // to the one all_reduce otherwise. Off by default on the CPU (docs/performance/models.md, "Overlap").
   // bucket_bytes 0: the default (1 MiB); UsageError when negative.
   void set_overlap(bool on, int64_t bucket_bytes = 0);
   bool overlap() const { return overlap_; }

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
                                      .model_path = SYNK_FASHION_CNN_MODEL,
                                      .summary = "CNN conv32-conv64-128-10 (3x3 conv, batch norm, ReLU, 2x2 max pool; f32)",
                                      .out = "fashion_cnn_params",
-                                     // The recipe that reaches 92.5% in 10 epochs (docs/performance.md,
+                                     // The recipe that reaches 92.5% in 10 epochs (docs/performance/models.md,
                                      // "Fashion-MNIST CNN"): with cnn.synk's nesterov(lr=0.1), batch 128,
                                      // a warm-up over the first 30% of the epochs, then a cosine to 0.
                                      .lr = 0.1,

@@ -36,7 +36,7 @@ void scale_values(DType dtype, std::byte* x, size_t count, double factor);
 
 // memcpy for copies to and from the staging area. glibc 2.36's memcpy (rep movsb on this AMD
 // host) drops to ~3 GB/s when the destination sits a few bytes past the source modulo 4096, which
-// is exactly a page-aligned staging slot copied into a malloc'd buffer (docs/performance.md); a
+// is exactly a page-aligned staging slot copied into a malloc'd buffer (docs/performance/collectives.md); a
 // plain vector loop (AVX2 where the CPU has it, SSE2 otherwise) does not.
 void copy_bytes(std::byte* dst, const std::byte* src, size_t n);
 

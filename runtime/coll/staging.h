@@ -156,7 +156,7 @@ void exchange(Staging& staging, const ExchangeSpec& spec);
 
 // The default cap on one slot (bytes): a round's slots stay in the last-level cache, and rounds
 // are few enough that barriers cost little (1 MiB measured best of 32 KiB to 4 MiB on the
-// development VM; see docs/performance.md).
+// development VM; see docs/performance/collectives.md).
 inline constexpr size_t kDefaultChunkBytes = size_t(1) << 20;
 // Below this many bytes (and within one slot) a reduction is done by every rank over the whole
 // buffer after one barrier, instead of a reduce-scatter and an all-gather after two.

@@ -362,7 +362,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
 
   // With a core per rank, a rank that waits longer than the spin keeps polling (yielding) for 2 ms
   // before it sleeps: a futex sleep idles the core, and waking it up again costs a training step
-  // more than the wait itself (docs/performance.md, "Waiting for a peer"). Ranks that share cores
+  // more than the wait itself (docs/performance/training.md, "Waiting for a peer"). Ranks that share cores
   // yield only briefly. Explicit options win over the environment, which wins over these.
   WaitPolicy policy;
   const bool core_per_rank = size_t(n) <= cpus.size();

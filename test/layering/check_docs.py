@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The documentation stays inside the repository: every relative Markdown link in README.md and
-docs/*.md resolves to a file of the repository, and no page points outside it (`../shared`, a
+docs/ (and its subfolders) resolves to a file of the repository, and no page points outside it (`../shared`, a
 path above the repository root). Prints `file:line: ...` per problem and exits 1 if there is any.
 Usage: check_docs.py SOURCE_ROOT
 """
@@ -32,8 +32,9 @@ def check(root, page, problems):
 
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
-    pages = ["README.md"] + sorted(os.path.join("docs", n) for n in os.listdir(os.path.join(root, "docs"))
-                                   if n.endswith(".md"))
+    pages = ["README.md"] + sorted(os.path.relpath(os.path.join(folder, n), root)
+                                   for folder, _, names in os.walk(os.path.join(root, "docs"))
+                                   for n in names if n.endswith(".md"))
     problems = []
     for page in pages:
         check(root, page, problems)
