@@ -28,6 +28,7 @@ bool g_finalized = false;
 int g_local_ranks = 1;
 std::function<void()> g_check_local;
 int64_t g_deadline_ns = 0;
+double g_node_timeout_s = 300;
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -35,8 +36,9 @@ int64_t now_ns() {
 }
 
 // SYNK_NODE_TIMEOUT_S: how long a leader waits for the others in one cross-node step (default
-// 300 s; 0: forever).
-double node_timeout_s() {
+// 300 s; 0: forever). Read once, by start_cluster: under mpirun the environment holds a hundred
+// variables, and every cross-node step needs the value.
+double read_node_timeout_s() {
   const char* s = std::getenv("SYNK_NODE_TIMEOUT_S");
   if (!s || !*s) return 300;
   char* end = nullptr;
@@ -51,7 +53,7 @@ double node_timeout_s() {
 // stopped, segments removed) and mpirun ends the rest of the job.
 void end_stuck_transfer() {
   std::fprintf(stderr, "synk: node %d of %d: no answer from the other nodes within SYNK_NODE_TIMEOUT_S=%g s "
-               "during a transfer; ending the whole job\n", cluster_node(), cluster_nodes(), node_timeout_s());
+               "during a transfer; ending the whole job\n", cluster_node(), cluster_nodes(), g_node_timeout_s);
   std::fflush(stderr);
   ::kill(::getpid(), SIGTERM);
 }
@@ -61,7 +63,7 @@ void poll_peers() {
   if (g_check_local) g_check_local();
   if (g_deadline_ns > 0 && now_ns() > g_deadline_ns)
     throw Error(fmt::format("no answer from the other nodes within SYNK_NODE_TIMEOUT_S={} s (a node stopped, or "
-                            "the leaders called different things)", node_timeout_s()));
+                            "the leaders called different things)", g_node_timeout_s));
 }
 
 using CreateFn = Cluster* (*)(std::string*);
@@ -98,7 +100,7 @@ void start_cluster(int local_ranks, const std::string& backend_name, std::functi
   if (g_finalized)
     throw UsageError("fork: under mpirun a program can fork once (MPI cannot be initialised again after close())");
   if (g_cluster) throw InternalError("start_cluster: a cluster is running already");
-  node_timeout_s();   // a malformed value is reported now, not in the middle of a step
+  g_node_timeout_s = read_node_timeout_s();   // a malformed value is reported now, not in a step
   CreateFn create = load_plugin();
   std::string error;
   Cluster* made = create(&error);
@@ -154,7 +156,7 @@ void abort_job(const std::string& message) {
 }
 
 void cross_node(const char* what, const std::function<void()>& step) {
-  const double timeout = node_timeout_s();
+  const double timeout = g_node_timeout_s;
   g_deadline_ns = timeout > 0 ? now_ns() + int64_t(timeout * 1e9) : 0;
   if (g_cluster) g_cluster->deadline_ns.store(g_deadline_ns);
   try {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs test/multinode/multinode_run on NODES "nodes" of RANKS ranks under mpirun on localhost and
 # checks the outcome (CMakeLists.txt says what each mode checks).
-#   run_multinode.sh same|kill|kill-leader|stop|mismatch|shape-mismatch PROGRAM MPIRUN NODES RANKS
+#   run_multinode.sh same|kill|kill-leader|stop|mismatch|shape-mismatch|bad-timeout PROGRAM MPIRUN NODES RANKS
 #   run_multinode.sh fashion FASHION_MNIST MPIRUN NODES RANKS
 set -euo pipefail
 mode=$1 program=$2 mpirun=$3 nodes=$4 ranks=$5
@@ -64,6 +64,15 @@ case $mode in
         "$work/multi.node$n" || { echo "FAIL: node $n did not report the mismatch:"; grep mismatch "$work/multi.node$n"; exit 1; }
     done
     echo "PASS: every leader reported the different call of node 1 as a UsageError, and the job went on"
+    ;;
+  bad-timeout)
+    # A malformed SYNK_NODE_TIMEOUT_S is refused by fork() on every leader, before any step.
+    run_failing env SYNK_NODE_TIMEOUT_S=soon "${launch[@]}" -x SYNK_NODE_TIMEOUT_S "$program" "$ranks" "$work/multi"
+    [[ $status -ne 0 ]] || { echo "FAIL: the job ran with SYNK_NODE_TIMEOUT_S=soon"; exit 1; }
+    grep -q "SYNK_NODE_TIMEOUT_S: expected a number of seconds >= 0, received 'soon'" "$work/log" ||
+      { echo "FAIL: no leader named the bad SYNK_NODE_TIMEOUT_S"; exit 1; }
+    expect_nothing_left
+    echo "PASS: SYNK_NODE_TIMEOUT_S=soon was refused at fork() in ${took}s; nothing left behind"
     ;;
   shape-mismatch)
     # MPI cannot tell a leader that another passed a different length: the transfer fails on one
