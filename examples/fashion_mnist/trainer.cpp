@@ -553,6 +553,8 @@ int run_program(const Program& program, int argc, char** argv) {
   o.out = program.out;
   o.lr = program.lr;
   o.batch = program.batch;
+  o.epochs = program.epochs;
+  o.shift = program.shift;
   o.cosine = program.cosine;
   const char* name = program.name.c_str();
   CLI::App app{fmt::format("Data-parallel training of a {} on Fashion-MNIST with synk: per step one gradient call "
@@ -611,15 +613,17 @@ int run_program(const Program& program, int argc, char** argv) {
                                  "keep it (or follow --cosine over the remaining epochs): Schedule::with_warmup; 0: off; "
                                  "default: {}",
                                  program.warmup_fraction > 0
-                                     ? fmt::format("{:g}% of --epochs", 100 * program.warmup_fraction)
+                                     ? fmt::format("{:.3g}% of --epochs", 100 * program.warmup_fraction)
                                      : std::string("0")))
           ->type_name("EPOCHS")
           ->check(in_range(0, true, std::numeric_limits<double>::max(), false, "a number >= 0"));
-  app.add_option("--shift", o.shift,
-                 "Move each training image by a random offset of up to N pixels in x and y, anew every epoch "
-                 "(data augmentation; 0: off)")
-      ->capture_default_str()
-      ->check(at_least(0, 8));
+  CLI::Option* shift =
+      app.add_option("--shift", o.shift,
+                     "Move each training image by a random offset of up to N pixels in x and y, anew every epoch "
+                     "(data augmentation of the index-batch mode; 0: off; a default above 0 does not apply to "
+                     "--device-data)")
+          ->capture_default_str()
+          ->check(at_least(0, 8));
   app.add_flag("--overlap", o.overlap,
                "Average the gradient in buckets during the backward pass, same bits (docs/training.md, \"Overlap\")");
   app.add_option("--bucket-bytes", o.bucket_bytes, "Bucket size of --overlap in bytes (0: the default, 1 MiB)")
@@ -640,6 +644,7 @@ int run_program(const Program& program, int argc, char** argv) {
   }
   o.override_optimizer = lr->count() + momentum->count() + optimizer->count() > 0;
   if (warmup->count() == 0) o.warmup = program.warmup_fraction * o.epochs;
+  if (shift->count() == 0 && o.device_data) o.shift = 0;   // the program's default is for index batches
   try {
     if (o.warmup > 0 && o.warmup >= o.epochs)
       throw CommandLineError(fmt::format("--warmup {:g} must be fewer epochs than --epochs {}", o.warmup, o.epochs));

@@ -17,6 +17,8 @@ struct Program {
   std::string out;           // the default --out directory
   double lr = 0.05;          // the default --lr (the model's own optimizer is used unless a flag replaces it)
   int batch = 256;           // the default --batch
+  int epochs = 10;           // the default --epochs
+  int shift = 0;             // the default --shift
   bool cosine = false;       // the default of --cosine / --no-cosine
   double warmup_fraction = 0;   // the default --warmup: this fraction of --epochs
 };
