@@ -368,6 +368,13 @@ int check_required_accuracy(const Options& o, const Evaluation& initial, const E
   return 0;
 }
 
+// The learning-rate schedule for the first line: ", warm-up over 2 epochs, then a cosine to 0".
+std::string describe_schedule(const Options& o) {
+  std::string warmup = o.warmup > 0 ? fmt::format("warm-up over {:.3g} epoch{}", o.warmup, o.warmup == 1 ? "" : "s") : "";
+  if (o.cosine) return warmup.empty() ? ", cosine to 0" : ", " + warmup + ", then a cosine to 0";
+  return warmup.empty() ? "" : ", " + warmup;
+}
+
 // What a checkpoint of the examples records besides the model's state: enough to refuse a resume
 // that could not continue the same run.
 synk::CheckpointMetadata checkpoint_metadata(const Options& o, int epoch) {
@@ -421,12 +428,14 @@ int train(const Options& o) {
   DataSet validation = to_data(train_split, chosen.held_out, "validation");
   const std::string validation_name = fmt::format("{} training images held out", chosen.held_out.size());
 
-  fmt::print("{}: {}, {}, global batch {}, {} rank{}{} ({}){}\n", o.program->name, o.program->summary, model.optimizer,
-             o.batch, ranks, ranks == 1 ? "" : "s",
+  fmt::print("{}: {}, {}{}, global batch {}, {} rank{}{} ({}){}\n", o.program->name, o.program->summary, model.optimizer,
+             describe_schedule(o), o.batch, ranks, ranks == 1 ? "" : "s",
              synk::nodes() > 1 ? fmt::format(" on {} nodes", synk::nodes()) : "", backend_label,
              o.deterministic > 0 ? fmt::format(", deterministic over {}-row micro-shards", o.deterministic) : "");
-  fmt::print("data: {} training images shuffled each epoch{}, validation on {} ({}); compiled in {:.2f} s\n",
-             train.rows(), o.device_data ? " (scattered once into sliceable shared variables; batch_s)" : "",
+  fmt::print("data: {} training images shuffled each epoch{}{}, validation on {} ({}); compiled in {:.2f} s\n",
+             train.rows(),
+             o.shift > 0 ? fmt::format(", each moved by up to {} pixel{}", o.shift, o.shift == 1 ? "" : "s") : "",
+             o.device_data ? " (scattered once into sliceable shared variables; batch_s)" : "",
              validation_name, o.data_dir, compile_time);
   const int first_epoch = resume_from_checkpoint(o, model, ranks) + 1;
   Evaluation initial = evaluate(model, validation, ranks);
