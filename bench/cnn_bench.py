@@ -31,12 +31,12 @@ from epoch_bench import (CSV_FIELDS, bench_env, chosen_variants, csv_row, run_ro
                          variant_summary)
 
 
-def variants(binary, limit):
-    # cnn_torch.py's recipe (momentum SGD lr 0.05, batch 256, constant rate), not fashion_cnn's
-    # defaults (nesterov lr 0.1, batch 128, warm-up and cosine), so both sides do the same work.
-    synk_args = ["--batch", "256", "--optimizer", "momentum", "--lr", "0.05", "--momentum", "0.9", "--no-cosine",
+def variants(binary, limit, batch):
+    # cnn_torch.py's recipe (momentum SGD lr 0.05, constant rate) at the same global batch, not
+    # fashion_cnn's defaults (nesterov lr 0.1, warm-up and cosine), so both sides do the same work.
+    synk_args = ["--batch", str(batch), "--optimizer", "momentum", "--lr", "0.05", "--momentum", "0.9", "--no-cosine",
                  "--warmup", "0"] + (["--limit", str(limit)] if limit else [])
-    torch_args = ["--limit", str(limit)]
+    torch_args = ["--limit", str(limit), "--batch", str(batch)]
     return {
         "synk-r1": lambda e, env: run_synk(binary, 1, e, env, synk_args),
         "synk-r2": lambda e, env: run_synk(binary, 2, e, env, synk_args),
@@ -46,7 +46,7 @@ def variants(binary, limit):
     }
 
 
-def plot(path, names, medians, mins):
+def plot(path, names, medians, mins, batch):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -57,14 +57,14 @@ def plot(path, names, medians, mins):
     for bar, value in zip(bars, medians):
         ax.annotate(f"{value:.2f}", (bar.get_x() + bar.get_width() / 2, value), ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("seconds per epoch (median of runs)")
-    ax.set_title("Fashion-MNIST CNN (examples/fashion_cnn), batch 256: synk vs PyTorch 1.13 (CPU)")
+    ax.set_title(f"Fashion-MNIST CNN (examples/fashion_cnn), batch {batch}: synk vs PyTorch 1.13 (CPU)")
     ax.title.set_fontsize(9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
 
-def report(rows, chosen, out_dir):
+def report(rows, chosen, out_dir, batch):
     """Writes the CSV, prints the table and ratios, draws the PNG."""
     csv_path = os.path.join(out_dir, "cnn_bench.csv")
     with open(csv_path, "w", newline="") as f:
@@ -92,7 +92,7 @@ def report(rows, chosen, out_dir):
         print(f"{'synk speedup 1 -> 2 ranks':<44} {summary['synk-r1'][0] / summary['synk-r2'][0]:6.2f}"
               "   (target >= 1.85)")
     png_path = os.path.join(out_dir, "cnn_bench.png")
-    plot(png_path, chosen, [summary[n][0] for n in chosen], [summary[n][1] for n in chosen])
+    plot(png_path, chosen, [summary[n][0] for n in chosen], [summary[n][1] for n in chosen], batch)
     print(f"\nwrote {csv_path} and {png_path}")
 
 
@@ -102,6 +102,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="train on N images only (0: all 55,000)")
+    parser.add_argument("--batch", type=int, default=256, help="global batch of both sides (fashion_cnn's default: 128)")
     parser.add_argument("--variants", default="synk-r1,synk-r2,torch-t1,torch-t2,torch-ddp2",
                         help="comma-separated subset, run in this order each round")
     parser.add_argument("--out-dir", default=None, help="where the CSV and PNG go (default: the build directory)")
@@ -109,15 +110,15 @@ def main():
     binary = os.path.join(args.build_dir, "examples", "fashion_cnn", "fashion_cnn")
     if not os.access(binary, os.X_OK):
         parser.error(f"no fashion_cnn binary at {binary} (build the fashion_cnn target first)")
-    if args.rounds < 1 or args.epochs < 1 or args.limit < 0:
-        parser.error("--rounds and --epochs must be at least 1, --limit at least 0")
-    table = variants(binary, args.limit)
+    if args.rounds < 1 or args.epochs < 1 or args.limit < 0 or args.batch < 1:
+        parser.error("--rounds, --epochs and --batch must be at least 1, --limit at least 0")
+    table = variants(binary, args.limit, args.batch)
     chosen = chosen_variants(parser, args.variants, table)
     out_dir = args.out_dir or args.build_dir
     os.makedirs(out_dir, exist_ok=True)
     env = bench_env()
     rows = run_rounds(args.rounds, chosen, lambda name: table[name](args.epochs, env), args.build_dir)
-    report(rows, chosen, out_dir)
+    report(rows, chosen, out_dir, args.batch)
 
 
 if __name__ == "__main__":

@@ -551,11 +551,8 @@ void prepare_out_dir(const std::string& out) {
     throw CommandLineError(fmt::format("--out '{}': the directory is not writable", out));
 }
 
-}  // namespace
-
-namespace fashion_mnist {
-
-int run_program(const Program& program, int argc, char** argv) {
+// The options before the command line: the program's defaults.
+Options defaults_of(const fashion_mnist::Program& program) {
   Options o;
   o.program = &program;
   o.model = program.model_path;
@@ -565,6 +562,15 @@ int run_program(const Program& program, int argc, char** argv) {
   o.epochs = program.epochs;
   o.shift = program.shift;
   o.cosine = program.cosine;
+  return o;
+}
+
+}  // namespace
+
+namespace fashion_mnist {
+
+int run_program(const Program& program, int argc, char** argv) {
+  Options o = defaults_of(program);
   const char* name = program.name.c_str();
   CLI::App app{fmt::format("Data-parallel training of a {} on Fashion-MNIST with synk: per step one gradient call "
                            "over a shuffled index batch, one all_reduce(avg) of the flat gradient, one update call.",
