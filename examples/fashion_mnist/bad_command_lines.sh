@@ -54,6 +54,8 @@ if [[ -f $data/train-images-idx3-ubyte.gz ]]; then
     --data "$data" --holdout 59000 --limit 2000
   expect 2 "--limit 70000 asks for more training images than the 55000 there are after --holdout 5000" --data "$data" --limit 70000
   expect 2 "--holdout: must be an integer >= 1, got '0'" --data "$data" --holdout 0
+  # The bounds the messages name are accepted: --warmup 0 (off) trains.
+  expect 0 "" --data "$data" --warmup 0 --limit 300 --holdout 100
 else
   echo "note: $data has no Fashion-MNIST files; the --holdout/--limit cases are skipped"
 fi

@@ -631,7 +631,7 @@ int run_program(const Program& program, int argc, char** argv) {
                                      ? fmt::format("{:.3g}% of --epochs", 100 * program.warmup_fraction)
                                      : std::string("0")))
           ->type_name("EPOCHS")
-          ->check(in_range(0, true, std::numeric_limits<double>::max(), false, "a number >= 0"));
+          ->check(in_range(0, false, std::numeric_limits<double>::max(), false, "a number >= 0"));
   CLI::Option* shift =
       app.add_option("--shift", o.shift,
                      "Move each training image by a random offset of up to N pixels in x and y, anew every epoch "
