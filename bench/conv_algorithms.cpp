@@ -7,7 +7,10 @@
 // shape, the median over rounds and the Winograd / direct ratio's range across rounds, and what
 // the rule picks. Writes conv_algorithms.csv (draw it with bench/plot_conv_algorithms.py).
 //
-// usage: conv_algorithms [--rounds N] [--reps N] [--csv FILE]
+// usage: conv_algorithms [--rounds N] [--reps N] [--csv FILE] [--layers-only]
+// (--layers-only: the widening layers and the examples' layers, without the grid)
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -71,29 +74,50 @@ double time_layer(const Shape& s, dnnl::algorithm algo, int reps) {
 
 int main(int argc, char** argv) {
   int rounds = 3, reps = 5;
+  bool grid = true;
   std::string csv = std::string(SYNK_BENCH_OUT_DIR) + "/conv_algorithms.csv";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--rounds")) rounds = std::max(1, std::atoi(argv[i + 1]));
+  for (int i = 1; i < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--layers-only")) {
+      grid = false;
+      --i;
+    } else if (i + 1 >= argc) {
+      std::fprintf(stderr, "conv_algorithms: %s needs a value\n", argv[i]);
+      return 2;
+    } else if (!std::strcmp(argv[i], "--rounds")) rounds = std::max(1, std::atoi(argv[i + 1]));
     else if (!std::strcmp(argv[i], "--reps")) reps = std::max(1, std::atoi(argv[i + 1]));
     else if (!std::strcmp(argv[i], "--csv")) csv = argv[i + 1];
     else {
-      std::fprintf(stderr, "usage: conv_algorithms [--rounds N] [--reps N] [--csv FILE]\n");
+      std::fprintf(stderr, "usage: conv_algorithms [--rounds N] [--reps N] [--csv FILE] [--layers-only]\n");
       return 2;
     }
   }
+  // One thread, as a rank runs oneDNN (compiler/dnn/dnn.cpp's OneThread): left to itself,
+  // libgomp would use every core, and Winograd's relative speed changes with the thread count
+  // (ResNet-20's 16-channel 32x32 layer: 0.92x of direct on two threads, 1.62x on one).
+  omp_set_num_threads(1);
   dnnl::set_max_cpu_isa(dnnl::cpu_isa::all);
   std::vector<Shape> shapes;
   for (int64_t n : {16, 64, 128})
     for (int64_t c : {16, 32, 64, 128, 256})
       for (int64_t hw : {4, 8, 14, 16, 28, 32}) {
         const double flops = 2.0 * double(n * c * c * hw * hw * 9);
-        if (flops >= 2e6 && flops <= 4e9) shapes.push_back({n, c, hw});
+        if (grid && flops >= 2e6 && flops <= 4e9) shapes.push_back({n, c, hw});
       }
-  // The 3x3 stride-1 layers of the examples, at the images per rank of their 2-rank runs.
-  shapes.push_back({128, 32, 14, 64, "fashion_cnn conv2"});
-  shapes.push_back({128, 16, 32, 16, "resnet20 stage 1"});
-  shapes.push_back({128, 32, 16, 32, "resnet20 stage 2"});
-  shapes.push_back({128, 64, 8, 64, "resnet20 stage 3"});
+  // Widening 3x3 stride-1 layers (twice the channels out), as the CNN's conv2.
+  for (int64_t n : {16, 64, 128})
+    for (int64_t c : {16, 32, 64})
+      for (int64_t hw : {8, 14, 16, 28}) {
+        const double flops = 2.0 * double(n * c * 2 * c * hw * hw * 9);
+        if (flops >= 2e6 && flops <= 4e9) shapes.push_back({n, c, hw, 2 * c});
+      }
+  // The 3x3 stride-1 layers of the examples, at the images per rank of their 2-rank runs: 64 at
+  // the examples' default global batch of 128, 128 at batch 256.
+  shapes.push_back({64, 32, 14, 64, "fashion_cnn conv2"});
+  shapes.push_back({128, 32, 14, 64, "fashion_cnn conv2 (batch 256)"});
+  shapes.push_back({64, 16, 32, 16, "resnet20 stage 1"});
+  shapes.push_back({64, 32, 16, 32, "resnet20 stage 2"});
+  shapes.push_back({64, 64, 8, 64, "resnet20 stage 3"});
+  shapes.push_back({128, 32, 16, 32, "resnet20 stage 2 (batch 256)"});
   shapes.push_back({16, 64, 16, 64, "resnet50 (64x64 images) stage 1"});
   shapes.push_back({16, 128, 8, 128, "resnet50 (64x64 images) stage 2"});
   shapes.push_back({16, 256, 4, 256, "resnet50 (64x64 images) stage 3"});

@@ -323,7 +323,8 @@ bool winograd_suits(const Conv2dParams& p) {
   if (mode != 0) return mode == 2;
   const Size2d o = conv2d_output_size(p);
   const int64_t channels = std::min(p.c, p.out_channels);
-  return (channels >= 64 && p.n * o.h * o.w >= 1024) || (channels >= 32 && o.h >= 16 && o.w >= 16);
+  const bool pixels = p.n * o.h * o.w >= 1024;
+  return (channels >= 64 && pixels) || (channels >= 32 && pixels && o.h >= 8 && o.w >= 8);
 }
 
 void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias, float* y,

@@ -38,7 +38,7 @@ ConvFormat suggested_format(const Conv2dParams& p);
 // Winograd F(4x4, 3x3) kernels instead of its direct ones: 3x3, stride 1, dense, one group, and
 // a shape where they measured faster on this machine (README, "Winograd"): at least 64 input and
 // output channels over at least 1,024 output pixels per call (n * oh * ow), or at least 32 over
-// output planes of at least 16x16. The rule depends on the shape only, so the choice, and so the
+// as many pixels on output planes of at least 8x8. The rule depends on the shape only, so the choice, and so the
 // bits, are the same on every run. Where oneDNN has no Winograd kernel (a CPU without AVX-512)
 // the direct one runs. SYNK_CONV_ALGORITHM=direct turns it off, =winograd forces it wherever the
 // layer allows (both for comparisons).

@@ -88,7 +88,10 @@ TEST(Shapes, WinogradRuleFollowsTheBenchmark) {
   EXPECT_FALSE(winograd_suits(conv(15, 64, 8, 8, 64, 3, 1, 1, false)));    // 960
   EXPECT_TRUE(winograd_suits(conv(128, 32, 16, 16, 32, 3, 1, 1, false)));  // its second stage
   EXPECT_FALSE(winograd_suits(conv(128, 16, 32, 32, 16, 3, 1, 1, false))); // its first: slower
-  EXPECT_FALSE(winograd_suits(conv(128, 32, 14, 14, 64, 3, 1, 1, false))); // the CNN's conv2: no gain
+  EXPECT_TRUE(winograd_suits(conv(64, 32, 14, 14, 64, 3, 1, 1, false)));   // the CNN's conv2: 0.83x
+  EXPECT_TRUE(winograd_suits(conv(64, 32, 8, 8, 32, 3, 1, 1, false)));     // 32 channels on 8x8
+  EXPECT_FALSE(winograd_suits(conv(128, 32, 4, 4, 32, 3, 1, 1, false)));   // on 4x4 planes: direct
+  EXPECT_FALSE(winograd_suits(conv(15, 32, 8, 8, 32, 3, 1, 1, false)));    // 960 output pixels
   EXPECT_FALSE(winograd_suits(conv(128, 64, 16, 16, 64, 3, 2, 1, false))); // strided
   EXPECT_FALSE(winograd_suits(conv(128, 64, 16, 16, 64, 3, 1, 2, false, 1, 2)));  // dilated
   EXPECT_FALSE(winograd_suits(conv(128, 64, 16, 16, 64, 5, 1, 2, false)));  // 5x5
