@@ -22,7 +22,6 @@
 #include "runtime/coll/nccl.h"
 #include "runtime/data/dtype.h"
 #include "runtime/data/shared_vars.h"
-#include "runtime/trace/trace.h"
 #include "synk/collectives_internal.h"
 
 namespace synk {
@@ -315,26 +314,6 @@ void broadcast_local(const char* what, const Vars& vars, const CollectiveOptions
   run(what, g, d, ts, io);
 }
 
-// all_reduce with one rank per node: the node's value is the master's own, so the collective is
-// the leaders' exchange alone, without a local command (its descriptor, staging reset and
-// dispatch: 0.3 us of the 10 us of a 1 KiB exchange over TCP here, docs/performance/collectives.md).
-void all_reduce_lone_ranks(const std::vector<Target>& ts, CollOp op) {
-  rt::trace::Span span(rt::trace::Category::Collective, "all_reduce");
-  thread_local std::vector<rt::Array*> values;
-  thread_local std::vector<const std::string*> names;
-  values.clear();
-  names.clear();
-  int64_t bytes = 0;
-  for (const Target& t : ts) {
-    values.push_back(&t.module->values.at(size_t(t.cv.var)));
-    names.push_back(&t.spec->name);
-    bytes += int64_t(values.back()->bytes.size());
-  }
-  if (span.active())
-    span.set_detail(fmt::format("{} variable{}, across nodes", ts.size(), ts.size() == 1 ? "" : "s"), bytes);
-  rt::all_reduce_values_across_nodes(values, names, op, "all_reduce");
-}
-
 std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& vars, const ReduceOp& op,
                                    bool in_place, const CollectiveOptions& options,
                                    const std::vector<double>* rank_scale = nullptr) {
@@ -359,10 +338,6 @@ std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& 
                                      "values and 8-bit integers", what, t.name(), rt::dtype_name(t.spec->dtype)));
     d.across_nodes = kind == CollKind::AllReduce;
     if (kind == CollKind::Reduce) d.in_place = false;   // only global rank 0's variables change (below)
-  }
-  if (nodes && g.size() == 1 && kind == CollKind::AllReduce && !rank_scale) {
-    all_reduce_lone_ranks(ts, d.op);
-    return {};
   }
   for (const Target& t : ts) d.add_shape(shape_on(&g, t, 0));
   // One rank: every op of one operand is that operand (avg divides by 1), so an in-place
