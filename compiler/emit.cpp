@@ -50,7 +50,10 @@ void emit(const ir::Module& module, const std::string& stage, std::ostream& out,
     out << dsl::print_module(expand_gradients(expanded));
     return;
   }
-  LowerOptions lower_options;
+  // The CPU stages show the CPU backend's plan (channels-last convolutions); cuda and ptx the
+  // CUDA backend's.
+  const bool cuda = stage == "cuda" || stage == "ptx";
+  LowerOptions lower_options = cuda ? LowerOptions{} : cpu_lower_options(true);
   if (options.print_after_all) lower_options.print_after_all = options.pass_dump;
   bool first = true;
   for (const ir::Function& fn : expanded.functions) {

@@ -5,6 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <string>
+
+#include "base/errors.h"
 #include "compiler/grad/grad.h"
 #include "compiler/passes/passes.h"
 #include "dsl/frontend.h"
@@ -39,6 +43,19 @@ ir::Function run_pass(const char* name, ir::Function (*pass)(const ir::Function&
 
 }  // namespace
 
+LowerOptions cpu_lower_options(bool with_environment) {
+  LowerOptions options;
+  options.channels_last = true;
+  if (with_environment) {
+    const char* v = std::getenv("SYNK_CONV_LAYOUT");
+    const std::string s = v ? v : "";
+    if (s == "nchw") options.channels_last = false;
+    else if (!s.empty() && s != "nhwc" && s != "auto")
+      throw synk::UserError("SYNK_CONV_LAYOUT = '" + s + "': expected nhwc (the default) or nchw");
+  }
+  return options;
+}
+
 KernelPlan lower(const ir::Module& module, const ir::Function& input, const LowerOptions& options) {
   ir::Function fn = input;
   fn = expand_gradients(module, fn);                      // grad(...) becomes ordinary IR
@@ -48,6 +65,12 @@ KernelPlan lower(const ir::Module& module, const ir::Function& input, const Lowe
   fn = run_pass("simplify", simplify, fn, module, options);     // folding exposes x*1, x+0 again
   fn = run_pass("cse", eliminate_common_subexpressions, fn, module, options);
   fn = run_pass("dce", eliminate_dead_nodes, fn, module, options);
+  if (options.channels_last) {
+    fn = run_pass("channels-last", convert_to_channels_last, fn, module, options);
+    fn = run_pass("simplify", simplify, fn, module, options);   // transposes that meet cancel
+    fn = run_pass("cse", eliminate_common_subexpressions, fn, module, options);
+    fn = run_pass("dce", eliminate_dead_nodes, fn, module, options);
+  }
   KernelPlan plan = fuse_kernels(module, fn, FusionOptions{options.fuse});
   if (options.print_after_all) {
     *options.print_after_all << fmt::format("// *** kernel plan after fusion (fn {}) ***\n", fn.name);

@@ -185,8 +185,11 @@ class FunctionPrinter {
   static std::string window_text(const ir::Node& n, const std::string& ops) {
     const ir::Window2d& w = n.attrs.window;
     const std::string pad = fmt::format("padding=[{}, {}, {}, {}]", w.pad_top, w.pad_bottom, w.pad_left, w.pad_right);
-    const std::string conv = fmt::format("stride=[{}, {}], {}, dilation=[{}, {}], groups={}", w.stride_h, w.stride_w,
-                                         pad, w.dilation_h, w.dilation_w, w.groups);
+    // channels_last (NHWC activations) exists only after the CPU backend's layout pass
+    // (--print-after-all); the front end does not read it back.
+    const std::string conv = fmt::format("stride=[{}, {}], {}, dilation=[{}, {}], groups={}{}", w.stride_h, w.stride_w,
+                                         pad, w.dilation_h, w.dilation_w, w.groups,
+                                         w.channels_last ? ", channels_last=true" : "");
     const std::string kernel = fmt::format("[{}, {}]", w.kh, w.kw);
     const std::string input = fmt::format("input=[{}, {}]", w.in_h, w.in_w);
     const char* include = w.count_include_pad ? "true" : "false";

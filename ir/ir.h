@@ -124,6 +124,9 @@ struct Window2d {
   int64_t groups = 1;
   int64_t in_h = 0, in_w = 0;
   bool count_include_pad = true;    // AvgPool2d: padding cells count in the divisor
+  // Conv2d*: activations (x, dy, the result) are [N, H, W, C] instead of [N, C, H, W]; weights stay
+  // OIHW. Only the CPU backend's channels-last pass (compiler/passes/channels_last.cpp) sets it.
+  bool channels_last = false;
   friend bool operator==(const Window2d&, const Window2d&) = default;
 };
 bool is_window_op(Op op);            // Conv2d .. AvgPool2dBackward

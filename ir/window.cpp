@@ -1,9 +1,11 @@
 // Type inference of conv2d and pooling (see window.h). Inputs are NCHW with a static C, H and W
-// (the batch N may be a symbol); weights are static OIHW. Output sizes and parameter checks come
+// (the batch N may be a symbol), or NHWC for a channels_last convolution; weights are static OIHW. Output sizes and parameter checks come
 // from dnn_params.h with N = 1, so a symbolic batch is checked once for every binding.
 #include "ir/window.h"
 
 #include <fmt/format.h>
+
+#include <vector>
 
 namespace synk::ir {
 
@@ -69,6 +71,27 @@ InferResult infer_conv(Op op, std::span<const TensorType> xs, const Window2d& wi
   return ok(TensorType{first.dtype, {Dim::fixed(out), Dim::fixed(c / win.groups), Dim::fixed(win.kh), Dim::fixed(win.kw)}});
 }
 
+// NHWC <-> NCHW views of an activation type (channels_last convolutions).
+TensorType to_nchw(const TensorType& t) {
+  if (t.rank() != 4) return t;
+  return TensorType{t.dtype, {t.shape[0], t.shape[3], t.shape[1], t.shape[2]}};
+}
+TensorType to_nhwc(const TensorType& t) {
+  if (t.rank() != 4) return t;
+  return TensorType{t.dtype, {t.shape[0], t.shape[2], t.shape[3], t.shape[1]}};
+}
+
+// A channels_last convolution is the NCHW one on permuted activations: the same checks and sizes.
+InferResult infer_conv_channels_last(Op op, std::span<const TensorType> xs, Window2d win) {
+  win.channels_last = false;
+  std::vector<TensorType> nchw_operands(xs.begin(), xs.end());
+  nchw_operands[0] = to_nchw(xs[0]);
+  if (op == Op::Conv2dBackwardWeights) nchw_operands[1] = to_nchw(xs[1]);
+  InferResult r = infer_conv(op, nchw_operands, win);
+  if (r.type && op != Op::Conv2dBackwardWeights) r.type = to_nhwc(*r.type);
+  return r;
+}
+
 InferResult infer_pool(Op op, std::span<const TensorType> xs, const Window2d& win) {
   const char* name = op_name(op);
   const bool backward = op == Op::MaxPool2dBackward || op == Op::AvgPool2dBackward;
@@ -122,8 +145,10 @@ InferResult infer_window_type(Op op, std::span<const TensorType> operands, const
                             operands.size(), operands.size() == 1 ? "was" : "were"));
   switch (op) {
     case Op::Conv2d: case Op::Conv2dBackwardData: case Op::Conv2dBackwardWeights:
+      if (attrs.window.channels_last) return infer_conv_channels_last(op, operands, attrs.window);
       return infer_conv(op, operands, attrs.window);
     default:
+      if (attrs.window.channels_last) return fail(fmt::format("{} has no channels_last form", op_name(op)));
       return infer_pool(op, operands, attrs.window);
   }
 }

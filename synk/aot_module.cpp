@@ -83,7 +83,7 @@ ModuleState& state_locked(const ModuleDef& def) {
 // The linked CPU version, checked against the code regenerated from the baked source.
 std::unique_ptr<rt::CompiledFunction> build_cpu_function(const ModuleDef& def, const ir::Module& module,
                                                          const ir::Function& fn, const FunctionTable* table_entry) {
-  compiler::KernelPlan plan = compiler::lower(module, fn);
+  compiler::KernelPlan plan = compiler::lower(module, fn, compiler::cpu_lower_options());
   std::string source = compiler::generate_cpu_source(module, plan, def.name);
   uint64_t hash = source_hash(source);
   if (hash != table_entry->source_hash)

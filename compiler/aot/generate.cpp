@@ -339,7 +339,7 @@ AotModule generate(const ir::Module& module, const std::string& source_name, con
       functions.push_back(&fn);
   for (const ir::Function* f : functions) {
     const ir::Function& fn = *f;
-    KernelPlan plan = lower(module, fn);
+    KernelPlan plan = lower(module, fn, cpu_lower_options());
     (void)make_signature(module, fn, plan);   // a dtype the runtime lacks is an error now, not at run time
     AotKernels k;
     k.function = fn.name;
@@ -349,7 +349,7 @@ AotModule generate(const ir::Module& module, const std::string& source_name, con
       k.symbols.push_back(kernel_symbol(plan, kernel));
       k.linked_symbols.push_back(kernel_symbol(plan, kernel, result.name));
     }
-    if (!options.cuda_archs.empty()) add_gpu_images(module, plan, result.name, options, k);
+    if (!options.cuda_archs.empty()) add_gpu_images(module, lower(module, fn), result.name, options, k);
     result.kernels.push_back(std::move(k));
   }
   // Every load() of the module (the runtime makes every shared variable of a module, whichever

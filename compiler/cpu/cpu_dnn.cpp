@@ -3,7 +3,8 @@
 // format dnn::onednn::suggested_format picks; synk's own max pool, whose backward finds each
 // window's choice again from x) and the reference loops of ir/dnn_reference.h for f64. Shapes come
 // from the call's bound symbols, so the descriptors are valid by construction (type inference
-// checked them with a batch of 1); an empty batch writes nothing.
+// checked them with a batch of 1); an empty batch writes nothing. A channels_last convolution
+// (compiler/passes/channels_last.cpp, f32 only) runs oneDNN on its NHWC operands as they are.
 // Errors: a descriptor the library still rejects (a batch so large a tensor passes 2^31
 // elements) is a UserError naming the op and its source line; anything else is internal.
 #include <cstring>
@@ -42,13 +43,14 @@ void run_f32(const ir::Node& node, const dnn::Conv2dParams* conv, const dnn::Poo
   auto a = [&](size_t i) { return static_cast<const float*>(in.at(i)); };
   float* y = static_cast<float*>(out);
   namespace onednn = dnn::onednn;
+  auto format = [&] {
+    return node.attrs.window.channels_last ? onednn::ConvFormat::channels_last : onednn::suggested_format(*conv);
+  };
   switch (node.op) {
-    case ir::Op::Conv2d:
-      return onednn::conv2d_forward(*conv, a(0), a(1), nullptr, y, onednn::suggested_format(*conv));
-    case ir::Op::Conv2dBackwardData:
-      return onednn::conv2d_backward_data(*conv, a(0), a(1), y, onednn::suggested_format(*conv));
+    case ir::Op::Conv2d: return onednn::conv2d_forward(*conv, a(0), a(1), nullptr, y, format());
+    case ir::Op::Conv2dBackwardData: return onednn::conv2d_backward_data(*conv, a(0), a(1), y, format());
     case ir::Op::Conv2dBackwardWeights:
-      return onednn::conv2d_backward_weights(*conv, a(0), a(1), y, nullptr, onednn::suggested_format(*conv));
+      return onednn::conv2d_backward_weights(*conv, a(0), a(1), y, nullptr, format());
     case ir::Op::MaxPool2d: return dnn::native::max_pool2d_forward(*pool, a(0), y, nullptr);
     case ir::Op::MaxPool2dBackward: return dnn::native::max_pool2d_backward(*pool, a(1), nullptr, a(0), y);
     case ir::Op::AvgPool2d: return onednn::avg_pool2d_forward(*pool, a(0), y);
@@ -80,10 +82,16 @@ void run_dnn_step(const KernelPlan& plan, const Kernel& k, const std::vector<std
   }
   dnn::Conv2dParams conv;
   dnn::Pool2dParams pool;
+  // Axes of C, H and W in an activation: NCHW, or NHWC for a channels_last convolution.
+  const bool nhwc = win.channels_last;
+  const size_t ca = nhwc ? 3 : 1, ha = nhwc ? 1 : 2, wa = nhwc ? 2 : 3;
+  if (nhwc && node.type.dtype != ir::DType::F32)
+    synk::internal_error(fmt::format("function '{}': a channels_last {} on {}", plan.function.name,
+                                     ir::op_name(node.op), ir::dtype_name(node.type.dtype)));
   switch (node.op) {
-    case ir::Op::Conv2d: conv = ir::conv2d_params(win, s0[0], s0[1], s0[2], s0[3], s1[0]); break;
+    case ir::Op::Conv2d: conv = ir::conv2d_params(win, s0[0], s0[ca], s0[ha], s0[wa], s1[0]); break;
     case ir::Op::Conv2dBackwardData: conv = ir::conv2d_params(win, s0[0], s1[1] * win.groups, win.in_h, win.in_w, s1[0]); break;
-    case ir::Op::Conv2dBackwardWeights: conv = ir::conv2d_params(win, s0[0], s0[1], s0[2], s0[3], s1[1]); break;
+    case ir::Op::Conv2dBackwardWeights: conv = ir::conv2d_params(win, s0[0], s0[ca], s0[ha], s0[wa], s1[ca]); break;
     case ir::Op::AvgPool2dBackward: pool = ir::pool2d_params(node.op, win, s0[0], s0[1], win.in_h, win.in_w); break;
     default: pool = ir::pool2d_params(node.op, win, s0[0], s0[1], s0[2], s0[3]); break;
   }

@@ -222,20 +222,23 @@ struct ConvDescs {
   memory::dims strides, dilates, pad_l, pad_r;
 };
 
-ConvDescs conv_descs(const Conv2dParams& p, ConvFormat f) {
+// The descriptors of a convolution in format f; `winograd`: for the Winograd algorithm (which
+// needs oneDNN's blocked activations, so channels_last ones are reordered there too).
+ConvDescs conv_descs(const Conv2dParams& p, ConvFormat f, bool winograd) {
   const Size2d o = conv2d_output_size(p);
   ConvDescs d;
   const memory::dims wdims = p.groups == 1
                                  ? memory::dims{p.out_channels, p.c, p.kh, p.kw}
                                  : memory::dims{p.groups, p.out_channels / p.groups, p.c / p.groups, p.kh, p.kw};
   const tag wtag = p.groups == 1 ? tag::oihw : tag::goihw;  // both are OIHW in memory
-  d.x = plain_md({p.n, p.c, p.h, p.w}, tag::nchw);
+  const tag activations = f == ConvFormat::channels_last ? tag::nhwc : tag::nchw;
+  d.x = plain_md({p.n, p.c, p.h, p.w}, activations);
   d.w = plain_md(wdims, wtag);
   d.b = plain_md({p.out_channels}, tag::x);
-  d.y = plain_md({p.n, p.out_channels, o.h, o.w}, tag::nchw);
-  const bool any = f == ConvFormat::blocked;
+  d.y = plain_md({p.n, p.out_channels, o.h, o.w}, activations);
+  const bool any = f == ConvFormat::blocked || (f == ConvFormat::channels_last && winograd);
   d.ax = any ? plain_md({p.n, p.c, p.h, p.w}, tag::any) : d.x;
-  d.aw = any ? plain_md(wdims, tag::any) : d.w;
+  d.aw = f == ConvFormat::plain ? d.w : plain_md(wdims, tag::any);
   d.ab = d.b;
   d.ay = any ? plain_md({p.n, p.out_channels, o.h, o.w}, tag::any) : d.y;
   d.strides = {p.stride_h, p.stride_w};
@@ -282,9 +285,10 @@ auto with_algorithm(bool try_winograd, Make&& make, dnnl::algorithm* used = null
 }
 
 std::unique_ptr<ConvEntry> make_conv(const Conv2dParams& p, ConvFormat f, const dnnl::engine& eng, Scratch* scratch) {
-  const ConvDescs d = conv_descs(p, f);
+  const ConvDescs plain = conv_descs(p, f, false);
   auto e = std::make_unique<ConvEntry>();
-  e->fwd_pd = with_algorithm(f == ConvFormat::blocked && winograd_suits(p), [&](dnnl::algorithm algo) {
+  e->fwd_pd = with_algorithm(f != ConvFormat::plain && winograd_suits(p), [&](dnnl::algorithm algo) {
+    const ConvDescs d = conv_descs(p, f, algo == dnnl::algorithm::convolution_winograd);
     dnnl::convolution_forward::desc fd =
         p.has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.ax, d.aw, d.ab, d.ay,
                                                      d.strides, d.dilates, d.pad_l, d.pad_r)
@@ -293,17 +297,18 @@ std::unique_ptr<ConvEntry> make_conv(const Conv2dParams& p, ConvFormat f, const 
     return dnnl::convolution_forward::primitive_desc(fd, eng);
   }, &e->algo);
   e->fwd = dnnl::convolution_forward(e->fwd_pd);
-  e->x = Arg(eng, d.x, e->fwd_pd.src_desc(), scratch, 0);
-  e->w = Arg(eng, d.w, e->fwd_pd.weights_desc(), scratch, 1);
-  if (p.has_bias) e->b = Arg(eng, d.b, e->fwd_pd.bias_desc(), scratch, 3);
-  e->y = Arg(eng, d.y, e->fwd_pd.dst_desc(), scratch, 2);
+  e->x = Arg(eng, plain.x, e->fwd_pd.src_desc(), scratch, 0);
+  e->w = Arg(eng, plain.w, e->fwd_pd.weights_desc(), scratch, 1);
+  if (p.has_bias) e->b = Arg(eng, plain.b, e->fwd_pd.bias_desc(), scratch, 3);
+  e->y = Arg(eng, plain.y, e->fwd_pd.dst_desc(), scratch, 2);
   return e;
 }
 
 ConvEntry& conv_entry(Runtime& rt, const Conv2dParams& p, ConvFormat f) {
   check_conv2d(p);
-  if (f != ConvFormat::plain && f != ConvFormat::blocked)
-    throw std::invalid_argument("conv2d: format = " + std::to_string(int(f)) + " is not plain or blocked");
+  if (f != ConvFormat::plain && f != ConvFormat::blocked && f != ConvFormat::channels_last)
+    throw std::invalid_argument("conv2d: format = " + std::to_string(int(f)) +
+                                " is not plain, blocked or channels_last");
   return rt.conv.get(conv_key(p, f), [&] { return make_conv(p, f, rt.eng, &rt.scratch); });
 }
 
@@ -346,7 +351,8 @@ namespace {
 // direct one where oneDNN has no Winograd kernel for that pass).
 void ensure_backward_data(Runtime& rt, ConvEntry& e, const Conv2dParams& p, ConvFormat format) {
   if (e.bwd_data) return;
-  const ConvDescs d = conv_descs(p, format);
+  const bool winograd = e.algo == dnnl::algorithm::convolution_winograd;
+  const ConvDescs d = conv_descs(p, format, winograd);
   dnnl::convolution_backward_data::primitive_desc pd =
       with_algorithm(e.algo == dnnl::algorithm::convolution_winograd, [&](dnnl::algorithm algo) {
         dnnl::convolution_backward_data::desc bd(algo, d.ax, d.aw, d.ay, d.strides, d.dilates, d.pad_l, d.pad_r);
@@ -360,7 +366,8 @@ void ensure_backward_data(Runtime& rt, ConvEntry& e, const Conv2dParams& p, Conv
 
 void ensure_backward_weights(Runtime& rt, ConvEntry& e, const Conv2dParams& p, ConvFormat format) {
   if (e.bwd_weights) return;
-  const ConvDescs d = conv_descs(p, format);
+  const bool winograd = e.algo == dnnl::algorithm::convolution_winograd;
+  const ConvDescs d = conv_descs(p, format, winograd);
   dnnl::convolution_backward_weights::primitive_desc pd =
       with_algorithm(e.algo == dnnl::algorithm::convolution_winograd, [&](dnnl::algorithm algo) {
         dnnl::convolution_backward_weights::desc wd =

@@ -24,8 +24,11 @@ namespace onednn {
 
 // plain: oneDNN runs on NCHW/OIHW memory directly. blocked: oneDNN picks its layouts
 // (format_tag::any) and every call reorders its operands there and the result back; see the
-// README for which is faster where. Both take and return plain NCHW.
-enum class ConvFormat { plain, blocked };
+// README for which is faster where. Both take and return plain NCHW. channels_last: the
+// activations (x, y, dy, dx) are NHWC memory, which oneDNN's direct kernels read and write as they
+// are (no reorders; weights stay OIHW and are reordered, a few KiB); a Winograd layer still
+// reorders to its blocked layout. Conv2dParams keep naming n, c, h, w in every format.
+enum class ConvFormat { plain, blocked, channels_last };
 
 // The faster format on this machine's benchmark (README): plain (oneDNN's gemm convolution) for
 // fewer than 3 input channels (a first layer on 1-channel images: 0.4x PyTorch's time against

@@ -1,5 +1,5 @@
 // Differential tests of the f32 paths of dnn.h against the float64 reference of dnn_reference.h:
-// conv2d (oneDNN on plain and on blocked layouts, im2col + sgemm) over a table of shapes, pooling
+// conv2d (oneDNN on plain, blocked and channels-last layouts, im2col + sgemm) over a table of shapes, pooling
 // (oneDNN, synk's native max pool) and batch norm (oneDNN). Outputs start as NaN so that an
 // element a path forgot to write fails the comparison.
 #include <gtest/gtest.h>
@@ -29,32 +29,69 @@ using testing::to_double;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-enum class Impl { onednn_plain, onednn_blocked, im2col };
+enum class Impl { onednn_plain, onednn_blocked, onednn_channels_last, im2col };
 
 void PrintTo(Impl i, std::ostream* os);
 
 const char* impl_name(Impl i) {
-  return i == Impl::onednn_plain ? "onednn_plain" : i == Impl::onednn_blocked ? "onednn_blocked" : "im2col";
+  switch (i) {
+    case Impl::onednn_plain: return "onednn_plain";
+    case Impl::onednn_blocked: return "onednn_blocked";
+    case Impl::onednn_channels_last: return "onednn_channels_last";
+    default: return "im2col";
+  }
 }
 
 void PrintTo(Impl i, std::ostream* os) { *os << impl_name(i); }
 
+onednn::ConvFormat format_of(Impl i) {
+  return i == Impl::onednn_blocked        ? onednn::ConvFormat::blocked
+         : i == Impl::onednn_channels_last ? onednn::ConvFormat::channels_last
+                                           : onednn::ConvFormat::plain;
+}
+
+// An [n, c, h, w] activation in NHWC order (to_nhwc) or back (to_nhwc = false). The channels_last
+// format takes and returns NHWC; the tests keep NCHW data and the NCHW reference.
+std::vector<float> relayout(const float* a, int64_t n, int64_t c, int64_t h, int64_t w, bool to_nhwc) {
+  std::vector<float> out(size_t(n * c * h * w));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x) {
+          const size_t nchw = size_t(((i * c + k) * h + y) * w + x), nhwc = size_t(((i * h + y) * w + x) * c + k);
+          out[to_nhwc ? nhwc : nchw] = a[to_nhwc ? nchw : nhwc];
+        }
+  return out;
+}
+std::vector<float> x_nhwc(const Conv2dParams& p, const float* x) { return relayout(x, p.n, p.c, p.h, p.w, true); }
+std::vector<float> y_nhwc(const Conv2dParams& p, const float* y) {
+  const Size2d o = conv2d_output_size(p);
+  return relayout(y, p.n, p.out_channels, o.h, o.w, true);
+}
+void copy(const std::vector<float>& from, float* to) { std::copy(from.begin(), from.end(), to); }
+
 void run_forward(Impl i, const Conv2dParams& p, const float* x, const float* w, const float* b, float* y) {
   if (i == Impl::im2col) return im2col::conv2d_forward(p, x, w, b, y);
-  onednn::conv2d_forward(p, x, w, b, y,
-                         i == Impl::onednn_blocked ? onednn::ConvFormat::blocked : onednn::ConvFormat::plain);
+  if (i != Impl::onednn_channels_last) return onednn::conv2d_forward(p, x, w, b, y, format_of(i));
+  std::vector<float> xl = x_nhwc(p, x), yl(size_t(conv2d_output_elems(p)));
+  onednn::conv2d_forward(p, xl.data(), w, b, yl.data(), format_of(i));
+  const Size2d o = conv2d_output_size(p);
+  copy(relayout(yl.data(), p.n, p.out_channels, o.h, o.w, false), y);
 }
 
 void run_backward_data(Impl i, const Conv2dParams& p, const float* dy, const float* w, float* dx) {
   if (i == Impl::im2col) return im2col::conv2d_backward_data(p, dy, w, dx);
-  onednn::conv2d_backward_data(p, dy, w, dx,
-                               i == Impl::onednn_blocked ? onednn::ConvFormat::blocked : onednn::ConvFormat::plain);
+  if (i != Impl::onednn_channels_last) return onednn::conv2d_backward_data(p, dy, w, dx, format_of(i));
+  std::vector<float> dyl = y_nhwc(p, dy), dxl(size_t(conv2d_input_elems(p)));
+  onednn::conv2d_backward_data(p, dyl.data(), w, dxl.data(), format_of(i));
+  copy(relayout(dxl.data(), p.n, p.c, p.h, p.w, false), dx);
 }
 
 void run_backward_weights(Impl i, const Conv2dParams& p, const float* x, const float* dy, float* dw, float* db) {
   if (i == Impl::im2col) return im2col::conv2d_backward_weights(p, x, dy, dw, db);
-  onednn::conv2d_backward_weights(p, x, dy, dw, db,
-                                  i == Impl::onednn_blocked ? onednn::ConvFormat::blocked : onednn::ConvFormat::plain);
+  if (i != Impl::onednn_channels_last) return onednn::conv2d_backward_weights(p, x, dy, dw, db, format_of(i));
+  std::vector<float> xl = x_nhwc(p, x), dyl = y_nhwc(p, dy);
+  onednn::conv2d_backward_weights(p, xl.data(), dyl.data(), dw, db, format_of(i));
 }
 
 class ConvTest : public ::testing::TestWithParam<std::tuple<ConvCase, Impl>> {
@@ -107,7 +144,8 @@ TEST_P(ConvTest, BackwardWeightsMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ConvTest,
                          ::testing::Combine(::testing::ValuesIn(conv_cases()),
-                                            ::testing::Values(Impl::onednn_plain, Impl::onednn_blocked, Impl::im2col)),
+                                            ::testing::Values(Impl::onednn_plain, Impl::onednn_blocked,
+                                                              Impl::onednn_channels_last, Impl::im2col)),
                          [](const ::testing::TestParamInfo<ConvTest::ParamType>& info) {
                            return std::string(std::get<0>(info.param).name) + "_" + impl_name(std::get<1>(info.param));
                          });

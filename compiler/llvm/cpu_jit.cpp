@@ -15,7 +15,7 @@ std::unique_ptr<CpuFunction> compile_cpu_function(const ir::Module& module, cons
                                                   const CpuCompileOptions& options) {
   const ir::Function* fn = module.find_function(name);
   if (!fn) throw synk::UserError(fmt::format("no function named '{}'", name));
-  LowerOptions lower_options;
+  LowerOptions lower_options = cpu_lower_options(true);
   lower_options.fuse = options.fuse;
   KernelPlan plan = lower(module, *fn, lower_options);
   CpuSourceParts parts = generate_cpu_source_parts(module, plan);

@@ -79,6 +79,7 @@ std::string node_str(const ir::Module* module, const ir::Function& fn, ir::NodeI
     s += fmt::format(" window={}x{} stride={},{} pad={},{},{},{} dilation={},{} groups={} input={}x{}{}", w.kh, w.kw,
                      w.stride_h, w.stride_w, w.pad_top, w.pad_bottom, w.pad_left, w.pad_right, w.dilation_h,
                      w.dilation_w, w.groups, w.in_h, w.in_w, w.count_include_pad ? "" : " exclude_pad");
+    if (w.channels_last) s += " nhwc";
   }
   return s;
 }

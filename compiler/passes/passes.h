@@ -15,9 +15,15 @@ namespace synk::compiler {
 // x*1, 1*x, x/1, x+0, 0+x, x-0 (float: turns -0+0 into -0; accepted), x**1 -> x; x**2 -> x*x;
 // neg(neg(x)), not(not(x)) -> x; where with a constant condition -> that branch; cast to the
 // same dtype, reshape/broadcast to the same shape, a full slice, an identity transpose -> x;
-// transpose(transpose(x)) and reshape(reshape(x)) compose. Where the identity's result is wider
+// transpose(transpose(x)) and reshape(reshape(x)) compose; a transpose that moves only axes of
+// size 1 is a reshape. Where the identity's result is wider
 // than x (x broadcast by the constant), x is broadcast explicitly.
 ir::Function simplify(const ir::Function& fn);
+
+// The CPU backend's layout pass (channels_last.cpp): f32 convolutions of one group run on NHWC
+// activations (ir::Window2d::channels_last), with the Transposes this needs pushed through the
+// pointwise ops, reductions and broadcasts between them; simplify then cancels the pairs that meet.
+ir::Function convert_to_channels_last(const ir::Function& fn);
 
 // Evaluates pointwise nodes whose operands are all scalar constants, with the rounding of the
 // result's dtype (f32 results are rounded to float, integers wrap).

@@ -14,6 +14,19 @@ bool is_identity_perm(const std::vector<int64_t>& perm) {
   return true;
 }
 
+// Whether transposing `t` by `perm` keeps every axis that is not statically 1 in its order, so
+// that the elements stay where they are in memory (NHWC <-> NCHW with C = 1, say).
+bool moves_only_unit_axes(const std::vector<int64_t>& perm, const ir::TensorType& t) {
+  int64_t last = -1;
+  for (int64_t p : perm) {
+    const ir::Dim& d = t.shape.at(size_t(p));
+    if (!d.is_symbolic() && d.size == 1) continue;
+    if (p < last) return false;
+    last = p;
+  }
+  return true;
+}
+
 // `node` is replaced by the value `id`; where `id` is narrower (it was broadcast against a
 // constant), broadcast it explicitly so the type stays exactly the node's.
 NodeId replace_with(ir::Function& out, const Node& node, NodeId id) {
@@ -86,6 +99,12 @@ NodeId simplify_node(ir::Function& out, Node node) {
         if (is_identity_perm(composed)) return source;
         node.attrs.perm = composed;
         node.operands = {source};
+      }
+      if (moves_only_unit_axes(node.attrs.perm, operand(0).type)) {   // the same memory: a view
+        node.op = Op::Reshape;
+        node.attrs.perm.clear();
+        if (operand(0).op == Op::Reshape) node.operands = {operand(0).operands[0]};
+        if (out.node(node.operands[0]).type == node.type) return node.operands[0];
       }
       break;
     default:
