@@ -23,6 +23,7 @@ ir::Function simplify(const ir::Function& fn);
 // The CPU backend's layout pass (channels_last.cpp): f32 convolutions of one group run on NHWC
 // activations (ir::Window2d::channels_last), with the Transposes this needs pushed through the
 // pointwise ops, reductions and broadcasts between them; simplify then cancels the pairs that meet.
+// Functions where no convolution feeds another through such ops alone are returned unchanged.
 ir::Function convert_to_channels_last(const ir::Function& fn);
 
 // Evaluates pointwise nodes whose operands are all scalar constants, with the rounding of the
