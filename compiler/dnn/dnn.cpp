@@ -354,7 +354,7 @@ void ensure_backward_data(Runtime& rt, ConvEntry& e, const Conv2dParams& p, Conv
   const bool winograd = e.algo == dnnl::algorithm::convolution_winograd;
   const ConvDescs d = conv_descs(p, format, winograd);
   dnnl::convolution_backward_data::primitive_desc pd =
-      with_algorithm(e.algo == dnnl::algorithm::convolution_winograd, [&](dnnl::algorithm algo) {
+      with_algorithm(winograd, [&](dnnl::algorithm algo) {
         dnnl::convolution_backward_data::desc bd(algo, d.ax, d.aw, d.ay, d.strides, d.dilates, d.pad_l, d.pad_r);
         return dnnl::convolution_backward_data::primitive_desc(bd, rt.eng, e.fwd_pd);
       });
@@ -369,7 +369,7 @@ void ensure_backward_weights(Runtime& rt, ConvEntry& e, const Conv2dParams& p, C
   const bool winograd = e.algo == dnnl::algorithm::convolution_winograd;
   const ConvDescs d = conv_descs(p, format, winograd);
   dnnl::convolution_backward_weights::primitive_desc pd =
-      with_algorithm(e.algo == dnnl::algorithm::convolution_winograd, [&](dnnl::algorithm algo) {
+      with_algorithm(winograd, [&](dnnl::algorithm algo) {
         dnnl::convolution_backward_weights::desc wd =
             p.has_bias ? dnnl::convolution_backward_weights::desc(algo, d.ax, d.aw, d.ab, d.ay, d.strides, d.dilates,
                                                                   d.pad_l, d.pad_r)
