@@ -4,7 +4,6 @@
 // channels_last convolution runs the same loops on permuted copies of its activations.
 #include <fmt/format.h>
 
-#include <array>
 #include <vector>
 
 #include "ir/dnn_reference.h"
@@ -17,43 +16,33 @@ using ir::Op;
 
 namespace {
 
-// x permuted by `perm` (out axis d is in axis perm[d]) for rank-4 tensors.
-HostTensor permuted(const HostTensor& x, const std::array<int, 4>& perm) {
-  const Sizes& s = x.shape;
-  Sizes out_shape{s[size_t(perm[0])], s[size_t(perm[1])], s[size_t(perm[2])], s[size_t(perm[3])]};
-  std::array<int64_t, 4> in_stride{s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
-  HostTensor out = HostTensor::filled(x.dtype, out_shape, 0.0);
-  size_t o = 0;
-  for (int64_t a = 0; a < out_shape[0]; ++a)
-    for (int64_t b = 0; b < out_shape[1]; ++b)
-      for (int64_t c = 0; c < out_shape[2]; ++c)
-        for (int64_t d = 0; d < out_shape[3]; ++d)
-          out.data[o++] = x.data[size_t(a * in_stride[size_t(perm[0])] + b * in_stride[size_t(perm[1])] +
-                                        c * in_stride[size_t(perm[2])] + d * in_stride[size_t(perm[3])])];
-  return out;
+// x transposed by perm, through the evaluator's Transpose.
+HostTensor permuted(OpContext& ctx, const HostTensor& x, const std::vector<int64_t>& perm) {
+  ir::Node t;
+  t.op = Op::Transpose;
+  t.type.dtype = x.dtype;
+  t.attrs.perm = perm;
+  const HostTensor* operand[] = {&x};
+  OpContext c{t, ctx.id, operand, ctx.bindings};
+  return op_impl(Op::Transpose)(c);
 }
-
-constexpr std::array<int, 4> kToNchw{0, 3, 1, 2}, kToNhwc{0, 2, 3, 1};
 
 // A channels_last convolution: the NCHW one on permuted activations, its result permuted back.
 HostTensor channels_last_window_op(OpContext& ctx) {
   ir::Node node = ctx.node;
   node.attrs.window.channels_last = false;
   const bool weights = node.op == Op::Conv2dBackwardWeights;
-  if (!weights) {
-    const std::vector<ir::Dim>& s = ctx.node.type.shape;
-    node.type.shape = {s[0], s[3], s[1], s[2]};
-  }
+  if (!weights) node.type = ir::transposed_type(ctx.node.type, ir::kNhwcToNchw);
   std::vector<HostTensor> args;
   for (size_t i = 0; i < ctx.args.size(); ++i) {
     const bool activation = i == 0 || weights;
-    args.push_back(activation ? permuted(*ctx.args[i], kToNchw) : *ctx.args[i]);
+    args.push_back(activation ? permuted(ctx, *ctx.args[i], ir::kNhwcToNchw) : *ctx.args[i]);
   }
   std::vector<const HostTensor*> arg_ptrs;
   for (const HostTensor& a : args) arg_ptrs.push_back(&a);
   OpContext inner{node, ctx.id, arg_ptrs, ctx.bindings};
   HostTensor out = window_op(inner);
-  return weights ? out : permuted(out, kToNhwc);
+  return weights ? out : permuted(ctx, out, ir::kNchwToNhwc);
 }
 
 }  // namespace

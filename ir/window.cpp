@@ -1,6 +1,7 @@
 // Type inference of conv2d and pooling (see window.h). Inputs are NCHW with a static C, H and W
-// (the batch N may be a symbol), or NHWC for a channels_last convolution; weights are static OIHW. Output sizes and parameter checks come
-// from dnn_params.h with N = 1, so a symbolic batch is checked once for every binding.
+// (the batch N may be a symbol), or NHWC for a channels_last convolution; weights are static
+// OIHW. Output sizes and parameter checks come from dnn_params.h with N = 1, so a symbolic batch
+// is checked once for every binding.
 #include "ir/window.h"
 
 #include <fmt/format.h>
@@ -71,24 +72,16 @@ InferResult infer_conv(Op op, std::span<const TensorType> xs, const Window2d& wi
   return ok(TensorType{first.dtype, {Dim::fixed(out), Dim::fixed(c / win.groups), Dim::fixed(win.kh), Dim::fixed(win.kw)}});
 }
 
-// NHWC <-> NCHW views of an activation type (channels_last convolutions).
-TensorType to_nchw(const TensorType& t) {
-  if (t.rank() != 4) return t;
-  return TensorType{t.dtype, {t.shape[0], t.shape[3], t.shape[1], t.shape[2]}};
-}
-TensorType to_nhwc(const TensorType& t) {
-  if (t.rank() != 4) return t;
-  return TensorType{t.dtype, {t.shape[0], t.shape[2], t.shape[3], t.shape[1]}};
-}
-
 // A channels_last convolution is the NCHW one on permuted activations: the same checks and sizes.
 InferResult infer_conv_channels_last(Op op, std::span<const TensorType> xs, Window2d win) {
   win.channels_last = false;
+  // A wrong rank stays as it is, for infer_conv's message.
+  auto to_nchw = [](const TensorType& t) { return t.rank() == 4 ? transposed_type(t, kNhwcToNchw) : t; };
   std::vector<TensorType> nchw_operands(xs.begin(), xs.end());
   nchw_operands[0] = to_nchw(xs[0]);
   if (op == Op::Conv2dBackwardWeights) nchw_operands[1] = to_nchw(xs[1]);
   InferResult r = infer_conv(op, nchw_operands, win);
-  if (r.type && op != Op::Conv2dBackwardWeights) r.type = to_nhwc(*r.type);
+  if (r.type && op != Op::Conv2dBackwardWeights) r.type = transposed_type(*r.type, kNchwToNhwc);
   return r;
 }
 
@@ -121,6 +114,12 @@ InferResult infer_pool(Op op, std::span<const TensorType> xs, const Window2d& wi
 }
 
 }  // namespace
+
+TensorType transposed_type(const TensorType& t, const std::vector<int64_t>& perm) {
+  TensorType out{t.dtype, {}};
+  for (int64_t p : perm) out.shape.push_back(t.shape.at(size_t(p)));
+  return out;
+}
 
 dnn::Conv2dParams conv2d_params(const Window2d& win, int64_t n, int64_t c, int64_t h, int64_t w, int64_t out_channels) {
   dnn::Conv2dParams p;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <span>
+#include <vector>
 
 #include "ir/dnn_params.h"
 #include "ir/ir.h"
@@ -19,6 +20,12 @@ dnn::Conv2dParams conv2d_params(const Window2d& win, int64_t n, int64_t c, int64
                                 int64_t out_channels);
 // The pool descriptor of a pooling node (MaxPool2d*, AvgPool2d*) over input [n, c, h, w].
 dnn::Pool2dParams pool2d_params(Op op, const Window2d& win, int64_t n, int64_t c, int64_t h, int64_t w);
+
+// A channels_last convolution's activations as Transpose perms (result axis i is operand axis
+// perm[i]): NHWC -> NCHW and NCHW -> NHWC.
+inline const std::vector<int64_t> kNhwcToNchw{0, 3, 1, 2}, kNchwToNhwc{0, 2, 3, 1};
+// t's type transposed by perm (the type a Transpose node of t has).
+TensorType transposed_type(const TensorType& t, const std::vector<int64_t>& perm);
 
 // infer_type's rule for the window ops (called by it).
 dsl::InferResult infer_window_type(Op op, std::span<const TensorType> operands, const Attrs& attrs);

@@ -154,9 +154,9 @@ void emit_reduce(Writer& w, const KernelPlan& plan, const Kernel& k) {
   bool outer_reduced = false;
   for (int d = 0; d < inner; ++d) outer_reduced |= nest.cls[size_t(d)] == 1;
   const bool inner_reduced = r > 0 && nest.cls[size_t(inner)] == 1;
-  if (r > 0 && (!inner_reduced || outer_reduced))
+  const int64_t columns = row_partial_columns(nest, inner_reduced);   // > 0: the partials write the output
+  if (r > 0 && (!inner_reduced || outer_reduced) && columns == 0)
     w.line(fmt::format("for (int64_t q = 0; q < out_size; ++q) {}[q] = {};", buf(out_buffer), id));
-  const int64_t columns = row_partial_columns(nest, inner_reduced);
   if (columns > 0) {
     w.line(fmt::format("{} part[{}];", T, kRowPartials * columns));
     w.line(fmt::format("for (int64_t q = 0; q < {}; ++q) part[q] = {};", kRowPartials * columns, id));

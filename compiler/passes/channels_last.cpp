@@ -26,6 +26,7 @@
 #include <numeric>
 
 #include "compiler/passes/passes.h"
+#include "ir/window.h"
 
 namespace synk::compiler {
 namespace {
@@ -35,15 +36,8 @@ using ir::NodeId;
 using ir::Op;
 using Perm = std::vector<int64_t>;
 
-// result axis i = operand axis perm[i].
-const Perm kToNchw{0, 3, 1, 2};
-const Perm kToNhwc{0, 2, 3, 1};
-
-ir::TensorType permuted(const ir::TensorType& t, const Perm& perm) {
-  ir::TensorType out{t.dtype, {}};
-  for (int64_t p : perm) out.shape.push_back(t.shape.at(size_t(p)));
-  return out;
-}
+const Perm& kToNchw = ir::kNhwcToNchw;
+const Perm& kToNhwc = ir::kNchwToNhwc;
 
 bool is_to_nchw(const Node& n) { return n.op == Op::Transpose && n.attrs.perm == kToNchw; }
 
@@ -59,19 +53,11 @@ NodeId add_like(ir::Function& out, const Node& like, Op op, ir::TensorType type,
   return out.add(std::move(n));
 }
 
-// x transposed by perm; a Transpose of a Transpose composes here already (simplify would too).
+// x transposed by perm (a Transpose of a Transpose is left for simplify to compose).
 NodeId transpose(ir::Function& out, NodeId x, const Perm& perm, const Node& like) {
-  const Node& src = out.node(x);
-  if (src.op == Op::Transpose) {
-    Perm composed;
-    for (int64_t p : perm) composed.push_back(src.attrs.perm.at(size_t(p)));
-    Perm identity(composed.size());
-    std::iota(identity.begin(), identity.end(), 0);
-    if (composed == identity) return src.operands[0];
-  }
   ir::Attrs attrs;
   attrs.perm = perm;
-  return add_like(out, like, Op::Transpose, permuted(src.type, perm), {x}, attrs);
+  return add_like(out, like, Op::Transpose, ir::transposed_type(out.node(x).type, perm), {x}, attrs);
 }
 
 // The operand of a pointwise op with an NHWC result: its NHWC form (scalars as they are).
@@ -80,7 +66,7 @@ NodeId to_nhwc_operand(ir::Function& out, NodeId x, const Node& like) {
   if (t.rank() == 0) return x;
   if (t.rank() == 4 && out.node(x).op == Op::BroadcastTo) {   // broadcast the NHWC form of its source
     const NodeId source = to_nhwc_operand(out, out.node(x).operands[0], like);
-    return add_like(out, like, Op::BroadcastTo, permuted(t, kToNhwc), {source});
+    return add_like(out, like, Op::BroadcastTo, ir::transposed_type(t, kToNhwc), {source});
   }
   if (t.rank() < 4) {
     ir::TensorType four{t.dtype, std::vector<ir::Dim>(4 - t.rank(), ir::Dim::fixed(1))};
@@ -102,7 +88,7 @@ NodeId convert_convolution(ir::Function& out, Node node) {
   if (weights) node.operands[1] = transpose(out, node.operands[1], kToNhwc, node);
   if (weights) return out.add(std::move(node));
   const Node like = node;
-  node.type = permuted(node.type, kToNhwc);
+  node.type = ir::transposed_type(node.type, kToNhwc);
   NodeId nhwc = out.add(std::move(node));
   return transpose(out, nhwc, kToNchw, like);
 }
@@ -115,7 +101,7 @@ bool any_operand_to_nchw(const ir::Function& out, const Node& node) {
 NodeId sink_through_pointwise(ir::Function& out, Node node) {
   for (NodeId& o : node.operands) o = to_nhwc_operand(out, o, node);
   const Node like = node;
-  node.type = permuted(node.type, kToNhwc);
+  node.type = ir::transposed_type(node.type, kToNhwc);
   NodeId nhwc = out.add(std::move(node));
   return transpose(out, nhwc, kToNchw, like);
 }
@@ -164,7 +150,7 @@ NodeId channels_last_node(ir::Function& out, Node node) {
   if (node.op == Op::BroadcastTo && node.type.rank() == 4 && is_to_nchw(out.node(node.operands.at(0)))) {
     const Node like = node;
     node.operands = {out.node(node.operands[0]).operands[0]};
-    node.type = permuted(node.type, kToNhwc);
+    node.type = ir::transposed_type(node.type, kToNhwc);
     NodeId nhwc = out.add(std::move(node));
     return transpose(out, nhwc, kToNchw, like);
   }

@@ -80,8 +80,8 @@ NodeId simplify_node(ir::Function& out, Node node) {
       break;
     case Op::Reshape:
     case Op::BroadcastTo:
-      if (operand(0).type == node.type) return node.operands[0];
       if (node.op == Op::Reshape && operand(0).op == Op::Reshape) node.operands = {operand(0).operands[0]};
+      if (operand(0).type == node.type) return node.operands[0];
       break;
     case Op::Slice: {
       const ir::Dim& d = operand(0).type.shape.at(size_t(node.attrs.axis));
@@ -103,8 +103,7 @@ NodeId simplify_node(ir::Function& out, Node node) {
       if (moves_only_unit_axes(node.attrs.perm, operand(0).type)) {   // the same memory: a view
         node.op = Op::Reshape;
         node.attrs.perm.clear();
-        if (operand(0).op == Op::Reshape) node.operands = {operand(0).operands[0]};
-        if (out.node(node.operands[0]).type == node.type) return node.operands[0];
+        return simplify_node(out, std::move(node));   // and the reshape rules above
       }
       break;
     default:
