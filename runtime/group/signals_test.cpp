@@ -44,12 +44,11 @@ const char* victim_path() { return SYNK_BINARY_DIR "/test/integration/synk_signa
 
 int iterations() { return synk::testing::iterations_from_env("SYNK_SIGNAL_ITERATIONS", 21); }
 
-// The processes that are not zombies and for which keep(pid, process group) holds.
-template <class Keep>
-std::vector<pid_t> live_processes(Keep keep) {
-  std::vector<pid_t> out;
+// Calls visit(pid, state, ppid, process group) for every process in /proc.
+template <class Visit>
+void for_each_process(Visit visit) {
   DIR* proc = opendir("/proc");
-  if (!proc) return out;
+  if (!proc) return;
   while (dirent* e = readdir(proc)) {
     pid_t pid = std::atoi(e->d_name);
     if (pid <= 0) continue;
@@ -61,9 +60,18 @@ std::vector<pid_t> live_processes(Keep keep) {
     char state = 0;
     int ppid = 0, pgrp = 0;
     if (std::sscanf(line.c_str() + paren + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) continue;
-    if (state != 'Z' && keep(pid, pid_t(pgrp))) out.push_back(pid);
+    visit(pid, state, pid_t(ppid), pid_t(pgrp));
   }
   closedir(proc);
+}
+
+// The processes that are not zombies and for which keep(pid, process group) holds.
+template <class Keep>
+std::vector<pid_t> live_processes(Keep keep) {
+  std::vector<pid_t> out;
+  for_each_process([&](pid_t pid, char state, pid_t, pid_t pgrp) {
+    if (state != 'Z' && keep(pid, pgrp)) out.push_back(pid);
+  });
   return out;
 }
 
@@ -187,6 +195,29 @@ auto empty_within(int ms, List list) {
   return left;
 }
 
+// Whether `list()` returns something within `ms` milliseconds.
+template <class List>
+bool nonempty_within(int ms, List list) {
+  for (int i = 0; i < ms; ++i) {
+    if (!list().empty()) return true;
+    usleep(1000);
+  }
+  return !list().empty();
+}
+
+// "[pid state 'command line']" for each child of `parent`, zombies included, for failure messages.
+std::string children_of(pid_t parent) {
+  std::string out;
+  for_each_process([&](pid_t pid, char state, pid_t ppid, pid_t) {
+    if (ppid != parent) return;
+    std::ifstream in(fmt::format("/proc/{}/cmdline", pid));
+    std::string cmdline(std::istreambuf_iterator<char>(in), {});
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    out += fmt::format("[{} {} '{}'] ", pid, state, cmdline.substr(0, 160));
+  });
+  return out.empty() ? "none" : out;
+}
+
 // After the victim ended: nothing of its group runs and nothing of its master is in /dev/shm.
 // Its workers may take a moment to be reaped by init after the master died.
 void expect_nothing_left(const Victim& v, const std::string& what) {
@@ -198,6 +229,18 @@ void expect_nothing_left(const Victim& v, const std::string& what) {
   EXPECT_TRUE(segments.empty()) << what << ": " << segments.size() << " segment(s) left, e.g. " << segments.front();
   for (const std::string& s : segments) rt::shm::remove(s);
 }
+
+// Kills a victim that an ASSERT left running when the test returns early, and removes its segments.
+struct KillOnReturn {
+  const Victim& v;
+  ~KillOnReturn() {
+    if (v.session <= 0 || waitpid(v.session, nullptr, WNOHANG) != 0) return;   // reaped, or ended just now
+    kill(-v.session, SIGKILL);
+    waitpid(v.session, nullptr, 0);
+    usleep(100'000);   // its workers, reparented, end too
+    for (const std::string& s : segments_of(v.master)) rt::shm::remove(s);
+  }
+};
 
 void finish(Victim& v) {
   close(v.report_fd);
@@ -292,9 +335,12 @@ TEST(Signals, SigkillOfTheMasterAloneLeavesNothing) {
   for (int ranks : kRanks) {
     const std::string what = fmt::format("SIGKILL to the master of a {}-rank group", ranks);
     Victim v = start("loop", ranks);
+    KillOnReturn on_failure{v};
     ASSERT_EQ(read_line(v.report_fd, 20'000), "ready") << what;
     ASSERT_FALSE(segments_of(v.master).empty()) << what;
-    ASSERT_FALSE(live_guards_of(v.master).empty()) << what << ": no segment guard runs";
+    // Polled: one CI run in hundreds saw no guard in a single look at /proc (never reproduced here).
+    ASSERT_TRUE(nonempty_within(2000, [&] { return live_guards_of(v.master); }))
+        << what << ": no segment guard runs; the master's children: " << children_of(v.master);
     kill(v.master, SIGKILL);
     ASSERT_NE(wait_for(v, 20), -1) << what;
     empty_within(5000, [&] { return segments_of(v.master); });   // the guard may take a moment
@@ -306,6 +352,7 @@ TEST(Signals, SigkillOfTheMasterAloneLeavesNothing) {
 TEST(Signals, WithoutTheGuardASigkilledLoneMasterLeavesItsSegments) {
   // The control for the test above: SYNK_SEGMENT_GUARD=0 and one rank, so nobody removes them.
   Victim v = start("leak", 1, 0, /*guard=*/false);
+  KillOnReturn on_failure{v};
   ASSERT_EQ(read_line(v.report_fd, 20'000), "ready");
   EXPECT_TRUE(live_guards_of(v.master).empty());
   kill(v.master, SIGKILL);
@@ -322,6 +369,7 @@ TEST(Signals, WithoutTheGuardASigkilledLoneMasterLeavesItsSegments) {
 TEST(Signals, ForkRemovesWhatAKilledGroupLeft) {
   // SIGKILL to every process at once, the guard turned off: nothing can clean up, and the segments stay...
   Victim v = start("leak", 3, 0, /*guard=*/false);
+  KillOnReturn on_failure{v};
   ASSERT_EQ(read_line(v.report_fd, 20'000), "ready");
   kill(-v.session, SIGKILL);
   ASSERT_NE(wait_for(v, 20), -1);
