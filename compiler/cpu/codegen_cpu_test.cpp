@@ -255,6 +255,10 @@ TEST(CodegenCpuFusion, Patterns) {
   // A pointwise DAG feeding reductions (one pass each) and a reduction feeding pointwise work.
   check_differential("fn f(bcast x: f64[n, m]) { let z = x - mean(x, axis=1, keepdims=true); out v: none = mean(z * z, axis=1); "
         "out s: none = sum(exp(x) * 2, axis=0); out t: none = x / sum(abs(x) + 1); }", "f", kMatrixSizes);
+  // A difference recomputed by each of its consumers (batch norm's x - mean): two reductions, a
+  // pointwise output, and the difference as an output too.
+  check_differential("fn f(bcast x: f32[n, 8]) { let c = x - mean(x, axis=0); let v = mean(c * c, axis=0); "
+        "out y: none = c / sqrt(v + 1); out s: none = sum(c * 2, axis=0); out d: none = c; }", "f", kVectorSizes, {}, tol);
   // The same value read by several kernels, and a value both output and reduced.
   check_differential("fn f(bcast x: f32[n]) { let e = exp(x); out a: none = e; out b: none = sum(e); out c: none = max(e) + e; }",
         "f", kVectorSizes, {}, tol);

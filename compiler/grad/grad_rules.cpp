@@ -109,8 +109,8 @@ void Backprop::propagate(NodeId id, NodeId g) {
     case Op::Log1p: case Op::Expm1: case Op::Softplus: case Op::Sin: case Op::Cos: case Op::Mod: case Op::BceWithLogits:
       return propagate_math(n, id, g);
     case Op::Relu:
-      // Derivative 0 at 0, like the usual frameworks.
-      return give(n, 0, w_.where(w_.binary_scalar(Op::Gt, in(0), 0), g, zero()));
+      // Derivative 0 at 0; the mask reads relu's result, usually in memory (not the pre-activation).
+      return give(n, 0, w_.where(w_.binary_scalar(Op::Gt, id, 0), g, zero()));
     case Op::Cast:
       return give(n, 0, w_.cast(g, w_.type(in(0)).dtype));   // float -> float only (else inactive)
 

@@ -152,14 +152,53 @@ class Fusion {
     }
   }
 
-  // Free to recompute in every consumer: a constant, or views down to a buffer or a constant.
+  // Free to recompute in every consumer: a constant, views down to a buffer or a constant, or one
+  // cheap arithmetic op that streams no more than one array of its own size (batch norm's x - mean):
+  // a consumer reads that array instead of the result, the same bytes, and the result is never
+  // written. Recomputing gives the same bits: each node is its own statement in the generated code.
   bool is_free(NodeId id) const {
     const ir::Node& nd = node(id);
     if (nd.op == Op::Constant) return true;
+    if (classify(nd.op) == Class::Pointwise) return cheap_to_recompute(nd);
     if (classify(nd.op) != Class::View) return false;
     NodeId src = nd.operands[0];
     return has_buffer_[size_t(src)] || is_free(src);
   }
+
+  bool cheap_to_recompute(const ir::Node& nd) const {
+    if (nd.op != Op::Add && nd.op != Op::Sub && nd.op != Op::Mul && nd.op != Op::Neg) return false;
+    int streams = 0;
+    for (NodeId o : nd.operands) {
+      const ir::Node& operand = node(o);
+      if (operand.op == Op::Constant) continue;
+      if (has_buffer_[size_t(o)] && operand.type.shape == nd.type.shape) {
+        ++streams;
+        continue;
+      }
+      // A small static buffer broadcast to the result's shape (per-channel statistics), implicitly
+      // or by broadcast_to, stays in cache.
+      NodeId small = o;
+      if (!has_buffer_[size_t(o)]) {
+        if (operand.op != Op::BroadcastTo) return false;
+        small = operand.operands[0];
+        if (node(small).op == Op::Constant) continue;
+        if (!has_buffer_[size_t(small)]) return false;
+      }
+      if (!small_static(node(small).type.shape)) return false;
+    }
+    return streams <= 1;
+  }
+
+  static bool small_static(const ir::Shape& shape) {
+    int64_t elements = 1;
+    for (const ir::Dim& d : shape) {
+      if (d.is_symbolic()) return false;
+      elements *= d.size;
+    }
+    return elements <= kCachedBroadcastElements;
+  }
+
+  static constexpr int64_t kCachedBroadcastElements = 4096;
 
   // Rule 4.
   void form_kernels() {

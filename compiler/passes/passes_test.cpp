@@ -138,6 +138,39 @@ TEST(Fusion, SharedValuesAreComputedOnce) {
             "pointwise[exp mul] reduce[sum] reduce[max]");
 }
 
+TEST(Fusion, CheapArithmeticOnOneArrayIsRecomputedInEachConsumer) {
+  // Batch norm's x - mean over a static channel count: each consumer reads x instead of the
+  // difference (the same bytes), so the difference is never written.
+  EXPECT_EQ(plan_of("fn f(bcast x: f32[n, 8]) { let c = x - mean(x, axis=0); let v = mean(c * c, axis=0); "
+                    "out y: none = c / sqrt(v + 1); out s: none = sum(c * 2, axis=0); }"),
+            "reduce[mean] reduce[sub mul mean] pointwise[sub add sqrt div] reduce[sub mul sum]");
+  // Two arrays of its size would be two streams instead of one: the difference is written once.
+  EXPECT_EQ(plan_of("fn f(bcast x: f32[n, 8], bcast z: f32[n, 8]) { let c = x - z; out a: none = sum(c, axis=0); "
+                    "out b: none = sum(c * c, axis=1); }"),
+            "pointwise[sub] reduce[sum] reduce[mul sum]");
+  // A broadcast operand of symbolic size is no per-channel statistic that stays in cache.
+  EXPECT_EQ(plan_of("fn f(bcast x: f32[n, 8]) { let c = x - mean(x, axis=1, keepdims=true); "
+                    "out a: none = sum(c, axis=0); out b: none = sum(c * c, axis=0); }"),
+            "reduce[mean] pointwise[sub] reduce[sum] reduce[mul sum]");
+  // Expensive ops are computed once (SharedValuesAreComputedOnce).
+}
+
+TEST(Fusion, ReluGradientKeepsNoPreActivation) {
+  // The mask of relu's gradient reads relu's result (a matmul operand, in memory anyway), so
+  // (x @ w) * x is computed inside relu's kernel and never written.
+  ir::Module m = parse("shared w: f32[4, 4];\n"
+                       "fn f(bcast x: f32[n, 4]) { let h = relu((x @ w) * x); out g: none = grad(sum(h @ w), w); }");
+  const KernelPlan plan = lower(m, m.functions.at(0), LowerOptions{});
+  EXPECT_EQ(groups(plan), "matmul[matmul] pointwise[] pointwise[broadcast_to] matmul^Tb[transpose matmul] "
+                          "pointwise[mul relu gt where mul] matmul^Ta[transpose matmul] matmul^Ta[transpose matmul] "
+                          "pointwise[add]");
+  int relu_kernel_stores = -1;
+  for (const Kernel& k : plan.kernels)
+    for (ir::NodeId id : k.nodes)
+      if (plan.function.node(id).op == ir::Op::Relu) relu_kernel_stores = int(k.outputs.size());
+  EXPECT_EQ(relu_kernel_stores, 2) << "relu's result and the masked gradient, not the pre-activation";
+}
+
 TEST(Fusion, MultiOutputMerges) {
   // Vertical: b consumes a element for element, and a is an output too: one loop, two stores.
   EXPECT_EQ(plan_of("fn f(bcast x: f32[n]) { let a = exp(x); out o1: none = a; out o2: none = a * 2 + 1; }"),
