@@ -284,6 +284,38 @@ auto with_algorithm(bool try_winograd, Make&& make, dnnl::algorithm* used = null
   return make(dnnl::algorithm::convolution_direct);
 }
 
+// oneDNN's name of the kernel a primitive descriptor picked.
+std::string implementation_of(const_dnnl_primitive_desc_t pd) {
+  const char* name = nullptr;
+  dnnl::error::wrap_c_api(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name),
+                          "could not query the implementation of a primitive");
+  return name ? name : "";
+}
+
+// The forward kernel to take over oneDNN's first choice on NHWC, or "" for its first choice.
+// Measured one thread per rank, in ResNet-20's step (docs/performance/models.md, "Forward kernels
+// on NHWC"): up to 32 channels the plain JIT kernel beats the brgemm ones at stride 1 (16 -> 16 at
+// 32x32: 3.28 against 3.51 ms) and at 1x1 (16 -> 32, stride 2: 0.35 against 0.47 ms), not on a
+// strided 3x3 (2.00 against 1.61 ms); with one input channel the gemm kernel beats both (0.84
+// against 1.75 ms). From 64 channels brgemm is as fast or faster.
+std::string preferred_forward_kernel(const Conv2dParams& p, ConvFormat f, dnnl::algorithm algo) {
+  if (f != ConvFormat::channels_last || algo != dnnl::algorithm::convolution_direct || p.groups != 1) return "";
+  if (p.c < 4) return "x64:gemm:jit";
+  const bool pointwise = p.kh == 1 && p.kw == 1, unit_stride = p.stride_h == 1 && p.stride_w == 1;
+  if (std::min(p.c, p.out_channels) <= 32 && (pointwise || unit_stride)) return "jit:avx512_core";
+  return "";
+}
+
+// `pd`, moved on to the implementation named `want` when oneDNN offers it for this problem.
+template <class PrimitiveDesc>
+PrimitiveDesc with_implementation(const PrimitiveDesc& pd, const std::string& want) {
+  if (want.empty() || implementation_of(pd.get()) == want) return pd;
+  PrimitiveDesc candidate = pd;   // next_impl replaces the candidate's handle, not pd's
+  while (candidate.next_impl())
+    if (implementation_of(candidate.get()) == want) return candidate;
+  return pd;
+}
+
 std::unique_ptr<ConvEntry> make_conv(const Conv2dParams& p, ConvFormat f, const dnnl::engine& eng, Scratch* scratch) {
   const ConvDescs plain = conv_descs(p, f, false);
   auto e = std::make_unique<ConvEntry>();
@@ -294,7 +326,7 @@ std::unique_ptr<ConvEntry> make_conv(const Conv2dParams& p, ConvFormat f, const 
                                                      d.strides, d.dilates, d.pad_l, d.pad_r)
                    : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.ax, d.aw, d.ay,
                                                      d.strides, d.dilates, d.pad_l, d.pad_r);
-    return dnnl::convolution_forward::primitive_desc(fd, eng);
+    return with_implementation(dnnl::convolution_forward::primitive_desc(fd, eng), preferred_forward_kernel(p, f, algo));
   }, &e->algo);
   e->fwd = dnnl::convolution_forward(e->fwd_pd);
   e->x = Arg(eng, plain.x, e->fwd_pd.src_desc(), scratch, 0);
@@ -414,14 +446,6 @@ void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float*
   });
 }
 
-// oneDNN's name of the kernel a primitive runs.
-std::string implementation_of(const dnnl::primitive& prim) {
-  const char* name = nullptr;
-  dnnl::error::wrap_c_api(
-      dnnl_primitive_desc_query(prim.get_primitive_desc(), dnnl_query_impl_info_str, 0, &name),
-      "could not query the implementation of a primitive");
-  return name ? name : "";
-}
 
 std::vector<std::string> conv_implementations(const Conv2dParams& p, ConvFormat format) {
   std::vector<std::string> names;
@@ -429,7 +453,8 @@ std::vector<std::string> conv_implementations(const Conv2dParams& p, ConvFormat 
     ConvEntry& e = conv_entry(rt, p, format);
     ensure_backward_data(rt, e, p, format);
     ensure_backward_weights(rt, e, p, format);
-    names = {implementation_of(e.fwd), implementation_of(*e.bwd_data), implementation_of(*e.bwd_weights)};
+    names = {implementation_of(e.fwd.get_primitive_desc()), implementation_of(e.bwd_data->get_primitive_desc()),
+             implementation_of(e.bwd_weights->get_primitive_desc())};
   });
   return names;
 }

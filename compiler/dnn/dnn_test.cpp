@@ -116,6 +116,21 @@ TEST(Shapes, WinogradRunsWhereTheRulePicksIt) {
   }
 }
 
+// On NHWC, forward passes up to 32 channels at stride 1 or 1x1 run oneDNN's plain JIT kernel and
+// one input channel its gemm kernel, where the CPU has them (AVX-512); the rest keep oneDNN's own
+// choice.
+TEST(Shapes, ChannelsLastForwardKernelsFollowTheMeasuredRule) {
+  if (!onednn::has_winograd_kernels()) GTEST_SKIP() << "the rule names AVX-512 kernels, which this CPU lacks";
+  const auto forward = [](const Conv2dParams& p) {
+    return onednn::conv_implementations(p, onednn::ConvFormat::channels_last).at(0);
+  };
+  EXPECT_EQ(forward(conv(8, 16, 32, 32, 16, 3, 1, 1, false)), "jit:avx512_core");   // ResNet-20's first stage
+  EXPECT_EQ(forward(conv(8, 16, 32, 32, 32, 1, 2, 0, false)), "jit:avx512_core");   // its 1x1 shortcut
+  EXPECT_EQ(forward(conv(8, 1, 28, 28, 16, 3, 1, 3, false)), "x64:gemm:jit");       // one input channel
+  EXPECT_NE(forward(conv(8, 16, 32, 32, 32, 3, 2, 1, false)), "jit:avx512_core");   // strided 3x3: brgemm's
+  EXPECT_NE(forward(conv(8, 64, 8, 8, 64, 3, 1, 1, false)), "jit:avx512_core");     // 64 channels: brgemm's
+}
+
 // The message must name the parameter and its value.
 void expect_conv_error(const std::function<void(Conv2dParams&)>& edit, const std::string& want) {
   Conv2dParams p = conv(2, 4, 8, 8, 6, 3, 1, 1, true, 2);
