@@ -46,6 +46,7 @@ ir::Function run_pass(const char* name, ir::Function (*pass)(const ir::Function&
 LowerOptions cpu_lower_options(bool with_environment) {
   LowerOptions options;
   options.channels_last = true;
+  options.sibling_column_sums = true;
   if (with_environment) {
     const char* v = std::getenv("SYNK_CONV_LAYOUT");
     const std::string s = v ? v : "";
@@ -71,7 +72,7 @@ KernelPlan lower(const ir::Module& module, const ir::Function& input, const Lowe
     fn = run_pass("cse", eliminate_common_subexpressions, fn, module, options);
     fn = run_pass("dce", eliminate_dead_nodes, fn, module, options);
   }
-  KernelPlan plan = fuse_kernels(module, fn, FusionOptions{options.fuse});
+  KernelPlan plan = fuse_kernels(module, fn, FusionOptions{options.fuse, options.sibling_column_sums});
   if (options.print_after_all) {
     *options.print_after_all << fmt::format("// *** kernel plan after fusion (fn {}) ***\n", fn.name);
     print_plan(module, plan, *options.print_after_all);

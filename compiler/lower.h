@@ -16,6 +16,8 @@ struct LowerOptions {
   // The CPU backend's layout pass (passes.h, convert_to_channels_last): convolutions on NHWC.
   // Off for the CUDA backend, whose convolutions take NCHW.
   bool channels_last = false;
+  // FusionOptions::sibling_column_sums (the CPU backend's reduce kernels).
+  bool sibling_column_sums = false;
 };
 
 // The options of the CPU backend's plans (every CPU path uses them, so the AOT check that

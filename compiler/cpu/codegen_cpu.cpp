@@ -119,9 +119,9 @@ int64_t row_partial_columns(const emitter::Nest& nest, bool inner_reduced) {
 
 template <class Combine>
 void emit_row_partials_out(Writer& w, const emitter::Nest& nest, int out, int inner, int64_t columns,
-                           const std::string& out_buf, const Combine& combine) {
+                           const std::string& out_buf, const Combine& combine, const std::string& parts = "part") {
   const std::string var = fmt::format("i{}", inner);
-  auto part = [&](int64_t k) { return fmt::format("part[{} + {}]", k * columns, var); };
+  auto part = [&](int64_t k) { return fmt::format("{}[{} + {}]", parts, k * columns, var); };
   w.open("");
   w.line(fmt::format("const int64_t a{} = off{};", out, out));   // no outer strides: all reduced
   w.line(fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{3}] = {4};", var, columns, out_buf,
@@ -208,6 +208,61 @@ void emit_reduce(Writer& w, const KernelPlan& plan, const Kernel& k) {
   if (op == ir::Op::ReduceMean) {
     w.line(fmt::format("const {} count = ({})({});", T, T, count.c_expr()));
     w.line(fmt::format("for (int64_t q = 0; q < out_size; ++q) {0}[q] = {0}[q] / count;", buf(out_buffer)));
+  }
+  w.close();
+}
+
+// Several column sums over one domain (FusionOptions::sibling_column_sums, batch norm's sum(g) and
+// sum(g * x)): one pass computes every root's operand and adds each into its own rotating partial
+// rows, combined as in the single-root form, so every root gets the bits it would get alone.
+void emit_sibling_column_sums(Writer& w, const KernelPlan& plan, const Kernel& k) {
+  const ir::Node& first = node_of(plan, k.roots[0]);
+  const ir::TensorType& in = node_of(plan, first.operands[0]).type;
+  const emitter::ReductionDims dims = emitter::reduction_dims(first, in);
+  emitter::ExprBuilder eb(plan, k, in.rank());
+  struct Root {
+    const ir::Node* node;
+    int value, buffer, out;
+  };
+  std::vector<Root> roots;
+  for (ir::NodeId id : k.roots) {
+    const ir::Node& r = node_of(plan, id);
+    roots.push_back({&r, eb.value(r.operands[0], emitter::identity_map(in.rank())), buffer_of(plan, id), -1});
+  }
+  for (Root& r : roots) r.out = eb.add_access(reduction_output(r.buffer, r.node->type.dtype, in.shape, dims.reduced));
+  const emitter::Nest nest = emitter::collapse(emitter::domain_of(in.shape), dims.cls, eb.accesses);
+  const int rank = int(nest.size.size()), inner = rank - 1;
+  const int64_t columns = row_partial_columns(nest, rank > 0 && nest.cls[size_t(inner)] == 1);
+  if (columns == 0)
+    synk::internal_error(fmt::format("codegen_cpu: kernel {} sums several roots but is not a column sum", k.name));
+  const ir::DType t = first.type.dtype;
+  auto combine = [&](const std::string& a, const std::string& b) { return emitter::c_combine(ir::Op::ReduceSum, t, a, b); };
+  w.open("");
+  emitter::emit_nest_constants(w, nest);
+  for (size_t j = 0; j < roots.size(); ++j) {
+    w.line(fmt::format("{} part{}[{}];", vtype(t), j, kRowPartials * columns));
+    w.line(fmt::format("for (int64_t q = 0; q < {}; ++q) part{}[q] = {};", kRowPartials * columns, j,
+                       emitter::c_identity(ir::Op::ReduceSum, t)));
+  }
+  w.line("int64_t row = 0;");
+  std::vector<int> outer;
+  for (int d = 0; d < inner; ++d) outer.push_back(d);
+  const int opened = emitter::open_outer_loops(w, nest, outer);
+  w.line(fmt::format("const int64_t slot = (row++ % {}) * {};", kRowPartials, columns));
+  const std::string var = fmt::format("i{}", inner);
+  w.open(fmt::format("for (int64_t {0} = 0; {0} < n{1}; ++{0})", var, inner));
+  emitter::emit_values(w, eb, nest, inner, var);
+  for (size_t j = 0; j < roots.size(); ++j) {
+    const std::string target = fmt::format("part{}[slot + {}]", j, var);
+    w.line(fmt::format("{} = {};", target, combine(target, fmt::format("v{}", roots[j].value))));
+  }
+  w.close();
+  for (int i = 0; i < opened; ++i) w.close();
+  for (size_t j = 0; j < roots.size(); ++j) {
+    emit_row_partials_out(w, nest, roots[j].out, inner, columns, buf(roots[j].buffer), combine, fmt::format("part{}", j));
+    if (roots[j].node->op != ir::Op::ReduceMean) continue;
+    w.line(fmt::format("for (int64_t q = 0; q < {0}; ++q) {1}[q] = {1}[q] / ({2})({3});", columns, buf(roots[j].buffer),
+                       vtype(t), dims.count.c_expr()));
   }
   w.close();
 }
@@ -390,7 +445,10 @@ void emit_kernel_body(Writer& w, const KernelPlan& plan, const Kernel& k) {
   switch (k.kind) {
     case KernelKind::Pointwise: emit_pointwise(w, plan, k); break;
     case KernelKind::Concat: emit_concat(w, plan, k); break;
-    case KernelKind::Reduce: emit_reduce(w, plan, k); break;
+    case KernelKind::Reduce:
+      if (k.roots.size() > 1) emit_sibling_column_sums(w, plan, k);
+      else emit_reduce(w, plan, k);
+      break;
     case KernelKind::ArgMax: emit_argmax(w, plan, k); break;
     case KernelKind::Softmax: emit_softmax(w, plan, k, false); break;
     case KernelKind::LogSoftmax: emit_softmax(w, plan, k, true); break;

@@ -259,6 +259,12 @@ TEST(CodegenCpuFusion, Patterns) {
   // pointwise output, and the difference as an output too.
   check_differential("fn f(bcast x: f32[n, 8]) { let c = x - mean(x, axis=0); let v = mean(c * c, axis=0); "
         "out y: none = c / sqrt(v + 1); out s: none = sum(c * 2, axis=0); out d: none = c; }", "f", kVectorSizes, {}, tol);
+  // Sibling column sums in one pass (sum, mean, keepdims, three roots), over f32 and f64.
+  check_differential("fn f(bcast g: f32[n, 4, 8], bcast x: f32[n, 4, 8]) { let xc = x - mean(x, axis=[0, 1]); "
+        "out a: none = sum(g, axis=[0, 1]); out b: none = mean(g * xc, axis=[0, 1], keepdims=true); "
+        "out c: none = sum(exp(g) - xc, axis=[0, 1]); }", "f", kVectorSizes, {}, tol);
+  check_differential("fn f(bcast g: f64[n, 3]) { out a: none = sum(g, axis=0); out b: none = mean(g * g, axis=0); }",
+        "f", kVectorSizes);
   // The same value read by several kernels, and a value both output and reduced.
   check_differential("fn f(bcast x: f32[n]) { let e = exp(x); out a: none = e; out b: none = sum(e); out c: none = max(e) + e; }",
         "f", kVectorSizes, {}, tol);

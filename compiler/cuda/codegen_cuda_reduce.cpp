@@ -159,6 +159,8 @@ struct ReduceBody {
 }  // namespace
 
 void emit_cuda_reduce(Writer& w, const KernelPlan& plan, const Kernel& k, CudaKernelLaunch& launch) {
+  if (k.roots.size() != 1)   // FusionOptions::sibling_column_sums is the CPU plans' alone
+    synk::internal_error(fmt::format("codegen_cuda: reduce kernel {} has {} roots", k.name, k.roots.size()));
   const emitter::ReductionKernel rk(plan, k);
   const ir::Node& red = rk.node;
   const ir::DType t = red.type.dtype;

@@ -8,13 +8,16 @@
 //     and cross_entropy operands, take and one_hot operands; and the operands of an axis-0
 //     concatenation that is an output or update (a flat gradient), which then is a pure copy.
 //  3. A pointwise or view node feeding two or more kernels gets a buffer (computed once) unless
-//     it is free to recompute (a constant, or views of a buffer: only index arithmetic).
+//     it is free to recompute (a constant, views of a buffer: only index arithmetic, or one cheap
+//     op over one array of its size and small static broadcasts: is_free).
 //  4. Every node with a buffer that is not a leaf or alias roots a kernel, which also computes
 //     every bufferless node it consumes: a pointwise DAG becomes one loop nest, a pointwise DAG
 //     feeding a reduction is computed inside the reduction's loop (one pass over memory).
 //  5. Pointwise kernels of the same shape merge into one multi-output loop when one consumes the
 //     other element for element (vertical) or they read a common buffer (horizontal), provided
 //     the merge creates no cycle between kernels.
+//  5b. With FusionOptions::sibling_column_sums (the CPU plans), independent sums over every axis
+//     but a short static last one that read a common buffer become one multi-output reduction.
 //  6. Kernels run in dependency order; one that computes a piece of a flat concatenation into an
 //     output or update runs as soon as its operands exist (hoist_pieces).
 #include <algorithm>
@@ -79,6 +82,7 @@ class Fusion {
     mark_buffers();
     form_kernels();
     if (options_.fuse) merge_pointwise_kernels();
+    if (options_.fuse && options_.sibling_column_sums) merge_sibling_column_sums();
     order_kernels();
     assign_buffers();
     collect_symbols();
@@ -327,6 +331,57 @@ class Fusion {
       }
     }
   }
+
+  // A sum or mean whose reduced axes are all but the last, which is static, 2 to 256 wide: the
+  // form codegen_cpu's reduce kernel computes in rotating partial rows, for several roots at once.
+  bool is_column_sum(const Kernel& k) const {
+    if (k.kind != KernelKind::Reduce) return false;
+    for (NodeId root : k.roots) {
+      const ir::Node& r = node(root);
+      if (r.op != Op::ReduceSum && r.op != Op::ReduceMean) return false;
+      const ir::Shape& in = node(r.operands[0]).type.shape;
+      if (in.size() < 2 || r.attrs.axes.size() != in.size() - 1) return false;
+      for (size_t d = 0; d + 1 < in.size(); ++d)
+        if (r.attrs.axes[d] != int64_t(d)) return false;
+      const ir::Dim& columns = in.back();
+      if (columns.is_symbolic() || columns.size < 2 || columns.size > kMaxSiblingColumns) return false;
+    }
+    return true;
+  }
+
+  bool same_column_sum(const Kernel& a, const Kernel& b) const {
+    const ir::Node& ra = node(a.roots[0]);
+    const ir::Node& rb = node(b.roots[0]);
+    return node(ra.operands[0]).type.shape == node(rb.operands[0]).type.shape && ra.type.dtype == rb.type.dtype;
+  }
+
+  // Rule 5b (FusionOptions::sibling_column_sums): independent column sums of one shape that read
+  // a common buffer become one kernel, one pass over that buffer.
+  void merge_sibling_column_sums() {
+    for (bool merged = true; merged;) {
+      merged = false;
+      auto deps = kernel_deps();
+      for (size_t a = 0; a < kernels_.size() && !merged; ++a) {
+        if (!is_column_sum(kernels_[a])) continue;
+        for (size_t b = a + 1; b < kernels_.size() && !merged; ++b) {
+          if (!is_column_sum(kernels_[b]) || !same_column_sum(kernels_[a], kernels_[b])) continue;
+          std::set<NodeId> ra = reads(kernels_[a]), rb = reads(kernels_[b]);
+          const bool share = std::any_of(ra.begin(), ra.end(), [&](NodeId x) { return rb.count(x) > 0; });
+          if (!share || depends(deps, int(b), int(a), 1) || depends(deps, int(a), int(b), 1)) continue;
+          Kernel& into = kernels_[a];
+          const Kernel& from = kernels_[b];
+          std::set<NodeId> nodes(into.nodes.begin(), into.nodes.end());
+          nodes.insert(from.nodes.begin(), from.nodes.end());
+          into.nodes.assign(nodes.begin(), nodes.end());
+          into.roots.insert(into.roots.end(), from.roots.begin(), from.roots.end());
+          kernels_.erase(kernels_.begin() + long(b));
+          merged = true;
+        }
+      }
+    }
+  }
+
+  static constexpr int64_t kMaxSiblingColumns = 256;
 
   void order_kernels() {
     auto deps = kernel_deps();

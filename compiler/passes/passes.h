@@ -41,6 +41,10 @@ ir::Function eliminate_dead_nodes(const ir::Function& fn);
 // CPU code generator does not handle (grad before the gradient pass exists).
 struct FusionOptions {
   bool fuse = true;   // false: every pointwise op and view is its own kernel (benchmarks, debugging)
+  // Sums over the same rows into a short static row (batch norm's per-channel sums), independent
+  // of each other and reading a common buffer, become one loop with several outputs. Only the
+  // CPU code generator emits such kernels.
+  bool sibling_column_sums = false;
 };
 KernelPlan fuse_kernels(const ir::Module& module, const ir::Function& fn, const FusionOptions& options = {});
 

@@ -61,6 +61,11 @@ std::string plan_of(const std::string& program, bool fuse = true) {
   return groups(lower(m, m.functions.at(0), options));
 }
 
+std::string cpu_plan_of(const std::string& program) {
+  ir::Module m = parse(program);
+  return groups(lower(m, m.functions.at(0), cpu_lower_options()));
+}
+
 TEST(Simplify, AlgebraicIdentities) {
   EXPECT_EQ(ops(cleaned(parse("fn f(bcast x: f32[n]) { out y: none = x * 1 + 0 - 0; }"))), "in");
   EXPECT_EQ(ops(cleaned(parse("fn f(bcast x: f32[n]) { out y: none = 1 * (0 + x) / 1; }"))), "in");
@@ -169,6 +174,28 @@ TEST(Fusion, ReluGradientKeepsNoPreActivation) {
     for (ir::NodeId id : k.nodes)
       if (plan.function.node(id).op == ir::Op::Relu) relu_kernel_stores = int(k.outputs.size());
   EXPECT_EQ(relu_kernel_stores, 2) << "relu's result and the masked gradient, not the pre-activation";
+}
+
+TEST(Fusion, SiblingColumnSumsShareOnePassOnTheCpu) {
+  // Batch norm's backward: sum(g) and sum(g * xc) over every row, independent, both reading g.
+  const std::string bn = "fn f(bcast g: f32[n, 8], bcast x: f32[n, 8]) { let xc = x - mean(x, axis=0); "
+                         "out a: none = sum(g, axis=0); out b: none = sum(g * xc, axis=0); }";
+  EXPECT_EQ(plan_of(bn), "reduce[mean] reduce[sum] reduce[sub mul sum]");
+  EXPECT_EQ(cpu_plan_of(bn), "reduce[mean] reduce[sub sum mul sum]");
+  // Three siblings, a mean among them, keepdims or not: one kernel.
+  EXPECT_EQ(cpu_plan_of("fn f(bcast g: f32[n, 4, 8]) { out a: none = sum(g, axis=[0, 1]); "
+                        "out b: none = mean(g * g, axis=[0, 1], keepdims=true); out c: none = sum(exp(g), axis=[0, 1]); }"),
+            "reduce[sum mul mean exp sum]");
+  // Not merged: one needs the other, row sums, a symbolic row, different shapes, nothing shared.
+  EXPECT_EQ(cpu_plan_of("fn f(bcast x: f32[n, 8]) { out v: none = sum(x - sum(x, axis=0), axis=0); }"),
+            "reduce[sum] reduce[sub sum]");
+  EXPECT_EQ(cpu_plan_of("fn f(bcast x: f32[8, n]) { out a: none = sum(x, axis=1); out b: none = sum(x * x, axis=1); }"),
+            "reduce[sum] reduce[mul sum]");
+  EXPECT_EQ(cpu_plan_of("fn f(bcast x: f32[8, n]) { out a: none = sum(x, axis=0); out b: none = sum(x * x, axis=0); }"),
+            "reduce[sum] reduce[mul sum]");
+  EXPECT_EQ(cpu_plan_of("fn f(bcast x: f32[n, 8], bcast y: f32[n, 4]) { out a: none = sum(x, axis=0); "
+                        "out b: none = sum(y, axis=0); }"),
+            "reduce[sum] reduce[sum]");
 }
 
 TEST(Fusion, MultiOutputMerges) {
