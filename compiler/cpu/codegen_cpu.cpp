@@ -233,8 +233,14 @@ void emit_sibling_column_sums(Writer& w, const KernelPlan& plan, const Kernel& k
   const emitter::Nest nest = emitter::collapse(emitter::domain_of(in.shape), dims.cls, eb.accesses);
   const int rank = int(nest.size.size()), inner = rank - 1;
   const int64_t columns = row_partial_columns(nest, rank > 0 && nest.cls[size_t(inner)] == 1);
-  if (columns == 0)
-    synk::internal_error(fmt::format("codegen_cpu: kernel {} sums several roots but is not a column sum", k.name));
+  if (columns == 0) {   // not the form fusion expects (its rows all of static size 1): one pass per root
+    for (ir::NodeId id : k.roots) {
+      Kernel single = k;
+      single.roots = {id};
+      emit_reduce(w, plan, single);
+    }
+    return;
+  }
   const ir::DType t = first.type.dtype;
   auto combine = [&](const std::string& a, const std::string& b) { return emitter::c_combine(ir::Op::ReduceSum, t, a, b); };
   w.open("");

@@ -341,8 +341,12 @@ class Fusion {
       if (r.op != Op::ReduceSum && r.op != Op::ReduceMean) return false;
       const ir::Shape& in = node(r.operands[0]).type.shape;
       if (in.size() < 2 || r.attrs.axes.size() != in.size() - 1) return false;
-      for (size_t d = 0; d + 1 < in.size(); ++d)
+      bool rows = false;   // a reduced dim that is not static 1 (those vanish from the loop nest)
+      for (size_t d = 0; d + 1 < in.size(); ++d) {
         if (r.attrs.axes[d] != int64_t(d)) return false;
+        rows |= in[d].is_symbolic() || in[d].size > 1;
+      }
+      if (!rows) return false;
       const ir::Dim& columns = in.back();
       if (columns.is_symbolic() || columns.size < 2 || columns.size > kMaxSiblingColumns) return false;
     }

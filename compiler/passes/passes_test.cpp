@@ -193,6 +193,8 @@ TEST(Fusion, SiblingColumnSumsShareOnePassOnTheCpu) {
             "reduce[sum] reduce[mul sum]");
   EXPECT_EQ(cpu_plan_of("fn f(bcast x: f32[8, n]) { out a: none = sum(x, axis=0); out b: none = sum(x * x, axis=0); }"),
             "reduce[sum] reduce[mul sum]");
+  EXPECT_EQ(cpu_plan_of("fn f(bcast r: f32[1, 4]) { out a: none = sum(r, axis=0); out b: none = mean(r * r, axis=0); }"),
+            "reduce[sum] reduce[mul mean]");   // a single row: nothing to share (found by CodegenCpuRandom)
   EXPECT_EQ(cpu_plan_of("fn f(bcast x: f32[n, 8], bcast y: f32[n, 4]) { out a: none = sum(x, axis=0); "
                         "out b: none = sum(y, axis=0); }"),
             "reduce[sum] reduce[sum]");
