@@ -119,7 +119,7 @@ int64_t row_partial_columns(const emitter::Nest& nest, bool inner_reduced) {
 
 template <class Combine>
 void emit_row_partials_out(Writer& w, const emitter::Nest& nest, int out, int inner, int64_t columns,
-                           const std::string& out_buf, const Combine& combine, const std::string& parts = "part") {
+                           const std::string& out_buf, const Combine& combine, const std::string& parts) {
   const std::string var = fmt::format("i{}", inner);
   auto part = [&](int64_t k) { return fmt::format("{}[{} + {}]", parts, k * columns, var); };
   w.open("");
@@ -154,14 +154,8 @@ void emit_reduce(Writer& w, const KernelPlan& plan, const Kernel& k) {
   bool outer_reduced = false;
   for (int d = 0; d < inner; ++d) outer_reduced |= nest.cls[size_t(d)] == 1;
   const bool inner_reduced = r > 0 && nest.cls[size_t(inner)] == 1;
-  const int64_t columns = row_partial_columns(nest, inner_reduced);   // > 0: the partials write the output
-  if (r > 0 && (!inner_reduced || outer_reduced) && columns == 0)
+  if (r > 0 && (!inner_reduced || outer_reduced))
     w.line(fmt::format("for (int64_t q = 0; q < out_size; ++q) {}[q] = {};", buf(out_buffer), id));
-  if (columns > 0) {
-    w.line(fmt::format("{} part[{}];", T, kRowPartials * columns));
-    w.line(fmt::format("for (int64_t q = 0; q < {}; ++q) part[q] = {};", kRowPartials * columns, id));
-    w.line("int64_t row = 0;");
-  }
   std::vector<int> outer;
   for (int d = 0; d < inner; ++d) outer.push_back(d);
   int opened = emitter::open_outer_loops(w, nest, outer);
@@ -194,17 +188,13 @@ void emit_reduce(Writer& w, const KernelPlan& plan, const Kernel& k) {
     w.line(fmt::format("{} = {};", target, outer_reduced ? combine(target, "r") : "r"));
   } else {
     std::string var = fmt::format("i{}", inner);
-    if (columns > 0)
-      w.line(fmt::format("{}* const partial = part + (row++ % {}) * {};", T, kRowPartials, columns));
     w.open(fmt::format("for (int64_t {0} = 0; {0} < n{1}; ++{0})", var, inner));
     emitter::emit_values(w, eb, nest, inner, var);
     std::string target = fmt::format("{}[{}]", buf(out_buffer), emitter::address(nest, out, inner, var));
-    if (columns > 0) target = fmt::format("partial[{}]", var);
     w.line(fmt::format("{} = {};", target, combine(target, fmt::format("v{}", v))));
     w.close();
   }
   for (int i = 0; i < opened; ++i) w.close();
-  if (columns > 0) emit_row_partials_out(w, nest, out, inner, columns, buf(out_buffer), combine);
   if (op == ir::Op::ReduceMean) {
     w.line(fmt::format("const {} count = ({})({});", T, T, count.c_expr()));
     w.line(fmt::format("for (int64_t q = 0; q < out_size; ++q) {0}[q] = {0}[q] / count;", buf(out_buffer)));
@@ -212,10 +202,10 @@ void emit_reduce(Writer& w, const KernelPlan& plan, const Kernel& k) {
   w.close();
 }
 
-// Several column sums over one domain (FusionOptions::sibling_column_sums, batch norm's sum(g) and
-// sum(g * x)): one pass computes every root's operand and adds each into its own rotating partial
-// rows, combined as in the single-root form, so every root gets the bits it would get alone.
-void emit_sibling_column_sums(Writer& w, const KernelPlan& plan, const Kernel& k) {
+// The column form of a reduce kernel with one root or several (FusionOptions::sibling_column_sums,
+// batch norm's sum(g) and sum(g * x)): one pass computes every root's operand and combines each
+// into its own rotating partial rows; a kernel not of that form goes to emit_reduce, root by root.
+void emit_reduce_kernel(Writer& w, const KernelPlan& plan, const Kernel& k) {
   const ir::Node& first = node_of(plan, k.roots[0]);
   const ir::TensorType& in = node_of(plan, first.operands[0]).type;
   const emitter::ReductionDims dims = emitter::reduction_dims(first, in);
@@ -233,7 +223,7 @@ void emit_sibling_column_sums(Writer& w, const KernelPlan& plan, const Kernel& k
   const emitter::Nest nest = emitter::collapse(emitter::domain_of(in.shape), dims.cls, eb.accesses);
   const int rank = int(nest.size.size()), inner = rank - 1;
   const int64_t columns = row_partial_columns(nest, rank > 0 && nest.cls[size_t(inner)] == 1);
-  if (columns == 0) {   // not the form fusion expects (its rows all of static size 1): one pass per root
+  if (columns == 0) {   // fusion merges only column sums; a single root may be any reduction
     for (ir::NodeId id : k.roots) {
       Kernel single = k;
       single.roots = {id};
@@ -242,13 +232,16 @@ void emit_sibling_column_sums(Writer& w, const KernelPlan& plan, const Kernel& k
     return;
   }
   const ir::DType t = first.type.dtype;
-  auto combine = [&](const std::string& a, const std::string& b) { return emitter::c_combine(ir::Op::ReduceSum, t, a, b); };
+  const ir::Op op = first.op;   // siblings are sums and means, which combine alike
+  auto combine = [&](const std::string& a, const std::string& b) { return emitter::c_combine(op, t, a, b); };
   w.open("");
   emitter::emit_nest_constants(w, nest);
+  if (op == ir::Op::ReduceMax || op == ir::Op::ReduceMin)
+    w.line(fmt::format("if ({} == 0) return {};", dims.count.c_expr(), int64_t(KernelError::EmptyReduction)));
   for (size_t j = 0; j < roots.size(); ++j) {
     w.line(fmt::format("{} part{}[{}];", vtype(t), j, kRowPartials * columns));
     w.line(fmt::format("for (int64_t q = 0; q < {}; ++q) part{}[q] = {};", kRowPartials * columns, j,
-                       emitter::c_identity(ir::Op::ReduceSum, t)));
+                       emitter::c_identity(op, t)));
   }
   w.line("int64_t row = 0;");
   std::vector<int> outer;
@@ -451,10 +444,7 @@ void emit_kernel_body(Writer& w, const KernelPlan& plan, const Kernel& k) {
   switch (k.kind) {
     case KernelKind::Pointwise: emit_pointwise(w, plan, k); break;
     case KernelKind::Concat: emit_concat(w, plan, k); break;
-    case KernelKind::Reduce:
-      if (k.roots.size() > 1) emit_sibling_column_sums(w, plan, k);
-      else emit_reduce(w, plan, k);
-      break;
+    case KernelKind::Reduce: emit_reduce_kernel(w, plan, k); break;
     case KernelKind::ArgMax: emit_argmax(w, plan, k); break;
     case KernelKind::Softmax: emit_softmax(w, plan, k, false); break;
     case KernelKind::LogSoftmax: emit_softmax(w, plan, k, true); break;

@@ -296,6 +296,14 @@ class Fusion {
     return true;
   }
 
+  // `into` also computes what `from` did: the union of their nodes, from's roots after its own.
+  static void absorb(Kernel& into, const Kernel& from) {
+    std::set<NodeId> nodes(into.nodes.begin(), into.nodes.end());
+    nodes.insert(from.nodes.begin(), from.nodes.end());
+    into.nodes.assign(nodes.begin(), nodes.end());
+    into.roots.insert(into.roots.end(), from.roots.begin(), from.roots.end());
+  }
+
   // Rule 5.
   void merge_pointwise_kernels() {
     for (bool merged = true; merged;) {
@@ -318,13 +326,8 @@ class Fusion {
             ok = share && !depends(deps, int(b), int(a), 1) && !depends(deps, int(a), int(b), 1);
           }
           if (!ok) continue;
-          Kernel& into = kernels_[b];
-          Kernel& from = kernels_[a];
-          std::set<NodeId> nodes(into.nodes.begin(), into.nodes.end());
-          nodes.insert(from.nodes.begin(), from.nodes.end());
-          into.nodes.assign(nodes.begin(), nodes.end());
-          into.roots.insert(into.roots.end(), from.roots.begin(), from.roots.end());
-          std::sort(into.roots.begin(), into.roots.end());
+          absorb(kernels_[b], kernels_[a]);
+          std::sort(kernels_[b].roots.begin(), kernels_[b].roots.end());
           kernels_.erase(kernels_.begin() + long(a));
           merged = true;
         }
@@ -372,12 +375,7 @@ class Fusion {
           std::set<NodeId> ra = reads(kernels_[a]), rb = reads(kernels_[b]);
           const bool share = std::any_of(ra.begin(), ra.end(), [&](NodeId x) { return rb.count(x) > 0; });
           if (!share || depends(deps, int(b), int(a), 1) || depends(deps, int(a), int(b), 1)) continue;
-          Kernel& into = kernels_[a];
-          const Kernel& from = kernels_[b];
-          std::set<NodeId> nodes(into.nodes.begin(), into.nodes.end());
-          nodes.insert(from.nodes.begin(), from.nodes.end());
-          into.nodes.assign(nodes.begin(), nodes.end());
-          into.roots.insert(into.roots.end(), from.roots.begin(), from.roots.end());
+          absorb(kernels_[a], kernels_[b]);
           kernels_.erase(kernels_.begin() + long(b));
           merged = true;
         }
