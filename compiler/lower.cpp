@@ -66,6 +66,9 @@ KernelPlan lower(const ir::Module& module, const ir::Function& input, const Lowe
   fn = run_pass("simplify", simplify, fn, module, options);     // folding exposes x*1, x+0 again
   fn = run_pass("cse", eliminate_common_subexpressions, fn, module, options);
   fn = run_pass("dce", eliminate_dead_nodes, fn, module, options);
+  fn = run_pass("distribute-sums", distribute_sums, fn, module, options);
+  fn = run_pass("cse", eliminate_common_subexpressions, fn, module, options);   // the sums it adds that exist
+  fn = run_pass("dce", eliminate_dead_nodes, fn, module, options);
   if (options.channels_last) {
     fn = run_pass("channels-last", convert_to_channels_last, fn, module, options);
     fn = run_pass("simplify", simplify, fn, module, options);   // transposes that meet cancel

@@ -265,6 +265,15 @@ TEST(CodegenCpuFusion, Patterns) {
         "out c: none = sum(exp(g) - xc, axis=[0, 1]); }", "f", kVectorSizes, {}, tol);
   check_differential("fn f(bcast g: f64[n, 3]) { out a: none = sum(g, axis=0); out b: none = mean(g * g, axis=0); }",
         "f", kVectorSizes);
+  // A sum distributed over its operand's terms (batch norm's backward): sum(g) exists, sum(xc) is
+  // new, and the operand d is computed inside the pointwise output, never written; f32 and f64.
+  // v is small, as batch norm's is (it carries 1/N): with v ~ 50 the sum of d cancels to a few
+  // digits in any order of additions, and no tolerance would tell a fault from rounding.
+  for (const char* t : kFloatTypes)
+    check_differential(fmt::format("fn f(bcast g: {0}[n, 3, 8], bcast x: {0}[n, 3, 8], bcast k: {0}[8]) {{ "
+          "let xc = x - mean(x, axis=[0, 1]); let v = sum(g * xc, axis=[0, 1]) * 0.001; let d = g * k + xc * v + xc * v; "
+          "out b: none = sum(g, axis=[0, 1]); out dx: none = d - sum(-d, axis=[0, 1], keepdims=true) / 7; }}", t),
+          "f", kVectorSizes, {}, tol);
   // The same value read by several kernels, and a value both output and reduced.
   check_differential("fn f(bcast x: f32[n]) { let e = exp(x); out a: none = e; out b: none = sum(e); out c: none = max(e) + e; }",
         "f", kVectorSizes, {}, tol);

@@ -193,17 +193,6 @@ class Fusion {
     return streams <= 1;
   }
 
-  static bool small_static(const ir::Shape& shape) {
-    int64_t elements = 1;
-    for (const ir::Dim& d : shape) {
-      if (d.is_symbolic()) return false;
-      elements *= d.size;
-    }
-    return elements <= kCachedBroadcastElements;
-  }
-
-  static constexpr int64_t kCachedBroadcastElements = 4096;
-
   // Rule 4.
   void form_kernels() {
     for (size_t i = 0; i < n_; ++i) {

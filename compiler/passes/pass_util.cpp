@@ -35,4 +35,13 @@ bool constant_equals(const ir::Node& n, double v) {
   return is_scalar_constant(n) && constant_as_double(n) == v;
 }
 
+bool small_static(const ir::Shape& shape) {
+  int64_t elements = 1;
+  for (const ir::Dim& d : shape) {
+    if (d.is_symbolic()) return false;
+    elements *= d.size;
+  }
+  return elements <= kCachedBroadcastElements;
+}
+
 }  // namespace synk::compiler

@@ -33,6 +33,12 @@ ir::Function fold_constants(const ir::Function& fn);
 // Merges nodes with the same op, type, operands and attributes (constants by bit pattern).
 ir::Function eliminate_common_subexpressions(const ir::Function& fn);
 
+// Reassociation (distribute_sums.cpp): a float sum whose operand is a tree of add, sub, neg and
+// products with factors constant along the summed axes becomes the same tree over the sums of its
+// leaves, when a node of the tree is read elsewhere (so the operand need no longer be written for
+// the sum) and at most one leaf's sum is not already computed. Batch norm's backward loses three
+// passes over the activation. The sum's last bits change (a different order of additions).
+ir::Function distribute_sums(const ir::Function& fn);
 // Drops nodes that no output or update depends on.
 ir::Function eliminate_dead_nodes(const ir::Function& fn);
 
@@ -54,6 +60,11 @@ KernelPlan fuse_kernels(const ir::Module& module, const ir::Function& fn, const 
 ir::Function rebuild(const ir::Function& fn,
                      const std::function<ir::NodeId(ir::Function& out, ir::Node node)>& rewrite);
 
+// Per-channel statistics and other static values of at most this many elements stay in cache
+// when broadcast over an activation: fusion recomputes arithmetic that reads one activation and
+// such values (rule 3), and distribute_sums adds a sum only of such arithmetic.
+inline constexpr int64_t kCachedBroadcastElements = 4096;
+bool small_static(const ir::Shape& shape);   // static, at most kCachedBroadcastElements elements
 // Scalar constant helpers used by several passes.
 bool is_scalar_constant(const ir::Node& n);
 double constant_as_double(const ir::Node& n);   // value, or ivalue for integer/bool dtypes

@@ -117,6 +117,52 @@ TEST(Dce, DropsWhatNoResultNeeds) {
   EXPECT_EQ(fn.params.size(), 1u) << "params stay: they are the signature";
 }
 
+TEST(DistributeSums, BatchNormsBackwardSumsTheTermsItAlreadyHas) {
+  // d = g*k + xc*v + xc*v is read by dx and summed: the sum becomes k*sum(g) + v*sum(xc) +
+  // v*sum(xc), sum(g) is the output b (the same keepdims: the sums must be equal nodes), and d is
+  // computed inside dx's kernel instead of written.
+  const std::string bn = "fn f(bcast g: f32[n, 8], bcast x: f32[n, 8], bcast k: f32[8]) { let xc = x - mean(x, axis=0); "
+                         "let v = sum(g * xc, axis=0); let d = g * k + xc * v + xc * v; out b: none = sum(g, axis=0, keepdims=true); "
+                         "out dx: none = d - sum(-d, axis=0, keepdims=true) / 7; }";
+  const std::string before = ops(cleaned(parse(bn)));
+  EXPECT_EQ(before, "in mean sub in mul sum in mul mul add add sum neg sum c7 div sub");
+  ir::Function fn = eliminate_dead_nodes(eliminate_common_subexpressions(distribute_sums(cleaned(parse(bn)))));
+  EXPECT_EQ(ops(fn), "in mean sub in mul sum in mul mul add add sum sum reshape mul reshape mul add add neg c7 div sub")
+      << "sum(-d) is gone; sum(xc) and the factors reshaped to the sum's axes come in";
+  EXPECT_EQ(plan_of(bn), "reduce[mean] reduce[sub mul sum] reduce[sum] reduce[sub sum] "
+                         "pointwise[sub mul mul add add mul mul add add neg div sub]");
+  // On the CPU the three sums over the rows (g * xc, g, xc) take one pass.
+  EXPECT_EQ(cpu_plan_of(bn), "reduce[mean] reduce[sub mul sum sum sum] pointwise[sub mul mul add add mul mul add add neg div sub]");
+}
+
+TEST(DistributeSums, OnlyWhereItSavesAPass) {
+  auto unchanged = [](const std::string& program) {
+    const ir::Function fn = cleaned(parse(program));
+    return ops(eliminate_dead_nodes(eliminate_common_subexpressions(distribute_sums(fn)))) == ops(fn);
+  };
+  // The operand has no other reader: its sum is one pass over g and x already.
+  EXPECT_TRUE(unchanged("fn f(bcast g: f32[n, 8], bcast x: f32[n, 8], bcast k: f32[8]) { "
+                        "out b: none = sum(g, axis=0); out s: none = sum(g * k + x, axis=0); }"));
+  // A new sum of an expensive value would write that value where it was computed inside d's
+  // readers (exp(x) here; Fusion.SharedValuesAreComputedOnce has the same shape).
+  EXPECT_TRUE(unchanged("fn f(bcast g: f32[n, 8], bcast x: f32[n, 8], bcast k: f32[8]) { let d = g * k + exp(x); "
+                        "out a: none = sum(g, axis=0); out s: none = sum(d, axis=0); out y: none = d; }"));
+  // Two sums that do not exist yet would be two passes for the one saved.
+  EXPECT_TRUE(unchanged("fn f(bcast g: f32[n, 8], bcast x: f32[n, 8], bcast k: f32[8]) { let d = g * k + x * 2; "
+                        "out s: none = sum(d, axis=0); out y: none = d; }"));
+  // A factor that varies along the summed axis stays inside the sum.
+  EXPECT_TRUE(unchanged("fn f(bcast g: f32[n, 8], bcast x: f32[n, 8], bcast k: f32[n, 1]) { let d = g * k + x; "
+                        "out a: none = sum(g, axis=0); out s: none = sum(d, axis=0); out y: none = d; }"));
+  // Integers (no rounding to change, but not what the rule is for) and products of two arrays.
+  EXPECT_TRUE(unchanged("fn f(bcast g: i32[n, 8], bcast x: i32[n, 8]) { let d = g * 3 + x; "
+                        "out a: none = sum(g, axis=0); out s: none = sum(d, axis=0); out y: none = d; }"));
+  EXPECT_TRUE(unchanged("fn f(bcast g: f32[n, 8], bcast x: f32[n, 8]) { let d = g * x; "
+                        "out a: none = sum(g, axis=0); out s: none = sum(d, axis=0); out y: none = d; }"));
+  // The same program with a static factor: distributed (the control for the refusals above).
+  EXPECT_FALSE(unchanged("fn f(bcast g: f32[n, 8], bcast x: f32[n, 8], bcast k: f32[8]) { let d = g * k + x; "
+                         "out a: none = sum(g, axis=0); out s: none = sum(d, axis=0); out y: none = d; }"));
+}
+
 TEST(Fusion, PointwiseChainsAndDagsAreOneKernel) {
   EXPECT_EQ(plan_of("fn f(bcast x: f32[n], bcast y: f32[n]) { out z: none = relu(x * y + 1) - exp(y); }"),
             "pointwise[mul add relu exp sub]");
