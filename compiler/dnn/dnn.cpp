@@ -13,6 +13,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <bit>
 #include <cstdlib>
@@ -248,19 +249,21 @@ ConvDescs conv_descs(const Conv2dParams& p, ConvFormat f, bool winograd) {
   return d;
 }
 
-// SYNK_CONV_ALGORITHM, read once: 0 the shape rule (unset or "auto"), 1 always direct, 2 Winograd
-// wherever the layer allows.
-int conv_algorithm_override() {
-  static const int mode = [] {
+// The algorithm choice: SYNK_CONV_ALGORITHM, read once (unset or "auto": the shape rules), until
+// set_conv_algorithm changes it.
+std::atomic<int>& conv_algorithm_mode() {
+  static std::atomic<int> mode = [] {
     const char* v = std::getenv("SYNK_CONV_ALGORITHM");
     const std::string s = v ? v : "";
-    if (s.empty() || s == "auto") return 0;
-    if (s == "direct") return 1;
-    if (s == "winograd") return 2;
+    if (s.empty() || s == "auto") return int(ConvAlgorithm::rule);
+    if (s == "direct") return int(ConvAlgorithm::direct);
+    if (s == "winograd") return int(ConvAlgorithm::winograd);
     throw std::invalid_argument("SYNK_CONV_ALGORITHM = '" + s + "': expected auto, direct or winograd");
   }();
   return mode;
 }
+
+ConvAlgorithm conv_algorithm_override() { return ConvAlgorithm(conv_algorithm_mode().load()); }
 
 bool winograd_allowed(const Conv2dParams& p) {
   return p.kh == 3 && p.kw == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dilation_h == 1 && p.dilation_w == 1 &&
@@ -316,18 +319,31 @@ PrimitiveDesc with_implementation(const PrimitiveDesc& pd, const std::string& wa
   return pd;
 }
 
+// The forward pass's primitive descriptor with algorithm `algo` (and the kernel the shape rule
+// prefers); the backward passes take it as their hint.
+dnnl::convolution_forward::primitive_desc forward_pd(const Conv2dParams& p, ConvFormat f, dnnl::algorithm algo,
+                                                     const dnnl::engine& eng) {
+  const ConvDescs d = conv_descs(p, f, algo == dnnl::algorithm::convolution_winograd);
+  dnnl::convolution_forward::desc fd =
+      p.has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.ax, d.aw, d.ab, d.ay,
+                                                   d.strides, d.dilates, d.pad_l, d.pad_r)
+                 : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.ax, d.aw, d.ay,
+                                                   d.strides, d.dilates, d.pad_l, d.pad_r);
+  return with_implementation(dnnl::convolution_forward::primitive_desc(fd, eng), preferred_forward_kernel(p, f, algo));
+}
+
+// Whether pass `pass` asks for Winograd: per layer on the blocked format, where the reorders are
+// paid either way; per pass on NHWC, where only Winograd pays them.
+bool winograd_for(const Conv2dParams& p, ConvFormat f, ConvPass pass) {
+  if (f == ConvFormat::plain) return false;
+  return f == ConvFormat::channels_last ? winograd_suits_pass(p, pass) : winograd_suits(p);
+}
+
 std::unique_ptr<ConvEntry> make_conv(const Conv2dParams& p, ConvFormat f, const dnnl::engine& eng, Scratch* scratch) {
   const ConvDescs plain = conv_descs(p, f, false);
   auto e = std::make_unique<ConvEntry>();
-  e->fwd_pd = with_algorithm(f != ConvFormat::plain && winograd_suits(p), [&](dnnl::algorithm algo) {
-    const ConvDescs d = conv_descs(p, f, algo == dnnl::algorithm::convolution_winograd);
-    dnnl::convolution_forward::desc fd =
-        p.has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.ax, d.aw, d.ab, d.ay,
-                                                     d.strides, d.dilates, d.pad_l, d.pad_r)
-                   : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.ax, d.aw, d.ay,
-                                                     d.strides, d.dilates, d.pad_l, d.pad_r);
-    return with_implementation(dnnl::convolution_forward::primitive_desc(fd, eng), preferred_forward_kernel(p, f, algo));
-  }, &e->algo);
+  e->fwd_pd = with_algorithm(winograd_for(p, f, ConvPass::forward),
+                             [&](dnnl::algorithm algo) { return forward_pd(p, f, algo, eng); }, &e->algo);
   e->fwd = dnnl::convolution_forward(e->fwd_pd);
   e->x = Arg(eng, plain.x, e->fwd_pd.src_desc(), scratch, 0);
   e->w = Arg(eng, plain.w, e->fwd_pd.weights_desc(), scratch, 1);
@@ -356,12 +372,21 @@ ConvFormat suggested_format(const Conv2dParams& p) {
 bool winograd_suits(const Conv2dParams& p) {
   check_conv2d(p);
   if (!winograd_allowed(p)) return false;
-  const int mode = conv_algorithm_override();
-  if (mode != 0) return mode == 2;
+  const ConvAlgorithm mode = conv_algorithm_override();
+  if (mode != ConvAlgorithm::rule) return mode == ConvAlgorithm::winograd;
   const Size2d o = conv2d_output_size(p);
   const int64_t channels = std::min(p.c, p.out_channels);
   const bool pixels = p.n * o.h * o.w >= 1024;
   return (channels >= 64 && pixels) || (channels >= 32 && pixels && o.h >= 8 && o.w >= 8);
+}
+
+void set_conv_algorithm(ConvAlgorithm algorithm) { conv_algorithm_mode().store(int(algorithm)); }
+
+bool winograd_suits_pass(const Conv2dParams& p, ConvPass pass) {
+  if (!winograd_suits(p)) return false;
+  if (pass != ConvPass::backward_weights || conv_algorithm_override() != ConvAlgorithm::rule) return true;
+  const Size2d o = conv2d_output_size(p);
+  return std::min(p.c, p.out_channels) >= 128 || p.n * o.h * o.w <= 16384;
 }
 
 void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias, float* y,
@@ -379,17 +404,29 @@ void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const
 
 namespace {
 
-// The backward passes' primitives, built on first use with the forward pass's algorithm (or the
-// direct one where oneDNN has no Winograd kernel for that pass).
+// The backward passes' primitives, built on first use: on the blocked format with the forward
+// pass's algorithm, on NHWC with their own (winograd_suits_pass); the direct one where oneDNN has
+// no Winograd kernel for that pass. Their hint is a forward descriptor of their algorithm.
+bool backward_winograd(const ConvEntry& e, const Conv2dParams& p, ConvFormat format, ConvPass pass) {
+  if (format == ConvFormat::channels_last) return winograd_for(p, format, pass);
+  return e.algo == dnnl::algorithm::convolution_winograd;
+}
+
+dnnl::convolution_forward::primitive_desc hint_for(const Runtime& rt, const ConvEntry& e, const Conv2dParams& p,
+                                                   ConvFormat format, dnnl::algorithm algo) {
+  return algo == e.algo ? e.fwd_pd : forward_pd(p, format, algo, rt.eng);
+}
+
 void ensure_backward_data(Runtime& rt, ConvEntry& e, const Conv2dParams& p, ConvFormat format) {
   if (e.bwd_data) return;
-  const bool winograd = e.algo == dnnl::algorithm::convolution_winograd;
-  const ConvDescs d = conv_descs(p, format, winograd);
+  dnnl::algorithm used = dnnl::algorithm::convolution_direct;
   dnnl::convolution_backward_data::primitive_desc pd =
-      with_algorithm(winograd, [&](dnnl::algorithm algo) {
+      with_algorithm(backward_winograd(e, p, format, ConvPass::backward_data), [&](dnnl::algorithm algo) {
+        const ConvDescs d = conv_descs(p, format, algo == dnnl::algorithm::convolution_winograd);
         dnnl::convolution_backward_data::desc bd(algo, d.ax, d.aw, d.ay, d.strides, d.dilates, d.pad_l, d.pad_r);
-        return dnnl::convolution_backward_data::primitive_desc(bd, rt.eng, e.fwd_pd);
-      });
+        return dnnl::convolution_backward_data::primitive_desc(bd, rt.eng, hint_for(rt, e, p, format, algo));
+      }, &used);
+  const ConvDescs d = conv_descs(p, format, used == dnnl::algorithm::convolution_winograd);
   e.bd_dy = Arg(rt.eng, d.y, pd.diff_dst_desc(), &rt.scratch, 0);
   e.bd_w = Arg(rt.eng, d.w, pd.weights_desc(), &rt.scratch, 1);
   e.bd_dx = Arg(rt.eng, d.x, pd.diff_src_desc(), &rt.scratch, 2);
@@ -398,17 +435,18 @@ void ensure_backward_data(Runtime& rt, ConvEntry& e, const Conv2dParams& p, Conv
 
 void ensure_backward_weights(Runtime& rt, ConvEntry& e, const Conv2dParams& p, ConvFormat format) {
   if (e.bwd_weights) return;
-  const bool winograd = e.algo == dnnl::algorithm::convolution_winograd;
-  const ConvDescs d = conv_descs(p, format, winograd);
+  dnnl::algorithm used = dnnl::algorithm::convolution_direct;
   dnnl::convolution_backward_weights::primitive_desc pd =
-      with_algorithm(winograd, [&](dnnl::algorithm algo) {
+      with_algorithm(backward_winograd(e, p, format, ConvPass::backward_weights), [&](dnnl::algorithm algo) {
+        const ConvDescs d = conv_descs(p, format, algo == dnnl::algorithm::convolution_winograd);
         dnnl::convolution_backward_weights::desc wd =
             p.has_bias ? dnnl::convolution_backward_weights::desc(algo, d.ax, d.aw, d.ab, d.ay, d.strides, d.dilates,
                                                                   d.pad_l, d.pad_r)
                        : dnnl::convolution_backward_weights::desc(algo, d.ax, d.aw, d.ay, d.strides, d.dilates,
                                                                   d.pad_l, d.pad_r);
-        return dnnl::convolution_backward_weights::primitive_desc(wd, rt.eng, e.fwd_pd);
-      });
+        return dnnl::convolution_backward_weights::primitive_desc(wd, rt.eng, hint_for(rt, e, p, format, algo));
+      }, &used);
+  const ConvDescs d = conv_descs(p, format, used == dnnl::algorithm::convolution_winograd);
   e.bw_x = Arg(rt.eng, d.x, pd.src_desc(), &rt.scratch, 0);
   e.bw_dy = Arg(rt.eng, d.y, pd.diff_dst_desc(), &rt.scratch, 1);
   e.bw_dw = Arg(rt.eng, d.w, pd.diff_weights_desc(), &rt.scratch, 2);

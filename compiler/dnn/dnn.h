@@ -46,6 +46,18 @@ ConvFormat suggested_format(const Conv2dParams& p);
 // the direct one runs. SYNK_CONV_ALGORITHM=direct turns it off, =winograd forces it wherever the
 // layer allows (both for comparisons).
 bool winograd_suits(const Conv2dParams& p);
+// What chooses the algorithm: the shape rules (winograd_suits, winograd_suits_pass), or one
+// algorithm wherever the layer allows it. SYNK_CONV_ALGORITHM (auto, direct, winograd) sets it at
+// start; set_conv_algorithm changes it for benchmarks and tests (layers built before keep theirs
+// until clear_primitive_cache).
+enum class ConvAlgorithm { rule, direct, winograd };
+void set_conv_algorithm(ConvAlgorithm algorithm);
+// The three passes of a convolution.
+enum class ConvPass { forward, backward_data, backward_weights };
+// Whether pass `pass` of a layer in the channels_last format runs Winograd: the layer must suit
+// it (winograd_suits), and on NHWC the pass pays the reorders of the activations it reads into
+// the blocked layout and of what it writes back, where the direct kernels read NHWC as it is.
+bool winograd_suits_pass(const Conv2dParams& p, ConvPass pass);
 // Whether this CPU has oneDNN's Winograd kernels (AVX-512).
 bool has_winograd_kernels();
 // oneDNN's names of the kernels of the forward, backward-data and backward-weights passes.

@@ -150,6 +150,37 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvTest,
                            return std::string(std::get<0>(info.param).name) + "_" + impl_name(std::get<1>(info.param));
                          });
 
+// On NHWC each pass picks its own algorithm (onednn::winograd_suits_pass): on 32 channels over
+// more than 16,384 output pixels the forward and backward-data passes run Winograd and
+// backward-weights the direct kernel, with a direct forward descriptor as its hint. Its result
+// must still match the reference.
+TEST(ChannelsLast, BackwardWeightsMayTakeAnotherAlgorithmThanTheForward) {
+  const Conv2dParams q = conv(65, 32, 16, 16, 32, 3, 1, 1, true);
+  EXPECT_TRUE(onednn::winograd_suits_pass(q, onednn::ConvPass::forward));
+  EXPECT_TRUE(onednn::winograd_suits_pass(q, onednn::ConvPass::backward_data));
+  EXPECT_FALSE(onednn::winograd_suits_pass(q, onednn::ConvPass::backward_weights));
+  EXPECT_TRUE(onednn::winograd_suits_pass(conv(64, 32, 16, 16, 32, 3, 1, 1, true), onednn::ConvPass::backward_weights))
+      << "16,384 pixels: Winograd measured faster";
+  EXPECT_TRUE(onednn::winograd_suits_pass(conv(65, 128, 16, 16, 128, 3, 1, 1, true), onednn::ConvPass::backward_weights))
+      << "128 channels: Winograd at every size measured";
+  const std::vector<std::string> names = onednn::conv_implementations(q, onednn::ConvFormat::channels_last);
+  if (onednn::has_winograd_kernels()) {
+    EXPECT_NE(names.at(0).find("wino"), std::string::npos) << names.at(0);
+    EXPECT_NE(names.at(1).find("wino"), std::string::npos) << names.at(1);
+    EXPECT_EQ(names.at(2).find("wino"), std::string::npos) << names.at(2);
+  }
+  const size_t in = size_t(conv2d_input_elems(q)), wt = size_t(conv2d_weight_elems(q)), out = size_t(conv2d_output_elems(q));
+  auto x = random_floats(in, 6), dy = random_floats(out, 7);
+  std::vector<float> dw(wt, kNaN), db(size_t(q.out_channels), kNaN);
+  run_backward_weights(Impl::onednn_channels_last, q, x.data(), dy.data(), dw.data(), db.data());
+  std::vector<double> ref(wt), mag(wt), rdb(size_t(q.out_channels)), mdb(size_t(q.out_channels));
+  reference::conv2d_backward_weights(q, to_double(x).data(), to_double(dy).data(), ref.data(), rdb.data());
+  reference::conv2d_backward_weights(q, abs_of(to_double(x)).data(), abs_of(to_double(dy)).data(), mag.data(),
+                                     mdb.data());
+  EXPECT_TRUE(close_to_sum(dw, ref, mag, q.n * 16 * 16));
+  EXPECT_TRUE(close_to_sum(db, rdb, mdb, q.n * 16 * 16));
+}
+
 // A cache hit must run the primitive built for exactly these parameters: interleaving two shapes
 // that differ in one field gives the same bits as running each alone.
 TEST(OneDnnCache, InterleavedShapesGiveTheSameBits) {
