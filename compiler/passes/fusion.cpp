@@ -9,8 +9,7 @@
 //     concatenation that is an output or update (a flat gradient), which then is a pure copy.
 //  3. A pointwise or view node feeding two or more kernels gets a buffer (computed once) unless
 //     it is free to recompute (a constant, views of a buffer: only index arithmetic, or one cheap
-//     op over one array of its size and small static broadcasts: is_free), or it is a gradient
-//     masked by a comparison with a constant, which two passes read (is_mask).
+//     op over one array of its size and small static broadcasts: is_free).
 //  4. Every node with a buffer that is not a leaf or alias roots a kernel, which also computes
 //     every bufferless node it consumes: a pointwise DAG becomes one loop nest, a pointwise DAG
 //     feeding a reduction is computed inside the reduction's loop (one pass over memory).
@@ -148,8 +147,7 @@ class Fusion {
           if (has_buffer_[size_t(c)]) s.insert(c);
           else s.insert(sinks[size_t(c)].begin(), sinks[size_t(c)].end());
         }
-        if (!has_buffer_[i] && s.size() > 1 && !is_free(NodeId(i)) && !(passes(s) == 2 && is_mask(NodeId(i))) &&
-            !only_masks_read(NodeId(i))) {
+        if (!has_buffer_[i] && s.size() > 1 && !is_free(NodeId(i))) {
           has_buffer_[i] = true;
           changed = true;
         }
@@ -169,42 +167,6 @@ class Fusion {
     if (classify(nd.op) != Class::View) return false;
     NodeId src = nd.operands[0];
     return has_buffer_[size_t(src)] || is_free(src);
-  }
-
-  // How many passes over memory the kernels rooted at `sinks` make: with sibling column sums
-  // (rule 5b), the sums and means among them may share one.
-  size_t passes(const std::set<NodeId>& sinks) const {
-    size_t sums = 0;
-    for (NodeId k : sinks) sums += node(k).op == Op::ReduceSum || node(k).op == Op::ReduceMean;
-    return options_.sibling_column_sums && sums > 1 ? sinks.size() - sums + 1 : sinks.size();
-  }
-
-  // A gradient masked by comparing an array in memory with a constant, where(a > 0, g, 0) (relu's),
-  // g in memory too, that two passes read (batch norm's sums and its dx): each reading a and g
-  // costs one stream more than reading the result, where writing it and reading it back costs
-  // two. Where the sums do not share a pass after all, three read a and g: the same traffic.
-  bool is_mask(NodeId id) const {
-    const ir::Node& nd = node(id);
-    if (nd.op != Op::Where || has_buffer_[size_t(nd.operands[0])] || !is_comparison_with_constant(nd.operands[0]))
-      return false;
-    auto array = [&](NodeId o) { return has_buffer_[size_t(o)] && node(o).type.shape == nd.type.shape; };
-    auto constant = [&](NodeId o) { return node(o).op == Op::Constant; };
-    return (array(nd.operands[1]) && constant(nd.operands[2])) || (constant(nd.operands[1]) && array(nd.operands[2]));
-  }
-
-  bool is_comparison_with_constant(NodeId id) const {
-    const ir::Node& c = node(id);
-    if (c.op != Op::Gt && c.op != Op::Ge && c.op != Op::Lt && c.op != Op::Le) return false;
-    return has_buffer_[size_t(c.operands[0])] && node(c.operands[0]).type.shape == c.type.shape &&
-           node(c.operands[1]).op == Op::Constant;
-  }
-
-  // A mask's comparison, read only by masks that are recomputed: recomputed with them.
-  bool only_masks_read(NodeId id) const {
-    if (!is_comparison_with_constant(id)) return false;
-    for (NodeId c : consumers_[size_t(id)])
-      if (has_buffer_[size_t(c)] || node(c).op != Op::Where || node(c).operands[0] != id) return false;
-    return true;
   }
 
   bool cheap_to_recompute(const ir::Node& nd) const {

@@ -222,29 +222,6 @@ TEST(Fusion, ReluGradientKeepsNoPreActivation) {
   EXPECT_EQ(relu_kernel_stores, 2) << "relu's result and the masked gradient, not the pre-activation";
 }
 
-TEST(Fusion, AMaskReadByTwoPassesIsRecomputedInBoth) {
-  // where(r > 0, dy, 0) read by a sum and a pointwise output: each reads r and dy, and neither
-  // the mask nor its comparison is written.
-  const std::string two = "fn f(bcast r: f32[n, 8], bcast dy: f32[n, 8], bcast x: f32[n, 8]) { "
-                          "let g = where(r > 0, dy, 0); out a: none = sum(g, axis=0); out b: none = g * 2 + x; }";
-  EXPECT_EQ(plan_of(two), "reduce[gt where sum] pointwise[gt where mul add]");
-  // Three passes: written once, by the pointwise output's loop (the same traffic either way).
-  const std::string three = "fn f(bcast r: f32[n, 8], bcast dy: f32[n, 8], bcast x: f32[n, 8]) { "
-                            "let g = where(r > 0, dy, 0); out a: none = sum(g, axis=0); out b: none = g * 2 + x; "
-                            "out c: none = max(g * x, axis=0); }";
-  EXPECT_EQ(plan_of(three), "pointwise[gt where mul add] reduce[sum] reduce[mul max]");
-  // On the CPU two sums of it share a pass (rule 6): with a pointwise reader that is two passes.
-  EXPECT_EQ(cpu_plan_of("fn f(bcast r: f32[n, 8], bcast dy: f32[n, 8], bcast x: f32[n, 8]) { "
-                        "let g = where(r > 0, dy, 0); out a: none = sum(g, axis=0); out s: none = sum(g * x, axis=0); "
-                        "out b: none = g * 2 + x; }"),
-            "reduce[gt where sum mul sum] pointwise[gt where mul add]");
-  // A gradient that is not an array in memory (a sum of two, as at a residual connection) is
-  // written: recomputing it would read three arrays in each pass.
-  EXPECT_EQ(plan_of("fn f(bcast r: f32[n, 8], bcast dy: f32[n, 8], bcast x: f32[n, 8]) { "
-                    "let g = where(r > 0, dy + x, 0); out a: none = sum(g, axis=0); out b: none = g * 2; }"),
-            "pointwise[gt add where mul] reduce[sum]");
-}
-
 TEST(Fusion, SiblingColumnSumsShareOnePassOnTheCpu) {
   // Batch norm's backward: sum(g) and sum(g * xc) over every row, independent, both reading g.
   const std::string bn = "fn f(bcast g: f32[n, 8], bcast x: f32[n, 8]) { let xc = x - mean(x, axis=0); "
