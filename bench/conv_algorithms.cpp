@@ -22,6 +22,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "bench/bench_timing.h"
+#include "bench/example_conv_layers.h"
 #include "compiler/dnn/dnn.h"
 
 namespace {
@@ -106,17 +107,9 @@ int main(int argc, char** argv) {
         const double flops = 2.0 * double(n * c * 2 * c * hw * hw * 9);
         if (flops >= 2e6 && flops <= 4e9) shapes.push_back({n, c, hw, 2 * c});
       }
-  // The 3x3 stride-1 layers of the examples, at the images per rank of their 2-rank runs: 64 at
-  // the examples' default global batch of 128, 128 at batch 256.
-  shapes.push_back({64, 32, 14, 64, "fashion_cnn conv2"});
-  shapes.push_back({128, 32, 14, 64, "fashion_cnn conv2 (batch 256)"});
-  shapes.push_back({64, 16, 32, 16, "resnet20 stage 1"});
-  shapes.push_back({64, 32, 16, 32, "resnet20 stage 2"});
-  shapes.push_back({64, 64, 8, 64, "resnet20 stage 3"});
-  shapes.push_back({128, 32, 16, 32, "resnet20 stage 2 (batch 256)"});
-  shapes.push_back({16, 64, 16, 64, "resnet50 (64x64 images) stage 1"});
-  shapes.push_back({16, 128, 8, 128, "resnet50 (64x64 images) stage 2"});
-  shapes.push_back({16, 256, 4, 256, "resnet50 (64x64 images) stage 3"});
+  // The 3x3 stride-1 layers of the examples, by name.
+  for (const synk::bench::ExampleConvLayer& l : synk::bench::example_conv_layers())
+    shapes.push_back({l.n, l.c, l.hw, l.o, l.name});
   std::map<size_t, std::vector<double>> direct, wino;
   for (int r = 0; r < rounds; ++r)
     for (size_t k = 0; k < shapes.size(); ++k) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/bench_timing.h"
+#include "bench/example_conv_layers.h"
 #include "compiler/dnn/dnn.h"
 
 namespace {
@@ -95,15 +96,8 @@ int main(int argc, char** argv) {
         if (flops >= 2e6 && flops <= 4e9 && onednn::winograd_suits({n, c, hw, hw, c, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false}))
           shapes.push_back({n, c, hw, c});
       }
-  shapes.push_back({64, 32, 14, 64, "fashion_cnn conv2"});
-  shapes.push_back({128, 32, 14, 64, "fashion_cnn conv2 (batch 256)"});
-  shapes.push_back({64, 32, 16, 32, "resnet20 stage 2"});
-  shapes.push_back({64, 64, 8, 64, "resnet20 stage 3"});
-  shapes.push_back({128, 32, 16, 32, "resnet20 stage 2 (batch 128 on 1 rank)"});
-  shapes.push_back({128, 64, 8, 64, "resnet20 stage 3 (batch 128 on 1 rank)"});
-  shapes.push_back({16, 64, 16, 64, "resnet50 (64x64 images) stage 1"});
-  shapes.push_back({16, 128, 8, 128, "resnet50 (64x64 images) stage 2"});
-  shapes.push_back({16, 256, 4, 256, "resnet50 (64x64 images) stage 3"});
+  for (const synk::bench::ExampleConvLayer& l : synk::bench::example_conv_layers())
+    shapes.push_back({l.n, l.c, l.hw, l.o, l.name});
   std::map<size_t, std::array<std::vector<double>, 3>> direct, wino;
   for (int r = 0; r < rounds; ++r)
     for (size_t k = 0; k < shapes.size(); ++k)
