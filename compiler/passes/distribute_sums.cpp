@@ -3,10 +3,11 @@
 // another reader anyway and the term sums are already computed (or one new one is). Batch norm's
 // backward is the case it is for: the gradient of its centred input, dxc = g*k + xc*v + xc*v, is
 // read by the input's gradient and summed for the mean's; distributed, that sum is
-// k*sum(g) + v*sum(xc) + v*sum(xc), sum(g) is beta's gradient already, sum(xc) joins the pass that
-// sums g and g*xc, and dxc is no longer written and read back twice: three of the eleven passes
-// over the activation that the backward made. It is a reassociation, like PyTorch's closed-form
-// batch-norm gradient, so the last bits of the sum differ from the sum of the materialised terms.
+// k*sum(g) + v*sum(xc) + v*sum(xc), sum(g) is beta's gradient already, sum(xc) joins the forward
+// pass that sums xc*xc for the variance, and dxc is no longer written and read back twice: three
+// of the eleven passes over the activation that the backward made. It is a reassociation, like
+// PyTorch's closed-form batch-norm gradient, so the last bits of the sum differ from the sum of
+// the materialised terms (and with an infinite factor, inf and NaN can trade places).
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -61,7 +62,7 @@ class Planner {
     for (const ir::Output& o : fn.outputs) ++uses_[size_t(o.node)];
     for (const ir::Update& u : fn.updates) ++uses_[size_t(u.node)];
     for (const Node& n : fn.nodes)
-      if (n.op == Op::ReduceSum) sums_.emplace(SumKey{n.operands[0], n.attrs.axes, n.attrs.keepdims}, 0);
+      if (n.op == Op::ReduceSum) sums_.insert(SumKey{n.operands[0], n.attrs.axes, n.attrs.keepdims});
   }
 
   // The distribution of sum node `id`, when it saves passes.
@@ -161,7 +162,7 @@ class Planner {
 
   const ir::Function& fn_;
   std::vector<int> uses_;
-  std::map<SumKey, int> sums_;
+  std::set<SumKey> sums_;   // the sums the function computes already
   ir::TensorType full_;
   std::vector<int64_t> axes_;
 };
