@@ -408,7 +408,7 @@ namespace {
 // pass's algorithm, on NHWC with their own (winograd_suits_pass); the direct one where oneDNN has
 // no Winograd kernel for that pass. Their hint is a forward descriptor of their algorithm.
 bool backward_winograd(const ConvEntry& e, const Conv2dParams& p, ConvFormat format, ConvPass pass) {
-  if (format == ConvFormat::channels_last) return winograd_for(p, format, pass);
+  if (format == ConvFormat::channels_last) return winograd_suits_pass(p, pass);
   return e.algo == dnnl::algorithm::convolution_winograd;
 }
 

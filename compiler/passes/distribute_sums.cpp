@@ -49,8 +49,11 @@ std::optional<NodeId> factor_source(const ir::Function& fn, NodeId id, const ir:
 struct Distribution {
   std::vector<NodeId> chain;
   std::vector<NodeId> leaves;
-  std::map<NodeId, NodeId> factor;   // mul node of the chain -> its factor's source
-  std::map<NodeId, NodeId> scaled;   // mul node of the chain -> its full-size operand
+  struct Product {
+    NodeId scaled;   // the full-size operand
+    NodeId factor;   // the factor's source
+  };
+  std::map<NodeId, Product> products;   // the mul nodes of the chain
   std::set<NodeId> seen;             // each node once, however often the tree reaches it
 };
 
@@ -77,8 +80,8 @@ class Planner {
     size_t fresh = 0;
     for (NodeId leaf : d.leaves) {
       if (sums_.count(SumKey{leaf, sum.attrs.axes, sum.attrs.keepdims})) continue;
-      // A new sum must not make its leaf a value in memory that was not: an argument, a result
-      // of a library call or a reduction (in memory anyway), or arithmetic on one array and small
+      // A new sum must not make its leaf a value in memory that was not: an argument or a
+      // non-pointwise result (in memory anyway: fusion's rule 1), or arithmetic on one array and small
       // constants (batch norm's x - mean), which fusion recomputes where it is read.
       if (++fresh > kMaxNewSums || !(in_memory(leaf) || cheap(leaf))) return std::nullopt;
     }
@@ -110,8 +113,7 @@ class Planner {
           std::optional<NodeId> f = factor_source(fn_, n.operands[i], full_, axes_);
           if (!f || fn_.node(*f).type == full_) continue;
           if (!collect(n.operands[1 - i], d)) return false;
-          d.factor[id] = *f;
-          d.scaled[id] = n.operands[1 - i];
+          d.products[id] = {n.operands[1 - i], *f};
           d.chain.push_back(id);
           return true;
         }
@@ -124,8 +126,8 @@ class Planner {
   }
 
   bool in_memory(NodeId id) const {
-    const Op op = fn_.node(id).op;
-    return op == Op::Input || op == Op::SharedRead || ir::is_reduction(op) || ir::is_window_op(op) || op == Op::MatMul;
+    const NodeClass c = classify(fn_.node(id).op);
+    return c == NodeClass::Leaf || c == NodeClass::Opaque;
   }
 
   // Add, sub or mul of one array of the operand's size and small static values (fusion's rule 3,
@@ -190,7 +192,8 @@ NodeId emit(ir::Function& out, const ir::Function& fn, const Node& sum, const Di
   for (NodeId c : d.chain) {
     const Node& n = fn.node(c);
     if (n.op == Op::Mul) {
-      const NodeId f = d.factor.at(c);
+      const Distribution::Product& product = d.products.at(c);
+      const NodeId f = product.factor;
       const ir::TensorType& ft = fn.node(f).type;
       ir::TensorType shape{ft.dtype, {}};   // the factor on the sum's axes: reduced ones 1 or gone
       const size_t lead = rank - ft.rank();
@@ -201,7 +204,7 @@ NodeId emit(ir::Function& out, const ir::Function& fn, const Node& sum, const Di
       }
       NodeId factor = new_id.at(size_t(f));
       if (ft.rank() > 0 && shape != ft) factor = node(Op::Reshape, {factor}, shape);
-      done[c] = node(Op::Mul, {done.at(d.scaled.at(c)), factor}, sum.type);
+      done[c] = node(Op::Mul, {done.at(product.scaled), factor}, sum.type);
     } else if (n.op == Op::Neg) {
       done[c] = node(Op::Neg, {done.at(n.operands[0])}, sum.type);
     } else {

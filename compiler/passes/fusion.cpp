@@ -34,17 +34,7 @@ namespace {
 using ir::NodeId;
 using ir::Op;
 
-enum class Class { Leaf, Const, Pointwise, View, Alias, Opaque };
-
-Class classify(Op op) {
-  switch (op) {
-    case Op::Input: case Op::SharedRead: return Class::Leaf;
-    case Op::Constant: return Class::Const;
-    case Op::Transpose: case Op::Slice: case Op::BroadcastTo: return Class::View;
-    case Op::Reshape: return Class::Alias;
-    default: return ir::is_pointwise(op) ? Class::Pointwise : Class::Opaque;
-  }
-}
+using Class = NodeClass;
 
 KernelKind kind_of(Op op) {
   switch (op) {

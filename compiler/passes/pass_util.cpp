@@ -35,6 +35,17 @@ bool constant_equals(const ir::Node& n, double v) {
   return is_scalar_constant(n) && constant_as_double(n) == v;
 }
 
+NodeClass classify(ir::Op op) {
+  using ir::Op;
+  switch (op) {
+    case Op::Input: case Op::SharedRead: return NodeClass::Leaf;
+    case Op::Constant: return NodeClass::Const;
+    case Op::Transpose: case Op::Slice: case Op::BroadcastTo: return NodeClass::View;
+    case Op::Reshape: return NodeClass::Alias;
+    default: return ir::is_pointwise(op) ? NodeClass::Pointwise : NodeClass::Opaque;
+  }
+}
+
 bool small_static(const ir::Shape& shape) {
   int64_t elements = 1;
   for (const ir::Dim& d : shape) {

@@ -60,6 +60,11 @@ KernelPlan fuse_kernels(const ir::Module& module, const ir::Function& fn, const 
 ir::Function rebuild(const ir::Function& fn,
                      const std::function<ir::NodeId(ir::Function& out, ir::Node node)>& rewrite);
 
+// How fusion sees a node (fusion.cpp, rule 1): arguments and shared values (Leaf) and every
+// non-pointwise op (Opaque: reductions, matmul, library calls, ...) are always in memory; views
+// are index arithmetic on their operand; a reshape aliases its operand's buffer.
+enum class NodeClass { Leaf, Const, Pointwise, View, Alias, Opaque };
+NodeClass classify(ir::Op op);
 // Per-channel statistics and other static values of at most this many elements stay in cache
 // when broadcast over an activation: fusion recomputes arithmetic that reads one activation and
 // such values (rule 3), and distribute_sums adds a sum only of such arithmetic.
