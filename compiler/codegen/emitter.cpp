@@ -262,12 +262,16 @@ std::string stride_term(const Nest& nest, size_t k, size_t d, const std::string&
 
 int open_outer_loops(Writer& w, const Nest& nest, const std::vector<int>& outer) {
   for (int d : outer) w.open(fmt::format("for (int64_t i{0} = 0; i{0} < n{0}; ++i{0})", d));
+  emit_outer_addresses(w, nest, outer);
+  return int(outer.size());
+}
+
+void emit_outer_addresses(Writer& w, const Nest& nest, const std::vector<int>& outer) {
   for (size_t k = 0; k < nest.stride.size(); ++k) {
     std::string base = fmt::format("off{}", k);
     for (int d : outer) base += stride_term(nest, k, size_t(d), fmt::format("i{}", d));
     w.line(fmt::format("const int64_t a{} = {};", k, base));
   }
-  return int(outer.size());
 }
 
 std::string address(const Nest& nest, int k, int inner, const std::string& var) {

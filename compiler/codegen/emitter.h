@@ -99,6 +99,9 @@ void emit_nest_constants(Writer& w, const Nest& nest);
 // Opens loops over `outer` dims (in order) and defines a<k>, the base element of each access
 // for the current outer indices. Returns the number of blocks opened (close them with close()).
 int open_outer_loops(Writer& w, const Nest& nest, const std::vector<int>& outer);
+// Only the a<k> definitions of open_outer_loops, for code whose `outer` indices i<d> are already
+// defined (a loop body emitted as a lambda over them).
+void emit_outer_addresses(Writer& w, const Nest& nest, const std::vector<int>& outer);
 // The element address of access k when the inner dim `inner` (or -1) has index `var`.
 std::string address(const Nest& nest, int k, int inner, const std::string& var);
 // Emits `const T v<i> = ...;` for every value, loads addressed with the inner dim.

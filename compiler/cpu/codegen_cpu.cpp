@@ -243,20 +243,38 @@ void emit_reduce_kernel(Writer& w, const KernelPlan& plan, const Kernel& k) {
     w.line(fmt::format("for (int64_t q = 0; q < {}; ++q) part{}[q] = {};", kRowPartials * columns, j,
                        emitter::c_identity(op, t)));
   }
-  w.line("int64_t row = 0;");
   std::vector<int> outer;
   for (int d = 0; d < inner; ++d) outer.push_back(d);
-  const int opened = emitter::open_outer_loops(w, nest, outer);
-  w.line(fmt::format("const int64_t slot = (row++ % {}) * {};", kRowPartials, columns));
   const std::string var = fmt::format("i{}", inner);
-  w.open(fmt::format("for (int64_t {0} = 0; {0} < n{1}; ++{0})", var, inner));
-  emitter::emit_values(w, eb, nest, inner, var);
-  for (size_t j = 0; j < roots.size(); ++j) {
-    const std::string target = fmt::format("part{}[slot + {}]", j, var);
-    w.line(fmt::format("{} = {};", target, combine(target, fmt::format("v{}", roots[j].value))));
+  auto emit_row = [&] {   // the current row into every root's partials at `slot`
+    w.open(fmt::format("for (int64_t {0} = 0; {0} < n{1}; ++{0})", var, inner));
+    emitter::emit_values(w, eb, nest, inner, var);
+    for (size_t j = 0; j < roots.size(); ++j) {
+      const std::string target = fmt::format("part{}[slot + {}]", j, var);
+      w.line(fmt::format("{} = {};", target, combine(target, fmt::format("v{}", roots[j].value))));
+    }
+    w.close();
+  };
+  if (inner == 1) {
+    // One outer dim (the usual case: NHWC's N, H and W collapse into one): the rows are unrolled
+    // by four, each with a constant slot, so that the partials can live in registers; a slot
+    // computed per row kept them in memory (docs/performance/compiler.md, "Column sums").
+    // The rows meet the partials in the same order: the same bits.
+    w.open("auto row_at = [&](const int64_t i0, const int64_t slot) __attribute__((always_inline))");
+    emitter::emit_outer_addresses(w, nest, outer);
+    emit_row();
+    w.close(";");
+    w.line("int64_t i0 = 0;");
+    w.line(fmt::format("for (; i0 + 4 <= n0; i0 += 4) {{ row_at(i0, 0); row_at(i0 + 1, {}); row_at(i0 + 2, {}); "
+                       "row_at(i0 + 3, {}); }}", columns, 2 * columns, 3 * columns));
+    w.line(fmt::format("for (int64_t slot = 0; i0 < n0; ++i0, slot += {}) row_at(i0, slot);", columns));
+  } else {
+    w.line("int64_t row = 0;");
+    const int opened = emitter::open_outer_loops(w, nest, outer);
+    w.line(fmt::format("const int64_t slot = (row++ % {}) * {};", kRowPartials, columns));
+    emit_row();
+    for (int i = 0; i < opened; ++i) w.close();
   }
-  w.close();
-  for (int i = 0; i < opened; ++i) w.close();
   for (size_t j = 0; j < roots.size(); ++j) {
     emit_row_partials_out(w, nest, roots[j].out, inner, columns, buf(roots[j].buffer), combine, fmt::format("part{}", j));
     if (roots[j].node->op != ir::Op::ReduceMean) continue;

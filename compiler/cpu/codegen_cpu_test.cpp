@@ -153,6 +153,12 @@ TEST(CodegenCpuReduce, LongRowsAndColumns) {
   // Columns of a static row (batch norm's per-channel sums over NHWC): four partial rows.
   check_differential("fn f(bcast x: f32[n, 16]) { out a: none = sum(x, axis=0); out b: none = max(x, axis=0); "
         "out c: none = mean(x * x, axis=0, keepdims=true); }", "f", {{{"n", 4099}}, {{"n", 2}}, {{"n", 7}}}, {}, tol);
+  // Rows unrolled by four with a remainder of 0 to 3 (one outer dim), and outer dims that do not
+  // collapse into one (a slice along the middle one), which take the rows one at a time.
+  for (int64_t n : {1, 4, 9, 10, 4099})
+    check_differential("fn f(bcast x: f32[n, 5, 16]) { let y = slice(x, 1, 4, axis=1); out a: none = sum(x * x, axis=[0, 1]); "
+          "out b: none = sum(y, axis=[0, 1]); out c: none = mean(y * 2, axis=[0, 1], keepdims=true); }", "f",
+          {{{"n", n}}}, {}, tol);
 }
 
 TEST(CodegenCpuReduce, EmptyAxes) {
