@@ -258,7 +258,8 @@ void emit_reduce_kernel(Writer& w, const KernelPlan& plan, const Kernel& k) {
   if (inner == 1) {
     // One outer dim (the usual case: NHWC's N, H and W collapse into one): the rows are unrolled
     // by four, each with a constant slot, so that the partials can live in registers; a slot
-    // computed per row kept them in memory (docs/performance/compiler.md, "Column sums").
+    // computed per row kept them in memory (docs/performance/models.md, "Column sums with their
+    // partial rows in registers").
     // The rows meet the partials in the same order: the same bits.
     w.open("auto row_at = [&](const int64_t i0, const int64_t slot) __attribute__((always_inline))");
     emitter::emit_outer_addresses(w, nest, outer);
