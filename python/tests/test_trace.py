@@ -45,3 +45,31 @@ def test_unwritable_path_is_a_usage_error(group):
         synk.trace_start("/nonexistent-synk-dir/t.json")
     assert not synk.tracing()
     synk.trace_stop()   # nothing runs: nothing happens
+
+
+def test_trace_steps_sums_up_each_rank(group, tmp_path):
+    """scripts/trace_steps.py on a loop of 30 calls and all_reduces: every rank's calls, collective
+    and waits per step, the CSV, and a clear error for a call the trace does not hold."""
+    import csv
+    import os
+    import subprocess
+    import sys
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "trace_steps.py")
+    mod = synk.compile(SOURCE)
+    f = mod.function("f")
+    path = tmp_path / "loop.json"
+    with synk.trace(str(path)):
+        for _ in range(30):
+            f(np.ones((8, 3), "float32"), np.ones(3, "float32"))
+            synk.all_reduce(mod.shared("s"))
+    table = tmp_path / "parts.csv"
+    done = subprocess.run([sys.executable, script, str(path), "--call", "f", "--skip", "5", "--csv", str(table)],
+                          capture_output=True, text=True, check=True)
+    assert "19 steps" in done.stdout, done.stdout
+    rows = list(csv.DictReader(table.open()))
+    for rank in range(group):
+        parts = {r["part"]: float(r["median_us"]) for r in rows if int(r["rank"]) == rank}
+        assert parts["call f"] > 0 and parts["collective all_reduce"] > 0, parts
+        assert "kernel (sum)" in parts or "blas (sum)" in parts, parts
+    bad = subprocess.run([sys.executable, script, str(path), "--call", "g"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "calls in the trace: f" in bad.stderr, bad.stderr
