@@ -2,6 +2,7 @@
 // master and the workers, the results area format, and the master's reduction.
 #include "runtime/call/call_engine.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -180,7 +181,21 @@ ArrayRef gather_rows(Array& buffer, const std::byte* base, DType dtype, const st
   int64_t rb = row_bytes(shape, dtype);
   buffer.resize(dtype, with_rows(shape, hi - lo));
   std::byte* out = buffer.bytes.data();
-  for (int64_t p = lo; p < hi; ++p, out += rb) std::memcpy(out, base + list.at(p) * rb, size_t(rb));
+  // Rows picked at random from a data set larger than the caches each start with a miss: asking
+  // for the rows kPrefetchRows ahead overlaps those misses (a 784-byte image row: 13 lines).
+  // Longer rows are left to the hardware prefetcher, which follows a row once it has started.
+  constexpr int64_t kPrefetchRows = 8, kPrefetchRowBytes = 4096;
+  auto prefetch = [&](int64_t p) {
+    const std::byte* row = base + list.at(p) * rb;
+    for (int64_t o = 0; o < rb; o += 64) __builtin_prefetch(row + o);
+  };
+  const bool prefetching = rb <= kPrefetchRowBytes;
+  if (prefetching)
+    for (int64_t p = lo; p < std::min(hi, lo + kPrefetchRows); ++p) prefetch(p);
+  for (int64_t p = lo; p < hi; ++p, out += rb) {
+    if (prefetching && p + kPrefetchRows < hi) prefetch(p + kPrefetchRows);
+    std::memcpy(out, base + list.at(p) * rb, size_t(rb));
+  }
   return buffer.ref();
 }
 
