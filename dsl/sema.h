@@ -126,6 +126,10 @@ class FunctionAnalyzer {
     // the caller, whose scope the argument is evaluated in.
     const ast::Expr* argument = nullptr;
     size_t argument_depth = 0;
+    // A helper's parameter: the argument as written at the call (kept after evaluation), and
+    // frames_.size() of the caller then, for literal_argument.
+    const ast::Expr* source = nullptr;
+    size_t source_depth = 0;
   };
 
   // ---- sema.cpp: the function's header and statements.
@@ -252,6 +256,10 @@ class FunctionAnalyzer {
   bool check_arguments(const ast::Expr& call, size_t min_positional, size_t max_positional,
                        std::initializer_list<const char*> keywords);
   const ast::Expr* keyword(const ast::Expr& call, const char* name);
+  // What an operation's literal argument (axis=, training=, padding=, ...) stands for: `arg`
+  // itself, or, when it names a helper's parameter, the argument written at the call, followed
+  // through every helper on the way (`def block(x, training) { ... training=training ... }`).
+  const ast::Expr& literal_argument(const ast::Expr& arg) const;
   std::optional<int64_t> int_argument(const ast::Expr& arg, const char* what);
   std::optional<std::vector<int64_t>> int_list_argument(const ast::Expr& arg, const char* what,
                                                         bool allow_scalar);

@@ -15,7 +15,8 @@ namespace synk::dsl::sema {
 using ir::DType;
 using ir::Op;
 
-std::optional<double> FunctionAnalyzer::number_argument(const ast::Expr& arg, const char* what) {
+std::optional<double> FunctionAnalyzer::number_argument(const ast::Expr& written, const char* what) {
+  const ast::Expr& arg = literal_argument(written);
   if (arg.kind == ast::ExprKind::Error) return std::nullopt;
   if (arg.kind == ast::ExprKind::IntLiteral) return double(arg.int_value);
   if (arg.kind == ast::ExprKind::FloatLiteral) return arg.float_value;

@@ -54,7 +54,20 @@ const ast::Expr* FunctionAnalyzer::keyword(const ast::Expr& call, const char* na
   return nullptr;
 }
 
-std::optional<int64_t> FunctionAnalyzer::int_argument(const ast::Expr& arg, const char* what) {
+const ast::Expr& FunctionAnalyzer::literal_argument(const ast::Expr& arg) const {
+  const ast::Expr* e = &arg;
+  const std::map<std::string, Binding>* scope = &scope_;
+  while (e->kind == ast::ExprKind::Name) {
+    auto it = scope->find(e->text);
+    if (it == scope->end() || !it->second.source || it->second.source_depth >= frames_.size()) break;
+    scope = &frames_[it->second.source_depth].caller_scope;   // where the caller wrote the argument
+    e = it->second.source;
+  }
+  return *e;
+}
+
+std::optional<int64_t> FunctionAnalyzer::int_argument(const ast::Expr& written, const char* what) {
+  const ast::Expr& arg = literal_argument(written);
   if (arg.kind == ast::ExprKind::Error) return std::nullopt;
   if (arg.kind != ast::ExprKind::IntLiteral) {
     error(arg.loc, fmt::format("{} must be an integer literal, found '{}'", what, expr_text(arg)));
@@ -63,8 +76,9 @@ std::optional<int64_t> FunctionAnalyzer::int_argument(const ast::Expr& arg, cons
   return arg.int_value;
 }
 
-std::optional<std::vector<int64_t>> FunctionAnalyzer::int_list_argument(const ast::Expr& arg, const char* what,
+std::optional<std::vector<int64_t>> FunctionAnalyzer::int_list_argument(const ast::Expr& written, const char* what,
                                                                         bool allow_scalar) {
+  const ast::Expr& arg = literal_argument(written);
   if (allow_scalar && arg.kind != ast::ExprKind::List) {
     auto v = int_argument(arg, what);
     if (!v) return std::nullopt;
@@ -84,7 +98,8 @@ std::optional<std::vector<int64_t>> FunctionAnalyzer::int_list_argument(const as
   return out;
 }
 
-std::optional<bool> FunctionAnalyzer::bool_argument(const ast::Expr& arg, const char* what) {
+std::optional<bool> FunctionAnalyzer::bool_argument(const ast::Expr& written, const char* what) {
+  const ast::Expr& arg = literal_argument(written);
   if (arg.kind == ast::ExprKind::Error) return std::nullopt;
   if (arg.kind != ast::ExprKind::BoolLiteral) {
     error(arg.loc, fmt::format("{} must be true or false, found '{}'", what, expr_text(arg)));

@@ -45,8 +45,9 @@ Value FunctionAnalyzer::call_window_builtin(const ast::Expr& e) {
 
 // ---- Arguments ----------------------------------------------------------------------------
 
-std::optional<std::array<int64_t, 2>> FunctionAnalyzer::pair_argument(const ast::Expr& arg, const char* what,
+std::optional<std::array<int64_t, 2>> FunctionAnalyzer::pair_argument(const ast::Expr& written, const char* what,
                                                                       int64_t at_least) {
+  const ast::Expr& arg = literal_argument(written);
   auto v = int_list_argument(arg, what, true);
   if (!v) return std::nullopt;
   if (v->size() != 1 && v->size() != 2) {
@@ -64,8 +65,9 @@ std::optional<std::array<int64_t, 2>> FunctionAnalyzer::pair_argument(const ast:
 
 // padding: an integer, [h, w], [top, bottom, left, right] or "same" (a nullopt array: pads are
 // computed once the kernel is known). Sets *same for "same".
-std::optional<std::array<int64_t, 4>> FunctionAnalyzer::padding_argument(const ast::Expr& arg, const char* op,
+std::optional<std::array<int64_t, 4>> FunctionAnalyzer::padding_argument(const ast::Expr& written, const char* op,
                                                                          bool* same) {
+  const ast::Expr& arg = literal_argument(written);
   *same = false;
   if (arg.kind == ast::ExprKind::StringLiteral) {
     if (arg.text == "same") {

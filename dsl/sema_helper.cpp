@@ -303,6 +303,8 @@ std::vector<Value> FunctionAnalyzer::call_helper(const ast::Expr& e, const Helpe
     Binding b;
     b.kind = Binding::Kind::Let;
     b.loc = decl.params[i].name_loc;
+    b.source = bound[i];
+    b.source_depth = frames_.size();
     if (decl.params[i].type) {
       b.value = expr(*bound[i]);
       b.value.let_name.clear();   // a literal let of the caller is not cached by the helper's scope
@@ -328,9 +330,14 @@ std::vector<Value> FunctionAnalyzer::call_helper(const ast::Expr& e, const Helpe
       results.back().let_name.clear();
     }
   }
-  // An argument the body never read is still evaluated, so that its errors are reported.
+  // An argument the body never read is still evaluated, so that its errors are reported; a list
+  // or a string is no value (it was an operation's literal argument: axis=, stride=, padding=).
   for (const ast::HelperParam& p : decl.params)
-    if (auto it = scope_.find(p.name); it != scope_.end() && it->second.argument) argument_read(it->second);
+    if (auto it = scope_.find(p.name); it != scope_.end() && it->second.argument) {
+      const ast::ExprKind kind = it->second.argument->kind;
+      if (kind == ast::ExprKind::List || kind == ast::ExprKind::StringLiteral) continue;
+      argument_read(it->second);
+    }
   scope_ = std::move(frames_.back().caller_scope);
   frames_.pop_back();
   // After an error inside, every result is silent: one mistake, one message.

@@ -133,6 +133,38 @@ TEST(SemaHelpers, InliningIsBounded) {
       << b.diagnostics[0];
 }
 
+TEST(SemaHelpers, LiteralsPassThroughParametersToOperations) {
+  // An operation's literal argument (training=, axis=, stride=, padding=, eps=) may name a
+  // parameter: the literal written at the call, followed through every helper on the way.
+  const char* shared = "shared g: f32[4] = ones; shared b: f32[4] = zeros;\n"
+                       "shared rm: f32[4] = zeros; shared rv: f32[4] = ones; shared w: f32[4, 2, 3, 3] = ones;\n";
+  expect_same(std::string(shared) +
+                  "def bn(x, training, eps) { return batch_norm(x, g, b, rm, rv, training=training, eps=eps); }\n"
+                  "def block(x, s, pad, training) { return relu(bn(conv2d(x, w, stride=s, padding=pad), training, 1e-3)); }\n"
+                  "fn f(scatter x: f32[n, 2, 8, 8]) { out y: gather = block(x, 1, \"same\", true); }\n"
+                  "fn e(scatter x: f32[n, 2, 8, 8]) { out y: gather = block(x, [2, 2], [1, 0], false); }\n",
+              std::string(shared) +
+                  "fn f(scatter x: f32[n, 2, 8, 8]) { out y: gather = relu(batch_norm(conv2d(x, w, stride=1, "
+                  "padding=\"same\"), g, b, rm, rv, training=true, eps=1e-3)); }\n"
+                  "fn e(scatter x: f32[n, 2, 8, 8]) { out y: gather = relu(batch_norm(conv2d(x, w, stride=[2, 2], "
+                  "padding=[1, 0]), g, b, rm, rv, training=false, eps=1e-3)); }\n");
+  expect_same("def total(x, ax, keep) { return sum(x, axis=ax, keepdims=keep); }\n"
+              "def outer(x, a) { return total(x, a, true) + total(x, [0, 1], false); }\n"
+              "fn f(bcast x: f32[3, 4]) { out y = outer(x, 1); }\n",
+              "fn f(bcast x: f32[3, 4]) { out y = sum(x, axis=1, keepdims=true) + sum(x, axis=[0, 1]); }\n");
+}
+
+TEST(SemaHelpers, APassedThroughLiteralThatIsNotOneIsReportedWhereItWasWritten) {
+  Analyzed a = analyze_text("def total(x, ax) { return sum(x, axis=ax); }\n"
+                            "fn f(bcast x: f32[3, 4], bcast k: i64) { out y = total(x, k); out z = total(x, 5); }\n");
+  EXPECT_EQ(a.diagnostics, (std::vector<std::string>{
+                               "error 2:59: axis must be an integer literal, found 'k'",
+                               "note 2:50: in call to helper 'total' from function 'f'",
+                               "error 1:39: axis 5 is out of range for rank 2 in sum: 'x' has type f32[3, 4]",
+                               "note 2:71: in call to helper 'total' from function 'f'"}))
+      << ::testing::PrintToString(a.diagnostics);
+}
+
 TEST(SemaHelpers, ADeclarationIsCheckedOnceEvenWithoutCalls) {
   Analyzed a = analyze_text("shared w: f32;\n"
                             "def unused(w, q: f99) { let w2 = 1; let w2 = 2; return w2; }\n"
