@@ -152,6 +152,12 @@ TEST(SemaHelpers, LiteralsPassThroughParametersToOperations) {
               "def outer(x, a) { return total(x, a, true) + total(x, [0, 1], false); }\n"
               "fn f(bcast x: f32[3, 4]) { out y = outer(x, 1); }\n",
               "fn f(bcast x: f32[3, 4]) { out y = sum(x, axis=1, keepdims=true) + sum(x, axis=[0, 1]); }\n");
+  expect_same("def pick(x, lo, hi, ax, p, k, y) { return dropout(slice(x, lo, hi, axis=ax), p, training=true), "
+              "one_hot(y, k); }\n"
+              "fn f(scatter x: f32[n, 6], scatter y: i64[n]) { let a, b = pick(x, 1, -1, 1, 0.5, 3, y); "
+              "out s: gather = a; out t: gather = b; }\n",
+              "fn f(scatter x: f32[n, 6], scatter y: i64[n]) { out s: gather = dropout(slice(x, 1, -1, axis=1), 0.5, "
+              "training=true); out t: gather = one_hot(y, 3); }\n");
 }
 
 TEST(SemaHelpers, APassedThroughLiteralThatIsNotOneIsReportedWhereItWasWritten) {

@@ -40,8 +40,9 @@ bool FunctionAnalyzer::is_training_function() const {
 }
 
 std::optional<double> FunctionAnalyzer::random_parameter(const ast::Expr& call, const char* name, double fallback) {
-  const ast::Expr* arg = keyword(call, name);
-  if (!arg) return fallback;
+  const ast::Expr* written = keyword(call, name);
+  if (!written) return fallback;
+  const ast::Expr* arg = &literal_argument(*written);
   std::optional<double> v = literal_number(*arg);
   if (!v || !std::isfinite(*v)) {
     if (arg->kind != ast::ExprKind::Error)
@@ -112,9 +113,10 @@ Value FunctionAnalyzer::call_random(const ast::Expr& e) {
     }
   }
   if (bernoulli) {
-    std::optional<double> p = literal_number(*e.args[1]);
+    const ast::Expr& pa = literal_argument(*e.args[1]);
+    std::optional<double> p = literal_number(pa);
     if (!p || !(*p >= 0 && *p <= 1)) {
-      error(e.args[1]->loc, fmt::format("{}'s probability must be a number in [0, 1], found '{}'", e.text, expr_text(*e.args[1])));
+      error(pa.loc, fmt::format("{}'s probability must be a number in [0, 1], found '{}'", e.text, expr_text(pa)));
       return Value::error();
     }
     Value u = random_node(e, 0, ir::TensorType{DType::F32, type.shape});
@@ -152,9 +154,10 @@ Value FunctionAnalyzer::call_dropout(const ast::Expr& e) {
                                       ir::type_str(x.type)));
     return Value::error();
   }
-  std::optional<double> p = literal_number(*e.args[1]);
+  const ast::Expr& pa = literal_argument(*e.args[1]);
+  std::optional<double> p = literal_number(pa);
   if (!p || !(*p >= 0 && *p <= 1)) {
-    error(e.args[1]->loc, fmt::format("dropout's probability must be a number in [0, 1], found '{}'", expr_text(*e.args[1])));
+    error(pa.loc, fmt::format("dropout's probability must be a number in [0, 1], found '{}'", expr_text(pa)));
     return Value::error();
   }
   std::optional<bool> training = is_training_function();
