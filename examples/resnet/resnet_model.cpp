@@ -120,37 +120,34 @@ std::string declare(const ConvBn& c, int& seed) {
       c.name, c.out, c.in, c.kernel, seed++, stdev);
 }
 
-// The conv-BN helper for one kernel/stride/padding in both forms.
-std::string conv_bn_helpers(const ConvBn& c) {
-  std::string text;
-  for (const char* mode : {"train", "eval"}) {
-    const std::string stride = c.stride != 1 ? fmt::format(", stride={}", c.stride) : "";
-    text += fmt::format(
-        "def {}_{}(x, w, g, b, m, v) {{\n  return batch_norm(conv2d(x, w{}, padding={}), g, b, m, v{});\n}}\n",
-        conv_helper(c), mode, stride, c.padding, std::string(mode) == "train" ? ", training=true" : "");
-  }
-  return text;
+// The conv-BN helper for one kernel/stride/padding; `training` reaches batch_norm's training=.
+std::string conv_bn_helper(const ConvBn& c) {
+  const std::string stride = c.stride != 1 ? fmt::format(", stride={}", c.stride) : "";
+  return fmt::format(
+      "def {}(x, w, g, b, m, v, training) {{\n"
+      "  return batch_norm(conv2d(x, w{}, padding={}), g, b, m, v, training=training);\n}}\n",
+      conv_helper(c), stride, c.padding);
 }
 
-// A block helper in one form: parameters w1..v1, w2..v2 (, w3..v3) (, wd..vd).
-std::string block_helper(const Block& block, const std::string& mode) {
+// A block helper: parameters w1..v1, w2..v2 (, w3..v3) (, wd..vd), training.
+std::string block_helper(const Block& block) {
   std::vector<std::string> params{"x"};
   auto group = [&](const std::string& k) {
     for (const char* v : {"w", "g", "b", "m", "v"}) params.push_back(v + k);
-    return fmt::format("w{0}, g{0}, b{0}, m{0}, v{0}", k);
+    return fmt::format("w{0}, g{0}, b{0}, m{0}, v{0}, training", k);
   };
   std::vector<std::string> args;
   for (size_t i = 0; i < block.convs.size(); ++i) args.push_back(group(std::to_string(i + 1)));
   const std::string down_args = block.has_down ? group("d") : "";
-  std::string text = wrap(fmt::format("def {}_{}(", block.helper, mode), params, ") {\n", "    ");
+  params.push_back("training");
+  std::string text = wrap(fmt::format("def {}(", block.helper), params, ") {\n", "    ");
   std::string h = "x";
   for (size_t i = 0; i + 1 < block.convs.size(); ++i) {
-    text += fmt::format("  let h{} = relu({}_{}({}, {}));\n", i + 1, conv_helper(block.convs[i]), mode, h, args[i]);
+    text += fmt::format("  let h{} = relu({}({}, {}));\n", i + 1, conv_helper(block.convs[i]), h, args[i]);
     h = fmt::format("h{}", i + 1);
   }
-  const std::string shortcut =
-      block.has_down ? fmt::format("{}_{}(x, {})", conv_helper(block.down), mode, down_args) : "x";
-  text += fmt::format("  return relu({}_{}({}, {}) + {});\n}}\n", conv_helper(block.convs.back()), mode, h, args.back(),
+  const std::string shortcut = block.has_down ? fmt::format("{}(x, {})", conv_helper(block.down), down_args) : "x";
+  text += fmt::format("  return relu({}({}, {}) + {});\n}}\n", conv_helper(block.convs.back()), h, args.back(),
                       shortcut);
   return text;
 }
@@ -161,11 +158,13 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-// The whole network in one form: stem, blocks, global average pool, classifier.
-std::string network_helper(const Network& net, const std::string& mode) {
-  std::string text = fmt::format("def logits_{}(x) {{\n", mode);
-  std::string stem =
-      wrap(fmt::format("relu({}_{}(x, ", conv_helper(net.stem), mode), variables(net.stem), "))", "    ");
+// The whole network: stem, blocks, global average pool, classifier; `training` goes to every
+// batch norm.
+std::string network_helper(const Network& net) {
+  std::string text = "def logits(x, training) {\n";
+  std::vector<std::string> stem_args = variables(net.stem);
+  stem_args.push_back("training");
+  std::string stem = wrap(fmt::format("relu({}(x, ", conv_helper(net.stem)), stem_args, "))", "    ");
   if (net.stem_pool) stem = "max_pool2d(" + stem + ", 3, stride=2, padding=1)";
   text += "  let h0 = " + stem + ";\n";
   for (size_t i = 0; i < net.blocks.size(); ++i) {
@@ -173,7 +172,8 @@ std::string network_helper(const Network& net, const std::string& mode) {
     std::vector<std::string> args{fmt::format("h{}", i)};
     for (const ConvBn& c : b.convs) args.push_back(join(variables(c)));
     if (b.has_down) args.push_back(join(variables(b.down)));
-    text += wrap(fmt::format("  let h{} = {}_{}(", i + 1, b.helper, mode), args, ");\n", "      ");
+    args.push_back("training");
+    text += wrap(fmt::format("  let h{} = {}(", i + 1, b.helper), args, ");\n", "      ");
   }
   text += fmt::format("  return global_avg_pool(h{}) @ fc_w + fc_b;\n}}\n", net.blocks.size());
   return text;
@@ -212,8 +212,8 @@ std::string minimized_loss(const Config& cfg, const std::vector<std::string>& pa
 // The per-row training losses of `input` against `labels`: cross-entropy, or with label smoothing
 // e, (1 - e) * cross_entropy - e * mean(log_softmax) (the cross-entropy against the smoothed labels).
 std::string train_losses(const Config& cfg, const std::string& input, const std::string& labels) {
-  if (cfg.label_smoothing <= 0) return fmt::format("  let losses = cross_entropy(logits_train({}), {});\n", input, labels);
-  return fmt::format("  let logits = logits_train({0});\n  let losses = {1} * cross_entropy(logits, {2}) - {3} * "
+  if (cfg.label_smoothing <= 0) return fmt::format("  let losses = cross_entropy(logits({}, true), {});\n", input, labels);
+  return fmt::format("  let logits = logits({0}, true);\n  let losses = {1} * cross_entropy(logits, {2}) - {3} * "
                      "mean(log_softmax(logits), axis=1);\n",
                      input, 1 - cfg.label_smoothing, labels, cfg.label_smoothing);
 }
@@ -239,7 +239,7 @@ std::string functions(const Config& cfg, const std::vector<std::string>& params)
         minimize);
   text += fmt::format(
       "// Loss and accuracy over a whole data set (one call with num_slices), with the running statistics.\n"
-      "fn evaluate(scatter images: {}, scatter labels: i64[n]) {{\n  let logits = logits_eval({});\n"
+      "fn evaluate(scatter images: {}, scatter labels: i64[n]) {{\n  let logits = logits({}, false);\n"
       "  out loss: avg = mean(cross_entropy(logits, labels));\n"
       "  out accuracy: avg = mean(cast(argmax(logits, axis=1) == labels, f32));\n}}\n",
       images, in);
@@ -311,11 +311,11 @@ std::string generate(const Config& cfg) {
   text += fmt::format(
       "// The update rule (resnet_demo and the Fashion-MNIST trainer may replace it).\noptimizer opt = {};\n\n",
       cfg.optimizer);
-  text += "// conv -> batch norm; `_train` normalises with the batch statistics and updates the running ones.\n";
-  for (const ConvBn& k : kinds) text += conv_bn_helpers(k);
+  text += "// conv -> batch norm; with training=true it normalises with the batch statistics and updates\n"
+          "// the running ones (passed in through its parameters), with false it uses the running ones.\n";
+  for (const ConvBn& k : kinds) text += conv_bn_helper(k);
   text += "\n// Residual blocks: relu(main path + shortcut); `_down` halves the size, `_proj` only widens.\n";
-  for (const Block* b : block_kinds)
-    for (const char* mode : {"train", "eval"}) text += block_helper(*b, mode);
+  for (const Block* b : block_kinds) text += block_helper(*b);
   text += "\n";
   if (cfg.fashion)
     text +=
@@ -330,7 +330,7 @@ std::string generate(const Config& cfg) {
         "  let mirror = transpose(take(transpose(x, [3, 0, 1, 2]), reversed), [1, 2, 3, 0]);\n"
         "  return where(bernoulli_like(slice(slice(x, 0, 1, axis=2), 0, 1, axis=3), 0.5) > 0, mirror, x);\n}}\n\n",
         cfg.image);
-  text += network_helper(net, "train") + network_helper(net, "eval") + "\n";
+  text += network_helper(net) + "\n";
   return text + functions(cfg, params);
 }
 
