@@ -108,7 +108,8 @@ std::optional<bool> FunctionAnalyzer::bool_argument(const ast::Expr& written, co
   return arg.int_value != 0;
 }
 
-std::optional<DType> FunctionAnalyzer::dtype_argument(const ast::Expr& arg) {
+std::optional<DType> FunctionAnalyzer::dtype_argument(const ast::Expr& written) {
+  const ast::Expr& arg = literal_argument(written);
   if (arg.kind == ast::ExprKind::Error) return std::nullopt;
   auto dtype = arg.kind == ast::ExprKind::Name ? ir::dtype_from_name(arg.text) : std::nullopt;
   if (!dtype) {

@@ -330,12 +330,15 @@ std::vector<Value> FunctionAnalyzer::call_helper(const ast::Expr& e, const Helpe
       results.back().let_name.clear();
     }
   }
-  // An argument the body never read is still evaluated, so that its errors are reported; a list
-  // or a string is no value (it was an operation's literal argument: axis=, stride=, padding=).
+  // An argument the body never read is still evaluated, so that its errors are reported; a list,
+  // a string or a dtype is no value (it was an operation's literal argument: axis=, stride=,
+  // padding=, cast's dtype).
   for (const ast::HelperParam& p : decl.params)
     if (auto it = scope_.find(p.name); it != scope_.end() && it->second.argument) {
-      const ast::ExprKind kind = it->second.argument->kind;
-      if (kind == ast::ExprKind::List || kind == ast::ExprKind::StringLiteral) continue;
+      const ast::Expr& a = *it->second.argument;
+      if (a.kind == ast::ExprKind::List || a.kind == ast::ExprKind::StringLiteral ||
+          (a.kind == ast::ExprKind::Name && ir::dtype_from_name(a.text)))
+        continue;
       argument_read(it->second);
     }
   scope_ = std::move(frames_.back().caller_scope);

@@ -158,6 +158,9 @@ TEST(SemaHelpers, LiteralsPassThroughParametersToOperations) {
               "out s: gather = a; out t: gather = b; }\n",
               "fn f(scatter x: f32[n, 6], scatter y: i64[n]) { out s: gather = dropout(slice(x, 1, -1, axis=1), 0.5, "
               "training=true); out t: gather = one_hot(y, 3); }\n");
+  expect_same("def as(x, dt) { return cast(x, dt) * 2; }\n"
+              "fn f(bcast x: f32[3]) { out y = as(x, f64); out z: sum = as(x, i32); }\n",
+              "fn f(bcast x: f32[3]) { out y = cast(x, f64) * 2; out z: sum = cast(x, i32) * 2; }\n");
 }
 
 TEST(SemaHelpers, APassedThroughLiteralThatIsNotOneIsReportedWhereItWasWritten) {
