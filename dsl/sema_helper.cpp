@@ -277,6 +277,22 @@ bool FunctionAnalyzer::unify_parameter(const ast::HelperDecl& decl, size_t i, co
   return true;
 }
 
+namespace {
+// `[1, -2, [3]]`: a list of integer, float or bool literals (negated or nested), as an axis list,
+// stride or padding is written.
+bool literal_list(const ast::Expr& e) {
+  if (e.kind != ast::ExprKind::List) return false;
+  for (const ast::ExprPtr& item : e.args) {
+    const ast::Expr* x = item.get();
+    if (x->kind == ast::ExprKind::Unary && x->text == "-" && !x->args.empty()) x = x->args[0].get();
+    const bool literal = x->kind == ast::ExprKind::IntLiteral || x->kind == ast::ExprKind::FloatLiteral ||
+                         x->kind == ast::ExprKind::BoolLiteral || literal_list(*x);
+    if (!literal) return false;
+  }
+  return true;
+}
+}  // namespace
+
 std::vector<Value> FunctionAnalyzer::call_helper(const ast::Expr& e, const HelperInfo& helper) {
   const ast::HelperDecl& decl = *helper.decl;
   if (!helper.ok) return {};   // reported with its declaration
@@ -330,13 +346,13 @@ std::vector<Value> FunctionAnalyzer::call_helper(const ast::Expr& e, const Helpe
       results.back().let_name.clear();
     }
   }
-  // An argument the body never read is still evaluated, so that its errors are reported; a list,
-  // a string or a dtype is no value (it was an operation's literal argument: axis=, stride=,
-  // padding=, cast's dtype).
+  // An argument the body never read is still evaluated, so that its errors are reported; a list
+  // of literals, a string or a dtype is no value (it was an operation's literal argument: axis=,
+  // stride=, padding=, cast's dtype). A list holding anything else is evaluated, and reported.
   for (const ast::HelperParam& p : decl.params)
     if (auto it = scope_.find(p.name); it != scope_.end() && it->second.argument) {
       const ast::Expr& a = *it->second.argument;
-      if (a.kind == ast::ExprKind::List || a.kind == ast::ExprKind::StringLiteral ||
+      if (literal_list(a) || a.kind == ast::ExprKind::StringLiteral ||
           (a.kind == ast::ExprKind::Name && ir::dtype_from_name(a.text)))
         continue;
       argument_read(it->second);

@@ -172,6 +172,12 @@ TEST(SemaHelpers, APassedThroughLiteralThatIsNotOneIsReportedWhereItWasWritten) 
                                "error 1:39: axis 5 is out of range for rank 2 in sum: 'x' has type f32[3, 4]",
                                "note 2:71: in call to helper 'total' from function 'f'"}))
       << ::testing::PrintToString(a.diagnostics);
+  // An unread list of literals is no value and no error; an unread list of anything else is.
+  Analyzed b = analyze_text("def keep(x, ax) { return x; }\n"
+                            "fn f(bcast x: f32[3]) { out y = keep(x, [0, -1]); out z = keep(x, [0, x]); }\n");
+  EXPECT_EQ(b.diagnostics, (std::vector<std::string>{"error 2:67: a list such as [0, x] is only allowed as an axis "
+                                                     "list, a shape or a permutation"}))
+      << ::testing::PrintToString(b.diagnostics);
 }
 
 TEST(SemaHelpers, ADeclarationIsCheckedOnceEvenWithoutCalls) {
