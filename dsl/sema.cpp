@@ -485,6 +485,14 @@ void FunctionAnalyzer::let_statement(const ast::Stmt& s) {
     resolve_type(*s.type);  // still report a bad dtype in the annotation
   }
   bind_let(s.name, s.name_loc, std::move(v), first_new, name_ok);
+  // `let training = true;` also stands for its literal where an operation needs one.
+  if (auto it = scope_.find(s.name); name_ok && it != scope_.end() && s.value) {
+    const ast::ExprKind k = s.value->kind;
+    if (k == ast::ExprKind::IntLiteral || k == ast::ExprKind::FloatLiteral || k == ast::ExprKind::BoolLiteral ||
+        (k == ast::ExprKind::Unary && s.value->text == "-" && !s.value->args.empty() &&
+         (s.value->args[0]->kind == ast::ExprKind::IntLiteral || s.value->args[0]->kind == ast::ExprKind::FloatLiteral)))
+      it->second.source = s.value.get();
+  }
 }
 
 void FunctionAnalyzer::bind_let(const std::string& name, SourceLoc name_loc, Value v, ir::NodeId first_new,

@@ -126,10 +126,12 @@ class FunctionAnalyzer {
     // the caller, whose scope the argument is evaluated in.
     const ast::Expr* argument = nullptr;
     size_t argument_depth = 0;
-    // A helper's parameter: the argument as written at the call (kept after evaluation), and
-    // frames_.size() of the caller then, for literal_argument.
+    // For literal_argument: a helper parameter's argument as written at the call (kept after
+    // evaluation) with frames_.size() of the caller then (source_in_caller); or the literal a
+    // `let` binds, written in the let's own scope.
     const ast::Expr* source = nullptr;
     size_t source_depth = 0;
+    bool source_in_caller = false;
   };
 
   // ---- sema.cpp: the function's header and statements.

@@ -59,9 +59,13 @@ const ast::Expr& FunctionAnalyzer::literal_argument(const ast::Expr& arg) const 
   const std::map<std::string, Binding>* scope = &scope_;
   while (e->kind == ast::ExprKind::Name) {
     auto it = scope->find(e->text);
-    if (it == scope->end() || !it->second.source || it->second.source_depth >= frames_.size()) break;
-    scope = &frames_[it->second.source_depth].caller_scope;   // where the caller wrote the argument
-    e = it->second.source;
+    if (it == scope->end() || !it->second.source) break;
+    const Binding& b = it->second;
+    if (b.source_in_caller) {
+      if (b.source_depth >= frames_.size()) break;
+      scope = &frames_[b.source_depth].caller_scope;   // where the caller wrote the argument
+    }
+    e = b.source;
   }
   return *e;
 }

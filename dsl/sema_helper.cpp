@@ -321,6 +321,7 @@ std::vector<Value> FunctionAnalyzer::call_helper(const ast::Expr& e, const Helpe
     b.loc = decl.params[i].name_loc;
     b.source = bound[i];
     b.source_depth = frames_.size();
+    b.source_in_caller = true;
     if (decl.params[i].type) {
       b.value = expr(*bound[i]);
       b.value.let_name.clear();   // a literal let of the caller is not cached by the helper's scope

@@ -158,6 +158,11 @@ TEST(SemaHelpers, LiteralsPassThroughParametersToOperations) {
               "out s: gather = a; out t: gather = b; }\n",
               "fn f(scatter x: f32[n, 6], scatter y: i64[n]) { out s: gather = dropout(slice(x, 1, -1, axis=1), 0.5, "
               "training=true); out t: gather = one_hot(y, 3); }\n");
+  // A let of a literal stands for it too, also passed on to a helper.
+  expect_same("def total(x, ax) { return sum(x, axis=ax); }\n"
+              "fn f(bcast x: f32[3, 4]) { let a = 1; let k = -1; let keep = false;\n"
+              "  out y = total(x, a) + sum(x, axis=k, keepdims=keep); }\n",
+              "fn f(bcast x: f32[3, 4]) { out y = sum(x, axis=1) + sum(x, axis=-1, keepdims=false); }\n");
   expect_same("def as(x, dt) { return cast(x, dt) * 2; }\n"
               "fn f(bcast x: f32[3]) { out y = as(x, f64); out z: sum = as(x, i32); }\n",
               "fn f(bcast x: f32[3]) { out y = cast(x, f64) * 2; out z: sum = cast(x, i32) * 2; }\n");
