@@ -87,6 +87,9 @@ struct ModuleContext {
   std::vector<bool> optimizer_ok;       // false: its declaration had an error
   std::vector<SourceLoc> optimizer_bound_at;   // the first minimize that gave it its variables
   std::map<std::string, HelperInfo> helpers;
+  // Helpers declared with a built-in operation's name (an error there): their calls stay silent,
+  // one mistake, one message, instead of each being checked against the operation's signature.
+  std::set<std::string> helpers_named_like_builtins;
 };
 
 // Resolves `f32[n, 10]` as written; reports an unknown or reserved dtype, or a bad size.

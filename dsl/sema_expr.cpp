@@ -383,6 +383,11 @@ Value FunctionAnalyzer::call(const ast::Expr& e) {
       {"sum", Op::ReduceSum}, {"mean", Op::ReduceMean}, {"max", Op::ReduceMax},
       {"min", Op::ReduceMin}, {"prod", Op::ReduceProd}, {"argmax", Op::ArgMax}};
   const std::string& f = e.text;
+  if (ctx_.helpers_named_like_builtins.count(f)) {   // reported at the helper's declaration
+    for (const ast::ExprPtr& a : e.args)
+      if (a->kind != ast::ExprKind::List && a->kind != ast::ExprKind::StringLiteral) expr(*a);
+    return Value::error();
+  }
   if (auto it = unary_ops.find(f); it != unary_ops.end()) return call_unary(e, it->second);
   if (auto it = binary_ops.find(f); it != binary_ops.end()) return call_binary(e, it->second);
   if (auto it = reductions.find(f); it != reductions.end()) return call_reduction(e, it->second);

@@ -146,6 +146,7 @@ void declare_helpers(ModuleContext& ctx, const std::vector<ast::HelperDecl>& dec
   for (const ast::HelperDecl& d : decls) {
     if (std::optional<std::string> why = checks::helper_name_error(d.name)) {
       ctx.diags.error(d.name_loc, std::move(*why));
+      ctx.helpers_named_like_builtins.insert(d.name);
       continue;
     }
     if (!declare_global(ctx, d.name, d.name_loc, Global{Global::Kind::Helper, -1, d.name_loc})) continue;

@@ -185,6 +185,19 @@ TEST(SemaHelpers, APassedThroughLiteralThatIsNotOneIsReportedWhereItWasWritten) 
       << ::testing::PrintToString(b.diagnostics);
 }
 
+TEST(SemaHelpers, AHelperNamedLikeAnOperationIsOneError) {
+  // Its calls are not checked against the operation's signature (which would report each of
+  // them), but their arguments still are.
+  Analyzed a = analyze_text("def norm(x, ax, keep) { return x - mean(x, axis=ax, keepdims=keep); }\n"
+                            "fn f(bcast x: f32[3, 2]) { out y = norm(x, 1, true) + norm(x, 0, false); "
+                            "out z = norm(x, 1, exp(q)); }\n");
+  EXPECT_EQ(a.diagnostics, (std::vector<std::string>{
+                               "error 1:5: helper 'norm' has the name of a built-in operation, which a call "
+                               "'norm(...)' always means; choose another name",
+                               "error 2:97: unknown name 'q'; did you mean 'x'?"}))
+      << ::testing::PrintToString(a.diagnostics);
+}
+
 TEST(SemaHelpers, ADeclarationIsCheckedOnceEvenWithoutCalls) {
   Analyzed a = analyze_text("shared w: f32;\n"
                             "def unused(w, q: f99) { let w2 = 1; let w2 = 2; return w2; }\n"
