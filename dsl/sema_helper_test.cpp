@@ -40,6 +40,12 @@ void expect_same(const std::string& with_helpers, const std::string& written_out
       << difference << "\n--- helpers:\n" << print_module(*a.module) << "--- written out:\n" << print_module(*b.module);
 }
 
+// The diagnostics of `text`, in the order reported, as "error 3:5: message" / "note 7:9: message".
+void expect_diagnostics(const std::string& text, const std::vector<std::string>& expected) {
+  Analyzed a = analyze_text(text);
+  EXPECT_EQ(a.diagnostics, expected) << ::testing::PrintToString(a.diagnostics);
+}
+
 TEST(SemaHelpers, ACallBuildsItsBodyWrittenOut) {
   // Arguments are read in another order than they are passed, one twice (it is evaluated once,
   // like a let, where it is first read), one never.
@@ -169,33 +175,27 @@ TEST(SemaHelpers, LiteralsPassThroughParametersToOperations) {
 }
 
 TEST(SemaHelpers, APassedThroughLiteralThatIsNotOneIsReportedWhereItWasWritten) {
-  Analyzed a = analyze_text("def total(x, ax) { return sum(x, axis=ax); }\n"
-                            "fn f(bcast x: f32[3, 4], bcast k: i64) { out y = total(x, k); out z = total(x, 5); }\n");
-  EXPECT_EQ(a.diagnostics, (std::vector<std::string>{
-                               "error 2:59: axis must be an integer literal, found 'k'",
-                               "note 2:50: in call to helper 'total' from function 'f'",
-                               "error 1:39: axis 5 is out of range for rank 2 in sum: 'x' has type f32[3, 4]",
-                               "note 2:71: in call to helper 'total' from function 'f'"}))
-      << ::testing::PrintToString(a.diagnostics);
+  expect_diagnostics("def total(x, ax) { return sum(x, axis=ax); }\n"
+                     "fn f(bcast x: f32[3, 4], bcast k: i64) { out y = total(x, k); out z = total(x, 5); }\n",
+                     {"error 2:59: axis must be an integer literal, found 'k'",
+                      "note 2:50: in call to helper 'total' from function 'f'",
+                      "error 1:39: axis 5 is out of range for rank 2 in sum: 'x' has type f32[3, 4]",
+                      "note 2:71: in call to helper 'total' from function 'f'"});
   // An unread list of literals is no value and no error; an unread list of anything else is.
-  Analyzed b = analyze_text("def keep(x, ax) { return x; }\n"
-                            "fn f(bcast x: f32[3]) { out y = keep(x, [0, -1]); out z = keep(x, [0, x]); }\n");
-  EXPECT_EQ(b.diagnostics, (std::vector<std::string>{"error 2:67: a list such as [0, x] is only allowed as an axis "
-                                                     "list, a shape or a permutation"}))
-      << ::testing::PrintToString(b.diagnostics);
+  expect_diagnostics("def keep(x, ax) { return x; }\n"
+                     "fn f(bcast x: f32[3]) { out y = keep(x, [0, -1]); out z = keep(x, [0, x]); }\n",
+                     {"error 2:67: a list such as [0, x] is only allowed as an axis list, a shape or a permutation"});
 }
 
 TEST(SemaHelpers, AHelperNamedLikeAnOperationIsOneError) {
   // Its calls are not checked against the operation's signature (which would report each of
   // them), but their arguments still are.
-  Analyzed a = analyze_text("def norm(x, ax, keep) { return x - mean(x, axis=ax, keepdims=keep); }\n"
-                            "fn f(bcast x: f32[3, 2]) { out y = norm(x, 1, true) + norm(x, 0, false); "
-                            "out z = norm(x, 1, exp(q)); }\n");
-  EXPECT_EQ(a.diagnostics, (std::vector<std::string>{
-                               "error 1:5: helper 'norm' has the name of a built-in operation, which a call "
-                               "'norm(...)' always means; choose another name",
-                               "error 2:97: unknown name 'q'; did you mean 'x'?"}))
-      << ::testing::PrintToString(a.diagnostics);
+  expect_diagnostics("def norm(x, ax, keep) { return x - mean(x, axis=ax, keepdims=keep); }\n"
+                     "fn f(bcast x: f32[3, 2]) { out y = norm(x, 1, true) + norm(x, 0, false); "
+                     "out z = norm(x, 1, exp(q)); }\n",
+                     {"error 1:5: helper 'norm' has the name of a built-in operation, which a call 'norm(...)' "
+                      "always means; choose another name",
+                      "error 2:97: unknown name 'q'; did you mean 'x'?"});
 }
 
 TEST(SemaHelpers, ADeclarationIsCheckedOnceEvenWithoutCalls) {
