@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The documentation stays inside the repository: every relative Markdown link in README.md and
-docs/ (and its subfolders) resolves to a file of the repository, and no page points outside it (`../shared`, a
+"""The documentation stays inside the repository: every relative Markdown link in README.md,
+docs/ (and its subfolders) and the parts' README.md files resolves to a file of the repository, and no page points outside it (`../shared`, a
 path above the repository root). Every source file a page names in a code span (`rsag.cpp`,
-`runtime/coll/exec.h/.cpp`: a path from the root, or the end of one) is a file of the repository,
+`runtime/coll/exec.h/.cpp`: a path from the root or from the page, or the end of one) is a file of the repository,
 so that a renamed or removed file does not live on in the docs; NOT_IN_TREE lists the names that
 are meant not to be. Prints `file:line: ...` per problem and exits 1 if there is any.
 Usage: check_docs.py SOURCE_ROOT
@@ -23,6 +23,9 @@ NOT_IN_TREE = {
     ".gpu/run.sh": "written by scripts/gpu-pack.sh into the git-ignored .gpu/",
     ".gpu/run2.sh": "written by scripts/gpu-pack.sh into the git-ignored .gpu/",
     "extensions/updates.py": "Synkhronos' own file, named where its update rules are compared",
+    "train_mnist_gpu_data.py": "Synkhronos' demo that examples/fashion_mnist follows",
+    "demos/resnet/train_resnet.py": "Synkhronos' ResNet demo that examples/resnet follows",
+    "dnnl_config.h": "oneDNN's header, where its CPU runtime is read",
 }
 
 
@@ -44,11 +47,13 @@ def named_files(span):
 
 
 def check_sources(page, number, line, files, suffixes, problems):
+    folder = os.path.dirname(page)
     for span in SOURCE_SPAN.findall(line):
         if span in NOT_IN_TREE:
             continue
         for name in named_files(span):
-            if name not in files and name not in suffixes:
+            beside = os.path.normpath(os.path.join(folder, name))   # relative to the page
+            if name not in files and name not in suffixes and beside not in files:
                 problems.append(f"{page}:{number}: names a file the repository does not have: {name}")
 
 
@@ -74,6 +79,8 @@ def main():
     pages = ["README.md"] + sorted(os.path.relpath(os.path.join(folder, n), root)
                                    for folder, _, names in os.walk(os.path.join(root, "docs"))
                                    for n in names if n.endswith(".md"))
+    # The READMEs of the parts (examples/*/README.md, compiler/dnn/README.md, ...).
+    pages += sorted(f for f in source_files(root) if os.path.basename(f) == "README.md" and f != "README.md")
     files = source_files(root)
     suffixes = set()   # every path's tails: "exec.cpp", "coll/exec.cpp", ...
     for f in files:
