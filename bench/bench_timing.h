@@ -34,6 +34,12 @@ inline double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The median of `v` (the upper one of an even count).
+inline double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // Median wall time of `reps` runs of `f` (each ends with a device synchronisation), after two
 // warm-up runs.
 template <class F>
@@ -46,8 +52,7 @@ double median_ms(int reps, F&& f) {
     f();
     t.push_back(now_ms() - start);
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median_of(std::move(t));
 }
 
 // Seconds per call: the median over batches of back-to-back calls, batches of about 2 ms, at least

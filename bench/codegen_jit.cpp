@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/bench_timing.h"
 #include "compiler/cpu/codegen_cpu.h"
 #include "compiler/cpu/cpu_function.h"
 #include "compiler/llvm/jit.h"
@@ -41,11 +42,6 @@ double seconds(const std::function<void()>& fn, double* cpu = nullptr) {
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (cpu) *cpu = cpu_now() - c0;
   return wall;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // A typical function: ten ops (matmul, bias, tanh, pointwise, two reductions, softmax...).
@@ -108,9 +104,9 @@ int main() {
   const double na = -1;
   std::vector<Row> rows = {
       {"first compile in process", first_s, na, 0},
-      {"cold compile (median)", median(cold), median(cold_cpu), 0.050},
-      {"disk cache hit (median)", median(disk), median(disk_cpu), 0.001},
-      {"process cache hit (median)", median(memory), median(memory_cpu), 0},
+      {"cold compile (median)", synk::bench::median_of(cold), synk::bench::median_of(cold_cpu), 0.050},
+      {"disk cache hit (median)", synk::bench::median_of(disk), synk::bench::median_of(disk_cpu), 0.001},
+      {"process cache hit (median)", synk::bench::median_of(memory), synk::bench::median_of(memory_cpu), 0},
       {"  lower()", lower_s, na, 0},
       {"  generate C++", generate_s, na, 0},
       {"  Clang + LLVM -> object", clang_llvm_s, cpu.frontend + cpu.optimize + cpu.codegen, 0},

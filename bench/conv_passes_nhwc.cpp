@@ -67,11 +67,6 @@ std::array<double, 3> time_passes(const Shape& s, onednn::ConvAlgorithm algorith
   return t;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -117,7 +112,7 @@ int main(int argc, char** argv) {
     const Shape& s = shapes[k];
     const synk::compiler::dnn::Conv2dParams p{s.n, s.c, s.hw, s.hw, s.o, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false};
     for (size_t pass = 0; pass < 3; ++pass) {
-      const double dm = median(direct[k][pass]), wm = median(wino[k][pass]);
+      const double dm = synk::bench::median_of(direct[k][pass]), wm = synk::bench::median_of(wino[k][pass]);
       std::vector<double> ratios;
       for (int r = 0; r < rounds; ++r) ratios.push_back(wino[k][pass][size_t(r)] / direct[k][pass][size_t(r)]);
       std::sort(ratios.begin(), ratios.end());

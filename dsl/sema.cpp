@@ -484,19 +484,13 @@ void FunctionAnalyzer::let_statement(const ast::Stmt& s) {
   } else if (s.type) {
     resolve_type(*s.type);  // still report a bad dtype in the annotation
   }
-  bind_let(s.name, s.name_loc, std::move(v), first_new, name_ok);
   // `let training = true;` also stands for its literal where an operation needs one.
-  if (auto it = scope_.find(s.name); name_ok && it != scope_.end() && s.value) {
-    const ast::ExprKind k = s.value->kind;
-    if (k == ast::ExprKind::IntLiteral || k == ast::ExprKind::FloatLiteral || k == ast::ExprKind::BoolLiteral ||
-        (k == ast::ExprKind::Unary && s.value->text == "-" && !s.value->args.empty() &&
-         (s.value->args[0]->kind == ast::ExprKind::IntLiteral || s.value->args[0]->kind == ast::ExprKind::FloatLiteral)))
-      it->second.source = s.value.get();
-  }
+  const ast::Expr* literal = s.value && scalar_literal(*s.value) ? s.value.get() : nullptr;
+  bind_let(s.name, s.name_loc, std::move(v), first_new, name_ok, literal);
 }
 
 void FunctionAnalyzer::bind_let(const std::string& name, SourceLoc name_loc, Value v, ir::NodeId first_new,
-                                bool name_ok) {
+                                bool name_ok, const ast::Expr* literal) {
   if (v.kind == Value::Kind::Node && v.node >= first_new && fn_.nodes[size_t(v.node)].name.empty())
     fn_.nodes[size_t(v.node)].name = name;
   if (v.is_literal()) v.let_name = name;
@@ -505,6 +499,7 @@ void FunctionAnalyzer::bind_let(const std::string& name, SourceLoc name_loc, Val
   b.kind = Binding::Kind::Let;
   b.value = std::move(v);
   b.loc = name_loc;
+  b.source = literal;
   scope_.emplace(name, std::move(b));
 }
 
@@ -603,7 +598,7 @@ std::optional<ir::Module> analyze(const ast::Program& program, DiagnosticEngine&
                                   const std::string& base_dir) {
   size_t errors_before = diags.error_count();
   sema::ModuleContext ctx{diags, base_dir.empty() ? std::string(".") : base_dir, diags.has_errors(),
-                          {}, {}, {}, {}, {}, {}, {}};
+                          {}, {}, {}, {}, {}, {}, {}, {}};
   for (const ast::SharedDecl& d : program.shareds) sema::analyze_shared(ctx, d);
   for (const ast::OptimizerDecl& d : program.optimizers) sema::analyze_optimizer(ctx, d);
   sema::declare_helpers(ctx, program.helpers);

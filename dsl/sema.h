@@ -55,6 +55,15 @@ ir::DType weak_dtype(ir::DType strong, LiteralKind kind);
 // Short source-like text of an expression for messages: `x @ w`, `sum(h, axis=1)`.
 std::string expr_text(const ast::Expr& e);
 
+// Literals as written (sema_builtins.cpp). The number of an integer or float literal, also `-` one
+// (`low=-1`); nullopt for anything else.
+std::optional<double> literal_number(const ast::Expr& e);
+// A number or bool literal: what a `let` may bind for an operation's literal argument.
+bool scalar_literal(const ast::Expr& e);
+// What is written only as an operation's literal argument and is no value: a list of literals
+// (`[1, -2, [3]]`: axes, stride, padding), a string (`"same"`), a dtype (`f64`).
+bool literal_only(const ast::Expr& e);
+
 // Names that sema knows as values without a declaration.
 using checks::is_builtin_constant;                 // inf, nan
 bool is_builtin_op(std::string_view name);          // exp, sum, grad, ...
@@ -144,7 +153,9 @@ class FunctionAnalyzer {
   void statement(const ast::Stmt& s);
   void let_statement(const ast::Stmt& s);
   // Names a let's value (its new node, or its literal) and puts it in scope.
-  void bind_let(const std::string& name, SourceLoc name_loc, Value v, ir::NodeId first_new, bool name_ok);
+  // `literal`: the scalar literal the let binds, if it is one (literal_argument follows it).
+  void bind_let(const std::string& name, SourceLoc name_loc, Value v, ir::NodeId first_new, bool name_ok,
+                const ast::Expr* literal = nullptr);
   void out_statement(const ast::Stmt& s);
   void update_statement(const ast::Stmt& s);
   // sema_train.cpp: `minimize`, `update <opt>_grads = grad(...) using opt`.

@@ -54,6 +54,25 @@ const ast::Expr* FunctionAnalyzer::keyword(const ast::Expr& call, const char* na
   return nullptr;
 }
 
+std::optional<double> literal_number(const ast::Expr& e) {
+  if (e.kind == ast::ExprKind::IntLiteral) return double(e.int_value);
+  if (e.kind == ast::ExprKind::FloatLiteral) return e.float_value;
+  if (e.kind == ast::ExprKind::Unary && e.text == "-" && e.args.size() == 1)
+    if (std::optional<double> v = literal_number(*e.args[0])) return -*v;
+  return std::nullopt;
+}
+
+bool scalar_literal(const ast::Expr& e) { return e.kind == ast::ExprKind::BoolLiteral || literal_number(e); }
+
+bool literal_only(const ast::Expr& e) {
+  if (e.kind == ast::ExprKind::StringLiteral) return true;
+  if (e.kind == ast::ExprKind::Name) return ir::dtype_from_name(e.text).has_value();
+  if (e.kind != ast::ExprKind::List) return false;
+  return std::all_of(e.args.begin(), e.args.end(), [](const ast::ExprPtr& item) {
+    return scalar_literal(*item) || (item->kind == ast::ExprKind::List && literal_only(*item));
+  });
+}
+
 const ast::Expr& FunctionAnalyzer::literal_argument(const ast::Expr& arg) const {
   const ast::Expr* e = &arg;
   const std::map<std::string, Binding>* scope = &scope_;

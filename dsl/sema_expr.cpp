@@ -385,7 +385,7 @@ Value FunctionAnalyzer::call(const ast::Expr& e) {
   const std::string& f = e.text;
   if (ctx_.helpers_named_like_builtins.count(f)) {   // reported at the helper's declaration
     for (const ast::ExprPtr& a : e.args)
-      if (a->kind != ast::ExprKind::List && a->kind != ast::ExprKind::StringLiteral) expr(*a);
+      if (!literal_only(*a)) expr(*a);
     return Value::error();
   }
   if (auto it = unary_ops.find(f); it != unary_ops.end()) return call_unary(e, it->second);

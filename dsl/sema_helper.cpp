@@ -278,22 +278,6 @@ bool FunctionAnalyzer::unify_parameter(const ast::HelperDecl& decl, size_t i, co
   return true;
 }
 
-namespace {
-// `[1, -2, [3]]`: a list of integer, float or bool literals (negated or nested), as an axis list,
-// stride or padding is written.
-bool literal_list(const ast::Expr& e) {
-  if (e.kind != ast::ExprKind::List) return false;
-  for (const ast::ExprPtr& item : e.args) {
-    const ast::Expr* x = item.get();
-    if (x->kind == ast::ExprKind::Unary && x->text == "-" && !x->args.empty()) x = x->args[0].get();
-    const bool literal = x->kind == ast::ExprKind::IntLiteral || x->kind == ast::ExprKind::FloatLiteral ||
-                         x->kind == ast::ExprKind::BoolLiteral || literal_list(*x);
-    if (!literal) return false;
-  }
-  return true;
-}
-}  // namespace
-
 std::vector<Value> FunctionAnalyzer::call_helper(const ast::Expr& e, const HelperInfo& helper) {
   const ast::HelperDecl& decl = *helper.decl;
   if (!helper.ok) return {};   // reported with its declaration
@@ -348,17 +332,12 @@ std::vector<Value> FunctionAnalyzer::call_helper(const ast::Expr& e, const Helpe
       results.back().let_name.clear();
     }
   }
-  // An argument the body never read is still evaluated, so that its errors are reported; a list
-  // of literals, a string or a dtype is no value (it was an operation's literal argument: axis=,
-  // stride=, padding=, cast's dtype). A list holding anything else is evaluated, and reported.
+  // An argument the body never read is still evaluated, so that its errors are reported, unless
+  // it is no value (literal_only: it was an operation's literal argument). A list holding anything
+  // but literals is evaluated, and reported.
   for (const ast::HelperParam& p : decl.params)
-    if (auto it = scope_.find(p.name); it != scope_.end() && it->second.argument) {
-      const ast::Expr& a = *it->second.argument;
-      if (literal_list(a) || a.kind == ast::ExprKind::StringLiteral ||
-          (a.kind == ast::ExprKind::Name && ir::dtype_from_name(a.text)))
-        continue;
+    if (auto it = scope_.find(p.name); it != scope_.end() && it->second.argument && !literal_only(*it->second.argument))
       argument_read(it->second);
-    }
   scope_ = std::move(frames_.back().caller_scope);
   frames_.pop_back();
   // After an error inside, every result is silent: one mistake, one message.

@@ -18,15 +18,6 @@ using ir::Op;
 
 namespace {
 
-// The number of a literal argument, also `-` a literal (`low=-1`); nullopt when it is not one.
-std::optional<double> literal_number(const ast::Expr& arg) {
-  if (arg.kind == ast::ExprKind::IntLiteral) return double(arg.int_value);
-  if (arg.kind == ast::ExprKind::FloatLiteral) return arg.float_value;
-  if (arg.kind == ast::ExprKind::Unary && arg.text == "-" && arg.args.size() == 1)
-    if (std::optional<double> v = literal_number(*arg.args[0])) return -*v;
-  return std::nullopt;
-}
-
 // The smallest multiple of 2^-24 that is >= p: `u < that` for u = k 2^-24 is exactly philox.h's
 // bernoulli (k < ceil(p 2^24)), and it is exact in f32.
 double threshold24(double p) { return std::ceil(p * 16777216.0) / 16777216.0; }

@@ -419,14 +419,13 @@ dnnl::convolution_forward::primitive_desc hint_for(const Runtime& rt, const Conv
 
 void ensure_backward_data(Runtime& rt, ConvEntry& e, const Conv2dParams& p, ConvFormat format) {
   if (e.bwd_data) return;
-  dnnl::algorithm used = dnnl::algorithm::convolution_direct;
+  ConvDescs d;   // those of the algorithm that was built (the last one tried)
   dnnl::convolution_backward_data::primitive_desc pd =
       with_algorithm(backward_winograd(e, p, format, ConvPass::backward_data), [&](dnnl::algorithm algo) {
-        const ConvDescs d = conv_descs(p, format, algo == dnnl::algorithm::convolution_winograd);
+        d = conv_descs(p, format, algo == dnnl::algorithm::convolution_winograd);
         dnnl::convolution_backward_data::desc bd(algo, d.ax, d.aw, d.ay, d.strides, d.dilates, d.pad_l, d.pad_r);
         return dnnl::convolution_backward_data::primitive_desc(bd, rt.eng, hint_for(rt, e, p, format, algo));
-      }, &used);
-  const ConvDescs d = conv_descs(p, format, used == dnnl::algorithm::convolution_winograd);
+      });
   e.bd_dy = Arg(rt.eng, d.y, pd.diff_dst_desc(), &rt.scratch, 0);
   e.bd_w = Arg(rt.eng, d.w, pd.weights_desc(), &rt.scratch, 1);
   e.bd_dx = Arg(rt.eng, d.x, pd.diff_src_desc(), &rt.scratch, 2);
@@ -435,18 +434,17 @@ void ensure_backward_data(Runtime& rt, ConvEntry& e, const Conv2dParams& p, Conv
 
 void ensure_backward_weights(Runtime& rt, ConvEntry& e, const Conv2dParams& p, ConvFormat format) {
   if (e.bwd_weights) return;
-  dnnl::algorithm used = dnnl::algorithm::convolution_direct;
+  ConvDescs d;   // those of the algorithm that was built (the last one tried)
   dnnl::convolution_backward_weights::primitive_desc pd =
       with_algorithm(backward_winograd(e, p, format, ConvPass::backward_weights), [&](dnnl::algorithm algo) {
-        const ConvDescs d = conv_descs(p, format, algo == dnnl::algorithm::convolution_winograd);
+        d = conv_descs(p, format, algo == dnnl::algorithm::convolution_winograd);
         dnnl::convolution_backward_weights::desc wd =
             p.has_bias ? dnnl::convolution_backward_weights::desc(algo, d.ax, d.aw, d.ab, d.ay, d.strides, d.dilates,
                                                                   d.pad_l, d.pad_r)
                        : dnnl::convolution_backward_weights::desc(algo, d.ax, d.aw, d.ay, d.strides, d.dilates,
                                                                   d.pad_l, d.pad_r);
         return dnnl::convolution_backward_weights::primitive_desc(wd, rt.eng, hint_for(rt, e, p, format, algo));
-      }, &used);
-  const ConvDescs d = conv_descs(p, format, used == dnnl::algorithm::convolution_winograd);
+      });
   e.bw_x = Arg(rt.eng, d.x, pd.src_desc(), &rt.scratch, 0);
   e.bw_dy = Arg(rt.eng, d.y, pd.diff_dst_desc(), &rt.scratch, 1);
   e.bw_dw = Arg(rt.eng, d.w, pd.diff_weights_desc(), &rt.scratch, 2);

@@ -213,8 +213,8 @@ std::string minimized_loss(const Config& cfg, const std::vector<std::string>& pa
 // e, (1 - e) * cross_entropy - e * mean(log_softmax) (the cross-entropy against the smoothed labels).
 std::string train_losses(const Config& cfg, const std::string& input, const std::string& labels) {
   if (cfg.label_smoothing <= 0) return fmt::format("  let losses = cross_entropy(logits({}, true), {});\n", input, labels);
-  return fmt::format("  let logits = logits({0}, true);\n  let losses = {1} * cross_entropy(logits, {2}) - {3} * "
-                     "mean(log_softmax(logits), axis=1);\n",
+  return fmt::format("  let scores = logits({0}, true);\n  let losses = {1} * cross_entropy(scores, {2}) - {3} * "
+                     "mean(log_softmax(scores), axis=1);\n",
                      input, 1 - cfg.label_smoothing, labels, cfg.label_smoothing);
 }
 
@@ -239,9 +239,9 @@ std::string functions(const Config& cfg, const std::vector<std::string>& params)
         minimize);
   text += fmt::format(
       "// Loss and accuracy over a whole data set (one call with num_slices), with the running statistics.\n"
-      "fn evaluate(scatter images: {}, scatter labels: i64[n]) {{\n  let logits = logits({}, false);\n"
-      "  out loss: avg = mean(cross_entropy(logits, labels));\n"
-      "  out accuracy: avg = mean(cast(argmax(logits, axis=1) == labels, f32));\n}}\n",
+      "fn evaluate(scatter images: {}, scatter labels: i64[n]) {{\n  let scores = logits({}, false);\n"
+      "  out loss: avg = mean(cross_entropy(scores, labels));\n"
+      "  out accuracy: avg = mean(cast(argmax(scores, axis=1) == labels, f32));\n}}\n",
       images, in);
   return text;
 }

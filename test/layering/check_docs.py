@@ -79,9 +79,9 @@ def main():
     pages = ["README.md"] + sorted(os.path.relpath(os.path.join(folder, n), root)
                                    for folder, _, names in os.walk(os.path.join(root, "docs"))
                                    for n in names if n.endswith(".md"))
-    # The READMEs of the parts (examples/*/README.md, compiler/dnn/README.md, ...).
-    pages += sorted(f for f in source_files(root) if os.path.basename(f) == "README.md" and f != "README.md")
     files = source_files(root)
+    # The READMEs of the parts (examples/*/README.md, compiler/dnn/README.md, ...).
+    pages += sorted(f for f in files if os.path.basename(f) == "README.md" and f != "README.md")
     suffixes = set()   # every path's tails: "exec.cpp", "coll/exec.cpp", ...
     for f in files:
         parts = f.split(os.sep)
