@@ -32,6 +32,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* kText = R"(shared s: f32[3] = ones;
+shared big: f32[16] = ones;
 fn f(scatter x: f32[n, 3], bcast y: f32[3]) {
   out z: avg = mean(x @ y, axis=0);
   update s = s + mean(x, axis=0);
@@ -53,7 +54,8 @@ struct TempDir {
   }
 };
 
-// Two calls of f on 2 ranks (the second in 2 slices per rank), then an all_reduce of s.
+// Two calls of f on 2 ranks (the second in 2 slices per rank), then an all_reduce of s (12 bytes:
+// the inline path) and one of big (64 bytes: through the staging area).
 void run_workload(jit::Module& mod) {
   Function f = mod.function("f");
   std::vector<float> xs(8 * 3), ys{1, 2, 3};
@@ -62,6 +64,7 @@ void run_workload(jit::Module& mod) {
   f({x, y});
   f({x, y}, {.num_slices = 2});
   all_reduce(mod.runtime_module().var("s"));
+  all_reduce(mod.runtime_module().var("big"));
 }
 
 struct Span {
@@ -143,7 +146,7 @@ void check_workload_spans(std::map<int, std::vector<Span>>& spans, int nranks) {
       if (s.cat == "kernel" || s.cat == "blas" || s.cat == "dnn") {
         EXPECT_TRUE(inside_a_call(list, s)) << s.name;
       }
-    EXPECT_EQ(count(list, "collective", "all_reduce"), 1);
+    EXPECT_EQ(count(list, "collective", "all_reduce"), 2);
     EXPECT_GE(count(list, "collective", "rsag round"), 1);
     EXPECT_GE(count(list, "wait", "wait for peers"), 1) << "the collective's barriers";
     if (r > 0) {

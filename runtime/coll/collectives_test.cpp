@@ -191,7 +191,8 @@ TEST(Collectives, AllReduceEveryOpAndDtypeMatchesRankOrderBitForBit) {
   for (int n : {1, 2, 3, 4}) {
     ASSERT_EQ(synk::fork(n), n);
     for (Op op : {Op::Avg, Op::Sum, Op::Prod, Op::Max, Op::Min}) {
-      for (size_t count : {size_t(1), size_t(1000), size_t(70'001)}) {
+      // 1 to 8 floats (1 to 4 doubles) take the inline path (runtime/coll/inline_reduce.h).
+      for (size_t count : {size_t(1), size_t(4), size_t(8), size_t(9), size_t(1000), size_t(70'001)}) {
         check_reduction<float>(n, op, Algorithm::Rsag, count, {}, true);
         check_reduction<double>(n, op, Algorithm::Rsag, count, {}, n != 3);
         if (op == Op::Avg) continue;
@@ -397,6 +398,9 @@ TEST(Collectives, ARankThatFailsInsideACollectiveFailsItEverywhereAndTheGroupSta
   synk::register_rank_handler("corrupt_rows", [module_id](rt::RankContext& ctx, std::string_view payload) {
     if (ctx.rank() == std::stoi(std::string(payload))) rt::module_on_rank(ctx, module_id).values[0].resize(DType::F32, {5, 3});
   });
+  synk::register_rank_handler("corrupt_fixed4", [module_id](rt::RankContext& ctx, std::string_view payload) {
+    if (ctx.rank() == std::stoi(std::string(payload))) rt::module_on_rank(ctx, module_id).values[2].resize(DType::F32, {5});
+  });
   ASSERT_EQ(synk::fork(4), 4);
   for (int victim : {2, 1}) {
     synk::run_on_all_ranks("corrupt_rows", std::to_string(victim));
@@ -412,6 +416,23 @@ TEST(Collectives, ARankThatFailsInsideACollectiveFailsItEverywhereAndTheGroupSta
     synk::set_value(victim, m.var("rows"), array_f32({0, 3}, {}));
     synk::all_reduce(m.var("fixed4"), "sum");   // still usable
   }
+  // The same on the inline path (one variable of 16 bytes): the other workers abandon it instead
+  // of waiting for the victim's value, and no rank's value changes.
+  for (int r = 0; r < 4; ++r) synk::set_value(r, m.var("fixed4"), array_f32({4}, {1, 2, 3, float(r)}));
+  synk::run_on_all_ranks("corrupt_fixed4", "3");
+  try {
+    synk::all_reduce(m.var("fixed4"), "sum");
+    ADD_FAILURE() << "expected a RankError";
+  } catch (const RankError& e) {
+    EXPECT_HAS(e.what(), "all_reduce failed on rank 3: all_reduce: shared variable 'fixed4' on rank 3 holds 5 f32 "
+                         "values, but the master recorded 4 f32");
+    EXPECT_EQ(e.ranks(), std::vector<int>{3});
+  }
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(values_of<float>(synk::get_value(r, m.var("fixed4"))), (std::vector<float>{1, 2, 3, float(r)}));
+  synk::set_value(3, m.var("fixed4"), array_f32({4}, {1, 2, 3, 3}));
+  synk::all_reduce(m.var("fixed4"), "sum");
+  EXPECT_EQ(values_of<float>(synk::get_value(2, m.var("fixed4"))), (std::vector<float>{4, 8, 12, 6}));
   synk::close();
 }
 

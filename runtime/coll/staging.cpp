@@ -17,6 +17,10 @@ CollectiveAborted::CollectiveAborted(int failed_rank)
     : Error(fmt::format("collective abandoned because rank {} failed", failed_rank)),
       failed_rank_(failed_rank) {}
 
+bool is_abandon_message(std::string_view message) {
+  return message.rfind("collective abandoned because rank", 0) == 0;
+}
+
 struct Staging::Header {
   WaitWord generation;                        // bumped when a barrier completes (or fails)
   alignas(64) std::atomic<uint32_t> arrived{0};

@@ -19,6 +19,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/coll/ops.h"
@@ -41,6 +42,9 @@ class CollectiveAborted : public Error {
  private:
   int failed_rank_;
 };
+// Whether a rank's error message is a CollectiveAborted's: the master names such ranks only when
+// no rank failed for a reason of its own.
+bool is_abandon_message(std::string_view message);
 
 // Bytes of the staging segment before the data area: kCollectiveStagingHeaderBytes
 // (runtime/group/process_group.h, which sizes the segment).

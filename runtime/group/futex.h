@@ -30,9 +30,9 @@ struct WaitPolicy {
   int64_t sleep_slice_ns = 20'000'000;   // each futex sleep lasts at most this long
 };
 
-// A word others wait on, in shared memory. 64-byte aligned so waiters of different words do not
-// share cache lines.
-struct alignas(64) WaitWord {
+// A word others wait on, in shared memory, with the count of waiters asleep on it. Embed it where
+// other fields should share its cache line (the group's command line); else use WaitWord.
+struct FutexWord {
   std::atomic<uint32_t> value{0};
   std::atomic<uint32_t> waiters{0};
 
@@ -48,7 +48,19 @@ struct alignas(64) WaitWord {
   void wake_if_waiting() {
     if (waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(&value);
   }
+  // For a word that only wakes sleepers of wait_for (whose condition lies elsewhere): call it after
+  // a sequentially consistent store of what the condition reads; it touches the word only when
+  // someone sleeps, so the common case costs no write to a line the waiters read.
+  void bump_if_waiting() {
+    if (waiters.load(std::memory_order_seq_cst) != 0) {
+      value.fetch_add(1, std::memory_order_seq_cst);
+      futex_wake_all(&value);
+    }
+  }
 };
+
+// 64-byte aligned so waiters of different words do not share cache lines.
+struct alignas(64) WaitWord : FutexWord {};
 
 inline int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -56,38 +68,49 @@ inline int64_t now_ns() {
       .count();
 }
 
-// One busy phase of a wait, for up to `budget_ns`: `pause()` between loads of the word. The clock,
+// One busy phase of a wait, for up to `budget_ns`: `pause()` between tests of `ready()`. The clock,
 // dearer than a load, is read when the iteration count has none of the bits of `clock_mask` set.
-// The value that made `ready` hold, or nullopt when the budget ran out.
+// Whether `ready()` held before the budget ran out.
 template <class Ready, class Pause>
-std::optional<uint32_t> busy_wait(WaitWord& word, Ready& ready, int64_t budget_ns, uint32_t clock_mask, Pause pause) {
-  if (budget_ns <= 0) return std::nullopt;
+bool busy_wait(Ready& ready, int64_t budget_ns, uint32_t clock_mask, Pause pause) {
+  if (budget_ns <= 0) return false;
   int64_t deadline = now_ns() + budget_ns;
   for (uint32_t i = 1;; ++i) {
     pause();
-    uint32_t v = word.value.load(std::memory_order_acquire);
-    if (ready(v)) return v;
-    if ((i & clock_mask) == 0 && now_ns() > deadline) return std::nullopt;
+    if (ready()) return true;
+    if ((i & clock_mask) == 0 && now_ns() > deadline) return false;
   }
 }
 
-// Waits until `ready(word.value)` holds. After the spin phase, calls `poll()` after every sleep
-// slice; poll() throws (or exits) to abandon the wait, e.g. when a peer died.
+// Waits until `ready()` holds; ready() may read any shared memory. A sleeper sleeps on `word`, so
+// whoever makes ready() hold must then bump or store `word` (FutexWord::bump_if_waiting, store,
+// add), after a sequentially consistent store of what ready() reads. After the spin phase, calls
+// `poll()` after every sleep slice; poll() throws (or exits) to abandon the wait, e.g. when a peer
+// died.
 template <class Ready, class Poll>
-uint32_t wait_until(WaitWord& word, Ready ready, const WaitPolicy& policy, Poll poll) {
-  uint32_t v = word.value.load(std::memory_order_acquire);
-  if (ready(v)) return v;
-  if (std::optional<uint32_t> got = busy_wait(word, ready, policy.spin_ns, 63, [] { _mm_pause(); })) return *got;
-  if (std::optional<uint32_t> got = busy_wait(word, ready, policy.yield_ns, 7, [] { sched_yield(); })) return *got;
+void wait_for(FutexWord& word, Ready ready, const WaitPolicy& policy, Poll poll) {
+  if (ready()) return;
+  if (busy_wait(ready, policy.spin_ns, 63, [] { _mm_pause(); })) return;
+  if (busy_wait(ready, policy.yield_ns, 7, [] { sched_yield(); })) return;
   for (;;) {
     word.waiters.fetch_add(1, std::memory_order_seq_cst);
-    v = word.value.load(std::memory_order_seq_cst);
-    if (!ready(v)) futex_wait(&word.value, v, policy.sleep_slice_ns);
+    const uint32_t v = word.value.load(std::memory_order_seq_cst);
+    if (!ready()) futex_wait(&word.value, v, policy.sleep_slice_ns);
     word.waiters.fetch_sub(1, std::memory_order_seq_cst);
-    v = word.value.load(std::memory_order_acquire);
-    if (ready(v)) return v;
+    if (ready()) return;
     poll();
   }
+}
+
+// Waits until `ready(word.value)` holds, and returns the value that made it hold.
+template <class Ready, class Poll>
+uint32_t wait_until(FutexWord& word, Ready ready, const WaitPolicy& policy, Poll poll) {
+  uint32_t v = 0;
+  wait_for(word, [&word, &ready, &v] {
+    v = word.value.load(std::memory_order_acquire);
+    return ready(v);
+  }, policy, poll);
+  return v;
 }
 
 // A reusable N-party barrier in shared memory (sense by generation count).

@@ -1,6 +1,6 @@
 // Multi-process tests of the process group (real forks): fork/close/re-fork, distribution of
 // functions and modules registered before and after the fork, per-rank shared values, rank
-// handlers with barriers. Each checks /dev/shm is left clean. Faults: faults_test.cpp.
+// handlers with barriers, small results inline in a rank's completion. Each checks /dev/shm is left clean. Faults: faults_test.cpp.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,9 +12,12 @@
 #include <fstream>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "runtime/group/backend.h"
 #include "runtime/group/process_group.h"
 #include "runtime/call/registry.h"
+#include "synk/core.h"
 #include "synk/synk.h"
 #include "runtime/testing.h"
 
@@ -199,4 +202,48 @@ TEST(Group, RankHandlersRunEverywhereWithBarriers) {
   EXPECT_EQ(scalar(m.get_value(3, "s")), 33);
   EXPECT_THROW(synk::run_on_all_ranks("nope", ""), UsageError);
   synk::close();
+}
+
+namespace {
+// Each worker publishes 100 + its rank and sums what its peers published; with payload "fail",
+// rank 2 fails before publishing and its peers must see that instead of waiting for it.
+void exchange_inline(rt::RankContext& ctx, std::string_view payload) {
+  if (payload == "fail" && ctx.rank() == 2) throw std::runtime_error("rank two refuses");
+  int32_t mine = 100 + ctx.rank();
+  std::memcpy(ctx.inline_results().data(), &mine, sizeof mine);
+  ctx.publish_inline();
+  int32_t peers = 0;
+  for (int r = 1; r < ctx.size(); ++r) {
+    if (r == ctx.rank()) continue;
+    std::span<const std::byte> theirs = ctx.peer_inline(r);
+    if (theirs.empty()) throw std::runtime_error(fmt::format("peer {} failed", r));
+    int32_t v;
+    std::memcpy(&v, theirs.data(), sizeof v);
+    peers += v;
+  }
+  std::memcpy(ctx.inline_results().data() + sizeof mine, &peers, sizeof peers);
+}
+const rt::CommandKind kExchangeInline = rt::register_command("exchange inline", exchange_inline);
+}  // namespace
+
+TEST(Group, InlineResultsReachTheMasterAndPeersOrTheirFailureDoes) {
+  ASSERT_EQ(synk::fork(4), 4);
+  rt::ProcessGroup& g = *synk::current_group();
+  for (int round = 0; round < 200; ++round) {
+    const std::vector<std::string>& errors = g.run(kExchangeInline, "ok", nullptr);
+    for (int r = 1; r < 4; ++r) {
+      ASSERT_EQ(errors[size_t(r)], "");
+      int32_t got[2];
+      std::memcpy(got, g.worker_inline_results(r).data(), sizeof got);
+      EXPECT_EQ(got[0], 100 + r);
+      EXPECT_EQ(got[1], 101 + 102 + 103 - (100 + r)) << "rank " << r << " read its peers' values";
+    }
+  }
+  const std::vector<std::string>& errors = g.run(kExchangeInline, "fail", nullptr);
+  EXPECT_EQ(errors[2], "rank two refuses");
+  EXPECT_EQ(errors[1], "peer 2 failed");
+  EXPECT_EQ(errors[3], "peer 2 failed");
+  EXPECT_TRUE(g.run(kExchangeInline, "ok", nullptr)[1].empty()) << "the group stays usable";
+  synk::close();
+  EXPECT_TRUE(leftover_segments().empty());
 }

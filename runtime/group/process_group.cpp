@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,18 +25,13 @@
 #include "base/errors.h"
 #include "base/wire.h"
 #include "runtime/group/cleanup.h"
+#include "runtime/group/control_block.h"
 #include "runtime/trace/trace.h"
 
 namespace synk::rt {
 
 namespace {
 constexpr uint64_t kControlMagic = 0x53594e4b4354524cull;   // "SYNKCTRL"
-constexpr size_t kPayloadCapacity = size_t(1) << 20;
-constexpr size_t kErrorCapacity = 4000;
-constexpr size_t kRetireSlots = 256;
-constexpr size_t kRetireNameMax = 128;
-
-size_t align64(size_t n) { return (n + 63) & ~size_t(63); }
 
 // Registered commands get kinds from here up, clear of the group's own.
 constexpr uint32_t kFirstRegisteredKind = 64;
@@ -82,41 +78,6 @@ std::map<std::string, RankHandler, std::less<>>& rank_handlers() {
   static auto* handlers = new std::map<std::string, RankHandler, std::less<>>();   // workers exit without unwinding
   return *handlers;
 }
-
-struct alignas(64) RankSlot {
-  std::atomic<int32_t> pid{0};
-  std::atomic<uint32_t> done_seq{0};
-  std::atomic<uint32_t> error_seq{0};
-  std::atomic<uint32_t> waiting{0};       // > 0 while the rank waits for its peers (RankContext::Waiting)
-  uint32_t error_len = 0;
-  std::atomic<uint64_t> results_gen{0};
-  uint64_t results_size = 0;
-  char results_name[kRetireNameMax];      // of generation results_gen (names are random)
-  char error[kErrorCapacity];
-};
-
-struct ControlBlock {
-  uint64_t magic = 0;
-  uint32_t nranks = 0;
-  int32_t master_pid = 0;
-  WaitWord command;                       // command sequence number, bumped by the master
-  WaitWord done;                          // +1 by each worker that finished a command
-  SharedBarrier barrier;                  // over every rank, for rank handlers
-  alignas(64) std::atomic<uint32_t> abort{0};
-  uint32_t kind = 0;
-  uint32_t commit_pending = 1;
-  uint64_t payload_len = 0;
-  alignas(64) std::atomic<uint64_t> retired_count{0};
-  char retired[kRetireSlots][kRetireNameMax];
-
-  static size_t slots_offset() { return align64(sizeof(ControlBlock)); }
-  static size_t payload_offset(int n) { return slots_offset() + align64(sizeof(RankSlot) * size_t(n)); }
-  static size_t bytes(int n) { return payload_offset(n) + kPayloadCapacity; }
-  RankSlot& slot(int r) {
-    return reinterpret_cast<RankSlot*>(reinterpret_cast<char*>(this) + slots_offset())[r];
-  }
-  char* payload() { return reinterpret_cast<char*>(this) + payload_offset(int(nranks)); }
-};
 
 std::string describe_signal(int sig) {
   const char* abbrev = sigabbrev_np(sig);
@@ -169,55 +130,6 @@ void forward_retired(const std::string& name) {
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// RankContext
-
-const std::byte* RankContext::map(const std::string& name) {
-  auto it = mapped_.find(name);
-  if (it == mapped_.end()) it = mapped_.emplace(name, shm::Segment::open(name)).first;
-  return it->second.bytes();
-}
-
-std::span<std::byte> RankContext::map_writable(const std::string& name) {
-  auto it = mapped_.find(name);
-  if (it == mapped_.end()) it = mapped_.emplace(name, shm::Segment::open(name)).first;
-  return {it->second.bytes(), it->second.size()};
-}
-
-std::byte* RankContext::results(size_t bytes) {
-  RankSlot& slot = ctl_->slot(rank_);
-  slot.results_size = bytes;
-  if (rank_ == 0) {
-    if (local_results_.size() < bytes) local_results_.resize(bytes);
-    return local_results_.data();
-  }
-  if (!results_segment_.valid() || results_segment_.size() < bytes) {
-    size_t want = std::max({bytes, results_segment_.size() * 2, size_t(64) << 10});
-    shm::Segment fresh = shm::Segment::create(shm::unique_name(group_prefix_, fmt::format("r{}", rank_)), want,
-                                              fmt::format("the results of rank {}", rank_));
-    results_segment_ = std::move(fresh);   // unlinks the old one: the master maps by generation
-    ++results_gen_;
-    std::snprintf(slot.results_name, sizeof slot.results_name, "%s", results_segment_.name().c_str());
-    slot.results_gen.store(results_gen_, std::memory_order_release);
-  }
-  return results_segment_.bytes();
-}
-
-void RankContext::barrier() {
-  Waiting waiting(*this);
-  ctl_->barrier.arrive_and_wait(policy_, poll_);
-}
-
-RankContext::Waiting::Waiting(RankContext& ctx) : ctx_(ctx), trace_start_ns_(trace::on() ? trace::now_ns() : 0) {
-  ctx_.ctl_->slot(ctx_.rank_).waiting.fetch_add(1, std::memory_order_relaxed);
-}
-
-RankContext::Waiting::~Waiting() {
-  if (trace_start_ns_ != 0) trace::record(trace::Category::Wait, "wait for peers", trace_start_ns_, trace::now_ns());
-  // The master's context loses its control block when a dead worker made it tear the group down.
-  if (ctx_.ctl_) ctx_.ctl_->slot(ctx_.rank_).waiting.fetch_sub(1, std::memory_order_relaxed);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Worker side
@@ -288,24 +200,28 @@ struct WorkerLoop {
       // Idle time on the timeline: what the worker waits while the master runs the program between
       // commands (its own share's tail, data preparation, host code).
       const int64_t idle_start = trace::on() ? trace::now_ns() : 0;
-      uint32_t seq = wait_until(ctl->command, [seen](uint32_t v) { return v != seen; }, ctx.policy_,
+      uint32_t seq = wait_until(ctl->command.word, [seen](uint32_t v) { return v != seen; }, ctx.policy_,
                                 [this] { poll(); });
       if (idle_start != 0) trace::record(trace::Category::Wait, "wait for the next command", idle_start, trace::now_ns());
       seen = seq;
       if (ctl->abort.load(std::memory_order_acquire)) _exit(0);
-      auto kind = CommandKind(ctl->kind);
+      auto kind = CommandKind(ctl->command.kind);
+      ctx.seq_ = seq;
       try {
         drop_retired();
-        for (CommandPrologue prologue : command_table().prologues) prologue(ctl->commit_pending != 0);
-        dispatch(kind, std::string_view(ctl->payload(), ctl->payload_len));
+        for (CommandPrologue prologue : command_table().prologues) prologue(ctl->command.commit_pending != 0);
+        dispatch(kind, std::string_view(ctl->payload_of_command(), ctl->command.payload_len));
       } catch (const std::exception& e) {
         size_t n = std::min(std::strlen(e.what()), kErrorCapacity - 1);
         std::memcpy(slot.error, e.what(), n);
         slot.error_len = uint32_t(n);
-        slot.error_seq.store(seq, std::memory_order_release);
+        slot.error_seq.store(seq, std::memory_order_seq_cst);
+        // Peers that wait for our inline results (peer_inline) learn of the failure instead.
+        slot.inline_seq.store(seq, std::memory_order_seq_cst);
+        ctl->exchange.bump_if_waiting();
       }
-      slot.done_seq.store(seq, std::memory_order_release);
-      ctl->done.add(1);
+      slot.done_seq.store(seq, std::memory_order_seq_cst);
+      ctl->done.bump_if_waiting();
       if (kind == CommandKind::Shutdown) _exit(0);
     }
   }
@@ -598,17 +514,17 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
   if (cancellation_requested()) check_workers();   // the watchdog saw a worker die since
   if (payload.size() > kPayloadCapacity)
     throw InternalError(fmt::format("command payload of {} bytes exceeds {}", payload.size(), kPayloadCapacity));
-  ctl_->kind = uint32_t(kind);
-  ctl_->commit_pending = commit_pending_ ? 1 : 0;
-  ctl_->payload_len = payload.size();
-  if (!payload.empty()) std::memcpy(ctl_->payload(), payload.data(), payload.size());
+  ctl_->command.kind = uint32_t(kind);
+  ctl_->command.commit_pending = commit_pending_ ? 1 : 0;
+  ctl_->command.payload_len = uint32_t(payload.size());
+  if (!payload.empty()) std::memcpy(const_cast<char*>(ctl_->payload_of_command()), payload.data(), payload.size());
   commit_pending_ = true;
-  const uint32_t base = ctl_->done.value.load(std::memory_order_acquire);
   ++seq_;
   if (seq_ == 0) ++seq_;   // 0 means "no command yet" to the workers
+  master_ctx_.seq_ = seq_;
   const int64_t deadline = options_.call_timeout_s > 0 ? now_ns() + int64_t(options_.call_timeout_s * 1e9) : 0;
   command_deadline_ns_ = deadline;
-  ctl_->command.store(seq_);
+  ctl_->command.word.store(seq_);
 
   std::vector<std::string>& errors = errors_;
   errors.resize(size_t(size_));
@@ -624,11 +540,13 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
     errors[0] = e.what();
     if (errors[0].empty()) errors[0] = "unknown error";
   }
-  const uint32_t workers = uint32_t(size_ - 1);
-  if (workers > 0) {
+  if (size_ > 1) {
     trace::Span waiting(trace::Category::Wait, "wait for workers");
-    wait_until(ctl_->done, [base, workers](uint32_t v) { return v - base >= workers; }, policy_,
-               [this, deadline] { poll_master(deadline); });
+    int next = 1;   // the first rank not seen done
+    wait_for(ctl_->done, [this, &next] {
+      while (next < size_ && ctl_->slot(next).done_seq.load(std::memory_order_acquire) == seq_) ++next;
+      return next == size_;
+    }, policy_, [this, deadline] { poll_master(deadline); });
   }
   // Every worker may have counted itself done and one died since: its segments are gone.
   if (cancellation_requested()) check_workers();
@@ -640,6 +558,13 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
     }
   }
   return errors;
+}
+
+std::span<const std::byte> ProcessGroup::worker_inline_results(int rank) {
+  RankSlot& slot = ctl_->slot(rank);
+  if (slot.done_seq.load(std::memory_order_acquire) != seq_)
+    throw InternalError(fmt::format("rank {} has not finished the last command", rank));
+  return {slot.inline_results, kInlineResultBytes};
 }
 
 std::span<const std::byte> ProcessGroup::worker_results(int rank) {
@@ -699,11 +624,11 @@ void ProcessGroup::teardown(bool orderly) {
   bool any_left = false;
   for (int r = 1; r < size_; ++r) any_left |= !reaped_[size_t(r)];
   if (orderly && any_left) {
-    ctl_->kind = uint32_t(CommandKind::Shutdown);
-    ctl_->commit_pending = commit_pending_ ? 1 : 0;
-    ctl_->payload_len = 0;
+    ctl_->command.kind = uint32_t(CommandKind::Shutdown);
+    ctl_->command.commit_pending = commit_pending_ ? 1 : 0;
+    ctl_->command.payload_len = 0;
     if (++seq_ == 0) ++seq_;
-    ctl_->command.store(seq_);
+    ctl_->command.word.store(seq_);
     // Workers exit right after acknowledging; allow them a few seconds, then stop waiting.
     int64_t deadline = now_ns() + 5'000'000'000;
     for (int r = 1; r < size_; ++r) {
@@ -718,8 +643,9 @@ void ProcessGroup::teardown(bool orderly) {
   }
   if (ctl_) {
     ctl_->abort.store(1, std::memory_order_release);
-    ctl_->command.add(1);
+    ctl_->command.word.add(1);
     ctl_->barrier.generation.add(1);
+    ctl_->exchange.add(1);
   }
   for (int r = 1; r < size_; ++r)
     if (!reaped_[size_t(r)] && pids_[size_t(r)] > 0) kill(pids_[size_t(r)], SIGKILL);

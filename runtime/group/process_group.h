@@ -38,6 +38,12 @@ namespace synk::rt {
 // for it and a minimal data area.
 inline constexpr size_t kCollectiveStagingHeaderBytes = 4096;
 
+// A command's payload of at most this many bytes travels in the cache line that announces the
+// command; a rank's inline results (RankContext::inline_results) in the line that announces its
+// completion. Commands meant to take one cache-line transfer each way fit their data in these.
+inline constexpr size_t kInlinePayloadBytes = 44;
+inline constexpr size_t kInlineResultBytes = 48;
+
 
 // What the master asks every rank to do. The group's own commands are named here; the layers
 // above (the call engine, the collectives) register theirs with register_command and get a kind
@@ -93,6 +99,14 @@ class RankContext {
   const std::string& group_prefix() const { return group_prefix_; }
   // This rank's results area for the current command, at least `bytes` long.
   std::byte* results(size_t bytes);
+  // A worker's small results for the current command (kInlineResultBytes), in the line that
+  // carries its completion: the master reads them with ProcessGroup::worker_inline_results after
+  // the command. publish_inline() lets the other workers read them during the command too, with
+  // peer_inline(rank), which waits until that worker published in this command, or failed: then
+  // it returns an empty span.
+  std::span<std::byte> inline_results();
+  void publish_inline();
+  std::span<const std::byte> peer_inline(int rank);
   void barrier();
 
   // For code that waits on its own words (collectives): the group's wait policy, and the
@@ -119,6 +133,7 @@ class RankContext {
   friend class ProcessGroup;
   friend struct WorkerLoop;
   int rank_ = 0, size_ = 1;
+  uint32_t seq_ = 0;                      // the current command's sequence number
   ControlBlock* ctl_ = nullptr;
   Store* store_ = nullptr;
   ProcessGroup* master_ = nullptr;        // set on rank 0 only
@@ -166,6 +181,8 @@ class ProcessGroup {
                                       const std::function<void()>& master_part);
   // What worker `rank` wrote to its results area during the last command.
   std::span<const std::byte> worker_results(int rank);
+  // Worker `rank`'s inline results of the last command (RankContext::inline_results).
+  std::span<const std::byte> worker_inline_results(int rank);
 
   // Scratch space for the next command's payload to point into: a segment of at least `bytes`,
   // its name via scratch_name(). Valid until the following command.

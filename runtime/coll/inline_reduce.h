@@ -1,0 +1,36 @@
+// The all_reduce of one small variable (a loss, a metric, a scalar hyperparameter) in one cache-line
+// transfer each way: the master's value travels inside the command (kInlinePayloadBytes), each
+// worker's inside its completion (kInlineResultBytes). A worker reduces as soon as it has every
+// value (on 2 ranks: at once; on more, after the other workers published theirs), and the master
+// when the completions arrive. No staging area, no barrier.
+//
+// The result is the bits of the staging path's small rounds (runtime/coll/rsag.cpp): every rank
+// reduces every rank's value in rank order with reduce_sources. The master has validated the call
+// (collectives.cpp) and chooses this path only where it gives the same result: one variable of at
+// most kInlineAllReduceBytes, no per-rank weights, one node.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/coll/ops.h"
+#include "runtime/group/process_group.h"
+
+namespace synk::rt {
+
+// The largest variable the inline path takes (after its 12-byte header in the command).
+inline constexpr size_t kInlineAllReduceBytes = 32;
+
+struct InlineAllReduce {
+  int32_t module = -1;
+  int32_t var = -1;
+  CollOp op = CollOp::Sum;
+  DType dtype = DType::F32;
+  uint16_t count = 0;              // elements
+};
+
+// Runs the all_reduce on every rank of `group` (the master's part included) in place. Throws
+// RankError naming the ranks that failed.
+void inline_all_reduce(ProcessGroup& group, const InlineAllReduce& request, const char* what);
+
+}  // namespace synk::rt

@@ -1,0 +1,82 @@
+// The layout of a process group's control segment, private to runtime/group: the command line
+// the master writes and every worker polls, the per-rank slots (completion, inline results,
+// errors), the sleepers' words, the group barrier and the ring of retired segment names, then
+// the payload area. process_group.cpp runs the protocol over it; rank_context.cpp gives command
+// code its view of it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/group/futex.h"
+#include "runtime/group/process_group.h"
+
+namespace synk::rt {
+
+inline constexpr size_t kPayloadCapacity = size_t(1) << 20;
+inline constexpr size_t kErrorCapacity = 4000;
+inline constexpr size_t kRetireSlots = 256;
+inline constexpr size_t kRetireNameMax = 128;
+
+inline size_t align64(size_t n) { return (n + 63) & ~size_t(63); }
+
+struct alignas(64) RankSlot {
+  // The line the master reads for a completion, written by the rank alone during a command: its
+  // completion and error marks, and small results (RankContext::inline_results), so that a
+  // completion and what it carries reach the master in one cache-line transfer.
+  std::atomic<uint32_t> done_seq{0};
+  std::atomic<uint32_t> error_seq{0};
+  std::atomic<uint32_t> inline_seq{0};    // the command whose inline results peers may read
+  uint32_t reserved = 0;
+  std::byte inline_results[kInlineResultBytes];
+  // Read by the master only for errors, timeouts and result segments: `waiting`, which the rank
+  // changes around every wait inside a command, must not share the line the master polls.
+  alignas(64) std::atomic<int32_t> pid{0};
+  std::atomic<uint32_t> waiting{0};       // > 0 while the rank waits for its peers (RankContext::Waiting)
+  uint32_t error_len = 0;
+  std::atomic<uint64_t> results_gen{0};
+  uint64_t results_size = 0;
+  char results_name[kRetireNameMax];      // of generation results_gen (names are random)
+  char error[kErrorCapacity];
+};
+static_assert(offsetof(RankSlot, pid) == 64, "a completion's line holds nothing else");
+
+// What a worker reads when a command arrives, in the line it polls: the sequence number, the kind,
+// and the payload itself when it is short (else it lies in the payload area).
+struct alignas(64) CommandLine {
+  FutexWord word;                         // the command's sequence number, bumped by the master
+  uint32_t kind = 0;
+  uint32_t commit_pending = 1;
+  uint32_t payload_len = 0;
+  char inline_payload[kInlinePayloadBytes];
+};
+static_assert(sizeof(CommandLine) == 64, "a command fits one cache line");
+
+struct ControlBlock {
+  uint64_t magic = 0;
+  uint32_t nranks = 0;
+  int32_t master_pid = 0;
+  CommandLine command;
+  // Completions are the ranks' done_seq marks; the master sleeps on `done`, which a worker bumps
+  // only when it sleeps. Workers sleep on `exchange` for a peer's inline results the same way.
+  WaitWord done;
+  WaitWord exchange;
+  SharedBarrier barrier;                  // over every rank, for rank handlers
+  alignas(64) std::atomic<uint32_t> abort{0};
+  alignas(64) std::atomic<uint64_t> retired_count{0};
+  char retired[kRetireSlots][kRetireNameMax];
+
+  static size_t slots_offset() { return align64(sizeof(ControlBlock)); }
+  static size_t payload_offset(int n) { return slots_offset() + align64(sizeof(RankSlot) * size_t(n)); }
+  static size_t bytes(int n) { return payload_offset(n) + kPayloadCapacity; }
+  RankSlot& slot(int r) {
+    return reinterpret_cast<RankSlot*>(reinterpret_cast<char*>(this) + slots_offset())[r];
+  }
+  char* payload() { return reinterpret_cast<char*>(this) + payload_offset(int(nranks)); }
+  const char* payload_of_command() {
+    return command.payload_len <= kInlinePayloadBytes ? command.inline_payload : payload();
+  }
+};
+
+}  // namespace synk::rt
