@@ -4,12 +4,14 @@
 // protocol alone: the master's release of the workers and their completion), a command whose every
 // rank meets the others at the group's barrier once, and synk::all_reduce of one float. Each
 // figure is also given in probe round trips, the unit that does not move when the host moves the
-// vCPUs (docs/performance/collectives.md, "Where one float goes"). Writes a CSV row per group.
+// vCPUs (docs/performance/collectives.md, "Where one float goes"). Writes a CSV row per group and
+// draws a PNG with bench/plot_command_latency.py when /usr/bin/python3 has matplotlib.
 //
-// Usage: command_latency [--ranks 2] [--groups 8] [--reps 9] [--csv FILE]
+// Usage: command_latency [--ranks 2] [--groups 8] [--reps 9] [--csv FILE] [--png FILE]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -46,11 +48,12 @@ double seconds_per_call(int reps, F&& call) {
 int main(int argc, char** argv) {
   CLI::App app{"the command protocol's latency, a barrier's, and a one-float all_reduce's, in fresh groups"};
   int ranks = 2, groups = 8, reps = 9;
-  std::string csv_path = "command_latency.csv";
+  std::string csv_path = "command_latency.csv", png_path = "command_latency.png";
   app.add_option("--ranks", ranks)->check(CLI::Range(2, 1024));
   app.add_option("--groups", groups)->check(CLI::PositiveNumber);
   app.add_option("--reps", reps)->check(CLI::PositiveNumber);
   app.add_option("--csv", csv_path);
+  app.add_option("--png", png_path);
   CLI11_PARSE(app, argc, argv);
 
   rt::ModuleSpec spec;
@@ -81,6 +84,11 @@ int main(int argc, char** argv) {
     csv << ranks << "," << g << "," << probe << "," << command * 1e6 << "," << barrier * 1e6 << "," << reduce * 1e6
         << "\n";
   }
+  csv.close();
   std::printf("CSV: %s\n", csv_path.c_str());
+  const std::string plot =
+      fmt::format("/usr/bin/python3 {}/bench/plot_command_latency.py {} {}", SYNK_SOURCE_DIR, png_path, csv_path);
+  if (std::system(plot.c_str()) == 0) std::printf("plot: %s\n", png_path.c_str());
+  else std::printf("plot not drawn (needs /usr/bin/python3 with matplotlib): %s\n", plot.c_str());
   return 0;
 }
