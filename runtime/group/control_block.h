@@ -25,10 +25,13 @@ struct alignas(64) RankSlot {
   // The line the master reads for a completion, written by the rank alone during a command: its
   // completion and error marks, and small results (RankContext::inline_results), so that a
   // completion and what it carries reach the master in one cache-line transfer.
+  // Commands are marked by their 32-bit sequence number where the previous command's is the only
+  // other value the word can hold (done_seq), else by their 64-bit count since the fork, which
+  // never comes round again (a mark left from 2^32 commands ago must not pass for a new one).
   std::atomic<uint32_t> done_seq{0};
-  std::atomic<uint32_t> error_seq{0};
-  std::atomic<uint32_t> inline_seq{0};    // the command whose inline results peers may read
   uint32_t reserved = 0;
+  std::atomic<uint64_t> error_command{0};   // the command that failed here
+  std::atomic<uint64_t> inline_command{0};  // the command whose inline results peers may read
   std::byte inline_results[kInlineResultBytes];
   // Read by the master only for errors, timeouts and result segments: `waiting`, which the rank
   // changes around every wait inside a command, must not share the line the master polls.

@@ -206,7 +206,7 @@ struct WorkerLoop {
       seen = seq;
       if (ctl->abort.load(std::memory_order_acquire)) _exit(0);
       auto kind = CommandKind(ctl->command.kind);
-      ctx.seq_ = seq;
+      ++ctx.command_;   // every command wakes every worker once (the master waits for all before the next)
       try {
         drop_retired();
         for (CommandPrologue prologue : command_table().prologues) prologue(ctl->command.commit_pending != 0);
@@ -215,9 +215,9 @@ struct WorkerLoop {
         size_t n = std::min(std::strlen(e.what()), kErrorCapacity - 1);
         std::memcpy(slot.error, e.what(), n);
         slot.error_len = uint32_t(n);
-        slot.error_seq.store(seq, std::memory_order_seq_cst);
+        slot.error_command.store(ctx.command_, std::memory_order_seq_cst);
         // Peers that wait for our inline results (peer_inline) learn of the failure instead.
-        slot.inline_seq.store(seq, std::memory_order_seq_cst);
+        slot.inline_command.store(ctx.command_, std::memory_order_seq_cst);
         ctl->exchange.bump_if_waiting();
       }
       slot.done_seq.store(seq, std::memory_order_seq_cst);
@@ -521,7 +521,7 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
   commit_pending_ = true;
   ++seq_;
   if (seq_ == 0) ++seq_;   // 0 means "no command yet" to the workers
-  master_ctx_.seq_ = seq_;
+  master_ctx_.command_ = ++commands_;
   const int64_t deadline = options_.call_timeout_s > 0 ? now_ns() + int64_t(options_.call_timeout_s * 1e9) : 0;
   command_deadline_ns_ = deadline;
   ctl_->command.word.store(seq_);
@@ -552,7 +552,7 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
   if (cancellation_requested()) check_workers();
   for (int r = 1; r < size_; ++r) {
     RankSlot& slot = ctl_->slot(r);
-    if (slot.error_seq.load(std::memory_order_acquire) == seq_) {
+    if (slot.error_command.load(std::memory_order_acquire) == commands_) {
       errors[size_t(r)] = std::string(slot.error, slot.error_len);
       if (errors[size_t(r)].empty()) errors[size_t(r)] = "unknown error";
     }
@@ -628,6 +628,7 @@ void ProcessGroup::teardown(bool orderly) {
     ctl_->command.commit_pending = commit_pending_ ? 1 : 0;
     ctl_->command.payload_len = 0;
     if (++seq_ == 0) ++seq_;
+    ++commands_;
     ctl_->command.word.store(seq_);
     // Workers exit right after acknowledging; allow them a few seconds, then stop waiting.
     int64_t deadline = now_ns() + 5'000'000'000;

@@ -42,7 +42,7 @@ inline constexpr size_t kCollectiveStagingHeaderBytes = 4096;
 // command; a rank's inline results (RankContext::inline_results) in the line that announces its
 // completion. Commands meant to take one cache-line transfer each way fit their data in these.
 inline constexpr size_t kInlinePayloadBytes = 44;
-inline constexpr size_t kInlineResultBytes = 48;
+inline constexpr size_t kInlineResultBytes = 40;
 
 
 // What the master asks every rank to do. The group's own commands are named here; the layers
@@ -133,7 +133,7 @@ class RankContext {
   friend class ProcessGroup;
   friend struct WorkerLoop;
   int rank_ = 0, size_ = 1;
-  uint32_t seq_ = 0;                      // the current command's sequence number
+  uint64_t command_ = 0;                  // the current command's count since the fork (1, 2, ...)
   ControlBlock* ctl_ = nullptr;
   Store* store_ = nullptr;
   ProcessGroup* master_ = nullptr;        // set on rank 0 only
@@ -240,6 +240,7 @@ class ProcessGroup {
   bool commit_pending_ = true;
   std::string environment_trace_;          // the file of a trace SYNK_TRACE started at fork: close() writes it
   uint32_t seq_ = 0;
+  uint64_t commands_ = 0;                 // run since the fork: the current command's count
   cpu_set_t saved_affinity_;
   bool affinity_saved_ = false;
 };

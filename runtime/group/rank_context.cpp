@@ -49,7 +49,7 @@ std::span<std::byte> RankContext::inline_results() {
 }
 
 void RankContext::publish_inline() {
-  ctl_->slot(rank_).inline_seq.store(seq_, std::memory_order_seq_cst);
+  ctl_->slot(rank_).inline_command.store(command_, std::memory_order_seq_cst);
   ctl_->exchange.bump_if_waiting();
 }
 
@@ -58,12 +58,14 @@ std::span<const std::byte> RankContext::peer_inline(int rank) {
     throw InternalError(fmt::format("peer_inline({}) on rank {} of {}: a worker reads another worker's", rank, rank_,
                                     size_));
   RankSlot& peer = ctl_->slot(rank);
-  auto published = [&peer, seq = seq_] { return peer.inline_seq.load(std::memory_order_acquire) == seq; };
+  auto published = [&peer, command = command_] {
+    return peer.inline_command.load(std::memory_order_acquire) == command;
+  };
   if (!published()) {
     Waiting waiting(*this);
     wait_for(ctl_->exchange, published, policy_, poll_);
   }
-  if (peer.error_seq.load(std::memory_order_acquire) == seq_) return {};   // it failed instead
+  if (peer.error_command.load(std::memory_order_acquire) == command_) return {};   // it failed instead
   return {peer.inline_results, kInlineResultBytes};
 }
 
