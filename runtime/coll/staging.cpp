@@ -21,29 +21,44 @@ bool is_abandon_message(std::string_view message) {
   return message.rfind("collective abandoned because rank", 0) == 0;
 }
 
+// The header: the sleepers' word, the failure word, then one line per rank holding the count of
+// barriers the rank has arrived at. A rank arrives with one store to its own line and waits by
+// reading the others': no line is written by several ranks (a shared arrival counter moved
+// between every rank at every barrier), and each rank learns of the last arrival in one
+// cache-line transfer.
 struct Staging::Header {
-  WaitWord generation;                        // bumped when a barrier completes (or fails)
-  alignas(64) std::atomic<uint32_t> arrived{0};
+  WaitWord generation;                           // bumped to wake sleepers: a barrier completed, or a failure
   alignas(64) std::atomic<uint32_t> failed{0};   // 0, or 1 + the first rank that failed
 };
+
 
 namespace {
 // Bit added to the generation by a failure: it changes the word (so no sleeper misses it) without
 // looking like a completed barrier to anyone who checks the failure flag afterwards.
 constexpr uint32_t kFailureBump = 1u << 31;
+
+struct alignas(64) ArrivalLine {
+  std::atomic<uint64_t> count{0};
+};
 }  // namespace
 
-Staging::Staging(RankContext& ctx, std::byte* base, size_t bytes)
-    : ctx_(ctx), base_(base), data_(base + kStagingHeaderBytes), data_bytes_(bytes - kStagingHeaderBytes),
-      rank_(ctx.rank()), size_(ctx.size()) {
-  static_assert(sizeof(Header) <= kStagingHeaderBytes);
-  if (bytes <= kStagingHeaderBytes) throw InternalError("collectives: staging segment too small");
+std::atomic<uint64_t>& Staging::arrivals_of(std::byte* base, int rank) {
+  static_assert(sizeof(Header) == 128, "collective_staging_header_bytes counts two lines before the ranks'");
+  return reinterpret_cast<ArrivalLine*>(base + sizeof(Header))[rank].count;
 }
 
-void Staging::reset(std::byte* base, int) {
-  // Constructs the header on first use (the segment starts zeroed, which is a valid state).
+Staging::Staging(RankContext& ctx, std::byte* base, size_t bytes)
+    : ctx_(ctx), base_(base), data_(base + collective_staging_header_bytes(ctx.size())),
+      data_bytes_(bytes - collective_staging_header_bytes(ctx.size())), rank_(ctx.rank()), size_(ctx.size()) {
+  if (bytes <= collective_staging_header_bytes(ctx.size()))
+    throw InternalError("collectives: staging segment too small");
+}
+
+void Staging::reset(std::byte* base, int nranks) {
+  // The segment starts zeroed, which is a valid header.
   auto* h = reinterpret_cast<Header*>(base);
-  h->arrived.store(0, std::memory_order_relaxed);
+  if (h->failed.load(std::memory_order_acquire) == 0) return;
+  for (int r = 0; r < nranks; ++r) arrivals_of(base, r).store(0, std::memory_order_relaxed);
   h->failed.store(0, std::memory_order_seq_cst);
 }
 
@@ -63,14 +78,20 @@ void Staging::barrier() {
   else waiting.emplace(ctx_);
   WaitPolicy policy = ctx_.policy();
   if (helper) policy.spin_ns = policy.yield_ns = 0;
-  const uint32_t gen = h.generation.value.load(std::memory_order_acquire);
-  if (h.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == uint32_t(size_)) {
-    h.arrived.store(0, std::memory_order_relaxed);
-    h.generation.add(1);
+  const uint64_t mine = arrivals(rank_).load(std::memory_order_relaxed) + 1;
+  arrivals(rank_).store(mine, std::memory_order_seq_cst);
+  int next = 0;   // the first rank not seen arrived
+  auto all_arrived = [&] {
+    while (next < size_ && (next == rank_ || arrivals(next).load(std::memory_order_seq_cst) >= mine)) ++next;
+    return next == size_;
+  };
+  // Sequentially consistent stores and loads: the last rank to arrive sees every other arrival at
+  // once, and only it wakes sleepers (one wake-up per barrier, not one per arrival).
+  if (all_arrived()) {
+    h.generation.bump_if_waiting();
   } else {
-    wait_until(
-        h.generation,
-        [gen, &h](uint32_t v) { return v != gen || h.failed.load(std::memory_order_relaxed) != 0; }, policy,
+    wait_for(
+        h.generation, [&] { return h.failed.load(std::memory_order_relaxed) != 0 || all_arrived(); }, policy,
         [this, helper] {
           if (helper) helper_poll_();
           else ctx_.poll();

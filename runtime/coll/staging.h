@@ -46,16 +46,14 @@ class CollectiveAborted : public Error {
 // no rank failed for a reason of its own.
 bool is_abandon_message(std::string_view message);
 
-// Bytes of the staging segment before the data area: kCollectiveStagingHeaderBytes
-// (runtime/group/process_group.h, which sizes the segment).
-inline constexpr size_t kStagingHeaderBytes = kCollectiveStagingHeaderBytes;
 
 class Staging {
  public:
   // `base`/`bytes`: the mapped segment (the same on every rank).
   Staging(RankContext& ctx, std::byte* base, size_t bytes);
-  // Clears the failure flag and the barrier count; the master calls it between commands, when no
-  // rank is inside a collective.
+  // After a failed collective, clears the failure flag and the ranks' barrier counts (ranks that
+  // failed or abandoned passed fewer barriers than the others); the master calls it before every
+  // collective, when no rank is inside one. Without a failure it writes nothing.
   static void reset(std::byte* base, int nranks);
 
   int rank() const { return rank_; }
@@ -90,6 +88,8 @@ class Staging {
  private:
   struct Header;
   Header* header() const { return reinterpret_cast<Header*>(base_); }
+  static std::atomic<uint64_t>& arrivals_of(std::byte* base, int rank);
+  std::atomic<uint64_t>& arrivals(int rank) const { return arrivals_of(base_, rank); }
   RankContext& ctx_;
   std::function<void()> helper_poll_;   // set: a helper thread's staging
   std::byte* base_;

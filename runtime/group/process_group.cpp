@@ -271,7 +271,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
     throw UsageError(fmt::format("fork: call_timeout_s must be >= 0 (0: no limit), received {}",
                                  options.call_timeout_s));
   // The collectives need two buffers of N+1 slots of at least 256 bytes after the header.
-  const size_t least_staging = std::max(size_t(64) << 10, kCollectiveStagingHeaderBytes + 2 * (size_t(n) + 1) * 256);
+  const size_t least_staging = std::max(size_t(64) << 10, collective_staging_header_bytes(n) + 2 * (size_t(n) + 1) * 256);
   if (options.collective_staging_bytes < least_staging)
     throw UsageError(fmt::format("fork: collective_staging_bytes must be at least {} for {} ranks, received {}",
                                  least_staging, n, options.collective_staging_bytes));

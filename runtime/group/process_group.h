@@ -33,10 +33,13 @@
 
 namespace synk::rt {
 
-// The collectives' staging segment (ProcessGroup::collective_staging) starts with a header of
-// this many bytes (runtime/coll/staging.h lays it out); fork() checks that the segment has room
-// for it and a minimal data area.
-inline constexpr size_t kCollectiveStagingHeaderBytes = 4096;
+// The collectives' staging segment (ProcessGroup::collective_staging) of a group of `nranks`
+// starts with a header of this many bytes: two cache lines and one per rank, in whole pages
+// (runtime/coll/staging.h lays it out); fork() checks that the segment has room for it and a
+// minimal data area.
+inline size_t collective_staging_header_bytes(int nranks) {
+  return (size_t(64) * (2 + size_t(nranks > 0 ? nranks : 0)) + 4095) & ~size_t(4095);
+}
 
 // A command's payload of at most this many bytes travels in the cache line that announces the
 // command; a rank's inline results (RankContext::inline_results) in the line that announces its
