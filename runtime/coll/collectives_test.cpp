@@ -14,6 +14,9 @@
 #include <fmt/format.h>
 
 #include "runtime/call/registry.h"
+#include "runtime/coll/staging.h"
+#include "runtime/group/process_group.h"
+#include "synk/core.h"
 #include "synk/synk.h"
 #include "runtime/testing.h"
 
@@ -499,3 +502,45 @@ TEST(Collectives, UsageErrorsNameTheArgument) {
 }
 
 }  // namespace
+
+// --- A rank that leaves without arriving ----------------------------------------------------------
+
+namespace {
+// Payload "<victim> <staging segment>": every rank but the victim meets the others at two staging
+// barriers; the victim ends the command at once, without failing the collective (as a worker that
+// cannot decode the descriptor or map the staging area would).
+void two_barriers_unless_victim(rt::RankContext& ctx, std::string_view payload) {
+  const size_t space = payload.find(' ');
+  if (ctx.rank() == std::stoi(std::string(payload.substr(0, space)))) return;
+  std::span<std::byte> segment = ctx.map_writable(std::string(payload.substr(space + 1)));
+  rt::Staging staging(ctx, segment.data(), segment.size());
+  staging.barrier();
+  staging.barrier();
+}
+const rt::CommandKind kTwoBarriers = rt::register_command("two barriers", two_barriers_unless_victim);
+}  // namespace
+
+TEST(Collectives, ARankThatLeavesWithoutArrivingIsNotWaitedFor) {
+  rt::ModuleSpec spec;
+  spec.shareds = {shared("v", DType::F32, {fixed(100)})};
+  Module m = synk::module(spec);
+  ASSERT_EQ(synk::fork(4), 4);
+  rt::ProcessGroup& g = *current_group();
+  for (int victim : {2, 0, 3}) {
+    SCOPED_TRACE(fmt::format("victim {}", victim));
+    rt::shm::Segment& segment = g.collective_staging();
+    rt::Staging::reset(segment.bytes(), g.size());
+    const std::string payload = fmt::format("{} {}", victim, segment.name());
+    const std::vector<std::string>& errors =
+        g.run(kTwoBarriers, payload, [&] { two_barriers_unless_victim(g.master_context(), payload); });
+    for (int r = 0; r < 4; ++r)
+      EXPECT_EQ(errors[size_t(r)], r == victim ? "" : fmt::format("collective abandoned because rank {} failed", victim))
+          << "rank " << r;
+    // The next collective starts with every rank's barrier count cleared.
+    for (int r = 0; r < 4; ++r) synk::set_value(r, m.var("v"), array_f32({100}, std::vector<float>(100, float(r))));
+    synk::all_reduce(m.var("v"), "sum");
+    EXPECT_EQ(values_of<float>(synk::get_value(3, m.var("v")))[99], 6.0f);
+  }
+  synk::close();
+  EXPECT_TRUE(leftover_segments().empty());
+}

@@ -92,12 +92,24 @@ void Staging::barrier() {
   } else {
     wait_for(
         h.generation, [&] { return h.failed.load(std::memory_order_relaxed) != 0 || all_arrived(); }, policy,
-        [this, helper] {
+        [this, helper, mine] {
           if (helper) helper_poll_();
           else ctx_.poll();
+          abandon_if_left(mine);
         });
   }
   check();
+}
+
+void Staging::abandon_if_left(uint64_t count) {
+  for (int r = 0; r < size_; ++r) {
+    // A rank's arrival is stored before its completion: one that finished and arrived is not gone.
+    if (r == rank_ || !ctx_.finished(r) || arrivals(r).load(std::memory_order_seq_cst) >= count) continue;
+    uint32_t expected = 0;
+    header()->failed.compare_exchange_strong(expected, uint32_t(r) + 1);
+    header()->generation.add(kFailureBump);
+    return;
+  }
 }
 
 void Staging::fail() noexcept {

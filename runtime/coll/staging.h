@@ -70,6 +70,10 @@ class Staging {
   void set_helper_thread(std::function<void()> poll) { helper_poll_ = std::move(poll); }
   // Marks this rank failed (first failure wins) and wakes every waiter.
   void fail() noexcept;
+  // Marks the collective failed by a rank that finished the command without arriving at barrier
+  // number `count` (a worker that could not decode the collective or map the staging area, a
+  // master whose part ended early): it will never arrive, and no rank may wait for it.
+  void abandon_if_left(uint64_t count);
   // Throws CollectiveAborted if some rank failed.
   void check() const;
 

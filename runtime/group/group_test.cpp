@@ -242,7 +242,8 @@ TEST(Group, InlineResultsReachTheMasterAndPeersOrTheirFailureDoes) {
   const std::vector<std::string>& errors = g.run(kExchangeInline, "fail", nullptr);
   EXPECT_EQ(errors[2], "rank two refuses");
   EXPECT_EQ(errors[1], "peer 2 failed");
-  EXPECT_EQ(errors[3], "peer 2 failed");
+  // Rank 1's failure is published like rank 2's: rank 3 may read either first.
+  EXPECT_TRUE(errors[3] == "peer 2 failed" || errors[3] == "peer 1 failed") << errors[3];
   EXPECT_TRUE(g.run(kExchangeInline, "ok", nullptr)[1].empty()) << "the group stays usable";
   synk::close();
   EXPECT_TRUE(leftover_segments().empty());

@@ -207,6 +207,7 @@ struct WorkerLoop {
       if (ctl->abort.load(std::memory_order_acquire)) _exit(0);
       auto kind = CommandKind(ctl->command.kind);
       ++ctx.command_;   // every command wakes every worker once (the master waits for all before the next)
+      ctx.seq_ = seq;
       try {
         drop_retired();
         for (CommandPrologue prologue : command_table().prologues) prologue(ctl->command.commit_pending != 0);
@@ -522,6 +523,7 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
   ++seq_;
   if (seq_ == 0) ++seq_;   // 0 means "no command yet" to the workers
   master_ctx_.command_ = ++commands_;
+  master_ctx_.seq_ = seq_;
   const int64_t deadline = options_.call_timeout_s > 0 ? now_ns() + int64_t(options_.call_timeout_s * 1e9) : 0;
   command_deadline_ns_ = deadline;
   ctl_->command.word.store(seq_);
@@ -540,6 +542,7 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
     errors[0] = e.what();
     if (errors[0].empty()) errors[0] = "unknown error";
   }
+  ctl_->slot(0).done_seq.store(seq_, std::memory_order_seq_cst);   // for workers that wait for rank 0 (finished)
   if (size_ > 1) {
     trace::Span waiting(trace::Category::Wait, "wait for workers");
     int next = 1;   // the first rank not seen done

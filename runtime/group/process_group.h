@@ -110,6 +110,9 @@ class RankContext {
   std::span<std::byte> inline_results();
   void publish_inline();
   std::span<const std::byte> peer_inline(int rank);
+  // Whether `rank` has finished the current command (the master: its own part of it). A rank that
+  // waits inside a command for one that finished would wait forever: waits use this to give up.
+  bool finished(int rank) const;
   void barrier();
 
   // For code that waits on its own words (collectives): the group's wait policy, and the
@@ -136,6 +139,7 @@ class RankContext {
   friend class ProcessGroup;
   friend struct WorkerLoop;
   int rank_ = 0, size_ = 1;
+  uint32_t seq_ = 0;                      // the current command's sequence number
   uint64_t command_ = 0;                  // the current command's count since the fork (1, 2, ...)
   ControlBlock* ctl_ = nullptr;
   Store* store_ = nullptr;

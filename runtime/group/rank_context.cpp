@@ -69,6 +69,10 @@ std::span<const std::byte> RankContext::peer_inline(int rank) {
   return {peer.inline_results, kInlineResultBytes};
 }
 
+bool RankContext::finished(int rank) const {
+  return ctl_->slot(rank).done_seq.load(std::memory_order_seq_cst) == seq_;
+}
+
 void RankContext::barrier() {
   Waiting waiting(*this);
   ctl_->barrier.arrive_and_wait(policy_, poll_);
