@@ -67,6 +67,9 @@ struct ControlBlock {
   WaitWord exchange;
   SharedBarrier barrier;                  // over every rank, for rank handlers
   alignas(64) std::atomic<uint32_t> abort{0};
+  // Set by a rank that left the group barrier because a peer ended the command without reaching
+  // it; the master then clears the barrier's arrival count before the next command.
+  std::atomic<uint32_t> barrier_broken{0};
   alignas(64) std::atomic<uint64_t> retired_count{0};
   char retired[kRetireSlots][kRetireNameMax];
 

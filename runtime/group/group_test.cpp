@@ -248,3 +248,32 @@ TEST(Group, InlineResultsReachTheMasterAndPeersOrTheirFailureDoes) {
   synk::close();
   EXPECT_TRUE(leftover_segments().empty());
 }
+
+TEST(Group, ARankThatSkipsTheBarrierIsNamedAndTheGroupStaysUsable) {
+  Module m = synk::module(counter_module());
+  int32_t module_id = m.id();
+  // Payload "<rank> <rounds>": every rank meets the others `rounds` times, but `rank` ends at once.
+  synk::register_rank_handler("skip_barrier", [module_id](rt::RankContext& ctx, std::string_view payload) {
+    const size_t space = payload.find(' ');
+    const int skipper = std::stoi(std::string(payload.substr(0, space)));
+    const int rounds = std::stoi(std::string(payload.substr(space + 1)));
+    if (ctx.rank() == skipper) return;
+    for (int round = 0; round < rounds; ++round) ctx.barrier();
+    *rt::module_on_rank(ctx, module_id).values[0].data<double>() = double(rounds);
+  });
+  ASSERT_EQ(synk::fork(4), 4);
+  for (int skipper : {2, 0}) {
+    try {
+      synk::run_on_all_ranks("skip_barrier", fmt::format("{} 3", skipper));
+      ADD_FAILURE() << "expected a RankError";
+    } catch (const RankError& e) {
+      EXPECT_HAS(e.what(), fmt::format("ended the command without reaching the barrier"));
+      EXPECT_HAS(e.what(), fmt::format("rank {} ended", skipper));
+      EXPECT_FALSE(e.group_lost());
+    }
+    synk::run_on_all_ranks("skip_barrier", "-1 5");   // every rank meets the others again
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(scalar(m.get_value(r, "s")), 5.0);
+  }
+  synk::close();
+  EXPECT_TRUE(leftover_segments().empty());
+}

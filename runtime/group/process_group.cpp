@@ -515,6 +515,10 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
   if (cancellation_requested()) check_workers();   // the watchdog saw a worker die since
   if (payload.size() > kPayloadCapacity)
     throw InternalError(fmt::format("command payload of {} bytes exceeds {}", payload.size(), kPayloadCapacity));
+  if (ctl_->barrier_broken.load(std::memory_order_relaxed) != 0) {   // no rank is in the barrier now
+    ctl_->barrier.arrived.store(0, std::memory_order_relaxed);
+    ctl_->barrier_broken.store(0, std::memory_order_relaxed);
+  }
   ctl_->command.kind = uint32_t(kind);
   ctl_->command.commit_pending = commit_pending_ ? 1 : 0;
   ctl_->command.payload_len = uint32_t(payload.size());

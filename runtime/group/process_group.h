@@ -105,14 +105,16 @@ class RankContext {
   // A worker's small results for the current command (kInlineResultBytes), in the line that
   // carries its completion: the master reads them with ProcessGroup::worker_inline_results after
   // the command. publish_inline() lets the other workers read them during the command too, with
-  // peer_inline(rank), which waits until that worker published in this command, or failed: then
-  // it returns an empty span.
+  // peer_inline(rank), which waits until that worker published in this command, or failed or
+  // finished the command without publishing: then it returns an empty span.
   std::span<std::byte> inline_results();
   void publish_inline();
   std::span<const std::byte> peer_inline(int rank);
   // Whether `rank` has finished the current command (the master: its own part of it). A rank that
   // waits inside a command for one that finished would wait forever: waits use this to give up.
   bool finished(int rank) const;
+  // The group barrier over every rank. A rank that ends the command without reaching it is not
+  // waited for: the others throw an Error naming it.
   void barrier();
 
   // For code that waits on its own words (collectives): the group's wait policy, and the

@@ -63,9 +63,11 @@ std::span<const std::byte> RankContext::peer_inline(int rank) {
   };
   if (!published()) {
     Waiting waiting(*this);
-    wait_for(ctl_->exchange, published, policy_, poll_);
+    // A peer that finished the command without publishing never will (its completion is in the
+    // line we poll).
+    wait_for(ctl_->exchange, [&] { return published() || finished(rank); }, policy_, poll_);
   }
-  if (peer.error_command.load(std::memory_order_acquire) == command_) return {};   // it failed instead
+  if (!published() || peer.error_command.load(std::memory_order_acquire) == command_) return {};   // it failed instead
   return {peer.inline_results, kInlineResultBytes};
 }
 
@@ -75,7 +77,19 @@ bool RankContext::finished(int rank) const {
 
 void RankContext::barrier() {
   Waiting waiting(*this);
-  ctl_->barrier.arrive_and_wait(policy_, poll_);
+  // The generation of the barrier we arrive at: it cannot complete without us.
+  const uint32_t generation = ctl_->barrier.generation.value.load(std::memory_order_acquire);
+  ctl_->barrier.arrive_and_wait(policy_, [this, generation] {
+    poll_();
+    // A rank that finished the command while the barrier is still open skipped it: it will never
+    // arrive. (One that arrived cannot finish before the barrier completes.)
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_ && finished(r) &&
+          ctl_->barrier.generation.value.load(std::memory_order_seq_cst) == generation) {
+        ctl_->barrier_broken.store(1, std::memory_order_seq_cst);
+        throw Error(fmt::format("rank {} ended the command without reaching the barrier", r));
+      }
+  });
 }
 
 RankContext::Waiting::Waiting(RankContext& ctx) : ctx_(ctx), trace_start_ns_(trace::on() ? trace::now_ns() : 0) {
