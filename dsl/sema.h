@@ -193,6 +193,10 @@ class FunctionAnalyzer {
   // ---- sema_expr.cpp: expressions.
   Value expr(const ast::Expr& e);
   Value name(const ast::Expr& e);
+  // A dimension name read as a value: the function's symbol, or in a helper the dimension its
+  // parameter types bound; nullopt when `text` names none.
+  std::optional<ir::Dim> dimension_named(const std::string& text) const;
+  Value dimension_value(const ir::Dim& dim, SourceLoc loc);
   Value unary(const ast::Expr& e);
   Value binary(const ast::Expr& e);
   Value call(const ast::Expr& e);
@@ -304,6 +308,7 @@ class FunctionAnalyzer {
   ir::Function fn_;
   std::map<std::string, Binding> scope_;
   std::map<int64_t, ir::NodeId> shared_reads_;
+  std::map<std::string, Value> dimension_values_;    // symbol -> its value, read once per function
   std::set<std::string> symbols_;                 // dimension symbols bound in this function
   checks::ScatteredRows scattered_;               // row symbol -> what scatters it
   std::map<std::string, SourceLoc> outputs_seen_;

@@ -282,6 +282,30 @@ Value FunctionAnalyzer::shared_read(int64_t index, SourceLoc loc) {
   return Value::of_node(id, s.type);
 }
 
+std::optional<ir::Dim> FunctionAnalyzer::dimension_named(const std::string& text) const {
+  if (!frames_.empty()) {
+    const auto& dims = frames_.back().dims;
+    if (auto it = dims.find(text); it != dims.end()) return it->second;
+    return std::nullopt;
+  }
+  if (symbols_.count(text)) return ir::Dim::sym(text);
+  return std::nullopt;
+}
+
+// `n` in `sum(x) / cast(n, f32)`: the i64 scalar the dimension is bound to in this call. A fixed
+// size is a constant; a symbol is the sum of a 1 broadcast over [n], which every backend computes
+// with operations it has (n additions of a constant, one small kernel).
+Value FunctionAnalyzer::dimension_value(const ir::Dim& dim, SourceLoc loc) {
+  if (auto it = dimension_values_.find(dim.symbol); dim.is_symbolic() && it != dimension_values_.end())
+    return it->second;
+  Value one = convert(int_literal(dim.is_symbolic() ? 1 : dim.size), DType::I64, loc).value_or(Value::error());
+  if (!dim.is_symbolic() || one.failed()) return one;
+  ir::TensorType spread{DType::I64, {dim}};
+  Value value = reduce(Op::ReduceSum, apply(Op::BroadcastTo, {one}, ir::Attrs{}, loc, &spread), {0}, false, loc);
+  if (!value.failed()) dimension_values_.emplace(dim.symbol, value);
+  return value;
+}
+
 Value FunctionAnalyzer::name(const ast::Expr& e) {
   if (auto it = scope_.find(e.text); it != scope_.end()) {
     Binding& b = it->second;
@@ -299,6 +323,7 @@ Value FunctionAnalyzer::name(const ast::Expr& e) {
     error(e.loc, fmt::format("'{}' is {} and cannot be used as a value", e.text, global_kind_text(it->second.kind)));
     return Value::error();
   }
+  if (std::optional<ir::Dim> dim = dimension_named(e.text)) return dimension_value(*dim, e.loc);
   if (e.text == "inf") return float_literal(std::numeric_limits<double>::infinity());
   if (e.text == "nan") return float_literal(std::numeric_limits<double>::quiet_NaN());
   if (is_builtin_op(e.text)) {
@@ -314,6 +339,9 @@ Value FunctionAnalyzer::name(const ast::Expr& e) {
   for (const auto& [n, b] : scope_) candidates.push_back(n);
   for (const auto& [n, g] : ctx_.globals)
     if (g.kind == Global::Kind::Shared) candidates.push_back(n);
+  if (frames_.empty()) candidates.insert(candidates.end(), symbols_.begin(), symbols_.end());
+  else
+    for (const auto& [symbol, dim] : frames_.back().dims) candidates.push_back(symbol);
   error(e.loc, fmt::format("unknown name '{}'{}", e.text, suggestion(e.text, candidates)));
   return Value::error();
 }

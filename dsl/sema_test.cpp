@@ -115,6 +115,10 @@ TEST(SemaTypes, ExpressionsOverThePrelude) {
       {"inf", "f32[]"},
       {"-inf", "f32[]"},
       {"c + 1", "i32[]"},
+      {"n", "i64[]"},
+      {"sum(x) / n", "f32[]"},
+      {"m * n2 + 1", "i64[]"},
+      {"broadcast_to(n, [n])", "i64[n]"},
       {"cast(1, f64)", "f64[]"},
   };
   for (const auto& [expr, expected] : cases) {
@@ -144,6 +148,7 @@ TEST(SemaTypes, ErrorsOverThePrelude) {
       {"exp(x, y)", "exp takes 1 argument but 2 were given"},
       {"expp(x)", "unknown operation or helper 'expp'; did you mean 'exp'?"},
       {"xx + 1", "unknown name 'xx'; did you mean 'x'?"},
+      {"mm + 1", "unknown name 'mm'; did you mean 'm'?"},
       {"grad(x, w)", "grad needs a scalar loss but 'x' has shape [n, 10]"},
       {"grad(sum(i), w)", "grad needs a floating loss"},
       {"grad(sum(x), y)", "grad differentiates with respect to shared variables, but 'y' is a parameter"},
