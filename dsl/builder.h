@@ -199,6 +199,10 @@ Expr transpose(const Expr& x, std::vector<int64_t> perm);
 Expr reshape(const Expr& x, ShapeArg shape);                // one -1 allowed; symbols allowed
 Expr flatten(const Expr& x);                                // reshape(x, {-1})
 Expr broadcast_to(const Expr& x, ShapeArg shape);
+// A dimension symbol as a value, the language's `n` in an expression (docs/language.md,
+// "Dimension names as values"): the i64 scalar the symbol is bound to in the call, the sum of a 1
+// broadcast over [symbol]. The symbol must be one of the function's (checked when it is built).
+Expr dimension(const std::string& symbol);
 Expr cast(const Expr& x, ir::DType dtype);
 Expr softmax(const Expr& x, int64_t axis = -1);
 Expr log_softmax(const Expr& x, int64_t axis = -1);

@@ -70,6 +70,11 @@ std::vector<Case> cases() {
        [](const Expr& x, const Expr& y, const Expr&) {
          return cumsum(x, 0) + cumsum(x) + cumsum(y, -1, true) + cumsum(x, 1, true);
        }},
+      {"dimension", "x / n + cast(n * 2, f64) + cast(broadcast_to(n, [n, 4]), f64)",
+       [](const Expr& x, const Expr&, const Expr&) {
+         return x / dimension("n") + cast(dimension("n") * 2, DType::F64) +
+                cast(broadcast_to(dimension("n"), {"n", 4}), DType::F64);
+       }},
       {"cumsum_integer", "cumsum(i, axis=-2) + cumsum(i, axis=1, reverse=false)",
        [](const Expr&, const Expr&, const Expr& i) { return cumsum(i, -2) + cumsum(i, 1, false); }},
   };

@@ -246,6 +246,10 @@ Expr broadcast_to(const Expr& x_expr, ShapeArg shape) {
   return make_op(Op::BroadcastTo, {immediate(x)}, {}, &requested, std::move(symbols));
 }
 
+Expr dimension(const std::string& symbol) {
+  return sum(broadcast_to(cast(Expr(int64_t(1)), DType::I64), ShapeArg{symbol}), {0});
+}
+
 // sema's call_cast: cast(1, f64) is a Constant of that dtype; cast(2.5, i32) casts an f32 Constant.
 Expr cast(const Expr& x_expr, DType dtype) {
   const NodePtr& x = require(x_expr, "cast");
