@@ -188,9 +188,10 @@ TEST(OverlapStep, BucketsRunOnTheHelperTrackDuringTheBackwardPass) {
       std::vector<const Span*> open;
       for (const Span* s : track) {
         while (!open.empty() && open.back()->end <= s->ts + 0.002) open.pop_back();
-        if (!open.empty())
+        if (!open.empty()) {
           EXPECT_LE(s->end, open.back()->end + 0.002) << "rank " << rank << " track " << tid << ": '" << s->name
                                                      << "' overlaps '" << open.back()->name << "'";
+        }
         open.push_back(s);
       }
     }
