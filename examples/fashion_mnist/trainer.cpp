@@ -460,7 +460,7 @@ int train(const Options& o) {
     total_train_time += stats.train_time;
     Clock::time_point validate_start = Clock::now();
     last = evaluate(model, validation, ranks);
-    fmt::print("epoch {:>2}  train {:6.2f} s  loss {:.4f}  val loss {:.4f}  val acc {:5.2f}%  (validation {:.2f} s)\n",
+    fmt::print("epoch {:>2}  train {:7.3f} s  loss {:.4f}  val loss {:.4f}  val acc {:5.2f}%  (validation {:.2f} s)\n",
                epoch, stats.train_time, stats.loss, last.loss, 100 * last.accuracy, seconds_since(validate_start));
     if (o.profile) {
       const double steps = double(trainer.steps());
