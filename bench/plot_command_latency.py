@@ -13,7 +13,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-COLUMNS = [("command_us", "empty command"), ("barrier_us", "barrier command"), ("all_reduce_us", "one-float all_reduce")]
+COLUMNS = [("command_us", "empty command"), ("barrier_us", "barrier command"), ("all_reduce_us", "one-float all_reduce"),
+           ("broadcast_us", "one-float broadcast"), ("broadcast64_us", "64-byte broadcast")]
 MARKERS = "os^vD"
 
 
@@ -28,6 +29,8 @@ def main():
             sys.exit(f"plot_command_latency.py: no rows in {path}")
         label = os.path.splitext(os.path.basename(path))[0]
         for j, (column, name) in enumerate(COLUMNS):
+            if column not in rows[0]:   # a CSV from before the column existed
+                continue
             probe = [float(r["probe_ns"]) for r in rows]
             us = [float(r[column]) for r in rows]
             color = f"C{j}"

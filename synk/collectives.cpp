@@ -304,11 +304,26 @@ void run(const char* what, rt::ProcessGroup& g, CollDescriptor& d, const std::ve
   throw RankError(fmt::format("{} failed on {}", what, fmt::join(parts, "; ")), ranks);
 }
 
+// A broadcast the inline path takes with the same result: one small variable that every worker
+// holds in the master's shape already (so no shape changes, and none is reported).
+std::optional<rt::InlineCollective> inline_broadcast_request(rt::ProcessGroup& g, const std::vector<Target>& ts) {
+  if (ts.size() != 1 || g.size() < 2 || g.size() > 64) return std::nullopt;
+  const rt::Array& value = ts[0].module->values[size_t(ts[0].cv.var)];
+  if (value.size() < 1 || value.bytes.size() > rt::kInlineAllReduceBytes) return std::nullopt;
+  for (int r = 1; r < g.size(); ++r)
+    if (shape_on(&g, ts[0], r) != value.shape) return std::nullopt;
+  return rt::InlineCollective{ts[0].cv.module, ts[0].cv.var, CollOp::Sum, value.dtype, uint16_t(value.size())};
+}
+
 // rank_scale (all_reduce_weighted): each rank's factor; the op is then Sum.
 // The master's values to the other ranks of this node.
 void broadcast_local(const char* what, const Vars& vars, const CollectiveOptions& options) {
   auto [o, g, ts, d] = setup(what, CollKind::Broadcast, vars, options);
   if (g.size() == 1) return;
+  if (std::optional<rt::InlineCollective> small = inline_broadcast_request(g, ts)) {
+    rt::inline_broadcast(g, *small, what);
+    return;
+  }
   for (const Target& t : ts) d.add_shape(shape_on(&g, t, 0));
   rt::MasterIO io;
   run(what, g, d, ts, io);
@@ -316,7 +331,7 @@ void broadcast_local(const char* what, const Vars& vars, const CollectiveOptions
 
 // An all_reduce the inline path (runtime/coll/inline_reduce.h) takes, with the same result: one
 // small variable, the default algorithm, no weights, one node.
-std::optional<rt::InlineAllReduce> inline_request(rt::ProcessGroup& g, const CollDescriptor& d,
+std::optional<rt::InlineCollective> inline_request(rt::ProcessGroup& g, const CollDescriptor& d,
                                                   const std::vector<Target>& ts) {
   if (ts.size() != 1 || d.algorithm != CollAlgorithm::Rsag || !d.rank_scale.empty() || d.across_nodes ||
       g.size() < 2 || g.size() > 64)
@@ -324,7 +339,7 @@ std::optional<rt::InlineAllReduce> inline_request(rt::ProcessGroup& g, const Col
   int64_t count = 1;
   for (int64_t dim : d.shape_at(0)) count *= dim;
   if (count < 1 || size_t(count) * rt::dtype_size(ts[0].spec->dtype) > rt::kInlineAllReduceBytes) return std::nullopt;
-  return rt::InlineAllReduce{ts[0].cv.module, ts[0].cv.var, d.op, ts[0].spec->dtype, uint16_t(count)};
+  return rt::InlineCollective{ts[0].cv.module, ts[0].cv.var, d.op, ts[0].spec->dtype, uint16_t(count)};
 }
 
 std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& vars, const ReduceOp& op,
@@ -358,7 +373,7 @@ std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& 
   // one-rank training step (0.2 ms per step for the MLP's 1 MB gradient).
   const bool values_are_the_result = !nodes && g.size() == 1 && (kind == CollKind::AllReduce || in_place);
   if (kind == CollKind::AllReduce && !values_are_the_result) {
-    if (std::optional<rt::InlineAllReduce> small = inline_request(g, d, ts)) {
+    if (std::optional<rt::InlineCollective> small = inline_request(g, d, ts)) {
       rt::inline_all_reduce(g, *small, what);
       return {};
     }

@@ -436,6 +436,20 @@ TEST(Collectives, ARankThatFailsInsideACollectiveFailsItEverywhereAndTheGroupSta
   synk::set_value(3, m.var("fixed4"), array_f32({4}, {1, 2, 3, 3}));
   synk::all_reduce(m.var("fixed4"), "sum");
   EXPECT_EQ(values_of<float>(synk::get_value(2, m.var("fixed4"))), (std::vector<float>{4, 8, 12, 6}));
+  // A small broadcast takes the inline path too, when every worker holds the master's shape.
+  synk::broadcast(m.var("fixed4"), array_f32({4}, {9, 8, 7, 6}));
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(values_of<float>(synk::get_value(r, m.var("fixed4"))), (std::vector<float>{9, 8, 7, 6})) << "rank " << r;
+  synk::run_on_all_ranks("corrupt_fixed4", "1");
+  try {
+    synk::broadcast(m.var("fixed4"));
+    ADD_FAILURE() << "expected a RankError";
+  } catch (const RankError& e) {
+    EXPECT_HAS(e.what(), "broadcast failed on rank 1: broadcast: shared variable 'fixed4' on rank 1 holds 5 f32 values, "
+                         "but the master recorded 4 f32");
+    EXPECT_EQ(e.ranks(), std::vector<int>{1});
+  }
+  EXPECT_EQ(values_of<float>(synk::get_value(2, m.var("fixed4"))), (std::vector<float>{9, 8, 7, 6}));
   synk::close();
 }
 

@@ -1,6 +1,6 @@
 // The all_reduce of one small variable (a loss, a metric, a scalar hyperparameter) in one cache-line
 // transfer each way: the master's value travels inside the command (kInlinePayloadBytes), each
-// worker's inside its completion (kInlineResultBytes). A worker reduces as soon as it has every
+// worker's inside its completion (kInlineResultBytes). The broadcast of one is the command alone. A worker reduces as soon as it has every
 // value (on 2 ranks: at once; on more, after the other workers published theirs), and the master
 // when the completions arrive. No staging area, no barrier.
 //
@@ -21,7 +21,7 @@ namespace synk::rt {
 // The largest variable the inline path takes (after its 12-byte header in the command).
 inline constexpr size_t kInlineAllReduceBytes = 32;
 
-struct InlineAllReduce {
+struct InlineCollective {
   int32_t module = -1;
   int32_t var = -1;
   CollOp op = CollOp::Sum;
@@ -31,6 +31,9 @@ struct InlineAllReduce {
 
 // Runs the all_reduce on every rank of `group` (the master's part included) in place. Throws
 // RankError naming the ranks that failed.
-void inline_all_reduce(ProcessGroup& group, const InlineAllReduce& request, const char* what);
+void inline_all_reduce(ProcessGroup& group, const InlineCollective& request, const char* what);
+// The master's value of the variable to every worker, whose value has the same shape already (the
+// caller checks its record): one command, no shape report (`op` is unused).
+void inline_broadcast(ProcessGroup& group, const InlineCollective& request, const char* what);
 
 }  // namespace synk::rt
