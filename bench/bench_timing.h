@@ -77,4 +77,14 @@ double median_seconds_per_call(int reps, RunBatch&& run_batch) {
   return per_call[per_call.size() / 2];
 }
 
+// median_seconds_per_call of `call()` timed on this process's clock.
+template <class Call>
+double seconds_per_call(int reps, Call&& call) {
+  return median_seconds_per_call(reps, [&](int calls) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) call();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+}
+
 }  // namespace synk::bench

@@ -53,11 +53,7 @@ std::string load_average() {
 // Seconds per call of all_reduce, timed as collectives_mpi times MPI's. synk's master returns when
 // every rank is done, so a batch's time is the slowest rank's.
 double time_all_reduce(const Var& v, int reps, const CollectiveOptions& options) {
-  return bench::median_seconds_per_call(reps, [&](int calls) {
-    Clock::time_point t0 = Clock::now();
-    for (int i = 0; i < calls; ++i) synk::all_reduce(v, Op::Sum, options);
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  });
+  return bench::seconds_per_call(reps, [&] { synk::all_reduce(v, Op::Sum, options); });
 }
 
 double percentile(std::vector<double> v, double p) {

@@ -10,7 +10,6 @@
 //
 // Usage: command_latency [--ranks 2] [--groups 8] [--reps 9] [--csv FILE] [--png FILE]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -28,21 +27,11 @@
 #include "synk/synk.h"
 
 using namespace synk;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
 void meet_at_barrier(rt::RankContext& ctx, std::string_view) { ctx.barrier(); }
 const rt::CommandKind kBarrierCommand = rt::register_command("bench barrier", meet_at_barrier);
-
-template <class F>
-double seconds_per_call(int reps, F&& call) {
-  return bench::median_seconds_per_call(reps, [&](int calls) {
-    Clock::time_point t0 = Clock::now();
-    for (int i = 0; i < calls; ++i) call();
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  });
-}
 
 }  // namespace
 
@@ -72,14 +61,14 @@ int main(int argc, char** argv) {
     synk::fork(ranks, Backend::Cpu);
     rt::ProcessGroup& group = *current_group();
     synk::broadcast(x, synk::testing::make_array<float>({1}, {1.0f}));
-    const double command = seconds_per_call(reps, [&] { group.run(rt::CommandKind::Ping, {}, nullptr); });
-    const double barrier = seconds_per_call(reps, [&] {
+    const double command = bench::seconds_per_call(reps, [&] { group.run(rt::CommandKind::Ping, {}, nullptr); });
+    const double barrier = bench::seconds_per_call(reps, [&] {
       group.run(kBarrierCommand, {}, [&group] { group.master_context().barrier(); });
     });
-    const double reduce = seconds_per_call(reps, [&] { synk::all_reduce(x, Op::Sum); });
+    const double reduce = bench::seconds_per_call(reps, [&] { synk::all_reduce(x, Op::Sum); });
     synk::broadcast(x16, synk::testing::make_array<float>({16}, std::vector<float>(16, 1.0f)));
-    const double bcast = seconds_per_call(reps, [&] { synk::broadcast(x); });
-    const double bcast64 = seconds_per_call(reps, [&] { synk::broadcast(x16); });
+    const double bcast = bench::seconds_per_call(reps, [&] { synk::broadcast(x); });
+    const double bcast64 = bench::seconds_per_call(reps, [&] { synk::broadcast(x16); });
     synk::close();
     auto cell = [probe](double s) {
       return probe > 0 ? fmt::format("{:.2f} ({:.1f})", s * 1e6, s * 1e9 / probe) : fmt::format("{:.2f}", s * 1e6);

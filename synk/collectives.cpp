@@ -281,38 +281,31 @@ void run(const char* what, rt::ProcessGroup& g, CollDescriptor& d, const std::ve
       for (size_t v = 0; v < ts.size(); ++v) rt::ShapeBook::instance().note(r, ts[v].cv.module, ts[v].cv.var, shapes[v]);
     }
   }
-  static const std::string kNoReport = "sent no report of its shapes (internal error)";
-  auto message = [&](size_t r) -> const std::string& {
-    if (errors[r].empty() && std::find(no_report.begin(), no_report.end(), int(r)) != no_report.end())
-      return kNoReport;
-    return errors[r];
-  };
-  bool any = false, real_error = false;
-  for (size_t r = 0; r < errors.size(); ++r) {
-    any |= !message(r).empty();
-    real_error |= !message(r).empty() && !rt::is_abandon_message(message(r));
-  }
-  if (!any) return;
-  std::vector<int> ranks;
-  std::vector<std::string> parts;
-  for (size_t r = 0; r < errors.size(); ++r) {
-    const std::string& m = message(r);
-    if (m.empty() || (real_error && rt::is_abandon_message(m))) continue;
-    ranks.push_back(int(r));
-    parts.push_back(fmt::format("rank {}: {}", r, m));
-  }
-  throw RankError(fmt::format("{} failed on {}", what, fmt::join(parts, "; ")), ranks);
+  if (no_report.empty()) return rt::throw_collective_errors(what, errors);
+  std::vector<std::string> messages = errors;
+  for (int r : no_report) messages[size_t(r)] = "sent no report of its shapes (internal error)";
+  rt::throw_collective_errors(what, messages);
 }
 
-// A broadcast the inline path takes with the same result: one small variable that every worker
-// holds in the master's shape already (so no shape changes, and none is reported).
+// The inline path's request (runtime/coll/inline_reduce.h) for one variable of `count` elements
+// on a group it takes; each collective adds the conditions under which it gives the same result.
+std::optional<rt::InlineCollective> inline_target(rt::ProcessGroup& g, const std::vector<Target>& ts, int64_t count,
+                                                  CollOp op) {
+  if (ts.size() != 1 || g.size() < 2 || g.size() > 64 || count < 1) return std::nullopt;
+  rt::InlineCollective request{ts[0].cv.module, ts[0].cv.var, op, ts[0].spec->dtype, uint16_t(0)};
+  if (size_t(count) * rt::dtype_size(request.dtype) > rt::kInlineValueBytes) return std::nullopt;
+  request.count = uint16_t(count);
+  return request;
+}
+
+// A broadcast of a small variable that every worker holds in the master's shape already (so no
+// shape changes, and none is reported).
 std::optional<rt::InlineCollective> inline_broadcast_request(rt::ProcessGroup& g, const std::vector<Target>& ts) {
-  if (ts.size() != 1 || g.size() < 2 || g.size() > 64) return std::nullopt;
+  if (ts.size() != 1) return std::nullopt;
   const rt::Array& value = ts[0].module->values[size_t(ts[0].cv.var)];
-  if (value.size() < 1 || value.bytes.size() > rt::kInlineAllReduceBytes) return std::nullopt;
   for (int r = 1; r < g.size(); ++r)
     if (shape_on(&g, ts[0], r) != value.shape) return std::nullopt;
-  return rt::InlineCollective{ts[0].cv.module, ts[0].cv.var, CollOp::Sum, value.dtype, uint16_t(value.size())};
+  return inline_target(g, ts, value.size(), CollOp::Sum);
 }
 
 // rank_scale (all_reduce_weighted): each rank's factor; the op is then Sum.
@@ -333,13 +326,9 @@ void broadcast_local(const char* what, const Vars& vars, const CollectiveOptions
 // small variable, the default algorithm, no weights, one node.
 std::optional<rt::InlineCollective> inline_request(rt::ProcessGroup& g, const CollDescriptor& d,
                                                   const std::vector<Target>& ts) {
-  if (ts.size() != 1 || d.algorithm != CollAlgorithm::Rsag || !d.rank_scale.empty() || d.across_nodes ||
-      g.size() < 2 || g.size() > 64)
+  if (ts.size() != 1 || d.algorithm != CollAlgorithm::Rsag || !d.rank_scale.empty() || d.across_nodes)
     return std::nullopt;
-  int64_t count = 1;
-  for (int64_t dim : d.shape_at(0)) count *= dim;
-  if (count < 1 || size_t(count) * rt::dtype_size(ts[0].spec->dtype) > rt::kInlineAllReduceBytes) return std::nullopt;
-  return rt::InlineCollective{ts[0].cv.module, ts[0].cv.var, d.op, ts[0].spec->dtype, uint16_t(count)};
+  return inline_target(g, ts, ts[0].module->values[size_t(ts[0].cv.var)].size(), d.op);
 }
 
 std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& vars, const ReduceOp& op,

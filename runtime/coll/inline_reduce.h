@@ -7,26 +7,29 @@
 // The result is the bits of the staging path's small rounds (runtime/coll/rsag.cpp): every rank
 // reduces every rank's value in rank order with reduce_sources. The master has validated the call
 // (collectives.cpp) and chooses this path only where it gives the same result: one variable of at
-// most kInlineAllReduceBytes, no per-rank weights, one node.
+// most kInlineValueBytes, no per-rank weights, one node.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "runtime/coll/ops.h"
+#include "runtime/data/dtype.h"
 #include "runtime/group/process_group.h"
 
 namespace synk::rt {
 
-// The largest variable the inline path takes (after its 12-byte header in the command).
-inline constexpr size_t kInlineAllReduceBytes = 32;
+// The largest variable the inline path takes (after the 12-byte request in the command).
+inline constexpr size_t kInlineValueBytes = 32;
 
+// Which variable, and how; also what the command carries before the master's value.
 struct InlineCollective {
   int32_t module = -1;
   int32_t var = -1;
   CollOp op = CollOp::Sum;
   DType dtype = DType::F32;
   uint16_t count = 0;              // elements
+  size_t bytes() const { return size_t(count) * dtype_size(dtype); }
 };
 
 // Runs the all_reduce on every rank of `group` (the master's part included) in place. Throws

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "runtime/group/process_group.h"
 #include "runtime/trace/trace.h"
@@ -17,8 +18,28 @@ CollectiveAborted::CollectiveAborted(int failed_rank)
     : Error(fmt::format("collective abandoned because rank {} failed", failed_rank)),
       failed_rank_(failed_rank) {}
 
+namespace {
 bool is_abandon_message(std::string_view message) {
   return message.rfind("collective abandoned because rank", 0) == 0;
+}
+}  // namespace
+
+void throw_collective_errors(const char* what, std::span<const std::string> messages) {
+  bool any = false, real_error = false;
+  for (const std::string& m : messages) {
+    any |= !m.empty();
+    real_error |= !m.empty() && !is_abandon_message(m);
+  }
+  if (!any) return;
+  std::vector<int> ranks;
+  std::vector<std::string> parts;
+  for (size_t r = 0; r < messages.size(); ++r) {
+    const std::string& m = messages[r];
+    if (m.empty() || (real_error && is_abandon_message(m))) continue;
+    ranks.push_back(int(r));
+    parts.push_back(fmt::format("rank {}: {}", r, m));
+  }
+  throw RankError(fmt::format("{} failed on {}", what, fmt::join(parts, "; ")), ranks);
 }
 
 // The header: the sleepers' word, the failure word, then one line per rank holding the count of

@@ -42,9 +42,10 @@ class CollectiveAborted : public Error {
  private:
   int failed_rank_;
 };
-// Whether a rank's error message is a CollectiveAborted's: the master names such ranks only when
-// no rank failed for a reason of its own.
-bool is_abandon_message(std::string_view message);
+// Throws the RankError of collective `what` whose ranks reported `messages` ("" for success): it
+// names the ranks that failed for a reason of their own, or, when none did, those that abandoned
+// (CollectiveAborted). Returns when every rank succeeded.
+void throw_collective_errors(const char* what, std::span<const std::string> messages);
 
 
 class Staging {

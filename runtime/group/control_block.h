@@ -80,9 +80,8 @@ struct ControlBlock {
     return reinterpret_cast<RankSlot*>(reinterpret_cast<char*>(this) + slots_offset())[r];
   }
   char* payload() { return reinterpret_cast<char*>(this) + payload_offset(int(nranks)); }
-  const char* payload_of_command() {
-    return command.payload_len <= kInlinePayloadBytes ? command.inline_payload : payload();
-  }
+  // Where the current command's payload lies: in the command line when it fits.
+  char* payload_of_command() { return command.payload_len <= kInlinePayloadBytes ? command.inline_payload : payload(); }
 };
 
 }  // namespace synk::rt

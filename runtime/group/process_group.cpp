@@ -217,12 +217,10 @@ struct WorkerLoop {
         std::memcpy(slot.error, e.what(), n);
         slot.error_len = uint32_t(n);
         slot.error_command.store(ctx.command_, std::memory_order_seq_cst);
-        // Peers that wait for our inline results (peer_inline) learn of the failure instead.
-        slot.inline_command.store(ctx.command_, std::memory_order_seq_cst);
-        ctl->exchange.bump_if_waiting();
       }
       slot.done_seq.store(seq, std::memory_order_seq_cst);
       ctl->done.bump_if_waiting();
+      ctl->exchange.bump_if_waiting();   // peers in peer_inline wait for us to publish or finish
       if (kind == CommandKind::Shutdown) _exit(0);
     }
   }
@@ -522,11 +520,11 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
   ctl_->command.kind = uint32_t(kind);
   ctl_->command.commit_pending = commit_pending_ ? 1 : 0;
   ctl_->command.payload_len = uint32_t(payload.size());
-  if (!payload.empty()) std::memcpy(const_cast<char*>(ctl_->payload_of_command()), payload.data(), payload.size());
+  if (!payload.empty()) std::memcpy(ctl_->payload_of_command(), payload.data(), payload.size());
   commit_pending_ = true;
   ++seq_;
   if (seq_ == 0) ++seq_;   // 0 means "no command yet" to the workers
-  master_ctx_.command_ = ++commands_;
+  ++master_ctx_.command_;
   master_ctx_.seq_ = seq_;
   const int64_t deadline = options_.call_timeout_s > 0 ? now_ns() + int64_t(options_.call_timeout_s * 1e9) : 0;
   command_deadline_ns_ = deadline;
@@ -559,7 +557,7 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
   if (cancellation_requested()) check_workers();
   for (int r = 1; r < size_; ++r) {
     RankSlot& slot = ctl_->slot(r);
-    if (slot.error_command.load(std::memory_order_acquire) == commands_) {
+    if (slot.error_command.load(std::memory_order_acquire) == master_ctx_.command_) {
       errors[size_t(r)] = std::string(slot.error, slot.error_len);
       if (errors[size_t(r)].empty()) errors[size_t(r)] = "unknown error";
     }
@@ -635,7 +633,6 @@ void ProcessGroup::teardown(bool orderly) {
     ctl_->command.commit_pending = commit_pending_ ? 1 : 0;
     ctl_->command.payload_len = 0;
     if (++seq_ == 0) ++seq_;
-    ++commands_;
     ctl_->command.word.store(seq_);
     // Workers exit right after acknowledging; allow them a few seconds, then stop waiting.
     int64_t deadline = now_ns() + 5'000'000'000;

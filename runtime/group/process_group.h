@@ -249,7 +249,6 @@ class ProcessGroup {
   bool commit_pending_ = true;
   std::string environment_trace_;          // the file of a trace SYNK_TRACE started at fork: close() writes it
   uint32_t seq_ = 0;
-  uint64_t commands_ = 0;                 // run since the fork: the current command's count
   cpu_set_t saved_affinity_;
   bool affinity_saved_ = false;
 };
