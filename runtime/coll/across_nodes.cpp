@@ -60,15 +60,28 @@ NodeOp node_op(CollOp op) {
   throw InternalError("node_op: unknown op");
 }
 
+void reduce_over_nodes(void* data, size_t count, DType dtype, CollOp op) {
+  Cluster& cl = *cluster();
+  const size_t bytes = count * dtype_size(dtype);
+  if (!cl.gather_beats_all_reduce(bytes)) return cl.all_reduce(data, count, dtype, node_op(op));
+  thread_local std::vector<std::byte> gathered;
+  thread_local std::vector<const std::byte*> sources;
+  gathered.resize(bytes * size_t(cl.nodes()));
+  cl.all_gather_equal(data, bytes, gathered.data());
+  sources.clear();
+  for (int n = 0; n < cl.nodes(); ++n) sources.push_back(gathered.data() + size_t(n) * bytes);
+  reduce_sources(dtype, op == CollOp::Avg ? CollOp::Sum : op, sources.data(), cl.nodes(),
+                 static_cast<std::byte*>(data), count, 0);
+}
+
 void all_reduce_across_nodes(std::vector<Array>& arrays, CollOp op, const char* what) {
   Cluster& cl = *cluster();
-  const NodeOp wire_op = node_op(op);
   for (Array& a : arrays) {
     const bool half = a.dtype == DType::F16 || a.dtype == DType::BF16;
     Array wide;
     if (half) wide = converted(a, DType::F32);
     Array& x = half ? wide : a;
-    cross_node(what, [&] { cl.all_reduce(x.bytes.data(), size_t(x.size()), x.dtype, wire_op); });
+    cross_node(what, [&] { reduce_over_nodes(x.bytes.data(), size_t(x.size()), x.dtype, op); });
     if (op == CollOp::Avg) scale_values(x.dtype, x.bytes.data(), size_t(x.size()), 1.0 / cl.nodes());
     if (half) a = converted(wide, a.dtype);
   }
@@ -77,12 +90,11 @@ void all_reduce_across_nodes(std::vector<Array>& arrays, CollOp op, const char* 
 void all_reduce_values_across_nodes(std::span<Array* const> arrays, std::span<const std::string* const> names,
                                     CollOp op, const char* what) {
   Cluster& cl = *cluster();
-  const NodeOp wire_op = node_op(op);
   cross_node(what, [&] {
     for (size_t v = 0; v < arrays.size(); ++v) {
       Array& a = *arrays[v];
       try {
-        cl.all_reduce(a.bytes.data(), size_t(a.size()), a.dtype, wire_op);
+        reduce_over_nodes(a.bytes.data(), size_t(a.size()), a.dtype, op);
       } catch (const std::exception& e) {
         throw UsageError(fmt::format("{} (this node's ranks hold '{}' as {}{}; is it another shape on another node? "
                                      "Across nodes every rank's value must have the same shape)",

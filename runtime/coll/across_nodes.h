@@ -17,6 +17,11 @@ namespace synk::rt {
 // The transport's reduction for `op` (avg travels as a sum).
 NodeOp node_op(CollOp op);
 
+// In place on every leader: `count` elements reduced over the leaders with `op` (avg: the sum).
+// Where the transport says it is faster (small ones), every node's elements are gathered and
+// reduced here in node order (the same bits on every leader and every run); otherwise by the
+// transport's all_reduce. Call inside cross_node.
+void reduce_over_nodes(void* data, size_t count, DType dtype, CollOp op);
 // In place on every leader: the reduction over the leaders of each array (equal shapes and
 // dtypes everywhere); avg is the sum divided by the node count. F16/BF16 are reduced in float32
 // and rounded back once.

@@ -369,7 +369,7 @@ void Job::reduce_flat(DType dtype, CollOp op, void* data, size_t count) {
 // Integer max and sum are exact, so the exact all-reduce stays independent of the rank count.
 void Job::across_nodes_flat(DType dtype, CollOp op, void* data, size_t count) {
   if (!d.across_nodes) return;
-  if (me == 0) cross_node(coll_kind_name(d.kind), [&] { cluster()->all_reduce(data, count, dtype, node_op(op)); });
+  if (me == 0) cross_node(coll_kind_name(d.kind), [&] { reduce_over_nodes(data, count, dtype, op); });
   broadcast_flat(data, count * dtype_size(dtype));
 }
 

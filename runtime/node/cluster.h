@@ -48,6 +48,12 @@ class Cluster {
   // Node `root` holds one message per node (`parts`, nodes() of them; ignored elsewhere); every
   // node gets its own.
   virtual std::string scatter(const std::vector<std::string>& parts, int root) = 0;
+  // Every node's `bytes` bytes in node order into `all` (nodes() * bytes): every node passes the
+  // same length, and one that passed another is an error on the nodes that see it.
+  virtual void all_gather_equal(const void* mine, size_t bytes, void* all) = 0;
+  // Whether gathering `bytes` from every node (all_gather_equal) and reducing locally is faster
+  // than the transport's all_reduce of them.
+  virtual bool gather_beats_all_reduce(size_t bytes) const = 0;
   // In place over the leaders, element-wise. F16/BF16 are not supported (the caller converts).
   virtual void all_reduce(void* data, size_t count, DType dtype, NodeOp op) = 0;
   // Before abort(): tells every other leader why the job ends (they raise it from the exchange

@@ -104,10 +104,7 @@ class MpiCluster final : public Cluster {
     std::memcpy(slot_out_.head, mine.data(), std::min(mine.size(), kSlot));
     slots_.resize(static_cast<size_t>(nodes_));
     static_assert(sizeof(Slot) == sizeof(slot_out_));
-    MPI_Request req;
-    check("MPI_Iallgather", MPI_Iallgather(&slot_out_, int(sizeof(Slot)), MPI_BYTE, slots_.data(), int(sizeof(Slot)),
-                                           MPI_BYTE, MPI_COMM_WORLD, &req));
-    wait(req);
+    all_gather_equal(&slot_out_, sizeof(Slot), slots_.data());
     std::vector<std::string> all(static_cast<size_t>(nodes_));
     std::vector<int64_t> rest(static_cast<size_t>(nodes_));
     bool longer = false;
@@ -126,6 +123,45 @@ class MpiCluster final : public Cluster {
       all[size_t(n)] += tail;
     }
     return all;
+  }
+
+  // Small exchanges go point to point, every node sending to every other at once (one round),
+  // while each message fits OpenMPI's eager limit over TCP (64 KiB with its header): for 1 KiB
+  // between 2 leaders that took 0.7 us less than MPI_Iallgather (libnbc), and on 3 and 4
+  // oversubscribed leaders no more. Larger or wider ones use the collective.
+  void all_gather_equal(const void* mine, size_t bytes, void* all) override {
+    char* out = static_cast<char*>(all);
+    std::memcpy(out + size_t(node_) * bytes, mine, bytes);
+    if (nodes_ == 1) return;
+    if (!direct_exchange(bytes)) {
+      MPI_Request req;
+      check("MPI_Iallgather", MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, int(bytes), MPI_BYTE,
+                                             MPI_COMM_WORLD, &req));
+      wait(req);
+      return;
+    }
+    requests_.clear();
+    peers_.clear();
+    for (int n = 0; n < nodes_; ++n) {
+      if (n == node_) continue;
+      check("MPI_Irecv", MPI_Irecv(out + size_t(n) * bytes, int(bytes), MPI_BYTE, n, kExchangeTag, MPI_COMM_WORLD,
+                                   &requests_.emplace_back()));
+      peers_.push_back(n);
+    }
+    for (int n = 0; n < nodes_; ++n)
+      if (n != node_)
+        check("MPI_Isend", MPI_Isend(mine, int(bytes), MPI_BYTE, n, kExchangeTag, MPI_COMM_WORLD,
+                                     &requests_.emplace_back()));
+    wait_all(bytes);
+  }
+
+  // Between 2 leaders over TCP (bench/multinode_bench, docs/performance/multinode.md), one
+  // exchange and a local reduction took 10.3 us for 4 KiB where MPI_Allreduce took 18.3 and
+  // MPI_Iallreduce 15.7, and 25 us for 60 KiB against 30 and 31; up to 2 KiB they tied with
+  // MPI_Allreduce, and past the eager limit (64 KiB) the exchange took 1.7x. On 3 leaders
+  // (oversubscribed, the only wider case measurable here) MPI's collectives did as well or better.
+  bool gather_beats_all_reduce(size_t bytes) const override {
+    return nodes_ == 2 && bytes > (size_t(2) << 10) && direct_exchange(bytes);
   }
 
   void broadcast(std::string& bytes, int root) override {
@@ -244,11 +280,46 @@ class MpiCluster final : public Cluster {
   // slices, so that a leader waiting for a slow peer costs little. (Measured: sleeping 200 us
   // between tests halved the bandwidth of a 64 MiB all-reduce over TCP.)
   void wait(MPI_Request& req) {
-    int done = 0;
+    poll_until([&] {
+      int done = 0;
+      check("MPI_Test", MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      return done != 0;
+    });
+  }
+
+  // Waits for requests_ (first the receives from peers_, `bytes` each, then the sends) and checks
+  // that every peer sent exactly `bytes`: leaders that passed different lengths get an error
+  // naming the node, where a collective would have hung or read past the message.
+  void wait_all(size_t bytes) {
+    statuses_.resize(requests_.size());
+    poll_until([&] {
+      int done = 0;
+      const int code = MPI_Testall(int(requests_.size()), requests_.data(), &done, statuses_.data());
+      if (code == MPI_ERR_IN_STATUS) {
+        for (size_t i = 0; i < peers_.size(); ++i)
+          if (statuses_[i].MPI_ERROR == MPI_ERR_TRUNCATE)
+            throw std::runtime_error("node " + std::to_string(peers_[i]) + " sent more than the " +
+                                     std::to_string(bytes) + " bytes this node exchanges (the leaders passed "
+                                     "different lengths)");
+      }
+      check("MPI_Testall", code);
+      return done != 0;
+    });
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      int count = 0;
+      MPI_Get_count(&statuses_[i], MPI_BYTE, &count);
+      if (size_t(count) != bytes)
+        throw std::runtime_error("node " + std::to_string(peers_[i]) + " sent " + std::to_string(count) +
+                                 " bytes where this node exchanges " + std::to_string(bytes) +
+                                 " (the leaders passed different lengths)");
+    }
+  }
+
+  template <class Done>
+  void poll_until(Done&& done_now) {
     const auto start = std::chrono::steady_clock::now();
     for (int tries = 0;; ++tries) {
-      check("MPI_Test", MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-      if (done) return;
+      if (done_now()) return;
       if (tries % 64 == 63) {
         if (poll) poll();
         receive_notices();
@@ -264,6 +335,12 @@ class MpiCluster final : public Cluster {
   }
 
   static constexpr size_t kPollingMinBytes = size_t(4) << 10, kBlockingBytes = size_t(64) << 10;
+  static constexpr size_t kEagerBytes = size_t(60) << 10;
+  static constexpr int kDirectMaxNodes = 16;
+  bool direct_exchange(size_t bytes) const { return nodes_ <= kDirectMaxNodes && bytes <= kEagerBytes; }
+  std::vector<MPI_Request> requests_;
+  std::vector<MPI_Status> statuses_;
+  std::vector<int> peers_;
 
   // The watchdog thread: a blocking transfer past the step's deadline ends the process
   // (on_stuck), since the transfer itself cannot be interrupted.
@@ -283,7 +360,7 @@ class MpiCluster final : public Cluster {
   int node_ = 0, nodes_ = 1;
   std::string host_;
   // Point-to-point tags (the collectives use none): scatter's parts, abort notices.
-  static constexpr int kScatterTag = 4242, kAbortTag = 4343;
+  static constexpr int kScatterTag = 4242, kAbortTag = 4343, kExchangeTag = 4444;
   // Abort notices (announce_abort): which nodes sent one, the first one's text.
   std::vector<bool> heard_;
   int notice_from_ = -1;

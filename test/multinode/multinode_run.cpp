@@ -10,10 +10,10 @@
 // that leader (SIGSTOP) there; --stop-in-transfer NODE stops it just before an all_reduce of
 // 800 KB, which the other leaders make through a blocking MPI transfer; --mismatch makes node 1 call with another batch (every leader must
 // get the same UsageError, and the job goes on); --shape-mismatch gives each node's ranks a value of
-// another length before an all_reduce (the job must end naming it).
+// another length (3 + node, or BASE + node) before an all_reduce (the job must end naming it).
 //
 //   multinode_run RANKS_PER_NODE OUT [--kill-worker NODE | --kill-leader NODE | --stop-leader NODE | --mismatch |
-//                                     --shape-mismatch]
+//                                     --shape-mismatch [BASE]]
 #include <signal.h>
 #include <unistd.h>
 
@@ -113,10 +113,12 @@ int main(int argc, char** argv) {
       }
     }
     if (mode == "--shape-mismatch") {
-      // Every rank of node K holds K + 3 values: an all_reduce must refuse the different lengths.
+      // Every rank of node K holds K + 3 values (or, with a base, BASE + K: 1000 doubles go
+      // through the direct exchange between 2 leaders): an all_reduce must refuse the different lengths.
       Var parts = m.runtime_module().var("parts");
+      const int base = argc >= 5 ? std::atoi(argv[4]) : 3;
       for (int r = 0; r < synk::size(); ++r) {
-        std::vector<double> v(size_t(3 + r / synk::local_size()), 1.0);
+        std::vector<double> v(size_t(base + r / synk::local_size()), 1.0);
         set_value(r, parts, ArrayRef{v.data(), rt::DType::F64, {int64_t(v.size())}});
       }
       try {
@@ -158,6 +160,17 @@ int main(int argc, char** argv) {
     all_reduce(count, "sum");
     for (int r = 0; r < synk::size(); ++r)
       out << "reduced " << r << " " << hex(get_value(r, acc)) << " " << hex(get_value(r, count)) << "\n";
+    // 1,500 doubles (12 KB): between 2 leaders, one direct exchange and a local reduction in node
+    // order (runtime/coll/across_nodes.h); elsewhere MPI's all_reduce. Exact values either way.
+    for (const char* op : {"sum", "max"}) {
+      for (int r = 0; r < synk::size(); ++r) {
+        std::vector<double> wide(1500);
+        for (size_t i = 0; i < wide.size(); ++i) wide[i] = double((i * 7 + size_t(r) * 3) % 23) * 0.5 - r;
+        set_value(r, parts, ArrayRef{wide.data(), rt::DType::F64, {int64_t(wide.size())}});
+      }
+      all_reduce(parts, op);
+      out << "wide " << op << " " << hex(get_value(0, parts)) << " " << hex(get_value(synk::size() - 1, parts)) << "\n";
+    }
     // scatter: node 0's values and batch (the others pass other ones), split by global rank; then
     // every rank's share by get_value, and the lengths and shapes of every rank.
     Var rows_s = m.runtime_module().var("rows_s");
