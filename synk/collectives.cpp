@@ -24,7 +24,6 @@
 #include "runtime/coll/nccl.h"
 #include "runtime/data/dtype.h"
 #include "runtime/data/shared_vars.h"
-#include "runtime/trace/trace.h"
 #include "synk/collectives_internal.h"
 
 namespace synk {
@@ -362,18 +361,6 @@ std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& 
   // reduction leaves the values as they are. Skipping the staging round trip matters to a
   // one-rank training step (0.2 ms per step for the MLP's 1 MB gradient).
   const bool values_are_the_result = !nodes && g.size() == 1 && (kind == CollKind::AllReduce || in_place);
-  if (kind == CollKind::AllReduce && nodes && g.size() == 1 && !rank_scale) {
-    // One rank per node: its values are its node's result, and only the leaders' step is left.
-    rt::trace::Span span(rt::trace::Category::Collective, "all_reduce");
-    std::vector<rt::Array*> values;
-    std::vector<const std::string*> names;
-    for (const Target& t : ts) {
-      values.push_back(&t.module->values[size_t(t.cv.var)]);
-      names.push_back(&t.spec->name);
-    }
-    rt::all_reduce_values_across_nodes(values, names, d.op, what);
-    return {};
-  }
   if (kind == CollKind::AllReduce && !values_are_the_result) {
     if (std::optional<rt::InlineCollective> small = inline_request(g, d, ts)) {
       rt::inline_all_reduce(g, *small, what);

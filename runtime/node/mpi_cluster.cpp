@@ -274,7 +274,7 @@ class MpiCluster final : public Cluster {
     }
   }
 
-  // Tests `req` until it completes, calling poll() between tests. OpenMPI advances a
+  // Tests `req` until it completes (poll_until). OpenMPI advances a
   // non-blocking collective only inside MPI calls, so a long message needs tests all along: spin,
   // then yield the CPU between tests; only a wait past 2 s (a peer far behind) sleeps, in 100 us
   // slices, so that a leader waiting for a slow peer costs little. (Measured: sleeping 200 us
@@ -315,6 +315,7 @@ class MpiCluster final : public Cluster {
     }
   }
 
+  // Calls done_now() until it says true, with poll() and the abort notices checked between tries.
   template <class Done>
   void poll_until(Done&& done_now) {
     const auto start = std::chrono::steady_clock::now();
