@@ -1,10 +1,12 @@
 // One launch of the multi-node benchmark (bench/multinode_bench.py starts several under mpirun
 // and reports their spread): on K nodes of R ranks, synk's all_reduce (float32 sum) of one shared
 // variable from 1 KiB to 256 MiB against MPI_Allreduce among the same leader processes, and an
-// empty call of a tiny function against an MPI_Barrier round trip, in the same run. Each batch
-// is timed by its slowest leader (the median over batches, bench_timing.h). Node 0 prints:
+// empty call of a tiny function against an MPI_Barrier round trip, and get_value of a rank on
+// the last node (16 bytes) against an MPI_Bcast of 16 bytes from that node, in the same run. Each
+// batch is timed by its slowest leader (the median over batches, bench_timing.h). Node 0 prints:
 //   allreduce BYTES SYNK_SECONDS MPI_SECONDS
 //   call SYNK_SECONDS BARRIER_SECONDS
+//   get_value SYNK_SECONDS BCAST_SECONDS
 //
 //   mpirun -np K multinode_bench RANKS_PER_NODE [MAX_BYTES] [REPS]
 #include <mpi.h>
@@ -68,6 +70,16 @@ int main(int argc, char** argv) {
   const double barrier = bench::median_seconds_per_call(
       reps, [&](int calls) { return slowest(calls, [&] { MPI_Barrier(MPI_COMM_WORLD); }); });
   if (speaker) std::printf("call %.9e %.9e\n", s, barrier);
+  // get_value of the last rank (on the last node): its node's leader broadcasts 16 bytes.
+  buf.assign(4, 2.0f);
+  synk::broadcast(x, ArrayRef{buf.data(), rt::DType::F32, {4}});
+  const int last = synk::size() - 1, last_node = synk::nodes() - 1;
+  const double get = bench::median_seconds_per_call(
+      reps, [&](int calls) { return slowest(calls, [&] { (void)synk::get_value(last, x); }); });
+  const double bcast = bench::median_seconds_per_call(reps, [&](int calls) {
+    return slowest(calls, [&] { MPI_Bcast(buf.data(), 4, MPI_FLOAT, last_node, MPI_COMM_WORLD); });
+  });
+  if (speaker) std::printf("get_value %.9e %.9e\n", get, bcast);
   synk::close();
   return 0;
 }
