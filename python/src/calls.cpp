@@ -149,7 +149,8 @@ void set_input(PreparedCall& p, const Signature& sig, size_t i, py::handle value
   if (py::isinstance<DataObj>(value)) {
     p.inputs[i] = value.cast<DataObj&>().data;
   } else {
-    p.temps.emplace_back(i, host_array(value, sig.input_dtypes[i], false, sig.name + ": input '" + sig.input_names[i] + "'"));
+    p.temps.emplace_back(i, host_array(value, sig.input_dtypes[i], false,
+                                       sig.name + ": input '" + sig.input_names[i] + "'", false));
   }
 }
 

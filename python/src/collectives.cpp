@@ -77,7 +77,7 @@ ValueList value_list(const VarList& vars, py::handle values, py::handle batch, c
       if (py::isinstance<DataObj>(batch)) rows = batch.cast<DataObj&>().view();
       v = py::module_::import("numpy").attr("asarray")(v).attr("__getitem__")(rows);
     }
-    out.hosts.push_back(host_array(v, vars.objs[i]->dtype, false, where));
+    out.hosts.push_back(host_array(v, vars.objs[i]->dtype, false, where, false));
     out.values.emplace_back(out.hosts.back().ref);
   }
   return out;

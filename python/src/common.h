@@ -107,10 +107,11 @@ struct HostArray {
 
 // Any array-like value as a C-contiguous, native-byte-order numpy array of a synk dtype. With
 // `target` known, a numpy dtype synk lacks (int16, float16, ...) is converted to it when numpy's
-// safe-cast rule (or force_cast) allows; everything else keeps its dtype and meets synk's own
-// safe-cast rule in C++. UsageError naming `what` otherwise.
+// safe-cast rule (or force_cast) allows; a synk dtype that does not convert safely to `target`
+// is refused here, naming `what` and the conversion to write (and force_cast=True where the
+// caller takes it: `force_cast_option`); everything else keeps its dtype. UsageError otherwise.
 HostArray host_array(py::handle value, std::optional<synk::DType> target, bool force_cast,
-                     const std::string& what);
+                     const std::string& what, bool force_cast_option = true);
 
 // A copy of an Array as a numpy array (large arrays are moved, not copied).
 py::array to_numpy(synk::Array&& a);

@@ -147,7 +147,8 @@ std::optional<py::array> weak_scalar(py::handle v, synk::DType target) {
 
 }  // namespace
 
-HostArray host_array(py::handle value, std::optional<synk::DType> target, bool force_cast, const std::string& what) {
+HostArray host_array(py::handle value, std::optional<synk::DType> target, bool force_cast, const std::string& what,
+                     bool force_cast_option) {
   py::array arr;
   if (py::isinstance<DataObj>(value)) {
     arr = py::reinterpret_steal<py::array>(value.cast<DataObj&>().view().release());
@@ -177,6 +178,13 @@ HostArray host_array(py::handle value, std::optional<synk::DType> target, bool f
                     : "; convert it with .astype(...)"));
     arr = py::reinterpret_steal<py::array>(arr.attr("astype")(numpy_dtype(*target)).release());
     t = target;
+  }
+  if (target && !force_cast && *t != *target && !synk::can_cast_safely(*t, *target)) {
+    const std::string to = py::str(numpy_dtype(*target)).cast<std::string>();
+    usage(what + ": expected dtype " + synk::dtype_name(*target) + " (or one that converts safely to it), received " +
+          "an array of " + py::str(arr.dtype()).cast<std::string>() + "; convert it with .astype('" + to + "')" +
+          (force_cast_option ? " or pass force_cast=True"
+                             : " (or pass synk.data(value, dtype='" + to + "', force_cast=True))"));
   }
   // C order, aligned, native byte order (a big-endian array is converted, values unchanged).
   if (arr.dtype().attr("byteorder").cast<std::string>() == ">")

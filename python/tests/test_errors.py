@@ -69,7 +69,8 @@ def test_call_usage_errors(mod):
         (lambda: f(x, y, output_subset="z"), "write \\['z'\\]"),
         (lambda: f(x, y, batch_s=[slice(0, 1)] * 3), "exactly 2 selections"),
         (lambda: f(x, np.ones(4, "float32")), "y"),
-        (lambda: f(x, np.ones(3, "float64")), "f64"),                 # float64 into f32: not safe
+        # float64 into f32: not safe; the message names the input and the conversion to write
+        (lambda: f(x, np.ones(3, "float64")), "input 'y': expected dtype f32 .*float64.*astype\\('float32'\\)"),
         (lambda: f(x, np.ones(3, "complex64")), "complex64 is not supported"),
         (lambda: f(x, None), "received None"),
         (lambda: f(np.ones((2, 3, 1), "float32"), y), "dimensions"),
