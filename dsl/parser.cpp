@@ -133,10 +133,17 @@ template <class Decl>
 bool Parser::parse_header(Decl& decl, std::string_view kind, std::string_view keyword,
                           bool (Parser::*parse_params)(Decl&)) {
   decl.loc = advance().loc;
-  return expect_name(decl.name, decl.name_loc, fmt::format("a {} name", kind), fmt::format("after '{}'", keyword)) &&
-         expect(TokenKind::LParen, fmt::format("after {} name '{}'", kind, decl.name)) &&
-         (this->*parse_params)(decl) &&
-         expect(TokenKind::LBrace, fmt::format("to start the body of {} '{}'", kind, decl.name));
+  if (!expect_name(decl.name, decl.name_loc, fmt::format("a {} name", kind), fmt::format("after '{}'", keyword)) ||
+      !expect(TokenKind::LParen, fmt::format("after {} name '{}'", kind, decl.name)) || !(this->*parse_params)(decl))
+    return false;
+  if (at(TokenKind::Minus)) {   // "-> type", as in Python annotations or Rust
+    syntax_error(current_, fmt::format("expected '{{' to start the body of {} '{}' but found '-': {} declares no "
+                                       "result type ('-> ...'); {}", kind, decl.name, kind == "helper" ? "a helper" : "a function",
+                                       kind == "helper" ? "its results' types follow from its return expressions"
+                                                        : "its results are its 'out' statements, typed by their expressions"));
+    return false;
+  }
+  return expect(TokenKind::LBrace, fmt::format("to start the body of {} '{}'", kind, decl.name));
 }
 
 ast::FnDecl Parser::parse_function() {

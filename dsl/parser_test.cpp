@@ -508,6 +508,17 @@ TEST(ParserRecovery, ErrorsInSeveralParametersAreAllReported) {
                           }));
 }
 
+TEST(ParserRecovery, AResultTypeArrowIsExplained) {
+  EXPECT_EQ(parse("def c(x: f32[r]) -> f32[r] {\n  return x;\n}\nfn f(scatter x: f32[n]) {\n  out z: sum = sum(c(x));\n}\n")
+                .messages(),
+            std::vector<std::string>{"1:18: expected '{' to start the body of helper 'c' but found '-': a helper declares "
+                                     "no result type ('-> ...'); its results' types follow from its return expressions"});
+  EXPECT_EQ(parse("fn f(scatter x: f32[n]) -> f32 {\n  out z: sum = sum(x);\n}\n").messages(),
+            std::vector<std::string>{"1:25: expected '{' to start the body of function 'f' but found '-': a function "
+                                     "declares no result type ('-> ...'); its results are its 'out' statements, typed "
+                                     "by their expressions"});
+}
+
 TEST(ParserRecovery, MissingBraceAndStrayTopLevelTokens) {
   EXPECT_EQ(parse("fn f(scatter x: f32)\n  out z = x;\n}\n").messages(),
             std::vector<std::string>{"2:3: expected '{' to start the body of function 'f' but found 'out'"});

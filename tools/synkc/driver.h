@@ -54,6 +54,7 @@ struct ArtifactOptions {
 // Everything the command line can say; each subcommand reads what it needs.
 struct DriverOptions {
   std::string input;
+  std::string subcommand_input;   // FILE after a subcommand (synkc check FILE); input is the one before it
   std::string emit;              // empty: no output, just check
   std::string output;            // empty: stdout
   bool print_after_all = false;

@@ -64,14 +64,12 @@ struct Subcommand {
 std::vector<Subcommand> subcommands() {
   return {
       {"check", "Check FILE (syntax, names, dtypes, shapes, gradients); print nothing on success",
-       [](CLI::App& app, DriverOptions& options) {
-         app.add_option("FILE", options.input, "The .synk file")->required();
-       },
+       [](CLI::App& app, DriverOptions& options) { app.add_option("FILE", options.subcommand_input, "The .synk file"); },
        run_check},
       {"run", "Compile FILE and run one function on N ranks; print or save its outputs",
        [](CLI::App& app, DriverOptions& options) {
          RunOptions& run = options.run;
-         app.add_option("FILE", options.input, "The .synk file")->required();
+         app.add_option("FILE", options.subcommand_input, "The .synk file");
          app.add_option("--fn", run.function, "The function to call")->required()->type_name("NAME");
          app.add_option("--ranks", run.ranks, "Number of ranks (processes), at least 1")->capture_default_str();
          app.add_option("--arg", run.args, "An input: NAME=FILE.npy (one per input of the function)")
@@ -164,7 +162,20 @@ int main_with_exit_codes(int argc, char** argv) {
   }
 
   for (size_t i = 0; i < commands.size(); ++i) {
-    if (parsers[i]->parsed()) return commands[i].run(options);
+    if (!parsers[i]->parsed()) continue;
+    // FILE may come before the subcommand too (`synkc model.synk check`), as the usage line shows.
+    if (!options.input.empty() && !options.subcommand_input.empty()) {
+      std::cerr << "synkc: error: FILE given twice ('" << options.input << "' before '" << commands[i].name << "', '"
+                << options.subcommand_input << "' after it)\n";
+      return kUsageError;
+    }
+    if (options.input.empty()) options.input = options.subcommand_input;
+    if (options.input.empty()) {
+      std::cerr << "synkc: error: FILE is required (synkc " << commands[i].name << " FILE ...)\nrun 'synkc "
+                << commands[i].name << " --help' for usage\n";
+      return kUsageError;
+    }
+    return commands[i].run(options);
   }
   return run_compile(options);
 }
