@@ -155,7 +155,7 @@ class MpiCluster final : public Cluster {
     wait_all(bytes);
   }
 
-  // Between 2 leaders over TCP (bench/multinode_bench, docs/performance/multinode.md), one
+  // Between 2 leaders over TCP (docs/performance/collectives.md, "Point-to-point exchanges"), one
   // exchange and a local reduction took 10.3 us for 4 KiB where MPI_Allreduce took 18.3 and
   // MPI_Iallreduce 15.7, and 25 us for 60 KiB against 30 and 31; up to 2 KiB they tied with
   // MPI_Allreduce, and past the eager limit (64 KiB) the exchange took 1.7x. On 3 leaders
@@ -390,7 +390,8 @@ class MpiCluster final : public Cluster {
   std::thread watchdog_;
   int node_ = 0, nodes_ = 1;
   std::string host_;
-  // Point-to-point tags (the collectives use none): scatter's parts, abort notices.
+  // Point-to-point tags (the collectives use none): scatter's parts, abort notices, the direct
+  // exchanges (all_gather_equal) and broadcasts' slots.
   static constexpr int kScatterTag = 4242, kAbortTag = 4343, kExchangeTag = 4444, kBroadcastTag = 4545;
   // Abort notices (announce_abort): which nodes sent one, the first one's text.
   std::vector<bool> heard_;
