@@ -77,8 +77,13 @@ class MpiCluster final : public Cluster {
     check("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
     // Errors come back as codes (then exceptions) instead of ending the process silently.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    check("MPI_Comm_rank", MPI_Comm_rank(MPI_COMM_WORLD, &node_));
-    check("MPI_Comm_size", MPI_Comm_size(MPI_COMM_WORLD, &nodes_));
+    // synk's own communicator: a program that also uses MPI (on comm_) can neither
+    // receive synk's point-to-point messages (MPI_ANY_TAG) nor interleave its collectives with
+    // synk's. The same nodes, in the same order.
+    check("MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    check("MPI_Comm_rank", MPI_Comm_rank(comm_, &node_));
+    check("MPI_Comm_size", MPI_Comm_size(comm_, &nodes_));
     heard_.assign(size_t(nodes_), false);
     char name[MPI_MAX_PROCESSOR_NAME];
     int len = 0;
@@ -136,7 +141,7 @@ class MpiCluster final : public Cluster {
     if (!direct_exchange(bytes)) {
       MPI_Request req;
       check("MPI_Iallgather", MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, int(bytes), MPI_BYTE,
-                                             MPI_COMM_WORLD, &req));
+                                             comm_, &req));
       wait(req);
       return;
     }
@@ -144,13 +149,13 @@ class MpiCluster final : public Cluster {
     peers_.clear();
     for (int n = 0; n < nodes_; ++n) {
       if (n == node_) continue;
-      check("MPI_Irecv", MPI_Irecv(out + size_t(n) * bytes, int(bytes), MPI_BYTE, n, kExchangeTag, MPI_COMM_WORLD,
+      check("MPI_Irecv", MPI_Irecv(out + size_t(n) * bytes, int(bytes), MPI_BYTE, n, kExchangeTag, comm_,
                                    &requests_.emplace_back()));
       peers_.push_back(n);
     }
     for (int n = 0; n < nodes_; ++n)
       if (n != node_)
-        check("MPI_Isend", MPI_Isend(mine, int(bytes), MPI_BYTE, n, kExchangeTag, MPI_COMM_WORLD,
+        check("MPI_Isend", MPI_Isend(mine, int(bytes), MPI_BYTE, n, kExchangeTag, comm_,
                                      &requests_.emplace_back()));
     wait_all(bytes);
   }
@@ -172,7 +177,7 @@ class MpiCluster final : public Cluster {
     if (nodes_ > kDirectMaxNodes) {
       int64_t len = int64_t(bytes.size());
       MPI_Request req;
-      check("MPI_Ibcast", MPI_Ibcast(&len, 1, MPI_INT64_T, root, MPI_COMM_WORLD, &req));
+      check("MPI_Ibcast", MPI_Ibcast(&len, 1, MPI_INT64_T, root, comm_, &req));
       wait(req);
       bytes.resize(size_t(len));
       broadcast_bytes(bytes.data(), bytes.size(), root);
@@ -187,11 +192,11 @@ class MpiCluster final : public Cluster {
       const int used = int(sizeof(int64_t) + std::min(bytes.size(), kSlot));
       for (int n = 0; n < nodes_; ++n)
         if (n != root)
-          check("MPI_Isend", MPI_Isend(&slot, used, MPI_BYTE, n, kBroadcastTag, MPI_COMM_WORLD,
+          check("MPI_Isend", MPI_Isend(&slot, used, MPI_BYTE, n, kBroadcastTag, comm_,
                                        &requests_.emplace_back()));
       wait_all(0);
     } else {
-      check("MPI_Irecv", MPI_Irecv(&slot, int(sizeof(SlotBuffer)), MPI_BYTE, root, kBroadcastTag, MPI_COMM_WORLD,
+      check("MPI_Irecv", MPI_Irecv(&slot, int(sizeof(SlotBuffer)), MPI_BYTE, root, kBroadcastTag, comm_,
                                    &requests_.emplace_back()));
       wait_all(0);
       if (slot.length < 0) throw std::runtime_error("broadcast: node " + std::to_string(root) + " sent a bad length");
@@ -210,7 +215,7 @@ class MpiCluster final : public Cluster {
     if (node_ == root)
       for (int n = 0; n < nodes_; ++n) lengths[size_t(n)] = int64_t(parts.at(size_t(n)).size());
     MPI_Request req;
-    check("MPI_Ibcast", MPI_Ibcast(lengths.data(), nodes_, MPI_INT64_T, root, MPI_COMM_WORLD, &req));
+    check("MPI_Ibcast", MPI_Ibcast(lengths.data(), nodes_, MPI_INT64_T, root, comm_, &req));
     wait(req);
     const size_t piece = size_t(INT_MAX) / 2;
     if (node_ != root) {
@@ -218,7 +223,7 @@ class MpiCluster final : public Cluster {
       std::vector<MPI_Request> reqs;
       for (size_t at = 0; at < mine.size(); at += piece)
         check("MPI_Irecv", MPI_Irecv(mine.data() + at, int(std::min(piece, mine.size() - at)), MPI_BYTE, root, kScatterTag,
-                                     MPI_COMM_WORLD, &reqs.emplace_back()));
+                                     comm_, &reqs.emplace_back()));
       for (MPI_Request& r : reqs) wait(r);
       return mine;
     }
@@ -228,7 +233,7 @@ class MpiCluster final : public Cluster {
       const std::string& part = parts[size_t(n)];
       for (size_t at = 0; at < part.size(); at += piece)
         check("MPI_Isend", MPI_Isend(part.data() + at, int(std::min(piece, part.size() - at)), MPI_BYTE, n, kScatterTag,
-                                     MPI_COMM_WORLD, &reqs.emplace_back()));
+                                     comm_, &reqs.emplace_back()));
     }
     for (MPI_Request& r : reqs) wait(r);
     return parts[size_t(root)];
@@ -251,13 +256,13 @@ class MpiCluster final : public Cluster {
       const size_t bytes = size_t(n) * elem;
       if (bytes >= kPollingMinBytes && bytes < kBlockingBytes) {
         MPI_Request req;
-        check("MPI_Iallreduce", MPI_Iallreduce(MPI_IN_PLACE, part, n, type, mop, MPI_COMM_WORLD, &req));
+        check("MPI_Iallreduce", MPI_Iallreduce(MPI_IN_PLACE, part, n, type, mop, comm_, &req));
         wait(req);
         continue;
       }
       if (poll) poll();
       blocking_.store(true);
-      const int code = MPI_Allreduce(MPI_IN_PLACE, part, n, type, mop, MPI_COMM_WORLD);
+      const int code = MPI_Allreduce(MPI_IN_PLACE, part, n, type, mop, comm_);
       blocking_.store(false);
       check("MPI_Allreduce", code);
     }
@@ -270,7 +275,7 @@ class MpiCluster final : public Cluster {
     for (int n = 0; n < nodes_; ++n)
       if (n != node_ &&
           MPI_Isend(notice_out_.data(), int(std::min(notice_out_.size(), size_t(1) << 20)), MPI_BYTE, n, kAbortTag,
-                    MPI_COMM_WORLD, &sends.emplace_back()) != MPI_SUCCESS)
+                    comm_, &sends.emplace_back()) != MPI_SUCCESS)
         sends.pop_back();
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
     while (std::chrono::steady_clock::now() < end) {
@@ -291,7 +296,9 @@ class MpiCluster final : public Cluster {
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
-    if (initialized && !finalized) MPI_Finalize();
+    if (!initialized || finalized) return;
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    MPI_Finalize();
   }
 
  private:
@@ -299,7 +306,7 @@ class MpiCluster final : public Cluster {
     const size_t piece = size_t(INT_MAX) / 2;
     for (size_t at = 0; at < bytes; at += piece) {
       MPI_Request req;
-      check("MPI_Ibcast", MPI_Ibcast(data + at, int(std::min(piece, bytes - at)), MPI_BYTE, root, MPI_COMM_WORLD, &req));
+      check("MPI_Ibcast", MPI_Ibcast(data + at, int(std::min(piece, bytes - at)), MPI_BYTE, root, comm_, &req));
       wait(req);
     }
   }
@@ -389,6 +396,7 @@ class MpiCluster final : public Cluster {
   std::atomic<bool> stop_{false}, blocking_{false};
   std::thread watchdog_;
   int node_ = 0, nodes_ = 1;
+  MPI_Comm comm_ = MPI_COMM_NULL;
   std::string host_;
   // Point-to-point tags (the collectives use none): scatter's parts, abort notices, the direct
   // exchanges (all_gather_equal) and broadcasts' slots.
@@ -403,10 +411,10 @@ class MpiCluster final : public Cluster {
     for (;;) {
       int flag = 0, count = 0;
       MPI_Status status;
-      if (MPI_Iprobe(MPI_ANY_SOURCE, kAbortTag, MPI_COMM_WORLD, &flag, &status) != MPI_SUCCESS || !flag) return;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kAbortTag, comm_, &flag, &status) != MPI_SUCCESS || !flag) return;
       MPI_Get_count(&status, MPI_BYTE, &count);
       std::string text(size_t(std::max(count, 0)), '\0');
-      MPI_Recv(text.data(), count, MPI_BYTE, status.MPI_SOURCE, kAbortTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Recv(text.data(), count, MPI_BYTE, status.MPI_SOURCE, kAbortTag, comm_, MPI_STATUS_IGNORE);
       heard_[size_t(status.MPI_SOURCE)] = true;
       if (notice_from_ < 0) {
         notice_from_ = status.MPI_SOURCE;
