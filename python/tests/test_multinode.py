@@ -1,0 +1,123 @@
+"""synk from Python under mpirun (docs/multinode.md): the same script on 2 "nodes" of 2 ranks
+(OpenMPI's TCP transport over lo between them) and on one node of 4 ranks gives the same
+results, bit for bit: calls with index batches and slices, collectives by global rank (a 24 KB
+all_reduce goes through the leaders' direct exchange), and deterministic training steps. And an
+uncaught Python exception on one node ends the whole job naming that node, leaving nothing in
+/dev/shm. Skipped, with the reason, without mpirun or the MPI plugin.
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+MPIRUN = shutil.which("mpirun")
+PLUGIN = os.path.join(os.environ.get("SYNK_BUILD_DIR", "build"), "lib", "libsynk_mpi.so")
+LAUNCH = ["--allow-run-as-root", "--oversubscribe", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo",
+          "--mca", "oob_tcp_if_include", "lo"]
+
+pytestmark = pytest.mark.skipif(not MPIRUN or not os.path.exists(PLUGIN),
+                                reason=f"needs mpirun and the MPI plugin ({PLUGIN})")
+
+SCRIPT = r'''
+import sys
+import numpy as np
+import synk
+
+ranks, out, fail_node = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+m = synk.compile("""
+shared w: f32[6, 3] = normal(seed=3, mean=0, std=0.5);
+shared acc: f64[k];
+optimizer opt = momentum(lr=0.1, momentum=0.9);
+fn train(scatter x: f32[n, 6], scatter y: i64[n]) {
+  let losses = cross_entropy(x @ w, y);
+  out loss: sum = sum(losses);
+  minimize mean(losses) over w using opt;
+}
+fn stats(scatter x: f32[n, 6]) {
+  out total: sum = sum(x, axis=0);
+  out biggest: max = max(x);
+  out centre: avg = mean(x, axis=0);
+  out rows: sum = n;
+}
+""")
+step = m.train_step("train")
+step.deterministic = 4
+synk.fork(ranks)
+with open(out + ".pid" + str(synk.node()), "w") as f:
+    f.write(str(__import__("os").getpid()))
+res = {"size": np.array(synk.size())}
+rng = np.random.default_rng(5)
+x = (rng.integers(-8, 9, size=(37, 6)) / 4).astype("float32")    # quarters: every sum is exact
+y = rng.integers(0, 3, size=37)
+stats = m.function("stats")
+for name, kwargs in [("all", {}), ("range", {"batch": range(3, 30), "num_slices": 3}),
+                     ("list", {"batch": [5, 1, 33, 8, 8, 20, 0, 36] if synk.node() == 0 else [0] * 8})]:
+    for k, v in enumerate(stats(x, **kwargs)):
+        res[f"{name}{k}"] = v
+acc = m.shared("acc")
+for r in range(synk.size()):
+    synk.set_value(r, acc, np.arange(3000) * 0.5 + r)                 # 24 KB
+synk.all_reduce(acc, op="sum")
+res["summed"] = synk.get_value(synk.size() - 1, acc)
+for r in range(synk.size()):
+    synk.set_value(r, acc, np.arange(3000) * 0.5 + (r * 5) % synk.size())
+synk.all_reduce(acc, op="max")
+for r in range(synk.size()):
+    res[f"get{r}"] = synk.get_value(r, acc)
+if synk.node() == fail_node:
+    raise RuntimeError("a mistake only node %d makes" % fail_node)
+for i in range(5):
+    idx = rng.permutation(37)[:16]
+    res[f"loss{i}"] = step(x, y, batch=idx)
+res["w"] = m.shared("w").get_value()
+np.savez(out + ".node" + str(synk.node()) + ".npz", **res)
+synk.close()
+'''
+
+
+def run_script(tmp_path, nodes, ranks, fail_node=-1):
+    script = tmp_path / "multi.py"
+    script.write_text(SCRIPT)
+    out = str(tmp_path / ("one" if nodes == 1 else "multi"))
+    env = dict(os.environ)
+    args = [sys.executable, str(script), str(ranks), out, str(fail_node)]
+    if nodes == 1:
+        env["SYNK_MPI"] = "0"
+    else:
+        args = [MPIRUN, *LAUNCH, "-np", str(nodes), *args]
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
+    return proc, out
+
+
+def test_two_nodes_give_the_bits_of_one(tmp_path):
+    one, one_out = run_script(tmp_path, 1, 4)
+    assert one.returncode == 0, one.stderr
+    multi, multi_out = run_script(tmp_path, 2, 2)
+    assert multi.returncode == 0, multi.stdout + multi.stderr
+    ref = np.load(one_out + ".node0.npz")
+    assert int(ref["size"]) == 4
+    for node in range(2):
+        got = np.load(f"{multi_out}.node{node}.npz")
+        assert sorted(got.files) == sorted(ref.files)
+        for key in ref.files:
+            if key.startswith("loss"):   # the loss output's sum meets the ranks in another grouping
+                np.testing.assert_allclose(got[key], ref[key], rtol=1e-6, err_msg=key)
+                continue
+            assert got[key].dtype == ref[key].dtype, key
+            assert np.array_equal(got[key], ref[key]), f"node {node}: {key} differs"
+    assert np.array_equal(ref["summed"], np.arange(3000) * 2.0 + 6)   # 4 ranks: 4 * i/2 + (0+1+2+3)
+    assert np.array_equal(ref["get0"], np.arange(3000) * 0.5 + 3)
+
+
+def test_an_uncaught_exception_on_one_node_ends_the_job(tmp_path):
+    proc, out = run_script(tmp_path, 2, 2, fail_node=1)
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    assert "a mistake only node 1 makes" in text
+    assert "synk: node 1 of 2" in text, text
+    pids = [open(f"{out}.pid{n}").read() for n in range(2)]
+    left = [e for e in os.listdir("/dev/shm") if any(e.startswith(f"synk-{p}-") for p in pids)]
+    assert not left, left
