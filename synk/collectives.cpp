@@ -418,8 +418,7 @@ void all_reduce_weighted(const Vars& vars, const std::vector<double>& weights, c
     total += weights[r];
   }
   if (total == 0) throw UsageError(fmt::format("{}: every weight is 0, so there is nothing to average", what));
-  std::vector<double> scale;
-  for (double w : weights) scale.push_back(w / total);
+  const std::vector<double> scale = rt::weight_shares(weights);
   reduce_impl(what, CollKind::AllReduce, vars, Op::Avg, true, options, &scale);
 }
 

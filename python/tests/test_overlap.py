@@ -1,7 +1,8 @@
 """Overlapped gradient all-reduce from Python (`step.overlap = True`, docs/training.md "Overlap"):
 a three-layer network trained on 2 and 3 ranks gives the same bits with and without overlap, with
-small and default buckets, including steps that fall back to the one all_reduce (rows that do not
-split evenly, num_slices); bad settings are a TypeError or a UsageError.
+small and default buckets, including rows that do not split evenly (the weighted average, bucket
+by bucket) and steps that fall back to the one all_reduce (num_slices); bad settings are a
+TypeError or a UsageError.
 """
 import numpy as np
 import pytest

@@ -83,6 +83,7 @@ std::string encode_call_message(const CallMessage& m) {
     w.pod(m.stream.total_bytes);
     w.pod(m.stream.dtype);
     w.str(m.stream.staging);
+    w.vec(m.stream.rank_scale);
   }
   return w.take();
 }
@@ -130,6 +131,7 @@ CallMessage decode_call_message(std::string_view bytes) {
     m.stream.total_bytes = r.pod<uint64_t>();
     m.stream.dtype = read_dtype(r);
     m.stream.staging = r.str();
+    m.stream.rank_scale = r.vec<double>();
   }
   if (!r.done()) throw InternalError("call message: bytes left over after the message");
   return m;

@@ -40,6 +40,14 @@ CallMessage random_message(std::mt19937_64& rng) {
   for (int64_t r = pick(0, 4); r > 0; --r)
     m.shared_rows.push_back(SharedRowsRef{RowSelection::Kind(pick(0, 3)), pick(0, 99), pick(0, 99), list()});
   for (int64_t i = pick(0, 3); i > 0; --i) m.outputs.push_back(int32_t(pick(0, 9)));
+  if (pick(0, 1)) {   // a streamed gradient (gradient_stream.h), weighted or not
+    m.stream.update = int32_t(pick(0, 3));
+    m.stream.bucket_bytes = uint64_t(pick(1, 1 << 22));
+    m.stream.total_bytes = uint64_t(pick(0, 1 << 30));
+    m.stream.dtype = pick(0, 1) ? DType::F32 : DType::F64;
+    m.stream.staging = "synk-coll" + std::to_string(pick(0, 99));
+    for (int64_t r = pick(0, 1) ? pick(2, 5) : 0; r > 0; --r) m.stream.rank_scale.push_back(double(pick(1, 50)) / 97);
+  }
   return m;
 }
 

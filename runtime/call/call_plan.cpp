@@ -428,6 +428,15 @@ std::vector<Part> micro_shard_parts(const CallPlan& plan, int rank) {
 
 }  // namespace
 
+std::vector<double> weight_shares(std::span<const double> weights) {
+  double total = 0;
+  for (double w : weights) total += w;
+  std::vector<double> shares;
+  shares.reserve(weights.size());
+  for (double w : weights) shares.push_back(w / total);
+  return shares;
+}
+
 std::vector<int64_t> rank_weights(const CallPlan& plan) {
   std::vector<int64_t> weights(size_t(plan.nranks), plan.empty_call ? 0 : 1);
   if (plan.empty_call || (!plan.has_scattered && !plan.has_sliceable)) return weights;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -111,5 +112,8 @@ std::vector<Part> rank_parts(const CallPlan& plan, int rank);
 // Each rank's total weight (the sum of its parts' weights), in rank order, except that an empty
 // call weighs 0 everywhere (CallResult::rank_weights).
 std::vector<int64_t> rank_weights(const CallPlan& plan);
+// Each weight divided by their sum: the factors by which all_reduce_weighted scales each rank's
+// values before it adds them (one definition, so that a streamed gradient gets the same bits).
+std::vector<double> weight_shares(std::span<const double> weights);
 
 }  // namespace synk::rt

@@ -31,9 +31,7 @@ StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamReque
   if (!g_hooks.start || !g_hooks.prepare || !group || group->size() < 2 || across_nodes) return none;
   if (plan.micro_shard_rows > 0 || plan.empty_call || active_backend() != Backend::Cpu) return none;
   const std::vector<int64_t> weights = rank_weights(plan);
-  if (weights.empty() || weights.front() <= 0 ||
-      std::any_of(weights.begin(), weights.end(), [&](int64_t w) { return w != weights.front(); }))
-    return none;
+  if (weights.empty() || std::any_of(weights.begin(), weights.end(), [](int64_t w) { return w <= 0; })) return none;
   for (int r = 0; r < plan.nranks; ++r)
     if (rank_parts(plan, r).size() != 1) return none;
   const Array& value = module.values.at(size_t(sig.updates[size_t(request.update)].shared));
@@ -43,6 +41,9 @@ StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamReque
   p.bucket_bytes = request.bucket_bytes > 0 ? request.bucket_bytes : kDefaultBucketBytes;
   p.total_bytes = value.bytes.size();
   p.dtype = value.dtype;
+  // The step's one-buffer reduction (TrainStep::reduce_gradient) weighs unequal rows the same way.
+  if (std::any_of(weights.begin(), weights.end(), [&](int64_t w) { return w != weights.front(); }))
+    p.rank_scale = weight_shares(std::vector<double>(weights.begin(), weights.end()));
   p.staging = g_hooks.prepare(*group);
   return p;
 }

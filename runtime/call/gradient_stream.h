@@ -34,6 +34,9 @@ struct StreamPlan {
   uint64_t total_bytes = 0;     // the update's size, the same on every rank
   DType dtype = DType::F32;
   std::string staging;          // the collectives' staging segment
+  // Empty: the plain average (every rank has the same rows). Else each rank's share of the rows
+  // (weight_shares): each bucket is scaled by it and summed, as all_reduce_weighted does.
+  std::vector<double> rank_scale;
   bool operator==(const StreamPlan&) const = default;
 };
 
@@ -68,8 +71,9 @@ struct ModuleEntry;
 
 // The master: what the call streams. Nothing (update -1) unless it was asked for and the call is
 // one the helper can average in place: several local ranks on one node computing on the CPU,
-// every rank with exactly one part of the same nonzero weight (so the average is the plain mean
-// an all_reduce with op avg computes), no micro-shards, and a float update.
+// every rank with exactly one part with rows (the same number everywhere: the plain mean an
+// all_reduce with op avg computes; different numbers: the weighted mean of all_reduce_weighted),
+// no micro-shards, and a float update.
 StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamRequest& request,
                        const FunctionSignature& sig, const ModuleEntry& module, const CallPlan& plan);
 

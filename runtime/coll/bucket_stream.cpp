@@ -27,6 +27,7 @@
 #include "base/errors.h"
 #include "runtime/call/gradient_stream.h"
 #include "runtime/coll/bucket_stream.h"
+#include "runtime/coll/ops.h"
 #include "runtime/coll/rsag.h"
 #include "runtime/coll/staging.h"
 #include "runtime/group/process_group.h"
@@ -47,7 +48,9 @@ BucketStream* g_active = nullptr;   // this process's running helper (at most on
 class BucketStream final : public GradientStream {
  public:
   BucketStream(RankContext& ctx, const StreamPlan& plan, std::span<std::byte> segment)
-      : ctx_(ctx), staging_(ctx, segment.data(), segment.size()), dtype_(plan.dtype), total_(plan.total_bytes) {
+      : ctx_(ctx), staging_(ctx, segment.data(), segment.size()), dtype_(plan.dtype), total_(plan.total_bytes),
+        weighted_(!plan.rank_scale.empty()),
+        share_(weighted_ ? plan.rank_scale.at(size_t(ctx.rank())) : 1.0) {
     const size_t elem = dtype_size(dtype_);
     size_t bucket = std::max<size_t>(size_t(plan.bucket_bytes) / elem, 1) * elem;
     for (size_t hi = total_; hi > 0;) {
@@ -184,10 +187,13 @@ class BucketStream final : public GradientStream {
         if (span.active())
           span.set_detail(fmt::format("bucket {} of {}, bytes [{}, {})", k + 1, buckets_.size(), b.lo, b.hi),
                           int64_t(b.hi - b.lo));
+        const size_t count = (b.hi - b.lo) / elem;
+        // Unequal rows: all_reduce_weighted's arithmetic, element by element (scale, then sum).
+        if (weighted_) scale_values(dtype_, data + b.lo, count, share_);
         Pieces values;
         values.add(data + b.lo, b.hi - b.lo);
-        const ReducePack pack{dtype_, (b.hi - b.lo) / elem, &values, &values};
-        rsag_reduce(staging_, std::span(&pack, 1), ReduceParams{CollOp::Avg});
+        const ReducePack pack{dtype_, count, &values, &values};
+        rsag_reduce(staging_, std::span(&pack, 1), ReduceParams{weighted_ ? CollOp::Sum : CollOp::Avg});
       }
     } catch (const CollectiveAborted&) {
       error_ = std::current_exception();   // a peer failed the staging area: it reports why
@@ -208,6 +214,8 @@ class BucketStream final : public GradientStream {
   Staging staging_;
   DType dtype_;
   size_t total_ = 0, bucket_bytes_ = 1;
+  bool weighted_ = false;   // the plan's rank_scale: scale each bucket by share_, then sum
+  double share_ = 1.0;
   std::vector<Bucket> buckets_;                   // from the end of the update
   std::unique_ptr<std::atomic<size_t>[]> ready_;  // per bucket: bytes reported final
   mutable std::mutex mutex_;

@@ -1,9 +1,9 @@
 // Overlapped gradient all-reduce (TrainStep::set_overlap, docs/training.md "Overlap"): the
 // Fashion-MNIST CNN of examples/fashion_cnn (convolutions, batch norm, dropout, a dense head)
 // trained for a few steps on fresh random images gives bit-identical parameters, optimizer state,
-// running statistics and losses with and without overlap, on 2 and 3 ranks, with buckets from
-// 100 bytes to the default 1 MiB, and where the step falls back to the one all_reduce (unequal
-// rows, num_slices). The timeline shows the buckets on each rank's helper track, the right number
+// running statistics and losses with and without overlap, on 2 and 3 ranks, with the same and
+// with unequal rows per rank (the weighted average), with buckets from 100 bytes to the default
+// 1 MiB, and where the step falls back to the one all_reduce (num_slices, a rank without rows). The timeline shows the buckets on each rank's helper track, the right number
 // per step, starting before the rank's backward pass ends. A rank that fails during a streamed
 // step fails the step, names the rank, and leaves the group usable; a worker killed during
 // streamed steps ends the group cleanly; a bad bucket size is a UsageError.
@@ -101,17 +101,19 @@ TEST(OverlapStep, SameBitsAsTheOneBufferStep) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("data seed " + std::to_string(seed));
   const DataSet d = random_data(seed);
-  for (int ranks : {2, 3}) {
-    const Result plain = train(Setting{ranks, false, 0, 24}, d);
+  // 24 rows: the same rows on every rank (the plain average); 23 and 25: unequal rows (the
+  // weighted average of all_reduce_weighted, bucket by bucket).
+  for (auto [ranks, rows] : {std::pair{2, 24}, std::pair{3, 24}, std::pair{2, 23}, std::pair{3, 25}}) {
+    const Result plain = train(Setting{ranks, false, 0, rows}, d);
     for (int64_t bucket : {int64_t(0), int64_t(100), int64_t(65536)}) {
-      const Setting s{ranks, true, bucket, 24};
+      const Setting s{ranks, true, bucket, rows};
       const Result overlapped = train(s, d);
       EXPECT_EQ(overlapped.losses, plain.losses) << describe(s);
       for (const auto& [name, bytes] : plain.vars) EXPECT_EQ(overlapped.vars.at(name), bytes) << name << ", " << describe(s);
     }
   }
-  // Where the step cannot stream it takes the one all_reduce: unequal rows, slices.
-  for (const Setting& fallback : {Setting{2, true, 4096, 23}, Setting{2, true, 4096, 24, 2}}) {
+  // Where the step cannot stream it takes the one all_reduce: slices; a rank without rows.
+  for (const Setting& fallback : {Setting{2, true, 4096, 24, 2}, Setting{3, true, 4096, 2}}) {
     Setting off = fallback;
     off.overlap = false;
     const Result a = train(fallback, d), b = train(off, d);
@@ -203,6 +205,11 @@ TEST(OverlapStep, BucketsRunOnTheHelperTrackDuringTheBackwardPass) {
   spans = traced_run(Setting{2, true, kBucket, 24, 2}, d);
   for (auto& [rank, list] : spans)
     for (const Span& s : list) EXPECT_NE(s.name, "gradient bucket") << "rank " << rank;
+  // Unequal rows stream (weighted).
+  spans = traced_run(Setting{2, true, kBucket, 23}, d);
+  for (auto& [rank, list] : spans)
+    EXPECT_TRUE(std::any_of(list.begin(), list.end(), [](const Span& s) { return s.name == "gradient bucket"; }))
+        << "rank " << rank;
 }
 
 TEST(OverlapStep, AFailingRankFailsTheStepAndKeepsTheGroup) {
