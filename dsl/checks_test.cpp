@@ -194,12 +194,25 @@ TEST(ChecksUpdates, ModesTypesAndAveraging) {
   EXPECT_EQ(no_results_message("f"), "function 'f' has no 'out' or 'update' statement, so it computes nothing");
 }
 
+TEST(ChecksNames, DidYouMeanSuggestsOnlyCloseCandidates) {
+  const std::vector<std::string> names = {"beta1", "beta2", "epsilon", "lr"};
+  EXPECT_EQ(did_you_mean("betta1", names), "; did you mean 'beta1'?");
+  EXPECT_EQ(did_you_mean("epsilom", names), "; did you mean 'epsilon'?");
+  EXPECT_EQ(did_you_mean("learning_rate", names), "");   // too far from 'lr'
+  EXPECT_EQ(did_you_mean("x", names), "");
+  EXPECT_EQ(did_you_mean("anything", {}), "");
+}
+
 TEST(ChecksOptimizers, RulesHyperParametersAndNumPacks) {
   EXPECT_EQ(unknown_rule_error("o", "adam"), std::nullopt);
   const std::optional<std::string> unknown = unknown_rule_error("o", "newton");
   ASSERT_NE(unknown, std::nullopt);
   EXPECT_EQ(unknown->rfind("optimizer 'o': unknown update rule 'newton' (known rules: sgd, momentum", 0), 0u)
       << *unknown;
+  const std::optional<std::string> typo = unknown_rule_error("o", "adamm");
+  ASSERT_NE(typo, std::nullopt);
+  EXPECT_EQ(typo->rfind("optimizer 'o': unknown update rule 'adamm'; did you mean 'adam'? (known rules: sgd", 0), 0u)
+      << *typo;
   EXPECT_EQ(num_packs_error("o", 2), std::nullopt);
   EXPECT_EQ(num_packs_error("o", 0),
             "optimizer 'o': num_packs must be an integer >= 1 (the number of buffers the gradient's all-reduce uses)");

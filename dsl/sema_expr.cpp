@@ -18,32 +18,6 @@ namespace {
 
 constexpr const char* kInitializers[] = {"zeros", "ones", "const", "normal", "uniform", "load"};
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// "; did you mean 'x'?" for the closest candidate within a small distance, else "".
-std::string suggestion(std::string_view wrong, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_distance = std::max<size_t>(1, std::min<size_t>(2, wrong.size() / 2));
-  for (const std::string& c : candidates) {
-    size_t d = edit_distance(wrong, c);
-    if (d <= best_distance && (best.empty() || d < edit_distance(wrong, best))) best = c;
-  }
-  return best.empty() ? "" : fmt::format("; did you mean '{}'?", best);
-}
-
 Op binary_op(const std::string& spelling) {
   static const std::map<std::string, Op> ops = {
       {"+", Op::Add}, {"-", Op::Sub}, {"*", Op::Mul}, {"/", Op::Div}, {"%", Op::Mod}, {"**", Op::Pow},
@@ -342,7 +316,7 @@ Value FunctionAnalyzer::name(const ast::Expr& e) {
   if (frames_.empty()) candidates.insert(candidates.end(), symbols_.begin(), symbols_.end());
   else
     for (const auto& [symbol, dim] : frames_.back().dims) candidates.push_back(symbol);
-  error(e.loc, fmt::format("unknown name '{}'{}", e.text, suggestion(e.text, candidates)));
+  error(e.loc, fmt::format("unknown name '{}'{}", e.text, checks::did_you_mean(e.text, candidates)));
   return Value::error();
 }
 
@@ -468,7 +442,7 @@ Value FunctionAnalyzer::call(const ast::Expr& e) {
   }
   std::vector<std::string> candidates(checks::builtin_operations().begin(), checks::builtin_operations().end());
   for (const auto& [name, helper] : ctx_.helpers) candidates.push_back(name);
-  error(e.loc, fmt::format("unknown operation or helper '{}'{}", f, suggestion(f, candidates)));
+  error(e.loc, fmt::format("unknown operation or helper '{}'{}", f, checks::did_you_mean(f, candidates)));
   return Value::error();
 }
 

@@ -343,6 +343,9 @@ TEST(UpdateRules, MakeUpdateRuleByName) {
     return std::string("no error");
   };
   EXPECT_NE(message("lamb", {}).find("unknown update rule 'lamb'"), std::string::npos);
+  EXPECT_NE(message("adamx", {}).find("unknown update rule 'adamx'; did you mean 'adam'?"), std::string::npos);
+  EXPECT_NE(message("adam", {{"betta1", 0.8}}).find("no hyper-parameter 'betta1'; did you mean 'beta1'? (it takes:"),
+            std::string::npos);
   EXPECT_NE(message("sgd", {}).find("needs a learning rate"), std::string::npos);
   EXPECT_NE(message("sgd", {{"lr", 0.1}, {"momentum", 0.9}}).find("has no hyper-parameter 'momentum'"), std::string::npos);
   EXPECT_NE(message("adam", {{"lr", 0.1}, {"lr", 0.2}}).find("given twice"), std::string::npos);
