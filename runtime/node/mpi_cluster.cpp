@@ -162,12 +162,12 @@ class MpiCluster final : public Cluster {
 
   // Between 2 leaders over TCP (docs/performance/collectives.md, "Point-to-point exchanges"), one
   // exchange and a local reduction took 10.3 us for 4 KiB where MPI_Allreduce took 18.3 and
-  // MPI_Iallreduce 15.7, and 25 us for 60 KiB against 30 and 31; up to 2 KiB they tied with
-  // MPI_Allreduce, and past the eager limit (64 KiB) the exchange took 1.7x. On 3 leaders
-  // (oversubscribed, the only wider case measurable here) MPI's collectives did as well or better.
-  bool gather_beats_all_reduce(size_t bytes) const override {
-    return nodes_ == 2 && bytes > (size_t(2) << 10) && direct_exchange(bytes);
-  }
+  // MPI_Iallreduce 15.7, and 25 us for 60 KiB against 30 and 31; up to 2 KiB they tie, and the
+  // exchange is kept there too, since it sees a peer that passed another length (MPI_Allreduce
+  // lets one of the two compute on). Past the eager limit (64 KiB) the exchange took 1.7x. On 3
+  // leaders (oversubscribed, the only wider case measurable here) MPI's collectives did as well
+  // or better.
+  bool gather_beats_all_reduce(size_t bytes) const override { return nodes_ == 2 && direct_exchange(bytes); }
 
   // Up to 16 nodes the root sends its length and first bytes (a slot, as all_gather's) to every
   // node directly: one round where the length's and the bytes' MPI_Ibcast took two. Only a longer

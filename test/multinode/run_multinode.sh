@@ -75,14 +75,17 @@ case $mode in
     echo "PASS: SYNK_NODE_TIMEOUT_S=soon was refused at fork() in ${took}s; nothing left behind"
     ;;
   shape-mismatch)
-    # MPI cannot tell a leader that another passed a different length: the transfer fails on one
-    # of them, which ends the job naming the variable, its shape there and the likely cause.
+    # Between 2 leaders the direct exchange sees the other length on both; MPI's all-reduce (3
+    # nodes and more) fails on one of them. Either ends the job naming the variable, its shape
+    # there and the likely cause.
     run_failing "${launch[@]}" "$program" "$ranks" "$work/multi" --shape-mismatch
     [[ $status -ne 0 ]] || { echo "FAIL: the job went on although the nodes' values differ in length"; exit 1; }
     grep -q "synk: node [0-9] of $nodes .*all_reduce across nodes: .*hold 'parts' as f64\[[34]\]; is it another shape on another node" \
       "$work/log" || { echo "FAIL: no leader named 'parts' and its shape"; exit 1; }
     if [[ $nodes == 2 ]]; then
-      # 1000 and 1001 doubles: the direct exchange between 2 leaders sees the other length itself.
+      [[ $(grep -c "the leaders passed different lengths" "$work/log") -ge 2 ]] ||
+        { echo "FAIL: not both leaders named the other length"; exit 1; }
+      # 1000 and 1001 doubles (8 KB) likewise.
       run_failing "${launch[@]}" "$program" "$ranks" "$work/multi" --shape-mismatch 1000
       [[ $status -ne 0 ]] || { echo "FAIL: the job went on although 1000 and 1001 values were exchanged"; exit 1; }
       grep -q "synk: node [01] of 2 .*all_reduce across nodes: node [01] sent .*bytes.*the leaders passed different lengths.*hold 'parts' as f64\[100[01]\]; is it another shape on another node" \
