@@ -6,6 +6,7 @@
 #include "base/diagnostics.h"
 
 #include <algorithm>
+#include <cctype>
 #include <utility>
 
 #include <fmt/format.h>
@@ -146,6 +147,43 @@ std::string format_diagnostics_in_source_order(const DiagnosticEngine& diags) {
     for (size_t i = group.first; i < group.end; ++i) text += format_diagnostic(diags.file(), all[i]);
   }
   return text;
+}
+
+namespace {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string did_you_mean(std::string_view wrong, const std::vector<std::string>& candidates) {
+  auto same_ignoring_case = [&](const std::string& c) {
+    return c.size() == wrong.size() && std::equal(c.begin(), c.end(), wrong.begin(), [](char a, char b) {
+             return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+           });
+  };
+  for (const std::string& c : candidates)   // 'W' for 'w': the case is the likeliest slip
+    if (same_ignoring_case(c)) return "; did you mean '" + c + "'?";
+  if (wrong.size() < 2) return "";   // every one-letter name is one edit from every other
+  std::string best;
+  size_t best_distance = std::max<size_t>(1, std::min<size_t>(2, wrong.size() / 2));
+  for (const std::string& c : candidates) {
+    size_t d = edit_distance(wrong, c);
+    if (d <= best_distance && (best.empty() || d < edit_distance(wrong, best))) best = c;
+  }
+  return best.empty() ? "" : "; did you mean '" + best + "'?";
 }
 
 }  // namespace synk

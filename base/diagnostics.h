@@ -72,6 +72,12 @@ class DiagnosticEngine {
 constexpr size_t kMaxQuotedColumns = 200;
 std::string format_diagnostic(const SourceFile& file, const Diagnostic& d);
 
+// "; did you mean 'x'?" for a candidate that differs from `wrong` only in case, else for the one
+// closest by edit distance within a small distance (1, or 2 for names of 4 letters and more; none
+// for a one-letter name, which is one edit from every other); "" when none is that close. For
+// messages about unknown names (variables, operations, functions, rules, hyper-parameters).
+std::string did_you_mean(std::string_view wrong, const std::vector<std::string>& candidates);
+
 // Every diagnostic of `diags` formatted as format_diagnostic does, ordered by location (each
 // error keeps the notes that follow it; diagnostics without a location go last).
 std::string format_diagnostics_in_source_order(const DiagnosticEngine& diags);

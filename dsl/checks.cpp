@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/diagnostics.h"
 #include "base/errors.h"
 #include "dsl/sema_optimizer.h"
 #include "ir/type_infer.h"
@@ -47,32 +48,8 @@ bool reduced_over_ranks(ir::ReduceMode mode) {
   return mode != ir::ReduceMode::Gather && mode != ir::ReduceMode::None;
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 }  // namespace
 
-std::string did_you_mean(std::string_view wrong, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_distance = std::max<size_t>(1, std::min<size_t>(2, wrong.size() / 2));
-  for (const std::string& c : candidates) {
-    size_t d = edit_distance(wrong, c);
-    if (d <= best_distance && (best.empty() || d < edit_distance(wrong, best))) best = c;
-  }
-  return best.empty() ? "" : fmt::format("; did you mean '{}'?", best);
-}
 
 // ---- Names ---------------------------------------------------------------------------------
 

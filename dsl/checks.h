@@ -38,10 +38,6 @@ enum class Spelling : uint8_t {
 
 // ---- Names ---------------------------------------------------------------------------------
 
-// "; did you mean 'x'?" for the candidate closest to `wrong` by edit distance, within a small
-// distance (1, or 2 for names of 4 letters and more); "" when none is that close.
-std::string did_you_mean(std::string_view wrong, const std::vector<std::string>& candidates);
-
 bool is_builtin_constant(std::string_view name);   // inf, nan
 bool is_builtin_operation(std::string_view name);  // exp, sum, grad, ... (docs/language.md's table)
 std::span<const char* const> builtin_operations();

@@ -194,15 +194,6 @@ TEST(ChecksUpdates, ModesTypesAndAveraging) {
   EXPECT_EQ(no_results_message("f"), "function 'f' has no 'out' or 'update' statement, so it computes nothing");
 }
 
-TEST(ChecksNames, DidYouMeanSuggestsOnlyCloseCandidates) {
-  const std::vector<std::string> names = {"beta1", "beta2", "epsilon", "lr"};
-  EXPECT_EQ(did_you_mean("betta1", names), "; did you mean 'beta1'?");
-  EXPECT_EQ(did_you_mean("epsilom", names), "; did you mean 'epsilon'?");
-  EXPECT_EQ(did_you_mean("learning_rate", names), "");   // too far from 'lr'
-  EXPECT_EQ(did_you_mean("x", names), "");
-  EXPECT_EQ(did_you_mean("anything", {}), "");
-}
-
 TEST(ChecksOptimizers, RulesHyperParametersAndNumPacks) {
   EXPECT_EQ(unknown_rule_error("o", "adam"), std::nullopt);
   const std::optional<std::string> unknown = unknown_rule_error("o", "newton");

@@ -316,7 +316,7 @@ Value FunctionAnalyzer::name(const ast::Expr& e) {
   if (frames_.empty()) candidates.insert(candidates.end(), symbols_.begin(), symbols_.end());
   else
     for (const auto& [symbol, dim] : frames_.back().dims) candidates.push_back(symbol);
-  error(e.loc, fmt::format("unknown name '{}'{}", e.text, checks::did_you_mean(e.text, candidates)));
+  error(e.loc, fmt::format("unknown name '{}'{}", e.text, did_you_mean(e.text, candidates)));
   return Value::error();
 }
 
@@ -442,7 +442,7 @@ Value FunctionAnalyzer::call(const ast::Expr& e) {
   }
   std::vector<std::string> candidates(checks::builtin_operations().begin(), checks::builtin_operations().end());
   for (const auto& [name, helper] : ctx_.helpers) candidates.push_back(name);
-  error(e.loc, fmt::format("unknown operation or helper '{}'{}", f, checks::did_you_mean(f, candidates)));
+  error(e.loc, fmt::format("unknown operation or helper '{}'{}", f, did_you_mean(f, candidates)));
   return Value::error();
 }
 

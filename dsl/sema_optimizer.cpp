@@ -116,7 +116,7 @@ UpdateRule make_update_rule(std::string_view name,
   if (!kind) {
     std::vector<std::string> names;
     for (const RuleInfo& r : rules()) names.push_back(r.name);
-    throw UserError(fmt::format("unknown update rule '{}'{} (known rules: {})", name, checks::did_you_mean(name, names),
+    throw UserError(fmt::format("unknown update rule '{}'{} (known rules: {})", name, did_you_mean(name, names),
                                 fmt::join(names, ", ")));
   }
   const RuleInfo& ri = info(*kind);
@@ -139,7 +139,7 @@ UpdateRule make_update_rule(std::string_view name,
       throw UserError(fmt::format("update rule '{}': hyper-parameter '{}' is given twice", name, key));
     if (!uses(ri, key))
       throw UserError(fmt::format("update rule '{}' has no hyper-parameter '{}'{} (it takes: {})", name, key,
-                                  checks::did_you_mean(key, update_rule_keywords(*kind)),
+                                  did_you_mean(key, update_rule_keywords(*kind)),
                                   fmt::join(update_rule_keywords(*kind), ", ")));
     if (key == "lr") rule.learning_rate = value, have_lr = true;
     else if (key == "momentum") rule.momentum = value;

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/diagnostics.h"
 #include "compiler/aot/aot.h"
 #include "compiler/backend/signature.h"
 #include "compiler/backend_function.h"
@@ -281,8 +282,8 @@ synk::Function function(const ModuleDef& def, const std::string& name) {
     throw UsageError(fmt::format("aot module '{}': function '{}' was left out of this artifact (synkc --fn); it has: {}",
                                  def.name, name, names_or(function_names(def), "no functions")));
   if (!linked)
-    throw UsageError(fmt::format("aot module '{}': no function named '{}' (the module has: {})", def.name, name,
-                                 names_or(function_names(def), "no functions")));
+    throw UsageError(fmt::format("aot module '{}': no function named '{}'{} (the module has: {})", def.name, name,
+                                 did_you_mean(name, function_names(def)), names_or(function_names(def), "no functions")));
   synk::Function f = synk::function(build_function(def, module, name), runtime, kLoaderKind, payload);
   std::lock_guard lock(table_mutex());
   return table()[def.name].functions.emplace(name, f).first->second;
@@ -324,8 +325,8 @@ std::vector<std::string> shared_names(const ModuleDef& def) {
 Shared shared(const ModuleDef& def, const std::string& name) {
   std::vector<std::string> names = shared_names(def);
   if (std::find(names.begin(), names.end(), name) == names.end())
-    throw UsageError(fmt::format("aot module '{}': no shared variable named '{}' (the module has: {})", def.name,
-                                 name, names_or(names, "no shared variables")));
+    throw UsageError(fmt::format("aot module '{}': no shared variable named '{}'{} (the module has: {})", def.name,
+                                 name, did_you_mean(name, names), names_or(names, "no shared variables")));
   return Shared(runtime_module(def), name);
 }
 

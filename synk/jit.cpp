@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/diagnostics.h"
 #include "compiler/backend_function.h"
 #include "compiler/backend/signature.h"
 #include "compiler/cpu/cpu_function.h"
@@ -132,8 +133,8 @@ synk::Function Module::function(const std::string& name) {
   State& s = state();
   if (auto it = s.functions.find(name); it != s.functions.end()) return it->second;
   if (!s.ir.find_function(name))
-    throw UsageError(fmt::format("jit::Module::function: no function named '{}' (the module has: {})", name,
-                                 function_names().empty() ? std::string("no functions")
+    throw UsageError(fmt::format("jit::Module::function: no function named '{}'{} (the module has: {})", name,
+                                 did_you_mean(name, function_names()), function_names().empty() ? std::string("no functions")
                                                           : fmt::format("{}", fmt::join(function_names(), ", "))));
   synk::Function f;
   if (s.prebuilt) {
@@ -167,8 +168,8 @@ void Module::compile_all() {
 Shared Module::shared(const std::string& name) const {
   State& s = state();
   if (s.ir.find_shared(name) < 0)
-    throw UsageError(fmt::format("jit::Module::shared: no shared variable named '{}' (the module has: {})", name,
-                                 shared_names().empty() ? std::string("no shared variables")
+    throw UsageError(fmt::format("jit::Module::shared: no shared variable named '{}'{} (the module has: {})", name,
+                                 did_you_mean(name, shared_names()), shared_names().empty() ? std::string("no shared variables")
                                                         : fmt::format("{}", fmt::join(shared_names(), ", "))));
   return Shared(s.runtime, name);
 }

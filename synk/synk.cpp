@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "base/diagnostics.h"
 #include "runtime/call/call_engine.h"
 #include "runtime/call/call_plan.h"
 #include "runtime/call/registry.h"
@@ -248,8 +249,8 @@ int32_t Module::index_of(std::string_view name) const {
     if (s.shareds[v].name == name) return int32_t(v);
   std::vector<std::string> names;
   for (const rt::SharedSpec& sh : s.shareds) names.push_back(sh.name);
-  throw UsageError(fmt::format("no shared variable named '{}' (the module has: {})", name,
-                               names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
+  throw UsageError(fmt::format("no shared variable named '{}'{} (the module has: {})", name,
+                               did_you_mean(name, names), names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
 }
 
 Array Module::get_value(std::string_view name) const {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/diagnostics.h"
 #include "synk/collectives.h"
 
 namespace synk {
@@ -72,8 +73,8 @@ const HyperParameter& TrainStep::find_hyper(std::string_view keyword) const {
   const std::string hint = keyword == "clip_norm" ? " (clip_norm can be set where the optimizer declares it; "
                                                     "declare clip_norm=0 to start with clipping off)"
                                                   : "";
-  throw UsageError(fmt::format("training step '{}': no hyper-parameter '{}'{}; its update function has: {}", name_,
-                               keyword, hint,
+  throw UsageError(fmt::format("training step '{}': no hyper-parameter '{}'{}{}; its update function has: {}", name_,
+                               keyword, did_you_mean(keyword, keywords), hint,
                                keywords.empty() ? std::string("none") : fmt::format("{}", fmt::join(keywords, ", "))));
 }
 

@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "base/diagnostics.h"
 #include "compiler/aot/aot.h"
 #include "compiler/pipeline.h"
 #include "compiler/llvm/aot_object.h"
@@ -140,8 +141,8 @@ void write_depfile(const std::string& path, const std::string& output, const std
 void check_function_names(const DriverOptions& options, const std::vector<std::string>& functions) {
   for (const std::string& name : options.artifact.functions)
     if (std::find(functions.begin(), functions.end(), name) == functions.end())
-      throw UsageError(fmt::format("--fn {}: '{}' has no function '{}' (functions: {})", name, options.input, name,
-                                   functions.empty() ? "none" : fmt::format("{}", fmt::join(functions, ", "))));
+      throw UsageError(fmt::format("--fn {}: '{}' has no function '{}'{} (functions: {})", name, options.input, name,
+                                   synk::did_you_mean(name, functions), functions.empty() ? "none" : fmt::format("{}", fmt::join(functions, ", "))));
 }
 
 // Runs a compiler stage after the front end: a user error it finds at a known construct (the

@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "base/diagnostics.h"
 #include "compiler/aot/aot.h"
 #include "compiler/pipeline.h"
 #include "compiler/llvm/aot_object.h"
@@ -182,7 +183,8 @@ int run_function(const DriverOptions& driver) {
   synk::jit::Module module = synk::jit::compile_string(text, {.base_dir = dir.empty() ? "." : dir}, driver.input);
   const synk::ir::Function* fn = module.ir().find_function(options.function);
   if (!fn) {
-    throw UsageError(fmt::format("'{}' has no function '{}' (functions: {})", driver.input, options.function,
+    throw UsageError(fmt::format("'{}' has no function '{}'{} (functions: {})", driver.input, options.function,
+                                 synk::did_you_mean(options.function, module.function_names()),
                                  fmt::join(module.function_names(), ", ")));
   }
 
