@@ -44,6 +44,18 @@ const char* victim_path() { return SYNK_BINARY_DIR "/test/integration/synk_signa
 
 int iterations() { return synk::testing::iterations_from_env("SYNK_SIGNAL_ITERATIONS", 21); }
 
+// The command line of `pid` (NULs between the arguments), or "" when it ended meanwhile: reading
+// /proc/PID/cmdline of a process that exits fails with ESRCH, which istreambuf_iterator passes on
+// as an exception (a CI run saw "basic_filebuf::underflow error reading the file: No such process").
+std::string cmdline_of(pid_t pid) {
+  try {
+    std::ifstream in(fmt::format("/proc/{}/cmdline", pid));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 // Calls visit(pid, state, ppid, process group) for every process in /proc.
 template <class Visit>
 void for_each_process(Visit visit) {
@@ -85,8 +97,7 @@ std::vector<pid_t> live_members(pid_t pgid) {
 std::vector<pid_t> live_guards_of(pid_t master) {
   const std::string needle = fmt::format("/dev/shm/synk-{}-", master);
   return live_processes([&](pid_t pid, pid_t) {
-    std::ifstream in(fmt::format("/proc/{}/cmdline", pid));
-    std::string cmdline(std::istreambuf_iterator<char>(in), {});
+    const std::string cmdline = cmdline_of(pid);
     return cmdline.find("synk segment guard") != std::string::npos && cmdline.find(needle) != std::string::npos;
   });
 }
@@ -210,8 +221,7 @@ std::string children_of(pid_t parent) {
   std::string out;
   for_each_process([&](pid_t pid, char state, pid_t ppid, pid_t) {
     if (ppid != parent) return;
-    std::ifstream in(fmt::format("/proc/{}/cmdline", pid));
-    std::string cmdline(std::istreambuf_iterator<char>(in), {});
+    std::string cmdline = cmdline_of(pid);
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
     out += fmt::format("[{} {} '{}'] ", pid, state, cmdline.substr(0, 160));
   });
