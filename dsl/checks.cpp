@@ -2,7 +2,6 @@
 // C++ builder, parameterized only where their users write things differently.
 #include "dsl/checks.h"
 
-#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -49,7 +48,6 @@ bool reduced_over_ranks(ir::ReduceMode mode) {
 }
 
 }  // namespace
-
 
 // ---- Names ---------------------------------------------------------------------------------
 

@@ -8,7 +8,6 @@
 #include <fmt/ranges.h>
 
 #include "base/diagnostics.h"
-#include "dsl/checks.h"
 
 namespace synk::dsl {
 

@@ -77,7 +77,7 @@ class MpiCluster final : public Cluster {
     check("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
     // Errors come back as codes (then exceptions) instead of ending the process silently.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    // synk's own communicator: a program that also uses MPI (on comm_) can neither
+    // synk's own communicator: a program that also uses MPI (on MPI_COMM_WORLD) can neither
     // receive synk's point-to-point messages (MPI_ANY_TAG) nor interleave its collectives with
     // synk's. The same nodes, in the same order.
     check("MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
@@ -103,10 +103,9 @@ class MpiCluster final : public Cluster {
   // sends a fixed slot of its length and first kSlot bytes; only when some node's message is
   // longer does a second round carry the rest.
   std::vector<std::string> all_gather(const std::string& mine) override {
-    constexpr size_t kSlot = 1024 - sizeof(int64_t);
+    constexpr size_t kSlot = sizeof(SlotBuffer::head);
     using Slot = SlotBuffer;
-    slot_out_.length = int64_t(mine.size());
-    std::memcpy(slot_out_.head, mine.data(), std::min(mine.size(), kSlot));
+    fill_slot(mine);
     slots_.resize(static_cast<size_t>(nodes_));
     static_assert(sizeof(Slot) == sizeof(slot_out_));
     all_gather_equal(&slot_out_, sizeof(Slot), slots_.data());
@@ -187,9 +186,7 @@ class MpiCluster final : public Cluster {
     peers_.clear();
     SlotBuffer& slot = slot_out_;
     if (node_ == root) {
-      slot.length = int64_t(bytes.size());
-      std::memcpy(slot.head, bytes.data(), std::min(bytes.size(), kSlot));
-      const int used = int(sizeof(int64_t) + std::min(bytes.size(), kSlot));
+      const int used = int(fill_slot(bytes));
       for (int n = 0; n < nodes_; ++n)
         if (n != root)
           check("MPI_Isend", MPI_Isend(&slot, used, MPI_BYTE, n, kBroadcastTag, comm_,
@@ -425,7 +422,14 @@ class MpiCluster final : public Cluster {
   struct SlotBuffer {
     int64_t length;
     char head[1024 - sizeof(int64_t)];
-  } slot_out_;
+  } slot_out_;   // this node's slot (all_gather, a broadcast's root), or a broadcast's received one
+  // slot_out_ holds `message`'s length and first bytes; returns the bytes of the slot they use.
+  size_t fill_slot(const std::string& message) {
+    const size_t head = std::min(message.size(), sizeof(slot_out_.head));
+    slot_out_.length = int64_t(message.size());
+    std::memcpy(slot_out_.head, message.data(), head);
+    return sizeof(int64_t) + head;
+  }
   std::vector<SlotBuffer> slots_;
 };
 

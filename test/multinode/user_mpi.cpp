@@ -6,13 +6,10 @@
 // first message and synk waited for it until SYNK_NODE_TIMEOUT_S).
 #include <mpi.h>
 
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
-#include "runtime/testing.h"
 #include "synk/jit.h"
 
 using namespace synk;
