@@ -84,6 +84,7 @@ std::string encode_call_message(const CallMessage& m) {
     w.pod(m.stream.dtype);
     w.str(m.stream.staging);
     w.vec(m.stream.rank_scale);
+    w.pod(m.stream.across_nodes);
   }
   return w.take();
 }
@@ -132,6 +133,7 @@ CallMessage decode_call_message(std::string_view bytes) {
     m.stream.dtype = read_dtype(r);
     m.stream.staging = r.str();
     m.stream.rank_scale = r.vec<double>();
+    m.stream.across_nodes = r.pod<uint8_t>();
   }
   if (!r.done()) throw InternalError("call message: bytes left over after the message");
   return m;

@@ -12,6 +12,7 @@
 #include "runtime/call/registry.h"
 #include "runtime/group/backend.h"
 #include "runtime/group/process_group.h"
+#include "runtime/node/cluster.h"
 
 namespace synk::rt {
 
@@ -21,6 +22,16 @@ StreamHooks g_hooks;
 
 void register_stream_hooks(const StreamHooks& hooks) { g_hooks = hooks; }
 
+namespace {
+// Between exactly 2 nodes every cross-node sum, of a bucket or of the whole update, is x_0 + x_1
+// (the direct exchange reduces in node order; MPI's all-reduce of 2 operands adds them in either
+// order, the same bits), so buckets keep the one buffer's bits.
+bool streams_across_nodes() {
+  const Cluster* cl = cluster();
+  return cl && cl->nodes() == 2 && cl->serialized_threads();
+}
+}  // namespace
+
 StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamRequest& request,
                        const FunctionSignature& sig, const ModuleEntry& module, const CallPlan& plan) {
   StreamPlan none;
@@ -28,7 +39,8 @@ StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamReque
   if (size_t(request.update) >= sig.updates.size())
     throw InternalError(fmt::format("call of '{}': update #{} to stream, but it has {} updates", sig.name,
                                     request.update, sig.updates.size()));
-  if (!g_hooks.start || !g_hooks.prepare || !group || group->size() < 2 || across_nodes) return none;
+  if (!g_hooks.start || !g_hooks.prepare || !group) return none;
+  if (across_nodes ? !streams_across_nodes() : group->size() < 2) return none;
   if (plan.micro_shard_rows > 0 || plan.empty_call || active_backend() != Backend::Cpu) return none;
   const std::vector<int64_t> weights = rank_weights(plan);
   if (weights.empty() || std::any_of(weights.begin(), weights.end(), [](int64_t w) { return w <= 0; })) return none;
@@ -42,8 +54,14 @@ StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamReque
   p.total_bytes = value.bytes.size();
   p.dtype = value.dtype;
   // The step's one-buffer reduction (TrainStep::reduce_gradient) weighs unequal rows the same way.
-  if (std::any_of(weights.begin(), weights.end(), [&](int64_t w) { return w != weights.front(); }))
+  if (std::any_of(weights.begin(), weights.end(), [&](int64_t w) { return w != weights.front(); })) {
     p.rank_scale = weight_shares(std::vector<double>(weights.begin(), weights.end()));
+    if (across_nodes) {   // all_reduce_weighted across nodes scales by the global shares too
+      const auto first = p.rank_scale.begin() + ptrdiff_t(cluster_node()) * group->size();
+      p.rank_scale = std::vector<double>(first, first + group->size());
+    }
+  }
+  p.across_nodes = across_nodes ? 1 : 0;
   p.staging = g_hooks.prepare(*group);
   return p;
 }

@@ -4,7 +4,9 @@
 // same on every rank, waits until the rank's own thread has reported all of a bucket's bytes
 // final, and averages it in place through rsag over the collectives' staging area. rsag reduces
 // element i as x_0[i] + ... + x_{N-1}[i] whatever the chunking, so the buckets give the bits of one
-// all_reduce of the whole variable.
+// all_reduce of the whole variable. Between 2 nodes the leader's helper then reduces the bucket
+// with the other leader (MPI from this thread: the main thread makes no MPI call meanwhile) and
+// hands it back to its node's ranks, as the one-buffer all_reduce across nodes does.
 //
 // Ending: the rank's thread hands over every bucket on every way out (finish, or abandon after a
 // failure, whose buckets then carry whatever the update held), so the peers' helpers never wait
@@ -26,11 +28,13 @@
 #include "base/cancel.h"
 #include "base/errors.h"
 #include "runtime/call/gradient_stream.h"
+#include "runtime/coll/across_nodes.h"
 #include "runtime/coll/bucket_stream.h"
 #include "runtime/coll/ops.h"
 #include "runtime/coll/rsag.h"
 #include "runtime/coll/staging.h"
 #include "runtime/group/process_group.h"
+#include "runtime/node/cluster.h"
 #include "runtime/trace/trace.h"
 
 namespace synk::rt {
@@ -50,7 +54,7 @@ class BucketStream final : public GradientStream {
   BucketStream(RankContext& ctx, const StreamPlan& plan, std::span<std::byte> segment)
       : ctx_(ctx), staging_(ctx, segment.data(), segment.size()), dtype_(plan.dtype), total_(plan.total_bytes),
         weighted_(!plan.rank_scale.empty()),
-        share_(weighted_ ? plan.rank_scale.at(size_t(ctx.rank())) : 1.0) {
+        across_(plan.across_nodes != 0), share_(weighted_ ? plan.rank_scale.at(size_t(ctx.rank())) : 1.0) {
     const size_t elem = dtype_size(dtype_);
     size_t bucket = std::max<size_t>(size_t(plan.bucket_bytes) / elem, 1) * elem;
     for (size_t hi = total_; hi > 0;) {
@@ -176,6 +180,46 @@ class BucketStream final : public GradientStream {
     return data_;
   }
 
+  // The one-buffer step's arithmetic on one bucket, element by element: unequal rows are scaled
+  // by the rank's share and summed (all_reduce_weighted), equal ones averaged (all_reduce avg);
+  // across nodes, the node's result is then reduced between the leaders (a sum, and for the
+  // average a division by the node count, as all_reduce_values_across_nodes does) and goes back
+  // to the node's ranks. Across nodes only the leader needs the node's result.
+  void reduce_bucket(std::byte* bucket, size_t count) {
+    const size_t bytes = count * dtype_size(dtype_);
+    const bool local = staging_.size() > 1, leader = ctx_.rank() == 0;
+    if (weighted_) scale_values(dtype_, bucket, count, share_);
+    Pieces values;
+    values.add(bucket, bytes);
+    if (local) {
+      const ReducePack pack{dtype_, count, &values, across_ && !leader ? nullptr : &values};
+      rsag_reduce(staging_, std::span(&pack, 1), ReduceParams{weighted_ ? CollOp::Sum : CollOp::Avg});
+    }
+    if (!across_) return;
+    if (leader) {
+      trace::Span span(trace::Category::Collective, "bucket across nodes");
+      if (span.active()) span.set_detail(fmt::format("{} bytes between the nodes' leaders", bytes), int64_t(bytes));
+      cross_node_off_main("the overlapped gradient all-reduce", [&] {
+        reduce_over_nodes(bucket, count, dtype_, CollOp::Sum);
+      }, &poll_off_main);
+      if (!weighted_) scale_values(dtype_, bucket, count, 1.0 / cluster_nodes());
+    }
+    if (!local) return;
+    std::vector<uint64_t> lengths(size_t(staging_.size()), 0);
+    lengths[0] = bytes;
+    Pieces none;
+    exchange(staging_, ExchangeSpec{lengths, leader ? &values : &none, [leader](int source) { return !leader && source == 0; },
+                                    [&values](int, size_t offset, size_t length, const std::byte* from) {
+                                      values.write(offset, length, from);
+                                    }, 0});
+  }
+
+  // While a leader's helper waits for the other node: the group is being torn down, or a worker
+  // died (the main thread ends the job and names the rank).
+  static void poll_off_main() {
+    if (cancellation_requested() || (g_active && g_active->stop_.load(std::memory_order_acquire))) throw Stopped();
+  }
+
   void run() noexcept {
     trace::set_track(trace::kCommunicationTrack);
     try {
@@ -187,13 +231,7 @@ class BucketStream final : public GradientStream {
         if (span.active())
           span.set_detail(fmt::format("bucket {} of {}, bytes [{}, {})", k + 1, buckets_.size(), b.lo, b.hi),
                           int64_t(b.hi - b.lo));
-        const size_t count = (b.hi - b.lo) / elem;
-        // Unequal rows: all_reduce_weighted's arithmetic, element by element (scale, then sum).
-        if (weighted_) scale_values(dtype_, data + b.lo, count, share_);
-        Pieces values;
-        values.add(data + b.lo, b.hi - b.lo);
-        const ReducePack pack{dtype_, count, &values, &values};
-        rsag_reduce(staging_, std::span(&pack, 1), ReduceParams{weighted_ ? CollOp::Sum : CollOp::Avg});
+        reduce_bucket(data + b.lo, (b.hi - b.lo) / elem);
       }
     } catch (const CollectiveAborted&) {
       error_ = std::current_exception();   // a peer failed the staging area: it reports why
@@ -215,6 +253,7 @@ class BucketStream final : public GradientStream {
   DType dtype_;
   size_t total_ = 0, bucket_bytes_ = 1;
   bool weighted_ = false;   // the plan's rank_scale: scale each bucket by share_, then sum
+  bool across_ = false;     // the plan's across_nodes
   double share_ = 1.0;
   std::vector<Bucket> buckets_;                   // from the end of the update
   std::unique_ptr<std::atomic<size_t>[]> ready_;  // per bucket: bytes reported final

@@ -7,9 +7,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <fmt/format.h>
 
 #include "base/cancel.h"
@@ -27,7 +29,10 @@ std::unique_ptr<Cluster> g_cluster;
 bool g_finalized = false;
 int g_local_ranks = 1;
 std::function<void()> g_check_local;
-int64_t g_deadline_ns = 0;
+std::atomic<int64_t> g_deadline_ns{0};
+// Set on a thread in cross_node_off_main: its poll, and whether that poll threw.
+thread_local void (*t_off_main_poll)() = nullptr;
+thread_local bool t_poll_threw = false;
 double g_node_timeout_s = 300;
 
 int64_t now_ns() {
@@ -59,9 +64,19 @@ void end_stuck_transfer() {
 }
 
 void poll_peers() {
-  cancellation_point();
-  if (g_check_local) g_check_local();
-  if (g_deadline_ns > 0 && now_ns() > g_deadline_ns)
+  if (t_off_main_poll) {
+    try {
+      t_off_main_poll();
+    } catch (...) {
+      t_poll_threw = true;
+      throw;
+    }
+  } else {
+    cancellation_point();
+    if (g_check_local) g_check_local();
+  }
+  const int64_t deadline = g_deadline_ns.load(std::memory_order_relaxed);
+  if (deadline > 0 && now_ns() > deadline)
     throw Error(fmt::format("no answer from the other nodes within SYNK_NODE_TIMEOUT_S={} s (a node stopped, or "
                             "the leaders called different things)", g_node_timeout_s));
 }
@@ -139,6 +154,11 @@ int cluster_nodes() { return g_cluster ? g_cluster->nodes() : 1; }
 int cluster_local_ranks() { return g_local_ranks; }
 
 void abort_job(const std::string& message) {
+  // Two threads may get here at once (the main one and the overlapped all-reduce's helper): the
+  // first ends the process; the second waits for that.
+  static std::atomic<bool> ending{false};
+  if (ending.exchange(true))
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   std::fprintf(stderr, "synk: node %d of %d (%s): %s; ending the whole job\n", cluster_node(), cluster_nodes(),
                g_cluster ? g_cluster->host().c_str() : "?", message.c_str());
   std::fflush(stderr);
@@ -155,15 +175,42 @@ void abort_job(const std::string& message) {
   std::_Exit(1);
 }
 
-void cross_node(const char* what, const std::function<void()>& step) {
+namespace {
+void set_deadline(int64_t deadline) {
+  g_deadline_ns.store(deadline, std::memory_order_relaxed);
+  if (g_cluster) g_cluster->deadline_ns.store(deadline);
+}
+void arm_deadline() {
   const double timeout = g_node_timeout_s;
-  g_deadline_ns = timeout > 0 ? now_ns() + int64_t(timeout * 1e9) : 0;
-  if (g_cluster) g_cluster->deadline_ns.store(g_deadline_ns);
+  set_deadline(timeout > 0 ? now_ns() + int64_t(timeout * 1e9) : 0);
+}
+}  // namespace
+
+void cross_node(const char* what, const std::function<void()>& step) {
+  arm_deadline();
   try {
     step();
-    g_deadline_ns = 0;
-    if (g_cluster) g_cluster->deadline_ns.store(0);
+    set_deadline(0);
   } catch (const std::exception& e) {
+    abort_job(fmt::format("{} across nodes: {}", what, e.what()));
+  }
+}
+
+void cross_node_off_main(const char* what, const std::function<void()>& step, void (*poll)()) {
+  t_off_main_poll = poll;
+  t_poll_threw = false;
+  struct Restore {
+    ~Restore() { t_off_main_poll = nullptr; }
+  } restore;
+  arm_deadline();
+  try {
+    step();
+    set_deadline(0);
+  } catch (const std::exception& e) {
+    if (t_poll_threw) {
+      set_deadline(0);
+      throw;
+    }
     abort_job(fmt::format("{} across nodes: {}", what, e.what()));
   }
 }

@@ -41,6 +41,9 @@ class Cluster {
   virtual int node() const = 0;     // this leader's index, 0..nodes()-1 (its MPI rank)
   virtual int nodes() const = 0;
   virtual std::string host() const = 0;
+  // Whether a thread other than the main one may make the calls, one thread at a time (MPI
+  // granted MPI_THREAD_SERIALIZED): the overlapped gradient all-reduce's helper needs it.
+  virtual bool serialized_threads() const = 0;
   // Every node's bytes in node order (lengths may differ).
   virtual std::vector<std::string> all_gather(const std::string& mine) = 0;
   // `bytes` of node `root` on every node (any length).
@@ -94,6 +97,12 @@ int cluster_local_ranks();     // ranks per node (the local group's size)
 // Runs `step` (a cross-node exchange); if it throws, prints the error naming this node and
 // aborts the whole job (see above): a leader cannot leave its peers waiting in a collective.
 void cross_node(const char* what, const std::function<void()>& step);
+// cross_node for a thread other than the main one (the overlapped gradient all-reduce's helper),
+// while the main thread makes no cross-node call: `poll` stands in, while the step waits, for the
+// local group's checks, which only the main thread may run. An exception thrown by `poll` leaves
+// the step and reaches the caller without ending the job (the main thread is ending it already,
+// naming the cause); any other error ends the job as in cross_node.
+void cross_node_off_main(const char* what, const std::function<void()>& step, void (*poll)());
 // Prints `message` naming this node and ends every process of the job (MPI_Abort).
 [[noreturn]] void abort_job(const std::string& message);
 

@@ -73,8 +73,9 @@ MPI_Op mpi_op(NodeOp op) {
 class MpiCluster final : public Cluster {
  public:
   MpiCluster() : watchdog_([this] { watch(); }) {
-    int provided = 0;
-    check("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    // Serialized: the overlapped gradient all-reduce calls MPI from its helper thread while the
+    // main thread computes (never both at once). OpenMPI takes no locks below THREAD_MULTIPLE.
+    check("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided_));
     // Errors come back as codes (then exceptions) instead of ending the process silently.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     // synk's own communicator: a program that also uses MPI (on MPI_COMM_WORLD) can neither
@@ -96,6 +97,7 @@ class MpiCluster final : public Cluster {
   }
 
   int node() const override { return node_; }
+  bool serialized_threads() const override { return provided_ >= MPI_THREAD_SERIALIZED; }
   int nodes() const override { return nodes_; }
   std::string host() const override { return host_; }
 
@@ -393,6 +395,7 @@ class MpiCluster final : public Cluster {
   std::atomic<bool> stop_{false}, blocking_{false};
   std::thread watchdog_;
   int node_ = 0, nodes_ = 1;
+  int provided_ = MPI_THREAD_SINGLE;   // the thread level MPI granted
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::string host_;
   // Point-to-point tags (the collectives use none): scatter's parts, abort notices, the direct
