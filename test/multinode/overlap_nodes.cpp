@@ -8,12 +8,22 @@
 // also reduces it with the other node; with 3 nodes the step takes the one all_reduce.
 // Prints "PASS ..." on every leader, or "FAIL ..." lines.
 //
-//   overlap_nodes RANKS_PER_NODE TRACE_PREFIX
+// Fault modes (run_multinode.sh's kill and kill-leader): streamed steps of 100-byte buckets for up
+// to 30 s, while NODE kills its worker of local rank 1 (--kill-worker) or itself (--kill-leader)
+// 0.3 s in, that is in the middle of a step whose buckets the leaders are exchanging. The job must
+// end naming the node and rank, with nothing left behind.
+//
+//   overlap_nodes RANKS_PER_NODE PREFIX [--kill-worker NODE | --kill-leader NODE]
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -54,6 +64,29 @@ int count_of(const std::string& text, const std::string& word) {
   return n;
 }
 
+// The fault modes: never returns normally (the killed node ends the job).
+int run_until_killed(TrainStep& step, const Data& dx, const Data& dy, const std::string& prefix,
+                     const std::string& mode, int fault_node) {
+  std::ofstream(fmt::format("{}.pid{}", prefix, synk::node())) << getpid() << "\n";   // for the clean-up checks
+  std::thread killer;
+  if (synk::node() == fault_node)
+    killer = std::thread([mode] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      if (mode == "--kill-worker" && synk::local_size() > 1) kill(synk::worker_pid(1), SIGKILL);
+      if (mode == "--kill-leader") raise(SIGKILL);   // the OOM killer: no handler runs
+    });
+  step.set_overlap(true, 100);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int64_t k = 0; std::chrono::steady_clock::now() < end; ++k) {
+    std::vector<int64_t> batch;
+    for (int64_t j = 0; j < 8 * synk::size(); ++j) batch.push_back((k * 31 + j * 17) % 400);
+    step({dx, dy}, {.batch = batch});
+  }
+  if (killer.joinable()) killer.join();
+  std::printf("FAIL node %d: 30 s of streamed steps and the job still runs\n", synk::node());
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,6 +106,7 @@ int main(int argc, char** argv) {
       for (int j = 0; j < 4; ++j) y.push_back(float((i * 5 + j) % 7) * 0.25f);
     }
     Data dx = data<float>(x, {rows, 64}), dy = data<float>(y, {rows, 4});
+    if (argc >= 5) return run_until_killed(a, dx, dy, argv[2], argv[3], std::atoi(argv[4]));
     int failures = 0, steps = 0;
     const int kSteps = 3;
     for (int64_t bucket : {int64_t(100), int64_t(8192), int64_t(0)}) {
