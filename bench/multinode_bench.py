@@ -11,7 +11,7 @@ from that node. Each layout runs in several fresh launches (new processes, new
 segments); the table shows the spread of the ratio over launches (min / median / max), the CSV
 every launch, the PNG every launch as a point.
 
-    bench/multinode_bench.py [--build build] [--launches 4] [--max-bytes N] [--csv F] [--png F]
+    bench/multinode_bench.py [--build build] [--launches 4] [--max-bytes N] [--layouts 2x1,2x2] [--csv F] [--png F]
 """
 import argparse
 import csv
@@ -66,13 +66,15 @@ def main():
     p.add_argument("--launches", type=int, default=4)
     p.add_argument("--max-bytes", type=int, default=256 << 20)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--layouts", default="2x1,2x2", help="NODESxRANKS, comma-separated")
     p.add_argument("--csv", default="bench/multinode_bench.csv")
     p.add_argument("--png", default="bench/multinode_bench.png")
     a = p.parse_args()
     print(f"multinode_bench: all_reduce float32 sum over TCP loopback; load average at start "
           f"{os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs, {a.launches} fresh launches per layout")
     rows = []
-    for nodes, ranks in [(2, 1), (2, 2)]:
+    layouts = [tuple(int(x) for x in layout.split("x")) for layout in a.layouts.split(",")]
+    for nodes, ranks in layouts:
         ratios, calls, gets = {}, [], []
         for k in range(a.launches):
             sizes, call, get = synk_launch(a.build, nodes, ranks, a.max_bytes, a.reps)
@@ -88,7 +90,7 @@ def main():
             gets.append(get)
             rows.append(dict(layout=f"{nodes}x{ranks}", launch=k, op="get_value", bytes=16, synk_s=get[0],
                              mpi_s=get[1], synk_gbps=0, mpi_gbps=0, ratio=get[1] / get[0]))
-        base = "MPI_Allreduce, same 2 processes" if ranks == 1 else f"MPI_Allreduce over {nodes * ranks} processes"
+        base = f"MPI_Allreduce, same {nodes} processes" if ranks == 1 else f"MPI_Allreduce over {nodes * ranks} processes"
         print(f"\n{nodes} nodes x {ranks} rank{'s' if ranks > 1 else ''} (baseline: {base})")
         print(f"{'size':>10} {'synk GB/s (median)':>20} {'x MPI: min':>11} {'median':>7} {'max':>6}")
         for b, r in sorted(ratios.items()):
@@ -117,7 +119,8 @@ def main():
         print("matplotlib missing: no plot")
         return 0
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for layout, colour in [("2x1", "tab:blue"), ("2x2", "tab:orange")]:
+    for (nodes, ranks), colour in zip(layouts, ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]):
+        layout = f"{nodes}x{ranks}"
         pts = [r for r in rows if r["layout"] == layout and r["op"] == "all_reduce"]
         ax.scatter([r["bytes"] for r in pts], [r["ratio"] for r in pts], s=14, color=colour,
                    label=f"{layout}: synk / plain MPI bandwidth, each launch")

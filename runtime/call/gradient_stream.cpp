@@ -23,12 +23,11 @@ StreamHooks g_hooks;
 void register_stream_hooks(const StreamHooks& hooks) { g_hooks = hooks; }
 
 namespace {
-// Between exactly 2 nodes every cross-node sum, of a bucket or of the whole update, is x_0 + x_1
-// (the direct exchange reduces in node order; MPI's all-reduce of 2 operands adds them in either
-// order, the same bits), so buckets keep the one buffer's bits.
-bool streams_across_nodes() {
+// Buckets keep the one buffer's bits when every cross-node sum, of a bucket or of the whole
+// update, adds in node order whatever its length (Cluster::sums_in_node_order).
+bool streams_across_nodes(uint64_t update_bytes) {
   const Cluster* cl = cluster();
-  return cl && cl->nodes() == 2 && cl->serialized_threads();
+  return cl && cl->serialized_threads() && cl->sums_in_node_order(update_bytes);
 }
 }  // namespace
 
@@ -40,7 +39,6 @@ StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamReque
     throw InternalError(fmt::format("call of '{}': update #{} to stream, but it has {} updates", sig.name,
                                     request.update, sig.updates.size()));
   if (!g_hooks.start || !g_hooks.prepare || !group) return none;
-  if (across_nodes ? !streams_across_nodes() : group->size() < 2) return none;
   if (plan.micro_shard_rows > 0 || plan.empty_call || active_backend() != Backend::Cpu) return none;
   const std::vector<int64_t> weights = rank_weights(plan);
   if (weights.empty() || std::any_of(weights.begin(), weights.end(), [](int64_t w) { return w <= 0; })) return none;
@@ -48,6 +46,7 @@ StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamReque
     if (rank_parts(plan, r).size() != 1) return none;
   const Array& value = module.values.at(size_t(sig.updates[size_t(request.update)].shared));
   if (!(value.dtype == DType::F32 || value.dtype == DType::F64) || value.bytes.empty()) return none;
+  if (across_nodes ? !streams_across_nodes(value.bytes.size()) : group->size() < 2) return none;
   StreamPlan p;
   p.update = request.update;
   p.bucket_bytes = request.bucket_bytes > 0 ? request.bucket_bytes : kDefaultBucketBytes;

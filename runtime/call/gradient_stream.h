@@ -38,8 +38,8 @@ struct StreamPlan {
   // (weight_shares): each bucket is scaled by it and summed, as all_reduce_weighted does. Across
   // nodes: the shares of this node's ranks, in local rank order.
   std::vector<double> rank_scale;
-  // 1: two nodes; after the node's reduction the leader's helper reduces each bucket with the
-  // other node's leader, as the one-buffer all_reduce across nodes does, and hands it back to the
+  // 1: several nodes; after the node's reduction the leader's helper reduces each bucket with the
+  // other leaders, as the one-buffer all_reduce across nodes does, and hands it back to the
   // node's ranks.
   uint8_t across_nodes = 0;
   bool operator==(const StreamPlan&) const = default;
@@ -76,9 +76,8 @@ struct ModuleEntry;
 
 // The master: what the call streams. Nothing (update -1) unless it was asked for and the call is
 // one the helper can average in place: on the CPU, several ranks on one node, or any number on
-// each of 2 nodes whose transport lets the helper thread call it (more nodes reduce with MPI's
-// all-reduce, whose bits depend on the message's length, so buckets would not give the one
-// buffer's bits),
+// each of several nodes whose transport lets the helper thread call it and sums in node order
+// (Cluster::sums_in_node_order: else buckets would not give the one buffer's bits),
 // every rank with exactly one part with rows (the same number everywhere: the plain mean an
 // all_reduce with op avg computes; different numbers: the weighted mean of all_reduce_weighted),
 // no micro-shards, and a float update.

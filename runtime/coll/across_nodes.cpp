@@ -60,10 +60,51 @@ NodeOp node_op(CollOp op) {
   throw InternalError("node_op: unknown op");
 }
 
+namespace {
+
+// Up to this many bytes a reduction in node order over 3 or more nodes gathers every node's
+// elements in one round instead of two rounds of parts (docs/performance/collectives.md).
+constexpr size_t kOneRoundBytes = size_t(2) << 10;
+
+// Floating-point sums and products depend on the order of their operands.
+bool order_matters(DType dtype, CollOp op) {
+  return (dtype == DType::F32 || dtype == DType::F64) && op != CollOp::Max && op != CollOp::Min;
+}
+
+// Reduce-scatter and all-gather between the leaders with synk's arithmetic: node n reduces part n
+// of the buffer over every node in node order, then every node gets every reduced part. Element
+// i is x_0[i] op x_1[i] op ... whatever the length, so pieces (the overlapped step's buckets)
+// give the bits of the whole, with any MPI.
+void reduce_parts_in_node_order(Cluster& cl, std::byte* data, size_t count, DType dtype, CollOp op) {
+  const size_t elem = dtype_size(dtype);
+  const int nodes = cl.nodes(), me = cl.node();
+  thread_local std::vector<size_t> bounds;
+  thread_local std::vector<std::byte> gathered;
+  thread_local std::vector<const std::byte*> sources;
+  bounds.resize(size_t(nodes) + 1);
+  for (int n = 0; n <= nodes; ++n)
+    bounds[size_t(n)] = size_t((unsigned __int128)count * unsigned(n) / unsigned(nodes)) * elem;
+  const size_t mine = bounds[size_t(me) + 1] - bounds[size_t(me)];
+  gathered.resize(mine * size_t(nodes));
+  cl.exchange_parts(data, bounds, gathered.data());
+  sources.clear();
+  for (int n = 0; n < nodes; ++n) sources.push_back(gathered.data() + size_t(n) * mine);
+  reduce_sources(dtype, op == CollOp::Avg ? CollOp::Sum : op, sources.data(), nodes, data + bounds[size_t(me)],
+                 mine / elem, 0);
+  cl.all_gather_parts(data, bounds);
+}
+
+}  // namespace
+
 void reduce_over_nodes(void* data, size_t count, DType dtype, CollOp op) {
   Cluster& cl = *cluster();
   const size_t bytes = count * dtype_size(dtype);
-  if (!cl.gather_beats_all_reduce(bytes)) return cl.all_reduce(data, count, dtype, node_op(op));
+  const bool in_order = order_matters(dtype, op) && cl.splits_over_nodes(bytes);
+  if (!cl.gather_beats_all_reduce(bytes) && !(in_order && bytes <= kOneRoundBytes)) {
+    if (in_order) return reduce_parts_in_node_order(cl, static_cast<std::byte*>(data), count, dtype, op);
+    return cl.all_reduce(data, count, dtype, node_op(op));
+  }
+  // One round: every node's elements to every node, each reducing them all in node order.
   thread_local std::vector<std::byte> gathered;
   thread_local std::vector<const std::byte*> sources;
   gathered.resize(bytes * size_t(cl.nodes()));

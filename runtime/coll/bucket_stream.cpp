@@ -4,8 +4,8 @@
 // same on every rank, waits until the rank's own thread has reported all of a bucket's bytes
 // final, and averages it in place through rsag over the collectives' staging area. rsag reduces
 // element i as x_0[i] + ... + x_{N-1}[i] whatever the chunking, so the buckets give the bits of one
-// all_reduce of the whole variable. Between 2 nodes the leader's helper then reduces the bucket
-// with the other leader (MPI from this thread: the main thread makes no MPI call meanwhile) and
+// all_reduce of the whole variable. Across nodes the leader's helper then reduces the bucket
+// with the other leaders (MPI from this thread: the main thread makes no MPI call meanwhile) and
 // hands it back to its node's ranks, as the one-buffer all_reduce across nodes does.
 //
 // Ending: the rank's thread hands over every bucket on every way out (finish, or abandon after a

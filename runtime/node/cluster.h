@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,20 @@ class Cluster {
   virtual bool gather_beats_all_reduce(size_t bytes) const = 0;
   // In place over the leaders, element-wise. F16/BF16 are not supported (the caller converts).
   virtual void all_reduce(void* data, size_t count, DType dtype, NodeOp op) = 0;
+  // A buffer of `bytes` split into one part per node, node n's part being bytes [bounds[n],
+  // bounds[n+1]) (nodes() + 1 bounds, the same on every node): whether the transport moves such
+  // parts (exchange_parts, all_gather_parts) for this length and node count.
+  virtual bool splits_over_nodes(size_t bytes) const = 0;
+  // Every node's part node() of `data`, in node order, into `gathered` (nodes() times this node's
+  // part). A peer whose part has another length is an error on the nodes that see it.
+  virtual void exchange_parts(const void* data, std::span<const size_t> bounds, void* gathered) = 0;
+  // In place: every node's part of `data` from that node to every node.
+  virtual void all_gather_parts(void* data, std::span<const size_t> bounds) = 0;
+  // Whether a float sum of `bytes` over the nodes (reduce_over_nodes) adds element i as
+  // x_0[i] + x_1[i] + ... in node order whatever the length, so that a buffer reduced in pieces
+  // gets the bits of the whole: between 2 nodes always (two operands add the same in either
+  // order), on more when the parts are split over the nodes.
+  virtual bool sums_in_node_order(size_t bytes) const = 0;
   // Before abort(): tells every other leader why the job ends (they raise it from the exchange
   // they wait in, print it and end too), and waits, at most `wait_s`, until each has answered
   // with its own notice, so that every leader that can still speak has said why before mpirun

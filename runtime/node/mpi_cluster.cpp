@@ -238,6 +238,57 @@ class MpiCluster final : public Cluster {
     return parts[size_t(root)];
   }
 
+  // Every node's part this node reduces, and then every reduced part to every node: point to
+  // point, all at once (the direct exchange's limit of 16 nodes), the arithmetic being the
+  // caller's, in node order.
+  bool splits_over_nodes(size_t bytes) const override {
+    return nodes_ >= 3 && nodes_ <= kDirectMaxNodes && bytes / size_t(nodes_) + 64 <= size_t(INT_MAX);
+  }
+  bool sums_in_node_order(size_t bytes) const override { return nodes_ == 2 || splits_over_nodes(bytes); }
+
+  void exchange_parts(const void* data, std::span<const size_t> bounds, void* gathered) override {
+    const char* in = static_cast<const char*>(data);
+    char* out = static_cast<char*>(gathered);
+    const size_t mine = bounds[size_t(node_) + 1] - bounds[size_t(node_)];
+    std::memcpy(out + size_t(node_) * mine, in + bounds[size_t(node_)], mine);
+    requests_.clear();
+    peers_.clear();
+    expected_.clear();
+    for (int n = 0; n < nodes_; ++n) {
+      if (n == node_) continue;
+      check("MPI_Irecv", MPI_Irecv(out + size_t(n) * mine, int(mine), MPI_BYTE, n, kPartsTag, comm_,
+                                   &requests_.emplace_back()));
+      peers_.push_back(n);
+      expected_.push_back(mine);
+    }
+    for (int n = 0; n < nodes_; ++n)
+      if (n != node_)
+        check("MPI_Isend", MPI_Isend(in + bounds[size_t(n)], int(bounds[size_t(n) + 1] - bounds[size_t(n)]), MPI_BYTE,
+                                     n, kPartsTag, comm_, &requests_.emplace_back()));
+    wait_all_expected();
+  }
+
+  void all_gather_parts(void* data, std::span<const size_t> bounds) override {
+    char* bytes = static_cast<char*>(data);
+    requests_.clear();
+    peers_.clear();
+    expected_.clear();
+    for (int n = 0; n < nodes_; ++n) {
+      if (n == node_) continue;
+      const size_t length = bounds[size_t(n) + 1] - bounds[size_t(n)];
+      check("MPI_Irecv", MPI_Irecv(bytes + bounds[size_t(n)], int(length), MPI_BYTE, n, kGatherPartsTag, comm_,
+                                   &requests_.emplace_back()));
+      peers_.push_back(n);
+      expected_.push_back(length);
+    }
+    const size_t mine = bounds[size_t(node_) + 1] - bounds[size_t(node_)];
+    for (int n = 0; n < nodes_; ++n)
+      if (n != node_)
+        check("MPI_Isend", MPI_Isend(bytes + bounds[size_t(node_)], int(mine), MPI_BYTE, n, kGatherPartsTag, comm_,
+                                     &requests_.emplace_back()));
+    wait_all_expected();
+  }
+
   // Blocking: OpenMPI's MPI_Iallreduce (libnbc) reached half the bandwidth of MPI_Allreduce over
   // TCP here (bench/multinode_bench, 2 x 1 ranks, 4-64 MiB), and took 1.7x its time for 1 KiB
   // (0.57x MPI's bandwidth against 0.92x blocking), so those go through the tuned blocking call,
@@ -327,6 +378,12 @@ class MpiCluster final : public Cluster {
   // that every peer sent exactly `bytes`: leaders that passed different lengths get an error
   // naming the node, where a collective would have hung or read past the message.
   void wait_all(size_t bytes) {
+    expected_.assign(peers_.size(), bytes);
+    wait_all_expected();
+  }
+
+  // The same with expected_[i] bytes from peers_[i].
+  void wait_all_expected() {
     statuses_.resize(requests_.size());
     poll_until([&] {
       int done = 0;
@@ -335,8 +392,8 @@ class MpiCluster final : public Cluster {
         for (size_t i = 0; i < peers_.size(); ++i)
           if (statuses_[i].MPI_ERROR == MPI_ERR_TRUNCATE)
             throw std::runtime_error("node " + std::to_string(peers_[i]) + " sent more than the " +
-                                     std::to_string(bytes) + " bytes this node exchanges (the leaders passed "
-                                     "different lengths)");
+                                     std::to_string(expected_[i]) + " bytes this node exchanges (the leaders "
+                                     "passed different lengths)");
       }
       check("MPI_Testall", code);
       return done != 0;
@@ -344,9 +401,9 @@ class MpiCluster final : public Cluster {
     for (size_t i = 0; i < peers_.size(); ++i) {
       int count = 0;
       MPI_Get_count(&statuses_[i], MPI_BYTE, &count);
-      if (size_t(count) != bytes)
+      if (size_t(count) != expected_[i])
         throw std::runtime_error("node " + std::to_string(peers_[i]) + " sent " + std::to_string(count) +
-                                 " bytes where this node exchanges " + std::to_string(bytes) +
+                                 " bytes where this node exchanges " + std::to_string(expected_[i]) +
                                  " (the leaders passed different lengths)");
     }
   }
@@ -378,6 +435,7 @@ class MpiCluster final : public Cluster {
   std::vector<MPI_Request> requests_;
   std::vector<MPI_Status> statuses_;
   std::vector<int> peers_;
+  std::vector<size_t> expected_;   // bytes from each of peers_
 
   // The watchdog thread: a blocking transfer past the step's deadline ends the process
   // (on_stuck), since the transfer itself cannot be interrupted.
@@ -400,7 +458,8 @@ class MpiCluster final : public Cluster {
   std::string host_;
   // Point-to-point tags (the collectives use none): scatter's parts, abort notices, the direct
   // exchanges (all_gather_equal) and broadcasts' slots.
-  static constexpr int kScatterTag = 4242, kAbortTag = 4343, kExchangeTag = 4444, kBroadcastTag = 4545;
+  static constexpr int kScatterTag = 4242, kAbortTag = 4343, kExchangeTag = 4444, kBroadcastTag = 4545,
+                       kPartsTag = 4646, kGatherPartsTag = 4747;
   // Abort notices (announce_abort): which nodes sent one, the first one's text.
   std::vector<bool> heard_;
   int notice_from_ = -1;
