@@ -360,10 +360,7 @@ void bind_functions(py::module_& m) {
                     "micro-shard rows of a deterministic step (the same bits on any number of ranks); 0: off")
       .def_property("overlap", [](const TrainStepObj& s) { return s.step.overlap(); },
                     [](TrainStepObj& s, py::handle on) {
-                      if (!py::isinstance<py::bool_>(on))
-                        throw py::type_error("TrainStep.overlap: expected True or False, got " +
-                                             std::string(py::str(py::type::of(on).attr("__name__"))));
-                      s.step.set_overlap(on.cast<bool>(), s.step.bucket_bytes());
+                      s.step.set_overlap(bool_arg(on, "overlap"), s.step.bucket_bytes());
                     },
                     "average the gradient in buckets during the backward pass (docs/training.md, \"Overlap\")")
       .def_property("bucket_bytes", [](const TrainStepObj& s) { return s.step.bucket_bytes(); },

@@ -2,7 +2,7 @@
 a three-layer network trained on 2 and 3 ranks gives the same bits with and without overlap, with
 small and default buckets, including rows that do not split evenly (the weighted average, bucket
 by bucket) and steps that fall back to the one all_reduce (num_slices); bad settings are a
-TypeError or a UsageError.
+UsageError, as for every other setting.
 """
 import numpy as np
 import pytest
@@ -62,8 +62,10 @@ def test_same_bits_with_and_without_overlap(rng):
 
 def test_bad_settings():
     step = synk.compile(SOURCE).train_step("train")
-    with pytest.raises(TypeError, match="overlap: expected True or False"):
+    with pytest.raises(synk.UsageError, match="overlap: expected True or False, received 1"):
         step.overlap = 1
+    with pytest.raises(synk.UsageError, match="overlap: expected True or False, received 'yes'"):
+        step.overlap = "yes"
     with pytest.raises(synk.UsageError, match="bucket_bytes must be >= 0"):
         step.bucket_bytes = -1
     with pytest.raises(synk.UsageError, match="bucket_bytes"):
