@@ -19,6 +19,7 @@
 #include "runtime/group/process_group.h"
 #include "runtime/data/shared_vars.h"
 #include "runtime/node/cluster.h"
+#include "runtime/node/placement.h"
 #include "runtime/trace/trace.h"
 #include "base/wire.h"
 
@@ -113,6 +114,13 @@ int fork(int n, Backend backend, const ForkOptions& options) {
   for (const auto& [name, handler] : rt::rank_handlers()) g_handlers_at_fork.insert(name);
   if (rt::started_by_mpi_launcher() && rt::cluster_finalized())
     throw UsageError("fork: under mpirun a program can fork once (MPI cannot be initialised again after close())");
+  if (rt::started_by_mpi_launcher()) {
+    // Before the fork: the ranks inherit the leader's CPUs (runtime/node/placement.h).
+    const std::string placed = rt::claim_node_cpus();
+    const char* verbose = std::getenv("SYNK_VERBOSE");
+    if (!placed.empty() && verbose && *verbose && std::string(verbose) != "0")
+      std::fprintf(stderr, "synk: fork: %s\n", placed.c_str());
+  }
   g_group = rt::ProcessGroup::start(n, backend, options);
   if (rt::started_by_mpi_launcher()) {
     // After the fork: workers must never inherit an initialised MPI (runtime/node/cluster.h).
