@@ -146,19 +146,8 @@ class MpiCluster final : public Cluster {
       wait(req);
       return;
     }
-    requests_.clear();
-    peers_.clear();
-    for (int n = 0; n < nodes_; ++n) {
-      if (n == node_) continue;
-      check("MPI_Irecv", MPI_Irecv(out + size_t(n) * bytes, int(bytes), MPI_BYTE, n, kExchangeTag, comm_,
-                                   &requests_.emplace_back()));
-      peers_.push_back(n);
-    }
-    for (int n = 0; n < nodes_; ++n)
-      if (n != node_)
-        check("MPI_Isend", MPI_Isend(mine, int(bytes), MPI_BYTE, n, kExchangeTag, comm_,
-                                     &requests_.emplace_back()));
-    wait_all(bytes);
+    exchange_with_peers(kExchangeTag, [&](int n) { return Buffer{out + size_t(n) * bytes, bytes}; },
+                        [&](int) { return Buffer{const_cast<void*>(mine), bytes}; });
   }
 
   // Between 2 leaders over TCP (docs/performance/collectives.md, "Point-to-point exchanges"), one
@@ -251,42 +240,14 @@ class MpiCluster final : public Cluster {
     char* out = static_cast<char*>(gathered);
     const size_t mine = bounds[size_t(node_) + 1] - bounds[size_t(node_)];
     std::memcpy(out + size_t(node_) * mine, in + bounds[size_t(node_)], mine);
-    requests_.clear();
-    peers_.clear();
-    expected_.clear();
-    for (int n = 0; n < nodes_; ++n) {
-      if (n == node_) continue;
-      check("MPI_Irecv", MPI_Irecv(out + size_t(n) * mine, int(mine), MPI_BYTE, n, kPartsTag, comm_,
-                                   &requests_.emplace_back()));
-      peers_.push_back(n);
-      expected_.push_back(mine);
-    }
-    for (int n = 0; n < nodes_; ++n)
-      if (n != node_)
-        check("MPI_Isend", MPI_Isend(in + bounds[size_t(n)], int(bounds[size_t(n) + 1] - bounds[size_t(n)]), MPI_BYTE,
-                                     n, kPartsTag, comm_, &requests_.emplace_back()));
-    wait_all_expected();
+    exchange_with_peers(kPartsTag, [&](int n) { return Buffer{out + size_t(n) * mine, mine}; },
+                        [&](int n) { return part(const_cast<char*>(in), bounds, n); });
   }
 
   void all_gather_parts(void* data, std::span<const size_t> bounds) override {
     char* bytes = static_cast<char*>(data);
-    requests_.clear();
-    peers_.clear();
-    expected_.clear();
-    for (int n = 0; n < nodes_; ++n) {
-      if (n == node_) continue;
-      const size_t length = bounds[size_t(n) + 1] - bounds[size_t(n)];
-      check("MPI_Irecv", MPI_Irecv(bytes + bounds[size_t(n)], int(length), MPI_BYTE, n, kGatherPartsTag, comm_,
-                                   &requests_.emplace_back()));
-      peers_.push_back(n);
-      expected_.push_back(length);
-    }
-    const size_t mine = bounds[size_t(node_) + 1] - bounds[size_t(node_)];
-    for (int n = 0; n < nodes_; ++n)
-      if (n != node_)
-        check("MPI_Isend", MPI_Isend(bytes + bounds[size_t(node_)], int(mine), MPI_BYTE, n, kGatherPartsTag, comm_,
-                                     &requests_.emplace_back()));
-    wait_all_expected();
+    exchange_with_peers(kGatherPartsTag, [&](int n) { return part(bytes, bounds, n); },
+                        [&](int) { return part(bytes, bounds, node_); });
   }
 
   // Blocking: OpenMPI's MPI_Iallreduce (libnbc) reached half the bandwidth of MPI_Allreduce over
@@ -372,6 +333,36 @@ class MpiCluster final : public Cluster {
       check("MPI_Test", MPI_Test(&req, &done, MPI_STATUS_IGNORE));
       return done != 0;
     });
+  }
+
+  struct Buffer {
+    void* data;
+    size_t bytes;
+  };
+  static Buffer part(char* base, std::span<const size_t> bounds, int n) {
+    return Buffer{base + bounds[size_t(n)], bounds[size_t(n) + 1] - bounds[size_t(n)]};
+  }
+
+  // One round with every other node at once: a receive from each (into `receive_from(n)`, whose
+  // length that node must send), then a send to each (`send_to(n)`), then the wait.
+  template <class ReceiveFrom, class SendTo>
+  void exchange_with_peers(int tag, ReceiveFrom&& receive_from, SendTo&& send_to) {
+    requests_.clear();
+    peers_.clear();
+    expected_.clear();
+    for (int n = 0; n < nodes_; ++n) {
+      if (n == node_) continue;
+      const Buffer into = receive_from(n);
+      check("MPI_Irecv", MPI_Irecv(into.data, int(into.bytes), MPI_BYTE, n, tag, comm_, &requests_.emplace_back()));
+      peers_.push_back(n);
+      expected_.push_back(into.bytes);
+    }
+    for (int n = 0; n < nodes_; ++n) {
+      if (n == node_) continue;
+      const Buffer what = send_to(n);
+      check("MPI_Isend", MPI_Isend(what.data, int(what.bytes), MPI_BYTE, n, tag, comm_, &requests_.emplace_back()));
+    }
+    wait_all_expected();
   }
 
   // Waits for requests_ (first the receives from peers_, `bytes` each, then the rest) and checks
