@@ -205,10 +205,10 @@ class BucketStream final : public GradientStream {
       if (!weighted_) scale_values(dtype_, bucket, count, 1.0 / cluster_nodes());
     }
     if (!local) return;
-    std::vector<uint64_t> lengths(size_t(staging_.size()), 0);
-    lengths[0] = bytes;
+    lengths_.assign(size_t(staging_.size()), 0);   // the leader's bucket to the node's ranks
+    lengths_[0] = bytes;
     Pieces none;
-    exchange(staging_, ExchangeSpec{lengths, leader ? &values : &none, [leader](int source) { return !leader && source == 0; },
+    exchange(staging_, ExchangeSpec{lengths_, leader ? &values : &none, [leader](int source) { return !leader && source == 0; },
                                     [&values](int, size_t offset, size_t length, const std::byte* from) {
                                       values.write(offset, length, from);
                                     }, 0});
@@ -254,6 +254,7 @@ class BucketStream final : public GradientStream {
   size_t total_ = 0, bucket_bytes_ = 1;
   bool weighted_ = false;   // the plan's rank_scale: scale each bucket by share_, then sum
   bool across_ = false;     // the plan's across_nodes
+  std::vector<uint64_t> lengths_;   // reduce_bucket's broadcast inside the node
   double share_ = 1.0;
   std::vector<Bucket> buckets_;                   // from the end of the update
   std::unique_ptr<std::atomic<size_t>[]> ready_;  // per bucket: bytes reported final
