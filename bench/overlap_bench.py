@@ -10,6 +10,11 @@ run is divided by the `off` run of the same round. Prints every ratio (min, medi
 host shows as two clusters), writes a CSV and draws a PNG.
 
   bench/overlap_bench.py --build build --rounds 5 --depth 20 --image-size 32 --train 2048
+
+With --nodes K (K > 1) every run is `mpirun -np K` on this host with OpenMPI's TCP transport over
+lo between the "nodes" (docs/multinode.md), --ranks ranks on each.
+
+  bench/overlap_bench.py --nodes 2 --ranks 1 --depth 20 --buckets 65536,1048576
 """
 import argparse
 import csv
@@ -28,6 +33,9 @@ def run_once(args, overlap, bucket):
            "--ranks", str(args.ranks), "--profile"]
     if overlap:
         cmd += ["--overlap", "--bucket-bytes", str(bucket)]
+    if args.nodes > 1:
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(args.nodes), "--mca", "btl", "tcp,self",
+               "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"] + cmd
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     epochs = re.findall(r"^epoch \d+: train loss ([0-9.]+), ([0-9.]+) s", out, re.M)
     steps = re.findall(r"per step: gradient ([0-9.]+) s, all-reduce ([0-9.]+) s, update ([0-9.]+) s", out)
@@ -48,7 +56,8 @@ def main():
     p.add_argument("--train", type=int, default=2048)
     p.add_argument("--batch", type=int, default=64, help="images per rank per step")
     p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--ranks", type=int, default=2, help="ranks (per node with --nodes)")
+    p.add_argument("--nodes", type=int, default=1, help="> 1: under mpirun on this host, TCP between the nodes")
     p.add_argument("--buckets", default="262144,1048576,4194304", help="bucket sizes in bytes, comma-separated")
     p.add_argument("--csv", default="bench/overlap_bench.csv")
     p.add_argument("--png", default="bench/overlap_bench.png")
@@ -59,7 +68,8 @@ def main():
     start = time.strftime("%Y-%m-%d %H:%M:%S")
     load = os.getloadavg()[0]
     print(f"ResNet-{args.depth}, {args.image_size}x{args.image_size}, {args.train} images, {args.batch} per rank, "
-          f"{args.ranks} ranks; {args.rounds} rounds; start {start}, load {load:.2f}")
+          f"{args.ranks} ranks{f' on each of {args.nodes} nodes' if args.nodes > 1 else ''}; {args.rounds} rounds; "
+          f"start {start}, load {load:.2f}")
     for r in range(args.rounds):
         order = configs[r % len(configs):] + configs[:r % len(configs)]
         times = {}
@@ -100,7 +110,8 @@ def main():
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xticks(range(len(configs)), [c[0] for c in configs])
     ax.set_ylabel("epoch time / same round's off")
-    ax.set_title(f"ResNet-{args.depth} on {args.ranks} ranks: overlap vs one all-reduce ({args.rounds} fresh groups)")
+    where = f"{args.nodes} nodes x {args.ranks} ranks" if args.nodes > 1 else f"{args.ranks} ranks"
+    ax.set_title(f"ResNet-{args.depth} on {where}: overlap vs one all-reduce ({args.rounds} fresh groups)")
     fig.tight_layout()
     fig.savefig(args.png, dpi=110)
     print(f"wrote {args.csv} and {args.png}")
