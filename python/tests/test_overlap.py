@@ -5,6 +5,10 @@ by bucket) and steps that fall back to the one all_reduce (num_slices); bad sett
 UsageError, as for every other setting.
 """
 import numpy as np
+import os
+import subprocess
+import sys
+
 import pytest
 
 import synk
@@ -71,3 +75,30 @@ def test_bad_settings():
     with pytest.raises(synk.UsageError, match="bucket_bytes"):
         step.bucket_bytes = 2.5
     assert (step.overlap, step.bucket_bytes) == (False, 0)
+
+
+def test_verbose_says_why_a_step_does_not_stream(tmp_path):
+    # A new process: SYNK_VERBOSE is read once per process.
+    script = tmp_path / "why.py"
+    script.write_text(f'''
+import numpy as np, synk
+model = synk.compile("""{SOURCE}""")
+step = model.train_step("train")
+step.overlap = True
+synk.fork(2)
+x = synk.data(np.zeros((8, 64), np.float32)); y = synk.data(np.zeros(8, np.int64))
+for _ in range(2):
+    step(x, y, batch=[3], num_slices=1)          # a rank without rows
+    step(x, y, batch=[0, 1, 2, 3], num_slices=2)  # slices
+    step(x, y, batch=[0, 1, 2, 3])                # streams: says nothing
+synk.close()
+''')
+    env = dict(os.environ, SYNK_VERBOSE="1")
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "with overlap" in line]
+    assert said == [
+        "synk: 'train' with overlap takes the one all_reduce after the call: a rank without rows (fewer rows "
+        "than ranks)",
+        "synk: 'train' with overlap takes the one all_reduce after the call: num_slices > 1",
+    ], done.stderr

@@ -4,6 +4,11 @@
 #include "runtime/call/gradient_stream.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -23,12 +28,31 @@ StreamHooks g_hooks;
 void register_stream_hooks(const StreamHooks& hooks) { g_hooks = hooks; }
 
 namespace {
-// Buckets keep the one buffer's bits when every cross-node sum, of a bucket or of the whole
-// update, adds in node order whatever its length (Cluster::sums_in_node_order).
-bool streams_across_nodes(uint64_t update_bytes) {
+
+// Why buckets across nodes would not keep the one buffer's bits, or the helper could not call
+// MPI; null when they stream. Buckets keep the bits when every cross-node sum, of a bucket or of
+// the whole update, adds in node order whatever its length (Cluster::sums_in_node_order).
+const char* why_not_across_nodes(uint64_t update_bytes) {
   const Cluster* cl = cluster();
-  return cl && cl->serialized_threads() && cl->sums_in_node_order(update_bytes);
+  if (!cl) return "no cluster";
+  if (!cl->serialized_threads()) return "MPI granted less than MPI_THREAD_SERIALIZED, so the helper thread cannot call it";
+  if (!cl->sums_in_node_order(update_bytes))
+    return "more than 16 nodes: float sums go to MPI_Allreduce, whose order of additions depends on the length";
+  return nullptr;
 }
+
+// The call takes the one all_reduce after it. SYNK_VERBOSE=1 says why, once per function and reason.
+StreamPlan falls_back(const FunctionSignature& sig, const char* why) {
+  static const bool verbose = [] {
+    const char* v = std::getenv("SYNK_VERBOSE");
+    return v && *v && std::string(v) != "0";
+  }();
+  static std::set<std::pair<std::string, std::string>> told;
+  if (verbose && told.emplace(sig.name, why).second)
+    std::fprintf(stderr, "synk: '%s' with overlap takes the one all_reduce after the call: %s\n", sig.name.c_str(), why);
+  return StreamPlan{};
+}
+
 }  // namespace
 
 StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamRequest& request,
@@ -39,14 +63,21 @@ StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamReque
     throw InternalError(fmt::format("call of '{}': update #{} to stream, but it has {} updates", sig.name,
                                     request.update, sig.updates.size()));
   if (!g_hooks.start || !g_hooks.prepare || !group) return none;
-  if (plan.micro_shard_rows > 0 || plan.empty_call || active_backend() != Backend::Cpu) return none;
+  if (plan.micro_shard_rows > 0) return falls_back(sig, "a deterministic step (micro-shards)");
+  if (plan.empty_call) return none;
+  if (active_backend() != Backend::Cpu)
+    return falls_back(sig, "the GPU backend (NCCL on a stream of its own is not built yet)");
   const std::vector<int64_t> weights = rank_weights(plan);
-  if (weights.empty() || std::any_of(weights.begin(), weights.end(), [](int64_t w) { return w <= 0; })) return none;
+  if (weights.empty() || std::any_of(weights.begin(), weights.end(), [](int64_t w) { return w <= 0; }))
+    return falls_back(sig, "a rank without rows (fewer rows than ranks)");
   for (int r = 0; r < plan.nranks; ++r)
-    if (rank_parts(plan, r).size() != 1) return none;
+    if (rank_parts(plan, r).size() != 1) return falls_back(sig, "num_slices > 1");
   const Array& value = module.values.at(size_t(sig.updates[size_t(request.update)].shared));
-  if (!(value.dtype == DType::F32 || value.dtype == DType::F64) || value.bytes.empty()) return none;
-  if (across_nodes ? !streams_across_nodes(value.bytes.size()) : group->size() < 2) return none;
+  if (!(value.dtype == DType::F32 || value.dtype == DType::F64) || value.bytes.empty())
+    return falls_back(sig, "the gradient is not a non-empty f32 or f64 variable");
+  if (!across_nodes && group->size() < 2) return falls_back(sig, "a single rank: nothing to average");
+  if (across_nodes)
+    if (const char* why = why_not_across_nodes(value.bytes.size())) return falls_back(sig, why);
   StreamPlan p;
   p.update = request.update;
   p.bucket_bytes = request.bucket_bytes > 0 ? request.bucket_bytes : kDefaultBucketBytes;
