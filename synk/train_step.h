@@ -116,7 +116,7 @@ class TrainStep {
   // first), each on a helper thread per rank as soon as the backward pass has finished it, instead
   // of in one all_reduce after the call. Same bits as without. Used where the call allows it (the
   // CPU, one node, equal rows on every rank, one slice, not deterministic); the step falls back
-  // to the one all_reduce otherwise. Off by default on the CPU (docs/performance/models.md, "Overlap").
+  // to the one all_reduce otherwise. Off by default on the CPU (docs/performance/overlap.md).
   // bucket_bytes 0: the default (1 MiB); UsageError when negative.
   void set_overlap(bool on, int64_t bucket_bytes = 0);
   bool overlap() const { return overlap_; }

@@ -45,7 +45,7 @@ struct StreamPlan {
   bool operator==(const StreamPlan&) const = default;
 };
 
-// The bucket size when the caller gives none: docs/performance/models.md, "Overlap".
+// The bucket size when the caller gives none: docs/performance/overlap.md.
 inline constexpr uint64_t kDefaultBucketBytes = uint64_t(1) << 20;
 
 // One rank's helper for one call. Its thread starts with it; every bucket must be handed over on
