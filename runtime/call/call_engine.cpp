@@ -341,6 +341,13 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
   for (size_t u = 0; u < sig.updates.size(); ++u)
     if (!update_acc[u].empty())
       outcome.updates.push_back(PendingUpdate{call.module, sig.updates[u].shared, update_acc[u].finish()});
+  if (parts.empty() && stream.active()) {
+    // No rows here: the streamed update becomes the ranks' average, committed like any update.
+    const int32_t var = sig.updates[size_t(call.stream.update)].shared;
+    Array average = call.module->values[size_t(var)];
+    stream.finish_without_rows(average);
+    outcome.updates.push_back(PendingUpdate{call.module, var, std::move(average)});
+  }
   clock.mark(6, "updates: finish folded parts", Category::Update);
   clock.end_call();
   return outcome;

@@ -68,10 +68,9 @@ StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamReque
   if (active_backend() != Backend::Cpu)
     return falls_back(sig, "the GPU backend (NCCL on a stream of its own is not built yet)");
   const std::vector<int64_t> weights = rank_weights(plan);
-  if (weights.empty() || std::any_of(weights.begin(), weights.end(), [](int64_t w) { return w <= 0; }))
-    return falls_back(sig, "a rank without rows (fewer rows than ranks)");
+  if (weights.empty() || std::none_of(weights.begin(), weights.end(), [](int64_t w) { return w > 0; })) return none;
   for (int r = 0; r < plan.nranks; ++r)
-    if (rank_parts(plan, r).size() != 1) return falls_back(sig, "num_slices > 1");
+    if (rank_parts(plan, r).size() > 1) return falls_back(sig, "num_slices > 1");
   const Array& value = module.values.at(size_t(sig.updates[size_t(request.update)].shared));
   if (!(value.dtype == DType::F32 || value.dtype == DType::F64) || value.bytes.empty())
     return falls_back(sig, "the gradient is not a non-empty f32 or f64 variable");
@@ -111,6 +110,13 @@ void StreamScope::attach(CompiledFunction& fn) {
   if (!stream_) return;
   fn.stream_update(plan_.update, stream_.get());
   attached_ = &fn;
+}
+
+void StreamScope::finish_without_rows(Array& value) {
+  if (!stream_) return;
+  stream_->begin(value.bytes.data(), value.bytes.size());
+  stream_->finish();
+  stream_.reset();
 }
 
 void StreamScope::finish(CompiledFunction& fn, std::span<Array> updates) {

@@ -78,9 +78,9 @@ struct ModuleEntry;
 // one the helper can average in place: on the CPU, several ranks on one node, or any number on
 // each of several nodes whose transport lets the helper thread call it and sums in node order
 // (Cluster::sums_in_node_order: else buckets would not give the one buffer's bits),
-// every rank with exactly one part with rows (the same number everywhere: the plain mean an
-// all_reduce with op avg computes; different numbers: the weighted mean of all_reduce_weighted),
-// no micro-shards, and a float update.
+// every rank with at most one part (the same number of rows everywhere: the plain mean an
+// all_reduce with op avg computes; different numbers, or a rank without rows: the weighted mean
+// of all_reduce_weighted), no micro-shards, and a float update.
 StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamRequest& request,
                        const FunctionSignature& sig, const ModuleEntry& module, const CallPlan& plan);
 
@@ -97,6 +97,10 @@ class StreamScope {
   void attach(CompiledFunction& fn);
   // After run(): `updates` are the function's; the streamed one is averaged on return.
   void finish(CompiledFunction& fn, std::span<Array> updates);
+  // A rank without rows runs no part: `value` (a copy of the update's current value, which counts
+  // for nothing: its share is 0) goes through the buckets and holds the average on return.
+  void finish_without_rows(Array& value);
+  bool active() const { return stream_ != nullptr; }
 
  private:
   const StreamPlan& plan_;

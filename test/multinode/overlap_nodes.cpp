@@ -1,9 +1,9 @@
 // The overlapped gradient all-reduce across nodes (docs/training.md, "Overlap"), run under mpirun
 // (CMakeLists.txt): two copies of one model, trained side by side on the same batches, one with
 // TrainStep::set_overlap and one with the one-buffer all_reduce, must hold the same bits on every
-// global rank after every setting: equal and unequal rows per rank, buckets of 100 bytes (hundreds
-// of direct exchanges between the leaders), 8 KiB and the 1 MiB default (the whole 79 KB gradient
-// in one bucket, which the leaders reduce with MPI's blocking all-reduce). The timeline (one file
+// global rank after every setting: equal and unequal rows per rank, a rank without rows, buckets
+// of 100 bytes (hundreds of direct exchanges between the leaders), 8 KiB and the 1 MiB default
+// (the whole 79 KB gradient in one bucket, which 2 leaders reduce with MPI's blocking all-reduce). The timeline (one file
 // per leader) counts the buckets: every rank reduces each bucket, and each leader also reduces it
 // with the other nodes (in node order: between 3 or more nodes the leaders split each bucket
 // into parts, reduce one each and share them).
@@ -111,8 +111,8 @@ int main(int argc, char** argv) {
     int failures = 0, steps = 0;
     const int kSteps = 3;
     for (int64_t bucket : {int64_t(100), int64_t(8192), int64_t(0)}) {
-      for (int64_t extra : {int64_t(0), int64_t(3)}) {   // 3 more rows: unequal rows per rank
-        const int64_t batch_rows = 8 * ranks + extra;
+      // Equal rows; unequal rows; fewer rows than ranks (a rank without rows counts for nothing).
+      for (int64_t batch_rows : {int64_t(8 * ranks), int64_t(8 * ranks + 3), int64_t(ranks - 1)}) {
         const std::string trace = fmt::format("{}.b{}r{}.json", argv[2], bucket, batch_rows);
         a.set_overlap(true, bucket);
         synk::trace_start(trace);
