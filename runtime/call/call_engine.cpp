@@ -228,6 +228,20 @@ std::vector<Accumulator> update_accumulators(const FunctionSignature& sig, const
   return update_acc;
 }
 
+// After the rank's parts: the folded updates; on a rank without rows (`no_rows`), the streamed
+// update becomes the ranks' average, committed like any update.
+void finish_updates(const ResolvedCall& call, const FunctionSignature& sig, std::vector<Accumulator>& update_acc,
+                    bool no_rows, StreamScope& stream, RankOutcome& outcome) {
+  for (size_t u = 0; u < sig.updates.size(); ++u)
+    if (!update_acc[u].empty())
+      outcome.updates.push_back(PendingUpdate{call.module, sig.updates[u].shared, update_acc[u].finish()});
+  if (!no_rows || !stream.active()) return;
+  const int32_t var = sig.updates[size_t(call.stream.update)].shared;
+  Array average = call.module->values[size_t(var)];
+  stream.finish_without_rows(average);
+  outcome.updates.push_back(PendingUpdate{call.module, var, std::move(average)});
+}
+
 RankOutcome execute_rank(const ResolvedCall& call, int rank) {
   StreamScope stream(call.ctx, call.stream);   // first: every way out must end it on this rank
   PhaseClock clock(call.entry, "rank");
@@ -338,16 +352,7 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
       trace::record(Category::Slice, fmt::format("part {} of {}", part_index + 1, parts.size()), part_start,
                     clock.last(), fmt::format("positions [{}, {}), weight {}", part.pos_lo, part.pos_hi, part.weight));
   }
-  for (size_t u = 0; u < sig.updates.size(); ++u)
-    if (!update_acc[u].empty())
-      outcome.updates.push_back(PendingUpdate{call.module, sig.updates[u].shared, update_acc[u].finish()});
-  if (parts.empty() && stream.active()) {
-    // No rows here: the streamed update becomes the ranks' average, committed like any update.
-    const int32_t var = sig.updates[size_t(call.stream.update)].shared;
-    Array average = call.module->values[size_t(var)];
-    stream.finish_without_rows(average);
-    outcome.updates.push_back(PendingUpdate{call.module, var, std::move(average)});
-  }
+  finish_updates(call, sig, update_acc, parts.empty(), stream, outcome);
   clock.mark(6, "updates: finish folded parts", Category::Update);
   clock.end_call();
   return outcome;
