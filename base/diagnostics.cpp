@@ -177,13 +177,13 @@ std::string did_you_mean(std::string_view wrong, const std::vector<std::string>&
   for (const std::string& c : candidates)   // 'W' for 'w': the case is the likeliest slip
     if (same_ignoring_case(c)) return "; did you mean '" + c + "'?";
   if (wrong.size() < 2) return "";   // every one-letter name is one edit from every other
-  std::string best;
+  const std::string* best = nullptr;
   size_t best_distance = std::max<size_t>(1, std::min<size_t>(2, wrong.size() / 2));
-  for (const std::string& c : candidates) {
-    size_t d = edit_distance(wrong, c);
-    if (d <= best_distance && (best.empty() || d < edit_distance(wrong, best))) best = c;
+  for (const std::string& c : candidates) {   // the first of the closest
+    const size_t d = edit_distance(wrong, c);
+    if (d < best_distance || (d == best_distance && !best)) best = &c, best_distance = d;
   }
-  return best.empty() ? "" : "; did you mean '" + best + "'?";
+  return best ? "; did you mean '" + *best + "'?" : "";
 }
 
 }  // namespace synk

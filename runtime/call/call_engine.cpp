@@ -739,7 +739,7 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
     };
   call.plan = plan_call(pr);
   const CallPlan& plan = call.plan;
-  call.stream = plan_stream(group, cluster() != nullptr, req.stream, sig, *call.module, plan);
+  call.stream = plan_stream(group, req.stream, sig, *call.module, plan);
   if (call.stream.update >= 0) call.ctx = &group->master_context();
   for (const Data& d : req.inputs) call.inputs.push_back(ResolvedInput{static_cast<const std::byte*>(d.raw()), d.dtype(), d.shape()});
   clock.mark(0, "plan and validate the call", Category::Plan);

@@ -32,11 +32,9 @@ namespace {
 // Why buckets across nodes would not keep the one buffer's bits, or the helper could not call
 // MPI; null when they stream. Buckets keep the bits when every cross-node sum, of a bucket or of
 // the whole update, adds in node order whatever its length (Cluster::sums_in_node_order).
-const char* why_not_across_nodes(uint64_t update_bytes) {
-  const Cluster* cl = cluster();
-  if (!cl) return "no cluster";
-  if (!cl->serialized_threads()) return "MPI granted less than MPI_THREAD_SERIALIZED, so the helper thread cannot call it";
-  if (!cl->sums_in_node_order(update_bytes))
+const char* why_not_across_nodes(const Cluster& cl, uint64_t update_bytes) {
+  if (!cl.serialized_threads()) return "MPI granted less than MPI_THREAD_SERIALIZED, so the helper thread cannot call it";
+  if (!cl.sums_in_node_order(update_bytes))
     return "more than 16 nodes: float sums go to MPI_Allreduce, whose order of additions depends on the length";
   return nullptr;
 }
@@ -55,16 +53,16 @@ StreamPlan falls_back(const FunctionSignature& sig, const char* why) {
 
 }  // namespace
 
-StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamRequest& request,
-                       const FunctionSignature& sig, const ModuleEntry& module, const CallPlan& plan) {
+StreamPlan plan_stream(ProcessGroup* group, const StreamRequest& request, const FunctionSignature& sig,
+                       const ModuleEntry& module, const CallPlan& plan) {
   StreamPlan none;
+  const Cluster* nodes = cluster();
   if (request.update < 0) return none;
   if (size_t(request.update) >= sig.updates.size())
     throw InternalError(fmt::format("call of '{}': update #{} to stream, but it has {} updates", sig.name,
                                     request.update, sig.updates.size()));
   if (!g_hooks.start || !g_hooks.prepare || !group) return none;
-  if (plan.micro_shard_rows > 0) return falls_back(sig, "a deterministic step (micro-shards)");
-  if (plan.empty_call) return none;
+  if (plan.micro_shard_rows > 0 || plan.empty_call) return none;   // a deterministic step asks for none
   if (active_backend() != Backend::Cpu)
     return falls_back(sig, "the GPU backend (NCCL on a stream of its own is not built yet)");
   const std::vector<int64_t> weights = rank_weights(plan);
@@ -74,9 +72,11 @@ StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamReque
   const Array& value = module.values.at(size_t(sig.updates[size_t(request.update)].shared));
   if (!(value.dtype == DType::F32 || value.dtype == DType::F64) || value.bytes.empty())
     return falls_back(sig, "the gradient is not a non-empty f32 or f64 variable");
-  if (!across_nodes && group->size() < 2) return falls_back(sig, "a single rank: nothing to average");
-  if (across_nodes)
-    if (const char* why = why_not_across_nodes(value.bytes.size())) return falls_back(sig, why);
+  if (nodes) {
+    if (const char* why = why_not_across_nodes(*nodes, value.bytes.size())) return falls_back(sig, why);
+  } else if (group->size() < 2) {
+    return falls_back(sig, "a single rank: nothing to average");
+  }
   StreamPlan p;
   p.update = request.update;
   p.bucket_bytes = request.bucket_bytes > 0 ? request.bucket_bytes : kDefaultBucketBytes;
@@ -85,12 +85,12 @@ StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamReque
   // The step's one-buffer reduction (TrainStep::reduce_gradient) weighs unequal rows the same way.
   if (std::any_of(weights.begin(), weights.end(), [&](int64_t w) { return w != weights.front(); })) {
     p.rank_scale = weight_shares(std::vector<double>(weights.begin(), weights.end()));
-    if (across_nodes) {   // all_reduce_weighted across nodes scales by the global shares too
+    if (nodes) {   // all_reduce_weighted across nodes scales by the global shares too
       const auto first = p.rank_scale.begin() + ptrdiff_t(cluster_node()) * group->size();
       p.rank_scale = std::vector<double>(first, first + group->size());
     }
   }
-  p.across_nodes = across_nodes ? 1 : 0;
+  p.across_nodes = nodes ? 1 : 0;
   p.staging = g_hooks.prepare(*group);
   return p;
 }

@@ -81,8 +81,8 @@ struct ModuleEntry;
 // every rank with at most one part (the same number of rows everywhere: the plain mean an
 // all_reduce with op avg computes; different numbers, or a rank without rows: the weighted mean
 // of all_reduce_weighted), no micro-shards, and a float update.
-StreamPlan plan_stream(ProcessGroup* group, bool across_nodes, const StreamRequest& request,
-                       const FunctionSignature& sig, const ModuleEntry& module, const CallPlan& plan);
+StreamPlan plan_stream(ProcessGroup* group, const StreamRequest& request, const FunctionSignature& sig,
+                       const ModuleEntry& module, const CallPlan& plan);
 
 // One rank's use of the helper in one call (execute_rank): started at construction when the plan
 // streams; the compiled function reports into it during run(); finish() after the run; on any

@@ -94,25 +94,29 @@ void reduce_parts_in_node_order(Cluster& cl, std::byte* data, size_t count, DTyp
   cl.all_gather_parts(data, bounds);
 }
 
-}  // namespace
-
-void reduce_over_nodes(void* data, size_t count, DType dtype, CollOp op) {
-  Cluster& cl = *cluster();
+// One round: every node's elements to every node, each reducing them all in node order.
+void reduce_gathered_in_node_order(Cluster& cl, std::byte* data, size_t count, DType dtype, CollOp op) {
   const size_t bytes = count * dtype_size(dtype);
-  const bool in_order = order_matters(dtype, op) && cl.splits_over_nodes(bytes);
-  if (!cl.gather_beats_all_reduce(bytes) && !(in_order && bytes <= kOneRoundBytes)) {
-    if (in_order) return reduce_parts_in_node_order(cl, static_cast<std::byte*>(data), count, dtype, op);
-    return cl.all_reduce(data, count, dtype, node_op(op));
-  }
-  // One round: every node's elements to every node, each reducing them all in node order.
   thread_local std::vector<std::byte> gathered;
   thread_local std::vector<const std::byte*> sources;
   gathered.resize(bytes * size_t(cl.nodes()));
   cl.all_gather_equal(data, bytes, gathered.data());
   sources.clear();
   for (int n = 0; n < cl.nodes(); ++n) sources.push_back(gathered.data() + size_t(n) * bytes);
-  reduce_sources(dtype, op == CollOp::Avg ? CollOp::Sum : op, sources.data(), cl.nodes(),
-                 static_cast<std::byte*>(data), count, 0);
+  reduce_sources(dtype, op == CollOp::Avg ? CollOp::Sum : op, sources.data(), cl.nodes(), data, count, 0);
+}
+
+}  // namespace
+
+void reduce_over_nodes(void* data, size_t count, DType dtype, CollOp op) {
+  Cluster& cl = *cluster();
+  std::byte* bytes_at = static_cast<std::byte*>(data);
+  const size_t bytes = count * dtype_size(dtype);
+  const bool in_order = order_matters(dtype, op) && cl.splits_over_nodes(bytes);
+  if (cl.gather_beats_all_reduce(bytes) || (in_order && bytes <= kOneRoundBytes))
+    return reduce_gathered_in_node_order(cl, bytes_at, count, dtype, op);
+  if (in_order) return reduce_parts_in_node_order(cl, bytes_at, count, dtype, op);
+  cl.all_reduce(data, count, dtype, node_op(op));
 }
 
 void all_reduce_across_nodes(std::vector<Array>& arrays, CollOp op, const char* what) {

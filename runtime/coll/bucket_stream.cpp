@@ -204,14 +204,7 @@ class BucketStream final : public GradientStream {
       }, &poll_off_main);
       if (!weighted_) scale_values(dtype_, bucket, count, 1.0 / cluster_nodes());
     }
-    if (!local) return;
-    lengths_.assign(size_t(staging_.size()), 0);   // the leader's bucket to the node's ranks
-    lengths_[0] = bytes;
-    Pieces none;
-    exchange(staging_, ExchangeSpec{lengths_, leader ? &values : &none, [leader](int source) { return !leader && source == 0; },
-                                    [&values](int, size_t offset, size_t length, const std::byte* from) {
-                                      values.write(offset, length, from);
-                                    }, 0});
+    broadcast_from_first(staging_, bucket, bytes);   // the leader's bucket to the node's ranks
   }
 
   // While a leader's helper waits for the other node: the group is being torn down, or a worker
@@ -254,7 +247,6 @@ class BucketStream final : public GradientStream {
   size_t total_ = 0, bucket_bytes_ = 1;
   bool weighted_ = false;   // the plan's rank_scale: scale each bucket by share_, then sum
   bool across_ = false;     // the plan's across_nodes
-  std::vector<uint64_t> lengths_;   // reduce_bucket's broadcast inside the node
   double share_ = 1.0;
   std::vector<Bucket> buckets_;                   // from the end of the update
   std::unique_ptr<std::atomic<size_t>[]> ready_;  // per bucket: bytes reported final

@@ -392,17 +392,7 @@ void Job::across_nodes_values() {
 }
 
 void Job::broadcast_flat(void* data, size_t bytes) {
-  if (n == 1) return;
-  std::vector<uint64_t> lengths(size_t(n), 0);
-  lengths[0] = bytes;
-  Pieces mine, dest;
-  if (me == 0) mine.add(static_cast<std::byte*>(data), bytes);
-  else dest.add(static_cast<std::byte*>(data), bytes);
-  exchange(staging, ExchangeSpec{lengths, &mine, [this](int s) { return s != me; },
-                                 [&dest](int, size_t off, size_t len, const std::byte* src) {
-                                   dest.write(off, len, src);
-                                 },
-                                 chunk_cap()});
+  broadcast_from_first(staging, static_cast<std::byte*>(data), bytes, chunk_cap());
 }
 
 void Job::broadcast() {

@@ -220,4 +220,18 @@ void exchange(Staging& staging, const ExchangeSpec& spec) {
   }
 }
 
+void broadcast_from_first(Staging& staging, std::byte* data, size_t bytes, size_t chunk_cap) {
+  if (staging.size() == 1) return;
+  std::vector<uint64_t> lengths(size_t(staging.size()), 0);
+  lengths[0] = bytes;
+  const bool root = staging.rank() == 0;
+  Pieces mine, dest;
+  (root ? mine : dest).add(data, bytes);
+  exchange(staging, ExchangeSpec{lengths, &mine, [root](int source) { return !root && source == 0; },
+                                 [&dest](int, size_t offset, size_t length, const std::byte* from) {
+                                   dest.write(offset, length, from);
+                                 },
+                                 chunk_cap});
+}
+
 }  // namespace synk::rt

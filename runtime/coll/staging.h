@@ -162,6 +162,8 @@ struct ExchangeSpec {
   size_t chunk_cap = 0;                    // 0: the staging default
 };
 void exchange(Staging& staging, const ExchangeSpec& spec);
+// Rank 0's `bytes` at `data` into every other rank's `data` (the same length on every rank).
+void broadcast_from_first(Staging& staging, std::byte* data, size_t bytes, size_t chunk_cap = 0);
 
 // The default cap on one slot (bytes): a round's slots stay in the last-level cache, and rounds
 // are few enough that barriers cost little (1 MiB measured best of 32 KiB to 4 MiB on the

@@ -79,6 +79,13 @@ std::map<std::string, RankHandler, std::less<>>& rank_handlers() {
   return *handlers;
 }
 
+std::vector<int> allowed_cpus(const cpu_set_t& mask) {
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mask)) cpus.push_back(c);
+  return cpus;
+}
+
 std::string describe_signal(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return abbrev ? fmt::format("signal {} (SIG{})", sig, abbrev) : fmt::format("signal {}", sig);
@@ -90,13 +97,6 @@ std::string describe_status(int status) {
   if (WIFSIGNALED(status)) return "was killed by " + describe_signal(WTERMSIG(status));
   if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
   return fmt::format("stopped (wait status {:#x})", status);
-}
-
-std::vector<int> allowed_cpus(const cpu_set_t& mask) {
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &mask)) cpus.push_back(c);
-  return cpus;
 }
 
 void pin_to(int cpu) {

@@ -256,4 +256,7 @@ class ProcessGroup {
 // Name of a signal with its abbreviation, e.g. "signal 9 (SIGKILL)".
 std::string describe_signal(int sig);
 
+// The CPUs of an affinity mask, in increasing order (rank r is pinned to the r-th of the master's).
+std::vector<int> allowed_cpus(const cpu_set_t& mask);
+
 }  // namespace synk::rt

@@ -73,7 +73,7 @@ class Cluster {
   // x_0[i] + x_1[i] + ... in node order whatever the length, so that a buffer reduced in pieces
   // gets the bits of the whole: between 2 nodes always (two operands add the same in either
   // order), on more when the parts are split over the nodes.
-  virtual bool sums_in_node_order(size_t bytes) const = 0;
+  bool sums_in_node_order(size_t bytes) const { return nodes() == 2 || splits_over_nodes(bytes); }
   // Before abort(): tells every other leader why the job ends (they raise it from the exchange
   // they wait in, print it and end too), and waits, at most `wait_s`, until each has answered
   // with its own notice, so that every leader that can still speak has said why before mpirun

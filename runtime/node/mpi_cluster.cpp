@@ -233,7 +233,6 @@ class MpiCluster final : public Cluster {
   bool splits_over_nodes(size_t bytes) const override {
     return nodes_ >= 3 && nodes_ <= kDirectMaxNodes && bytes / size_t(nodes_) + 64 <= size_t(INT_MAX);
   }
-  bool sums_in_node_order(size_t bytes) const override { return nodes_ == 2 || splits_over_nodes(bytes); }
 
   void exchange_parts(const void* data, std::span<const size_t> bounds, void* gathered) override {
     const char* in = static_cast<const char*>(data);

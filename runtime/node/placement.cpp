@@ -12,16 +12,11 @@
 
 #include <fmt/format.h>
 
+#include "runtime/group/process_group.h"
+
 namespace synk::rt {
 
 namespace {
-
-std::vector<int> cpus_of(const cpu_set_t& mask) {
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &mask)) cpus.push_back(c);
-  return cpus;
-}
 
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -67,7 +62,7 @@ std::string claim_node_cpus() {
     sched_setaffinity(0, sizeof before, &before);
     return "";
   }
-  const std::vector<int> host = cpus_of(allowed);
+  const std::vector<int> host = allowed_cpus(allowed);
   if (host.size() < size_t(sharing)) {   // more leaders than CPUs: no share of its own to take
     sched_setaffinity(0, sizeof before, &before);
     return "";
@@ -81,7 +76,7 @@ std::string claim_node_cpus() {
     sched_setaffinity(0, sizeof before, &before);
     return "";
   }
-  const std::vector<int> was = cpus_of(before);
+  const std::vector<int> was = allowed_cpus(before);
   if (was == share) return "";
   return fmt::format("node {}: this leader takes CPU{} {} for its ranks, its share of the {} CPUs this host lets its "
                      "{} leader{} use (mpirun {} CPU{} {})", env_int("OMPI_COMM_WORLD_RANK", 0),
