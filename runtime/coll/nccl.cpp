@@ -105,6 +105,8 @@ DataType data_type(DType dtype) {
     case DType::I64: return Int64;
     case DType::U8:
     case DType::Bool: return Uint8;
+    case DType::F16: return Float16;
+    case DType::BF16: return Bfloat16;
   }
   return Uint8;
 }

@@ -22,7 +22,7 @@ static_assert(nccl::kSuccess == ncclSuccess);
 static_assert(int(nccl::Int8) == ncclInt8 && int(nccl::Uint8) == ncclUint8 && int(nccl::Int32) == ncclInt32 &&
               int(nccl::Uint32) == ncclUint32 && int(nccl::Int64) == ncclInt64 && int(nccl::Uint64) == ncclUint64 &&
               int(nccl::Float16) == ncclFloat16 && int(nccl::Float32) == ncclFloat32 &&
-              int(nccl::Float64) == ncclFloat64);
+              int(nccl::Float64) == ncclFloat64 && int(nccl::Bfloat16) == ncclBfloat16);
 static_assert(int(nccl::Sum) == ncclSum && int(nccl::Prod) == ncclProd && int(nccl::Max) == ncclMax &&
               int(nccl::Min) == ncclMin && int(nccl::Avg) == ncclAvg);
 static_assert(sizeof(ncclDataType_t) == sizeof(nccl::DataType) && sizeof(ncclRedOp_t) == sizeof(nccl::RedOp));
@@ -42,6 +42,18 @@ TEST(Nccl, MirroredTypesWereCheckedAgainstTheHeader) {
 #else
   GTEST_SKIP() << "nccl.h not found at configure time: the mirrored types were not compared";
 #endif
+}
+
+// Every dtype a shared variable can have maps to NCCL's type of the same width and kind.
+TEST(Nccl, EveryDtypeHasItsNcclType) {
+  EXPECT_EQ(nccl::data_type(DType::F32), nccl::Float32);
+  EXPECT_EQ(nccl::data_type(DType::F64), nccl::Float64);
+  EXPECT_EQ(nccl::data_type(DType::I32), nccl::Int32);
+  EXPECT_EQ(nccl::data_type(DType::I64), nccl::Int64);
+  EXPECT_EQ(nccl::data_type(DType::U8), nccl::Uint8);
+  EXPECT_EQ(nccl::data_type(DType::Bool), nccl::Uint8);
+  EXPECT_EQ(nccl::data_type(DType::F16), nccl::Float16);
+  EXPECT_EQ(nccl::data_type(DType::BF16), nccl::Bfloat16);
 }
 
 TEST(Nccl, LibraryLoadsAndDrawsUniqueIdsWithoutAGpu) {

@@ -1,0 +1,182 @@
+#!/usr/bin/python3
+"""Mutation fuzzing of the whole compiler, past the front end that scripts/fuzz-parser.sh covers.
+
+Takes every .synk under examples/ and test/ that `synkc check` accepts, makes small plausible
+changes to it (an integer or a dimension replaced, one operation, dtype, identifier or reduce mode
+swapped for another, a line dropped or repeated, an axis made negative) and runs each mutant
+through `synkc --emit=STAGE` for the later stages (ir-grad, ir-fused, cpp, cuda by default), where
+the gradient pass, fusion, the planner and both code generators run. A user error (exit 1 or 2,
+with a diagnostic) and success are both fine; a finding is an internal error (exit 3), a crash
+(a signal), a hang (over --timeout seconds) or a message without "error" on a failure. Each finding
+is written to DIR/finding-N.synk with the command and its output beside it.
+Not part of CI (random, and minutes long); run it after changing a compiler pass:
+
+    scripts/fuzz-compiler.py [--synkc build/tools/synkc/synkc] [--seconds 600] [--seed S] [--out DIR]
+"""
+import argparse
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OPS = ["relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "sum", "mean", "max", "min", "prod",
+       "softmax", "log_softmax", "cumsum", "transpose", "reshape", "argmax", "conv2d", "max_pool2d",
+       "avg_pool2d", "batch_norm", "concat", "slice", "take", "one_hot", "maximum", "minimum", "where",
+       "broadcast_to", "cross_entropy"]
+DTYPES = ["f32", "f64", "i32", "i64", "bool", "f16", "bf16"]
+MODES = ["avg", "sum", "max", "min", "prod", "gather", "none"]
+INTEGERS = ["0", "1", "2", "3", "-1", "-2", "7", "64", "1000000"]
+
+
+def mutate(text, rng):
+    """One random change of a kind chosen at random; returns None when the kind has no site."""
+    kind = rng.randrange(8)
+    if kind == 0:  # an integer literal
+        sites = [m for m in re.finditer(r"(?<![\w.])\d+(?![\w.])", text)]
+        if not sites:
+            return None
+        m = rng.choice(sites)
+        return text[:m.start()] + rng.choice(INTEGERS) + text[m.end():]
+    if kind == 1:  # an operation
+        sites = [m for m in re.finditer(r"\b(" + "|".join(OPS) + r")(?=\()", text)]
+        if not sites:
+            return None
+        m = rng.choice(sites)
+        return text[:m.start()] + rng.choice(OPS) + text[m.end():]
+    if kind == 2:  # a dtype
+        sites = [m for m in re.finditer(r"\b(" + "|".join(DTYPES) + r")\b", text)]
+        if not sites:
+            return None
+        m = rng.choice(sites)
+        return text[:m.start()] + rng.choice(DTYPES) + text[m.end():]
+    if kind == 3:  # a reduce mode
+        sites = [m for m in re.finditer(r"(?<=: )(" + "|".join(MODES) + r")\b", text)]
+        if not sites:
+            return None
+        m = rng.choice(sites)
+        return text[:m.start()] + rng.choice(MODES) + text[m.end():]
+    if kind == 4:  # one identifier for another of the same file
+        names = re.findall(r"\b[a-z_][a-z0-9_]*\b", text)
+        sites = list(re.finditer(r"\b[a-z_][a-z0-9_]*\b", text))
+        if not sites:
+            return None
+        m = rng.choice(sites)
+        return text[:m.start()] + rng.choice(names) + text[m.end():]
+    lines = text.split("\n")
+    body = [i for i, line in enumerate(lines) if line.strip() and not line.strip().startswith("//")]
+    if not body:
+        return None
+    i = rng.choice(body)
+    if kind == 5:  # a line dropped
+        return "\n".join(lines[:i] + lines[i + 1:])
+    if kind == 6:  # a line repeated
+        return "\n".join(lines[:i + 1] + [lines[i]] + lines[i + 1:])
+    sites = list(re.finditer(r"axis=(\d+)|axes=\[(\d+)", text))  # an axis made negative or large
+    if not sites:
+        return None
+    m = rng.choice(sites)
+    g = 1 if m.group(1) is not None else 2
+    return text[:m.start(g)] + rng.choice(["-1", "-2", "-5", "5", "9"]) + text[m.end(g):]
+
+
+def accepted_seeds(synkc, workdir):
+    seeds = []
+    for base in ("examples", "test"):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, base)):
+            for name in sorted(files):
+                if not name.endswith(".synk"):
+                    continue
+                path = os.path.join(dirpath, name)
+                try:
+                    r = subprocess.run([synkc, path, "check"], capture_output=True, text=True, timeout=60,
+                                       cwd=workdir)
+                except subprocess.TimeoutExpired:
+                    continue
+                if r.returncode == 0:
+                    seeds.append(path)
+    return seeds
+
+
+def run_stage(synkc, path, stage, timeout):
+    try:
+        r = subprocess.run([synkc, path, f"--emit={stage}"], capture_output=True, text=True,
+                           timeout=timeout, cwd=os.path.dirname(path))
+    except subprocess.TimeoutExpired:
+        return "hang", ""
+    out = r.stderr[-4000:]
+    if r.returncode < 0:
+        return f"signal {-r.returncode}", out
+    if r.returncode == 3 or "internal error" in r.stderr:
+        return "internal error", out
+    if r.returncode not in (0, 1, 2):
+        return f"exit {r.returncode}", out
+    if r.returncode != 0 and "error" not in r.stderr:
+        return "failure without a diagnostic", out
+    return None, out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--synkc", default=os.path.join(ROOT, "build/tools/synkc/synkc"))
+    ap.add_argument("--seconds", type=float, default=600)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--stages", default="ir-grad,ir-fused,cpp,cuda")
+    ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--out", default=os.path.join(ROOT, "build/fuzz-compiler"))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    # A copy, so that rebuilding the tree during a run does not pull the compiler from under it.
+    synkc = os.path.join(args.out, "synkc")
+    shutil.copy2(args.synkc, synkc)
+    args.synkc = synkc
+    rng = random.Random(args.seed)
+    seeds = accepted_seeds(args.synkc, args.out)
+    print(f"fuzz-compiler: seed {args.seed}, {len(seeds)} accepted programs, stages {args.stages}")
+    stages = args.stages.split(",")
+    deadline = time.time() + args.seconds
+    runs = findings = passed_check = 0
+    seen = set()
+    while time.time() < deadline:
+        seed_path = rng.choice(seeds)
+        text = open(seed_path).read()
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            mutant = mutate(text, rng)
+            text = mutant if mutant is not None else text
+        # Mutants live beside their seed so that load("...") of .npy files and helpers resolve.
+        path = os.path.join(os.path.dirname(seed_path), f".fuzz-{os.getpid()}.synk")
+        with open(path, "w") as f:
+            f.write(text)
+        try:
+            stage = rng.choice(stages)
+            what, out = run_stage(args.synkc, path, stage, args.timeout)
+        finally:
+            os.unlink(path)
+        runs += 1
+        if runs % 500 == 0:
+            print(f"fuzz-compiler: {runs} mutants, {findings} findings", flush=True)
+        if what is None:
+            passed_check += "error" not in out
+            continue
+        signature = (what, re.sub(r"\d+", "N", out.strip().split("\n")[-1])[:160])
+        if signature in seen:
+            continue
+        seen.add(signature)
+        findings += 1
+        stem = os.path.join(args.out, f"finding-{findings}")
+        with open(stem + ".synk", "w") as f:
+            f.write(text)
+        with open(stem + ".txt", "w") as f:
+            f.write(f"{what}: synkc FILE --emit={stage} (mutant of {os.path.relpath(seed_path, ROOT)})\n{out}")
+        print(f"finding {findings}: {what} at --emit={stage} ({os.path.relpath(seed_path, ROOT)}): "
+              f"{signature[1]}", flush=True)
+    print(f"fuzz-compiler: {runs} mutants, {passed_check} compiled without an error, {findings} distinct findings"
+          f" in {args.out}")
+    return 1 if findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
