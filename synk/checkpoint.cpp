@@ -176,7 +176,7 @@ CheckpointMetadata restore(const Module& module, const std::vector<Function>& fu
                                    "saved from another model?", dir, name, fmt::join(held, ", ")));
   for (const std::string& name : held)
     if (!wanted_set.count(name))
-      throw UsageError(fmt::format("load_checkpoint('{}'): it holds '{}', which this module has no non-sliceable "
+      throw UsageError(fmt::format("load_checkpoint('{}'): it holds '{}', but this module has no non-sliceable "
                                    "shared variable of that name; was it saved from another model?", dir, name));
   // Everything is read and checked before anything changes.
   std::vector<std::pair<std::string, Array>> values;

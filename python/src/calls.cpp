@@ -454,6 +454,8 @@ void bind_modules(py::module_& m) {
       .def("compile_all", [](Module& mod) { without_gil([&] { mod.compile_all(); }); })
       .def("save_checkpoint", [](Module& mod, py::handle dir, py::handle metadata) {
              synk::CheckpointMetadata md;
+             if (!metadata.is_none() && !py::isinstance<py::dict>(metadata))
+               usage("save_checkpoint: metadata must be a dict (or None), received " + show(metadata));
              if (!metadata.is_none())
                for (auto [key, value] : metadata.cast<py::dict>()) md[py::str(key)] = py::str(value);
              const std::string path = path_arg(dir);

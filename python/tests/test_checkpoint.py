@@ -70,3 +70,6 @@ def test_bad_checkpoints(tmp_path):
     with pytest.raises(synk.UsageError, match="not a checkpoint"):
         model.save_checkpoint(tmp_path / "mine")
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
+    with pytest.raises(synk.UsageError, match=r"metadata must be a dict \(or None\), received \[1, 2\]"):
+        model.save_checkpoint(tmp_path / "list", metadata=[1, 2])
+    assert not (tmp_path / "list").exists()
