@@ -32,40 +32,30 @@ MODES = ["avg", "sum", "max", "min", "prod", "gather", "none"]
 INTEGERS = ["0", "1", "2", "3", "-1", "-2", "7", "64", "1000000"]
 
 
+def replace_one(text, rng, pattern, choices, group=0):
+    """`text` with one random match of `pattern` (its `group`) replaced by one of `choices`."""
+    sites = list(re.finditer(pattern, text))
+    if not sites:
+        return None
+    m = rng.choice(sites)
+    return text[:m.start(group)] + rng.choice(choices) + text[m.end(group):]
+
+
 def mutate(text, rng):
     """One random change of a kind chosen at random; returns None when the kind has no site."""
     kind = rng.randrange(8)
     if kind == 0:  # an integer literal
-        sites = [m for m in re.finditer(r"(?<![\w.])\d+(?![\w.])", text)]
-        if not sites:
-            return None
-        m = rng.choice(sites)
-        return text[:m.start()] + rng.choice(INTEGERS) + text[m.end():]
+        return replace_one(text, rng, r"(?<![\w.])\d+(?![\w.])", INTEGERS)
     if kind == 1:  # an operation
-        sites = [m for m in re.finditer(r"\b(" + "|".join(OPS) + r")(?=\()", text)]
-        if not sites:
-            return None
-        m = rng.choice(sites)
-        return text[:m.start()] + rng.choice(OPS) + text[m.end():]
+        return replace_one(text, rng, r"\b(" + "|".join(OPS) + r")(?=\()", OPS)
     if kind == 2:  # a dtype
-        sites = [m for m in re.finditer(r"\b(" + "|".join(DTYPES) + r")\b", text)]
-        if not sites:
-            return None
-        m = rng.choice(sites)
-        return text[:m.start()] + rng.choice(DTYPES) + text[m.end():]
+        return replace_one(text, rng, r"\b(" + "|".join(DTYPES) + r")\b", DTYPES)
     if kind == 3:  # a reduce mode
-        sites = [m for m in re.finditer(r"(?<=: )(" + "|".join(MODES) + r")\b", text)]
-        if not sites:
-            return None
-        m = rng.choice(sites)
-        return text[:m.start()] + rng.choice(MODES) + text[m.end():]
+        return replace_one(text, rng, r"(?<=: )(" + "|".join(MODES) + r")\b", MODES)
     if kind == 4:  # one identifier for another of the same file
-        names = re.findall(r"\b[a-z_][a-z0-9_]*\b", text)
-        sites = list(re.finditer(r"\b[a-z_][a-z0-9_]*\b", text))
-        if not sites:
-            return None
-        m = rng.choice(sites)
-        return text[:m.start()] + rng.choice(names) + text[m.end():]
+        return replace_one(text, rng, r"\b[a-z_][a-z0-9_]*\b", re.findall(r"\b[a-z_][a-z0-9_]*\b", text) or [""])
+    if kind == 7:  # an axis made negative or past the rank
+        return replace_one(text, rng, r"(?<=axis=)\d+|(?<=axes=\[)\d+", ["-1", "-2", "-5", "5", "9"])
     lines = text.split("\n")
     body = [i for i, line in enumerate(lines) if line.strip() and not line.strip().startswith("//")]
     if not body:
@@ -73,14 +63,7 @@ def mutate(text, rng):
     i = rng.choice(body)
     if kind == 5:  # a line dropped
         return "\n".join(lines[:i] + lines[i + 1:])
-    if kind == 6:  # a line repeated
-        return "\n".join(lines[:i + 1] + [lines[i]] + lines[i + 1:])
-    sites = list(re.finditer(r"axis=(\d+)|axes=\[(\d+)", text))  # an axis made negative or large
-    if not sites:
-        return None
-    m = rng.choice(sites)
-    g = 1 if m.group(1) is not None else 2
-    return text[:m.start(g)] + rng.choice(["-1", "-2", "-5", "5", "9"]) + text[m.end(g):]
+    return "\n".join(lines[:i + 1] + [lines[i]] + lines[i + 1:])  # a line repeated
 
 
 def accepted_seeds(synkc, workdir):
