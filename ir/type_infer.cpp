@@ -298,6 +298,8 @@ InferResult infer_cross_entropy(const TensorType& logits, const TensorType& labe
   if (!ir::is_float(logits.dtype) || logits.rank() != 2)
     return fail(fmt::format("cross_entropy needs floating logits of rank 2 [n, k], found {}",
                             ir::type_str(logits)));
+  if (!logits.shape[1].is_symbolic() && logits.shape[1].size == 0)
+    return fail(fmt::format("cross_entropy needs at least one class, found logits {}", ir::type_str(logits)));
   if (ir::is_integer(labels.dtype)) {
     if (labels.rank() != 1 || !(labels.shape[0] == logits.shape[0]))
       return fail(fmt::format("cross_entropy's class-index labels must have shape [{}], found {}",

@@ -8,10 +8,13 @@ through `synkc --emit=STAGE` for the later stages (ir-grad, ir-fused, cpp, cuda 
 the gradient pass, fusion, the planner and both code generators run. A user error (exit 1 or 2,
 with a diagnostic) and success are both fine; a finding is an internal error (exit 3), a crash
 (a signal), a hang (over --timeout seconds) or a message without "error" on a failure. Each finding
-is written to DIR/finding-N.synk with the command and its output beside it.
+is written to DIR/finding-N.synk with the command and its output beside it. With --run, each
+mutant of a program under 80 lines instead runs: every function once, on random inputs of the
+declared dtypes with random sizes, on 1 or 2 ranks (scripts/fuzz_run_one.py); there a finding is a
+synk.InternalError, an exception that is not synk's, a crash or a hang.
 Not part of CI (random, and minutes long); run it after changing a compiler pass:
 
-    scripts/fuzz-compiler.py [--synkc build/tools/synkc/synkc] [--seconds 600] [--seed S] [--out DIR]
+    scripts/fuzz-compiler.py [--synkc build/tools/synkc/synkc] [--seconds 600] [--seed S] [--out DIR] [--run]
 """
 import argparse
 import os
@@ -102,6 +105,30 @@ def run_stage(synkc, path, stage, timeout):
     return None, out
 
 
+python_path = [os.path.join(ROOT, "build/python")]   # where --run imports synk from (main() sets it)
+
+
+def run_program(path, seed, timeout):
+    """Runs every function of `path` on random inputs (scripts/fuzz_run_one.py) on 1 or 2 ranks."""
+    env = dict(os.environ, PYTHONPATH=python_path[0])
+    ranks = 1 + seed % 2
+    try:
+        r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts/fuzz_run_one.py"), path, str(seed),
+                            str(ranks)], capture_output=True, text=True, timeout=timeout, env=env,
+                           cwd=os.path.dirname(path))
+    except subprocess.TimeoutExpired:
+        return "hang", ""
+    out = (r.stdout + r.stderr)[-4000:]
+    if r.returncode < 0:
+        return f"signal {-r.returncode}", out
+    findings = [line for line in r.stdout.splitlines() if line.startswith("finding")]
+    if findings:
+        return findings[0][:200], out
+    if r.returncode != 0:
+        return f"exit {r.returncode}", out
+    return None, out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--synkc", default=os.path.join(ROOT, "build/tools/synkc/synkc"))
@@ -109,6 +136,8 @@ def main():
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--stages", default="ir-grad,ir-fused,cpp,cuda")
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--run", action="store_true",
+                    help="run each mutant's functions on random inputs instead (programs under 80 lines)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build/fuzz-compiler"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -116,8 +145,14 @@ def main():
     synkc = os.path.join(args.out, "synkc")
     shutil.copy2(args.synkc, synkc)
     args.synkc = synkc
+    if args.run:  # the Python package too, for the same reason
+        shutil.rmtree(os.path.join(args.out, "python"), ignore_errors=True)
+        shutil.copytree(os.path.join(ROOT, "build/python"), os.path.join(args.out, "python"))
+    python_path[0] = os.path.join(args.out, "python")
     rng = random.Random(args.seed)
     seeds = accepted_seeds(args.synkc, args.out)
+    if args.run:
+        seeds = [p for p in seeds if len(open(p).read().splitlines()) < 80]
     print(f"fuzz-compiler: seed {args.seed}, {len(seeds)} accepted programs, stages {args.stages}")
     stages = args.stages.split(",")
     deadline = time.time() + args.seconds
@@ -134,17 +169,21 @@ def main():
         with open(path, "w") as f:
             f.write(text)
         try:
-            stage = rng.choice(stages)
-            what, out = run_stage(args.synkc, path, stage, args.timeout)
+            if args.run:
+                stage = "run"
+                what, out = run_program(path, rng.randrange(1 << 30), args.timeout)
+            else:
+                stage = rng.choice(stages)
+                what, out = run_stage(args.synkc, path, stage, args.timeout)
         finally:
             os.unlink(path)
         runs += 1
         if runs % 500 == 0:
             print(f"fuzz-compiler: {runs} mutants, {findings} findings", flush=True)
         if what is None:
-            passed_check += "error" not in out
+            passed_check += "error" not in out and "user" not in out
             continue
-        signature = (what, re.sub(r"\d+", "N", out.strip().split("\n")[-1])[:160])
+        signature = (re.sub(r"\d+", "N", what), re.sub(r"\d+", "N", out.strip().split("\n")[-1])[:160])
         if signature in seen:
             continue
         seen.add(signature)
@@ -153,10 +192,10 @@ def main():
         with open(stem + ".synk", "w") as f:
             f.write(text)
         with open(stem + ".txt", "w") as f:
-            f.write(f"{what}: synkc FILE --emit={stage} (mutant of {os.path.relpath(seed_path, ROOT)})\n{out}")
+            f.write(f"{what}: {stage} (mutant of {os.path.relpath(seed_path, ROOT)})\n{out}")
         print(f"finding {findings}: {what} at --emit={stage} ({os.path.relpath(seed_path, ROOT)}): "
               f"{signature[1]}", flush=True)
-    print(f"fuzz-compiler: {runs} mutants, {passed_check} compiled without an error, {findings} distinct findings"
+    print(f"fuzz-compiler: {runs} mutants, {passed_check} without an error, {findings} distinct findings"
           f" in {args.out}")
     return 1 if findings else 0
 

@@ -350,6 +350,8 @@ void Backprop::propagate_structure(const ir::Node& n, NodeId id, NodeId g) {
             "cannot differentiate take(x, idx) where x has a symbolic number of rows ({}): the "
             "gradient scatters into x's rows and needs their count to be static",
             ir::type_str(at)));
+      // No rows to scatter into (every index is out of range, so only an empty idx runs).
+      if (rows.size == 0) return give(n, 0, w_.zeros(at));
       const NodeId picks = w_.transpose(w_.one_hot(n.operands[1], rows.size, at.dtype), {1, 0});
       NodeId flat_g = g;
       if (at.rank() > 2) flat_g = w_.reshape(g, {w_.type(g).shape[0], Dim::fixed(-1)});
