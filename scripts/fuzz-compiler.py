@@ -2,15 +2,15 @@
 """Mutation fuzzing of the whole compiler, past the front end that scripts/fuzz-parser.sh covers.
 
 Takes every .synk under examples/ and test/ that `synkc check` accepts, makes small plausible
-changes to it (an integer or a dimension replaced, one operation, dtype, identifier or reduce mode
-swapped for another, a line dropped or repeated, an axis made negative) and runs each mutant
-through `synkc --emit=STAGE` for the later stages (ir-grad, ir-fused, cpp, cuda by default), where
-the gradient pass, fusion, the planner and both code generators run. A user error (exit 1 or 2,
-with a diagnostic) and success are both fine; a finding is an internal error (exit 3), a crash
-(a signal), a hang (over --timeout seconds) or a message without "error" on a failure. Each finding
-is written to DIR/finding-N.synk with the command and its output beside it. With --run, each
-mutant of a program under 80 lines instead runs: every function once, on random inputs of the
-declared dtypes with random sizes, on 1 or 2 ranks (scripts/fuzz_run_one.py); there a finding is a
+changes to it (an integer or a dimension replaced, one operation, dtype, identifier, input role or
+reduce mode swapped for another, a line dropped or repeated, an axis made negative) and runs each
+mutant through `synkc --emit=STAGE` for the later stages (ir-grad, ir-fused, cpp, cuda by default),
+where the gradient pass, fusion, the planner and both code generators run. A user error (exit 1 or
+2, with a diagnostic) and success are both fine; a finding is an internal error (exit 3), a crash (a
+signal), a hang (over --timeout seconds) or a message without "error" on a failure. Each finding is
+written to DIR/finding-N.synk with the command and its output beside it. With --run, each mutant of
+a program under 80 lines instead runs: every function once, on random inputs of the declared dtypes
+with random sizes, on 1 or 2 ranks (scripts/fuzz_run_one.py); there a finding is a
 synk.InternalError, an exception that is not synk's, a crash or a hang.
 Not part of CI (random, and minutes long); run it after changing a compiler pass:
 
@@ -32,6 +32,7 @@ OPS = ["relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "sum", "mean", "m
        "broadcast_to", "cross_entropy"]
 DTYPES = ["f32", "f64", "i32", "i64", "bool", "f16", "bf16"]
 MODES = ["avg", "sum", "max", "min", "prod", "gather", "none"]
+ROLES = ["scatter", "bcast", "scatter minibatch", "bcast minibatch"]
 INTEGERS = ["0", "1", "2", "3", "-1", "-2", "7", "64", "1000000"]
 
 
@@ -46,7 +47,7 @@ def replace_one(text, rng, pattern, choices, group=0):
 
 def mutate(text, rng):
     """One random change of a kind chosen at random; returns None when the kind has no site."""
-    kind = rng.randrange(8)
+    kind = rng.randrange(9)
     if kind == 0:  # an integer literal
         return replace_one(text, rng, r"(?<![\w.])\d+(?![\w.])", INTEGERS)
     if kind == 1:  # an operation
@@ -57,6 +58,8 @@ def mutate(text, rng):
         return replace_one(text, rng, r"(?<=: )(" + "|".join(MODES) + r")\b", MODES)
     if kind == 4:  # one identifier for another of the same file
         return replace_one(text, rng, r"\b[a-z_][a-z0-9_]*\b", re.findall(r"\b[a-z_][a-z0-9_]*\b", text) or [""])
+    if kind == 8:  # an input's role
+        return replace_one(text, rng, r"\b(scatter|bcast)\b", ROLES)
     if kind == 7:  # an axis made negative or past the rank
         return replace_one(text, rng, r"(?<=axis=)\d+|(?<=axes=\[)\d+", ["-1", "-2", "-5", "5", "9"])
     lines = text.split("\n")
