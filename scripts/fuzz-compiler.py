@@ -109,6 +109,7 @@ def run_stage(synkc, path, stage, timeout):
 
 
 python_path = [os.path.join(ROOT, "build/python")]   # where --run imports synk from (main() sets it)
+run_one = [os.path.join(ROOT, "scripts/fuzz_run_one.py")]   # and the runner it starts
 
 
 def run_program(path, seed, timeout):
@@ -116,7 +117,7 @@ def run_program(path, seed, timeout):
     env = dict(os.environ, PYTHONPATH=python_path[0])
     ranks = 1 + seed % 2
     try:
-        r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts/fuzz_run_one.py"), path, str(seed),
+        r = subprocess.run(["/usr/bin/python3", run_one[0], path, str(seed),
                             str(ranks)], capture_output=True, text=True, timeout=timeout, env=env,
                            cwd=os.path.dirname(path))
     except subprocess.TimeoutExpired:
@@ -151,6 +152,8 @@ def main():
     if args.run:  # the Python package too, for the same reason
         shutil.rmtree(os.path.join(args.out, "python"), ignore_errors=True)
         shutil.copytree(os.path.join(ROOT, "build/python"), os.path.join(args.out, "python"))
+        shutil.copy2(os.path.join(ROOT, "scripts/fuzz_run_one.py"), args.out)
+        run_one[0] = os.path.join(args.out, "fuzz_run_one.py")
     python_path[0] = os.path.join(args.out, "python")
     rng = random.Random(args.seed)
     seeds = accepted_seeds(args.synkc, args.out)

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Runs every function of one .synk file on random inputs (scripts/fuzz-compiler.py --run): binds
 each symbolic dimension to a random size from 1 to 6, draws values of each input's dtype (small
-integers, so that many are valid indices and labels), calls each function once on RANKS ranks and
+integers, so that many are valid indices and labels), calls each function on RANKS ranks, once
+plainly and once with random call options (batch, num_slices, output_subset), and
 prints one line per function: `ok NAME`, `user NAME: message` (a synk.UsageError, UserError or a
 RankError from data the program rejects) or `finding NAME: ...` (an InternalError, or an exception
 that is not synk's). A crash shows as the process's signal, a hang as its timeout.
@@ -56,6 +57,27 @@ def arguments(signature, rng):
     return args
 
 
+def call_options(f, args, rng):
+    """Random call options: rows of the scattered inputs (a count, a range or an index list, now and
+    then with an index past the end), a number of slices and an output subset."""
+    options = {}
+    rows = min((len(a) for a in args if getattr(a, "ndim", 0) > 0), default=0)
+    choice = rng.integers(0, 5)
+    if choice == 1:
+        options["batch"] = int(rng.integers(0, rows + 1))
+    elif choice == 2 and rows > 0:
+        start = int(rng.integers(0, rows))
+        options["batch"] = slice(start, int(rng.integers(start, rows + 1)))
+    elif choice == 3:
+        high = rows + int(rng.random() < 0.1)
+        options["batch"] = [int(i) for i in rng.integers(0, high, rng.integers(0, 9))] if high else []
+    if rng.random() < 0.5:
+        options["num_slices"] = int(rng.integers(1, 5))
+    if f.output_names and rng.random() < 0.3:
+        options["output_subset"] = list(rng.permutation(f.output_names)[: rng.integers(1, len(f.output_names) + 1)])
+    return options
+
+
 def main():
     path, seed, ranks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     rng = np.random.default_rng(seed)
@@ -68,7 +90,9 @@ def main():
     for name in module.function_names:
         try:
             f = module.function(name)
-            f(*arguments(f.signature, rng))
+            args = arguments(f.signature, rng)
+            f(*args)
+            f(*args, **call_options(f, args, rng))
             print(f"ok {name}", flush=True)
         except synk.InternalError as e:
             print(f"finding {name}: InternalError: {e}", flush=True)
