@@ -213,3 +213,17 @@ def test_a_python_child_process_leaves_the_group_alone():
     assert code == 0, err
     assert value_of(out, "SUM") == ["45.0"]
     assert_nothing_left(value_of(out, "PREFIX")[0], [int(p) for p in value_of(out, "WORKERS")])
+
+
+def test_verbose_says_when_ranks_share_cpus(tmp_path):
+    # Three ranks on the one CPU that taskset leaves: SYNK_VERBOSE says so (the wait policy then
+    # does not spin); with a CPU per rank it says nothing of sharing.
+    script = "import synk; synk.fork(int(__import__('sys').argv[1])); synk.close()"
+    env = dict(os.environ, SYNK_VERBOSE="1")
+    shared = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", script, "3"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert shared.returncode == 0, shared.stderr
+    assert ("synk: fork: 3 ranks share the 1 CPU this process may use (0): they wait without spinning, "
+            "and each runs at a fraction of a core") in shared.stderr.splitlines(), shared.stderr
+    alone = subprocess.run([sys.executable, "-c", script, "1"], env=env, capture_output=True, text=True, timeout=60)
+    assert alone.returncode == 0 and "share" not in alone.stderr, alone.stderr

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/cancel.h"
 #include "gpu/driver.h"
@@ -301,6 +302,10 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
     else
       std::fprintf(stderr, "synk: fork: %d rank%s on the CPU%s\n", n, n == 1 ? "" : "s",
                    chosen.reason.empty() ? "" : fmt::format(" (backend auto: {})", chosen.reason).c_str());
+    if (!core_per_rank)
+      std::fprintf(stderr, "synk: fork: %d ranks share the %zu CPU%s this process may use (%s): they wait "
+                   "without spinning, and each runs at a fraction of a core\n", n, cpus.size(),
+                   cpus.size() == 1 ? "" : "s", fmt::format("{}", fmt::join(cpus, ",")).c_str());
   }
 
   // Before anything exists to clean up: an unwritable path is a UsageError of fork().
