@@ -11,10 +11,13 @@ signal), a hang (over --timeout seconds) or a message without "error" on a failu
 written to DIR/finding-N.synk with the command and its output beside it. With --run, each mutant of
 a program under 80 lines instead runs: every function once, on random inputs of the declared dtypes
 with random sizes, on 1 or 2 ranks (scripts/fuzz_run_one.py); there a finding is a
-synk.InternalError, an exception that is not synk's, a crash or a hang.
+synk.InternalError, an exception that is not synk's, a crash or a hang. With --diff, each such
+mutant's functions are compiled for the CPU and compared with the float64 reference evaluator on
+random arguments (compiler_cpu_fuzz_diff_one, the differential tests' check, with a looser f32
+tolerance); a difference, or a user error on one side only, is a finding.
 Not part of CI (random, and minutes long); run it after changing a compiler pass:
 
-    scripts/fuzz-compiler.py [--synkc build/tools/synkc/synkc] [--seconds 600] [--seed S] [--out DIR] [--run]
+    scripts/fuzz-compiler.py [--synkc build/tools/synkc/synkc] [--seconds 600] [--seed S] [--out DIR] [--run | --diff]
 """
 import argparse
 import os
@@ -77,7 +80,7 @@ def accepted_seeds(synkc, workdir):
     for base in ("examples", "test"):
         for dirpath, _, files in os.walk(os.path.join(ROOT, base)):
             for name in sorted(files):
-                if not name.endswith(".synk"):
+                if not name.endswith(".synk") or name.startswith("."):   # other runs' mutants
                     continue
                 path = os.path.join(dirpath, name)
                 try:
@@ -133,6 +136,24 @@ def run_program(path, seed, timeout):
     return None, out
 
 
+def diff_program(differ, path, seed, timeout):
+    """Compiled against the float64 reference on random arguments (compiler_cpu_fuzz_diff_one)."""
+    try:
+        r = subprocess.run([differ, path, str(seed)], capture_output=True, text=True, timeout=timeout,
+                           cwd=os.path.dirname(path))
+    except subprocess.TimeoutExpired:
+        return "hang", ""
+    out = (r.stdout + r.stderr)[-4000:]
+    if r.returncode < 0:
+        return f"signal {-r.returncode}", out
+    findings = [line for line in r.stdout.splitlines() if line.startswith("finding")]
+    if findings:
+        return findings[0][:200], out
+    if r.returncode != 0:
+        return f"exit {r.returncode}", out
+    return None, out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--synkc", default=os.path.join(ROOT, "build/tools/synkc/synkc"))
@@ -142,13 +163,21 @@ def main():
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--run", action="store_true",
                     help="run each mutant's functions on random inputs instead (programs under 80 lines)")
+    ap.add_argument("--diff", action="store_true",
+                    help="compare each mutant's compiled functions with the float64 reference on random "
+                         "arguments instead (build/compiler/cpu/compiler_cpu_fuzz_diff_one)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build/fuzz-compiler"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     # A copy, so that rebuilding the tree during a run does not pull the compiler from under it.
+    args.synkc_source = os.path.abspath(args.synkc)
     synkc = os.path.join(args.out, "synkc")
     shutil.copy2(args.synkc, synkc)
     args.synkc = synkc
+    differ = os.path.join(args.out, "compiler_cpu_fuzz_diff_one")
+    if args.diff:
+        shutil.copy2(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(args.synkc_source))),
+                                  "compiler/cpu/compiler_cpu_fuzz_diff_one"), differ)
     if args.run:  # the Python package too, for the same reason
         shutil.rmtree(os.path.join(args.out, "python"), ignore_errors=True)
         shutil.copytree(os.path.join(ROOT, "build/python"), os.path.join(args.out, "python"))
@@ -157,7 +186,7 @@ def main():
     python_path[0] = os.path.join(args.out, "python")
     rng = random.Random(args.seed)
     seeds = accepted_seeds(args.synkc, args.out)
-    if args.run:
+    if args.run or args.diff:
         seeds = [p for p in seeds if len(open(p).read().splitlines()) < 80]
     print(f"fuzz-compiler: seed {args.seed}, {len(seeds)} accepted programs, stages {args.stages}")
     stages = args.stages.split(",")
@@ -175,7 +204,10 @@ def main():
         with open(path, "w") as f:
             f.write(text)
         try:
-            if args.run:
+            if args.diff:
+                stage = "diff"
+                what, out = diff_program(differ, path, rng.randrange(1 << 30), args.timeout)
+            elif args.run:
                 stage = "run"
                 what, out = run_program(path, rng.randrange(1 << 30), args.timeout)
             else:

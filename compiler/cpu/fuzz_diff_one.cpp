@@ -1,0 +1,104 @@
+// The differential check of one .synk file, for scripts/fuzz-compiler.py --diff: every function of
+// the file (training steps expanded, as a program runs them) is compiled for the CPU and run on
+// random arguments beside the float64 reference evaluator (cpu_test_util.h's run_differential,
+// the check of the differential tests), with every symbolic dimension bound to a random size from
+// 0 to 6. Prints one line per function: `ok NAME`, `both-fail NAME` (both sides reject the data
+// with a user error), `inexact NAME` (an integer near 2^53, which the reference may have rounded) or
+// `finding NAME: ...` (a difference, or only one side failing); a program
+// that does not compile prints `user (compile)`. Not a test: mutants are random programs, so a
+// run is a search, not a check (the tolerance is looser than the tests', for long f32 sums).
+//
+//   compiler_cpu_fuzz_diff_one FILE SEED
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "compiler/cpu/cpu_test_util.h"
+#include "compiler/pipeline.h"
+
+namespace {
+
+using namespace synk::compiler::testing;
+
+void collect_symbols(const synk::ir::Shape& shape, std::set<std::string>& out) {
+  for (const synk::ir::Dim& d : shape)
+    if (d.is_symbolic()) out.insert(d.symbol);
+}
+
+// Whether `failure` ("... is G but the reference says W") is about an integer near 2^53, which the
+// reference, computing in double, may have rounded on the way (2^53 + 1 is not a double).
+bool beyond_exact_integers(const std::string& failure) {
+  const std::string says = "but the reference says ";
+  const size_t at = failure.find(says);
+  if (at == std::string::npos) return false;
+  const std::string value = failure.substr(at + says.size(), failure.find('\n', at) - at - says.size());
+  if (value.empty() || value.find_first_not_of("-0123456789") != std::string::npos) return false;
+  return std::fabs(std::strtod(value.c_str(), nullptr)) >= 1125899906842624.0;   // 2^50
+}
+
+int run(const std::string& path, uint64_t seed) {
+  std::ifstream in(path);
+  if (!in) {
+    std::printf("usage: cannot read %s\n", path.c_str());
+    return 2;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  synk::ir::Module module;
+  try {
+    module = synk::compiler::prepare_module(path, text.str(), std::filesystem::path(path).parent_path().string());
+  } catch (const synk::UserError& e) {
+    std::printf("user (compile)\n");
+    return 0;
+  }
+  std::mt19937_64 rng(seed);
+  for (const synk::ir::Function& fn : module.functions) {
+    std::set<std::string> symbols;
+    for (const synk::ir::Param& p : fn.params) collect_symbols(p.type.shape, symbols);
+    for (const synk::ir::SharedVar& s : module.shareds) collect_symbols(s.type.shape, symbols);
+    Sizes sizes;
+    for (const std::string& s : symbols) sizes[s] = int64_t(rng() % 7);
+    // An f64 result can hold f32 pieces (an f32 input promoted), which the reference computes
+    // in double: such a function gets the f32 tolerance throughout.
+    const bool has_f32 = std::any_of(fn.nodes.begin(), fn.nodes.end(),
+                                     [](const synk::ir::Node& n) { return n.type.dtype == synk::ir::DType::F32; });
+    const double f64_tol = has_f32 ? 1e-3 : 1e-9;
+    const Tolerance loose{.f32_rel = 1e-3, .f32_abs = 1e-3, .f64_rel = f64_tol, .f64_abs = f64_tol};
+    try {
+      // Small non-negative integers half the time, so that many are valid indices and labels.
+      ValueStyle style;
+      if (rng() % 2) style.int_low = 0, style.int_high = 3;
+      const CaseResult r = run_differential(module, fn.name, sizes, rng(), style, loose);
+      if (!r.failure.empty() && beyond_exact_integers(r.failure))
+        std::printf("inexact %s: integers near 2^53, which the reference holds as doubles\n", fn.name.c_str());
+      else if (!r.failure.empty())
+        std::printf("finding %s: sizes %s: %s\n", fn.name.c_str(), fmt::format("{}", sizes).c_str(),
+                    r.failure.c_str());
+      else if (!r.user_error_compiled.empty())
+        std::printf("both-fail %s\n", fn.name.c_str());
+      else
+        std::printf("ok %s\n", fn.name.c_str());
+    } catch (const synk::UserError& e) {   // a compile-time rejection of the function itself
+      std::printf("user %s: %s\n", fn.name.c_str(), e.what());
+    } catch (const std::exception& e) {
+      std::printf("finding %s: sizes %s: %s\n", fn.name.c_str(), fmt::format("{}", sizes).c_str(), e.what());
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s FILE SEED\n", argv[0]);
+    return 2;
+  }
+  return run(argv[1], std::strtoull(argv[2], nullptr, 10));
+}
