@@ -223,7 +223,7 @@ def test_verbose_says_when_ranks_share_cpus(tmp_path):
     shared = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", script, "3"], env=env,
                             capture_output=True, text=True, timeout=60)
     assert shared.returncode == 0, shared.stderr
-    assert ("synk: fork: 3 ranks share the 1 CPU this process may use (0): they wait without spinning, "
-            "and each runs at a fraction of a core") in shared.stderr.splitlines(), shared.stderr
+    assert ("synk: fork: 3 ranks share the 1 CPU this process may use (0): each runs at a fraction of a "
+            "core, and they wait without spinning") in shared.stderr.splitlines(), shared.stderr
     alone = subprocess.run([sys.executable, "-c", script, "1"], env=env, capture_output=True, text=True, timeout=60)
     assert alone.returncode == 0 and "share" not in alone.stderr, alone.stderr

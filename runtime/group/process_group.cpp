@@ -303,9 +303,10 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
       std::fprintf(stderr, "synk: fork: %d rank%s on the CPU%s\n", n, n == 1 ? "" : "s",
                    chosen.reason.empty() ? "" : fmt::format(" (backend auto: {})", chosen.reason).c_str());
     if (!core_per_rank)
-      std::fprintf(stderr, "synk: fork: %d ranks share the %zu CPU%s this process may use (%s): they wait "
-                   "without spinning, and each runs at a fraction of a core\n", n, cpus.size(),
-                   cpus.size() == 1 ? "" : "s", fmt::format("{}", fmt::join(cpus, ",")).c_str());
+      std::fprintf(stderr, "synk: fork: %d ranks share the %zu CPU%s this process may use (%s): each runs at "
+                   "a fraction of a core%s\n", n, cpus.size(), cpus.size() == 1 ? "" : "s",
+                   fmt::format("{}", fmt::join(cpus, ",")).c_str(),
+                   policy.spin_ns == 0 ? ", and they wait without spinning" : "");
   }
 
   // Before anything exists to clean up: an unwritable path is a UsageError of fork().
