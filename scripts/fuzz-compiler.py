@@ -3,18 +3,19 @@
 
 Takes every .synk under examples/ and test/ that `synkc check` accepts, makes small plausible
 changes to it (an integer or a dimension replaced, one operation, dtype, identifier, input role or
-reduce mode swapped for another, a line dropped or repeated, an axis made negative) and runs each
-mutant through `synkc --emit=STAGE` for the later stages (ir-grad, ir-fused, cpp, cuda by default),
-where the gradient pass, fusion, the planner and both code generators run. A user error (exit 1 or
-2, with a diagnostic) and success are both fine; a finding is an internal error (exit 3), a crash (a
-signal), a hang (over --timeout seconds) or a message without "error" on a failure. Each finding is
-written to DIR/finding-N.synk with the command and its output beside it. With --run, each mutant of
-a program under 80 lines instead runs: every function once, on random inputs of the declared dtypes
-with random sizes, on 1 or 2 ranks (scripts/fuzz_run_one.py); there a finding is a
-synk.InternalError, an exception that is not synk's, a crash or a hang. With --diff, each such
-mutant's functions are compiled for the CPU and compared with the float64 reference evaluator on
-random arguments (compiler_cpu_fuzz_diff_one, the differential tests' check, with a looser f32
-tolerance); a difference, or a user error on one side only, is a finding.
+reduce mode swapped for another, a line dropped or repeated, an axis made negative, a let's value
+passed through one more operation) and runs each mutant through `synkc --emit=STAGE` for the later
+stages (ir-grad, ir-fused, cpp, cuda by default), where the gradient pass, fusion, the planner and
+both code generators run. A user error (exit 1 or 2, with a diagnostic) and success are both fine; a
+finding is an internal error (exit 3), a crash (a signal), a hang (over --timeout seconds) or a
+message without "error" on a failure. Each finding is written to DIR/finding-N.synk with the command
+and its output beside it. With --run, each mutant of a program under 80 lines instead runs: every
+function once, on random inputs of the declared dtypes with random sizes, on 1 or 2 ranks
+(scripts/fuzz_run_one.py); there a finding is a synk.InternalError, an exception that is not synk's,
+a crash or a hang. With --diff, each such mutant's functions are compiled for the CPU and compared
+with the float64 reference evaluator on random arguments (compiler_cpu_fuzz_diff_one, the
+differential tests' check, with a looser f32 tolerance); a difference, or a user error on one side
+only, is a finding.
 Not part of CI (random, and minutes long); run it after changing a compiler pass:
 
     scripts/fuzz-compiler.py [--synkc build/tools/synkc/synkc] [--seconds 600] [--seed S] [--out DIR] [--run | --diff]
@@ -48,9 +49,32 @@ def replace_one(text, rng, pattern, choices, group=0):
     return text[:m.start(group)] + rng.choice(choices) + text[m.end(group):]
 
 
+# Shape-keeping rewrites of a let's value `v` (most need a float of rank 1 or more).
+WRAPPERS = ["relu({v})", "tanh({v})", "exp(-abs({v}))", "sqrt(abs({v}))", "-{v}", "{v} * 2", "{v} + {v}",
+            "softmax({v}, axis=0)", "log_softmax({v}, axis=-1)", "cumsum({v}, axis=0)", "where({v} > 0, {v}, 0)",
+            "{v} - mean({v}, axis=0, keepdims=true)", "maximum({v}, 0.5)", "{v} / (1 + abs({v}))",
+            "transpose(transpose({v}))", "{v} * sum({v}, axis=-1, keepdims=true)",
+            "cast(cast({v}, f64), f32)", "slice(concat({v}, {v}, axis=0), 0, 1, axis=0)"]
+
+
+def wrap_a_let(text, rng):
+    """`let a = E;` becomes `let a_fz = E; let a = W(a_fz);` for a random wrapper W."""
+    sites = list(re.finditer(r"^(\s*)let ([a-z_][a-z0-9_]*)(\s*:[^=]*)? = ", text, re.M))
+    if not sites:
+        return None
+    m = rng.choice(sites)
+    end = text.index(";", m.end()) + 1
+    indent, name = m.group(1), m.group(2)
+    wrapped = rng.choice(WRAPPERS).format(v=name + "_fz")
+    return (text[:m.start()] + f"{indent}let {name}_fz = " + text[m.end():end] + f"\n{indent}let {name} = {wrapped};"
+            + text[end:])
+
+
 def mutate(text, rng):
     """One random change of a kind chosen at random; returns None when the kind has no site."""
-    kind = rng.randrange(9)
+    kind = rng.randrange(10)
+    if kind == 9:  # a let's value passed through one more operation
+        return wrap_a_let(text, rng)
     if kind == 0:  # an integer literal
         return replace_one(text, rng, r"(?<![\w.])\d+(?![\w.])", INTEGERS)
     if kind == 1:  # an operation
