@@ -52,7 +52,13 @@ int run(const std::string& path, uint64_t seed) {
   synk::ir::Module module;
   try {
     module = synk::compiler::prepare_module(path, text.str(), std::filesystem::path(path).parent_path().string());
-  } catch (const synk::UserError& e) {
+  } catch (const synk::UserError&) {
+    std::printf("user (compile)\n");
+    return 0;
+  }
+  try {   // as `synkc check` does: a gradient the program cannot have rejects the whole program
+    if (synk::compiler::has_gradients(module)) (void)synk::compiler::expand_gradients(module);
+  } catch (const synk::UserError&) {
     std::printf("user (compile)\n");
     return 0;
   }
