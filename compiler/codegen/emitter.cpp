@@ -303,7 +303,10 @@ std::string value_expr(const ExprBuilder& eb, const KernelPlan& plan, int i, con
     case ir::Op::Sqrt: return fmt::format("__builtin_sqrt{}({})", fs, arg(0));
     case ir::Op::Tanh: return fmt::format("synk_tanh_{}({})", sfx, arg(0));
     case ir::Op::Sigmoid: return fmt::format("synk_sigmoid_{}({})", sfx, arg(0));
-    case ir::Op::Relu: return fmt::format("({0} < ({1})0 ? ({1})0 : {0})", arg(0), T);
+    // Float selects take `& synk_keep` (a true the optimiser cannot see; see below).
+    case ir::Op::Relu:
+      return flt ? fmt::format("(({0} < ({1})0) & synk_keep ? ({1})0 : {0})", arg(0), T)
+                 : fmt::format("({0} < ({1})0 ? ({1})0 : {0})", arg(0), T);
     case ir::Op::Log1p: return fmt::format("__builtin_log1p{}({})", fs, arg(0));
     case ir::Op::Expm1: return fmt::format("__builtin_expm1{}({})", fs, arg(0));
     case ir::Op::Sin: return fmt::format("__builtin_sin{}({})", fs, arg(0));
@@ -342,7 +345,9 @@ std::string value_expr(const ExprBuilder& eb, const KernelPlan& plan, int i, con
     case ir::Op::Ge: return fmt::format("({} >= {})", arg(0), arg(1));
     case ir::Op::And: return fmt::format("(bool)({} & {})", arg(0), arg(1));
     case ir::Op::Or: return fmt::format("(bool)({} | {})", arg(0), arg(1));
-    case ir::Op::Where: return fmt::format("({} ? {} : {})", arg(0), arg(1), arg(2));
+    case ir::Op::Where:
+      return flt ? fmt::format("(({}) & synk_keep ? {} : {})", arg(0), arg(1), arg(2))
+                 : fmt::format("({} ? {} : {})", arg(0), arg(1), arg(2));
     default:
       synk::internal_error(fmt::format("CPU codegen: no scalar form for {}", ir::op_name(n.op)));
   }

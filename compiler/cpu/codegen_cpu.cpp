@@ -515,6 +515,7 @@ CpuSourceParts generate_cpu_source_parts(const ir::Module& module, const KernelP
     for (size_t s = 0; s < plan.symbols.size(); ++s)
       kw.line(fmt::format("const int64_t s_{} = syms[{}]; (void)s_{};", plan.symbols[s], s, plan.symbols[s]));
     kw.line(hidden_symbol_lines(plan.symbols.size(), "syms"));
+    kw.line("const bool synk_keep = synk_opaque_true; (void)synk_keep;");
     kw.line("bool cast_bad = false; (void)cast_bad;");
     kw.line("bool div_bad = false; (void)div_bad;");
     emit_kernel_body(kw, plan, k);

@@ -16,6 +16,11 @@ const std::string& cpu_prelude() {
 
 #define SYNK_INLINE static inline __attribute__((always_inline))
 
+// Always true, but volatile: each kernel reads it once into synk_keep, which float selects and
+// with their condition so that LLVM 14 cannot fold two of them under a NaN-blind rule
+// (compiler/codegen/emitter.h, value_expr).
+static volatile bool synk_opaque_true = true;
+
 // base/philox.h: the random ops' draws.
 #define SYNK_RNG_STD_INCLUDES 0
 )PRELUDE" + philox_kernel_text() + "\n" + scalar_prelude("__builtin_powf", "__builtin_pow") + R"PRELUDE(
