@@ -13,7 +13,7 @@ and its output beside it. With --run, each mutant of a program under 80 lines in
 function once, on random inputs of the declared dtypes with random sizes, on 1 or 2 ranks
 (scripts/fuzz_run_one.py); there a finding is a synk.InternalError, an exception that is not synk's,
 a crash or a hang. With --diff, each such mutant's functions are compiled for the CPU and compared
-with the float64 reference evaluator on random arguments (compiler_cpu_fuzz_diff_one, the
+with the float64 reference evaluator on random arguments (compiler_cpu_diff_one_fuzz, the
 differential tests' check, with a looser f32 tolerance); a difference, or a user error on one side
 only, is a finding.
 Not part of CI (random, and minutes long); run it after changing a compiler pass:
@@ -161,7 +161,7 @@ def run_program(path, seed, timeout):
 
 
 def diff_program(differ, path, seed, timeout):
-    """Compiled against the float64 reference on random arguments (compiler_cpu_fuzz_diff_one)."""
+    """Compiled against the float64 reference on random arguments (compiler_cpu_diff_one_fuzz)."""
     try:
         r = subprocess.run([differ, path, str(seed)], capture_output=True, text=True, timeout=timeout,
                            cwd=os.path.dirname(path))
@@ -189,7 +189,7 @@ def main():
                     help="run each mutant's functions on random inputs instead (programs under 80 lines)")
     ap.add_argument("--diff", action="store_true",
                     help="compare each mutant's compiled functions with the float64 reference on random "
-                         "arguments instead (build/compiler/cpu/compiler_cpu_fuzz_diff_one)")
+                         "arguments instead (build/compiler/cpu/compiler_cpu_diff_one_fuzz)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build/fuzz-compiler"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -198,10 +198,10 @@ def main():
     synkc = os.path.join(args.out, "synkc")
     shutil.copy2(args.synkc, synkc)
     args.synkc = synkc
-    differ = os.path.join(args.out, "compiler_cpu_fuzz_diff_one")
+    differ = os.path.join(args.out, "compiler_cpu_diff_one_fuzz")
     if args.diff:
         shutil.copy2(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(args.synkc_source))),
-                                  "compiler/cpu/compiler_cpu_fuzz_diff_one"), differ)
+                                  "compiler/cpu/compiler_cpu_diff_one_fuzz"), differ)
     if args.run:  # the Python package too, for the same reason
         shutil.rmtree(os.path.join(args.out, "python"), ignore_errors=True)
         shutil.copytree(os.path.join(ROOT, "build/python"), os.path.join(args.out, "python"))

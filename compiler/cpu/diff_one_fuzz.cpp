@@ -9,7 +9,7 @@
 // that does not compile prints `user (compile)`. Not a test: mutants are random programs, so a
 // run is a search, not a check (the tolerance is looser than the tests', for long f32 sums).
 //
-//   compiler_cpu_fuzz_diff_one FILE SEED
+//   compiler_cpu_diff_one_fuzz FILE SEED
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
