@@ -111,7 +111,7 @@ void emit_values(Writer& w, const ExprBuilder& eb, const Nest& nest, int inner, 
 // select (relu, where) reads `synk_keep`, which every dialect defines as true: the CPU's from a
 // volatile, because LLVM 14's InstCombine folds a max-like select of a max-like select with another
 // NaN rule as if NaN could not occur (`where(relu(x) > 0, relu(x), 0)` gave NaN for NaN, not 0; found
-// by scripts/fuzz-compiler.py --diff); a condition and-ed with an unknown is no such pattern.
+// by scripts/fuzz-compiler.py --diff); a condition combined with an unknown is no such pattern.
 std::string value_expr(const ExprBuilder& eb, const KernelPlan& plan, int i, const std::string& prefix,
                        const std::function<std::string(int access)>& load);
 

@@ -16,8 +16,8 @@ const std::string& cpu_prelude() {
 
 #define SYNK_INLINE static inline __attribute__((always_inline))
 
-// Always true, but volatile: each kernel reads it once into synk_keep, which float selects and
-// with their condition so that LLVM 14 cannot fold two of them under a NaN-blind rule
+// Always true, but volatile: each kernel reads it once into synk_keep, and float selects test
+// `cond & synk_keep`, so that LLVM 14 cannot fold two of them under a NaN-blind rule
 // (compiler/codegen/emitter.h, value_expr).
 static volatile bool synk_opaque_true = true;
 

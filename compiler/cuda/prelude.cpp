@@ -61,7 +61,7 @@ typedef unsigned long long uint64_t;
 #define __builtin_inf() __longlong_as_double(0x7ff0000000000000LL)
 
 #define SYNK_INLINE static __device__ __forceinline__
-// Float selects and their condition with synk_keep (the CPU's guard against LLVM 14's NaN-blind
+// Float selects test `cond & synk_keep` (the CPU's guard against LLVM 14's NaN-blind
 // select folds, compiler/codegen/emitter.h); on the GPU it is a plain true.
 #define synk_keep true
 
