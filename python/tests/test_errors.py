@@ -44,6 +44,16 @@ def test_program_errors():
     assert "q" in str(e.value)
     with pytest.raises(synk.UserError, match="no-such-file.synk"):
         synk.load("/nonexistent/no-such-file.synk")
+    # A gradient the program cannot have is reported when it compiles, with the others, not at the
+    # first call of the function that needs it (functions compile lazily).
+    lazy = """shared w: f32[4, 3];
+fn fine(scatter x: f32[n, 4]) { out z: gather = x @ w; }
+fn train(scatter x: f32[n, 4], scatter y: i64[n]) {
+  out g: avg = grad(sum(take(x @ w, y)), w);
+}"""
+    with pytest.raises(synk.UserError, match=r"lazy\.synk:4:25: error: cannot differentiate take\(x, idx\) where x "
+                                             r"has a symbolic number of rows"):
+        synk.compile(lazy, name="lazy.synk")
 
 
 def test_call_usage_errors(mod):
