@@ -139,13 +139,10 @@ python_path = [os.path.join(ROOT, "build/python")]   # where --run imports synk 
 run_one = [os.path.join(ROOT, "scripts/fuzz_run_one.py")]   # and the runner it starts
 
 
-def run_program(path, seed, timeout):
-    """Runs every function of `path` on random inputs (scripts/fuzz_run_one.py) on 1 or 2 ranks."""
-    env = dict(os.environ, PYTHONPATH=python_path[0])
-    ranks = 1 + seed % 2
+def run_helper(command, path, timeout, env=None):
+    """Runs a helper that prints a line per function, `finding ...` for a finding, on `path`."""
     try:
-        r = subprocess.run(["/usr/bin/python3", run_one[0], path, str(seed),
-                            str(ranks)], capture_output=True, text=True, timeout=timeout, env=env,
+        r = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env,
                            cwd=os.path.dirname(path))
     except subprocess.TimeoutExpired:
         return "hang", ""
@@ -158,24 +155,17 @@ def run_program(path, seed, timeout):
     if r.returncode != 0:
         return f"exit {r.returncode}", out
     return None, out
+
+
+def run_program(path, seed, timeout):
+    """Every function of `path` on random inputs (scripts/fuzz_run_one.py) on 1 or 2 ranks."""
+    env = dict(os.environ, PYTHONPATH=python_path[0])
+    return run_helper(["/usr/bin/python3", run_one[0], path, str(seed), str(1 + seed % 2)], path, timeout, env)
 
 
 def diff_program(differ, path, seed, timeout):
     """Compiled against the float64 reference on random arguments (compiler_cpu_diff_one_fuzz)."""
-    try:
-        r = subprocess.run([differ, path, str(seed)], capture_output=True, text=True, timeout=timeout,
-                           cwd=os.path.dirname(path))
-    except subprocess.TimeoutExpired:
-        return "hang", ""
-    out = (r.stdout + r.stderr)[-4000:]
-    if r.returncode < 0:
-        return f"signal {-r.returncode}", out
-    findings = [line for line in r.stdout.splitlines() if line.startswith("finding")]
-    if findings:
-        return findings[0][:200], out
-    if r.returncode != 0:
-        return f"exit {r.returncode}", out
-    return None, out
+    return run_helper([differ, path, str(seed)], path, timeout)
 
 
 def main():
