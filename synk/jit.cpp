@@ -249,6 +249,8 @@ Module ModuleFactory::make_prebuilt(const aot::ModuleDef& def) {
 
 Module load_library(const std::string& path) { return ModuleFactory::make_prebuilt(aot::load_library(path)); }
 
+namespace {
+
 // Functions compile on first use, but a gradient the program cannot have is an error of the
 // program, reported with the others when it compiles (as `synkc check` does), not at that
 // function's first call. The expansion itself is cheap (2 ms for ResNet-20).
@@ -262,6 +264,8 @@ void check_gradients(const ModuleSource& source, const ir::Module& ir) {
                                                   {synk::Severity::Error, e.loc(), e.message()}));
   }
 }
+
+}  // namespace
 
 Module ModuleFactory::make(ModuleSource source, ir::Module ir, const CompileOptions& options) {
   check_gradients(source, ir);
