@@ -1,13 +1,13 @@
 // The differential check of one .synk file, for scripts/fuzz-compiler.py --diff: every function of
 // the file (training steps expanded, as a program runs them) is compiled for the CPU and run on
-// random arguments beside the float64 reference evaluator (cpu_test_util.h's run_differential,
-// the check of the differential tests), with every symbolic dimension bound to a random size from
-// 0 to 6. Prints one line per function: `ok NAME`, `both-fail NAME` (both sides reject the data
-// with a user error), `inexact NAME` (integers near 2^53 or values past f32's range, where the double reference
-// cannot be matched) or
-// `finding NAME: ...` (a difference, or only one side failing); a program
-// that does not compile prints `user (compile)`. Not a test: mutants are random programs, so a
-// run is a search, not a check (the tolerance is looser than the tests', for long f32 sums).
+// random arguments beside the float64 reference evaluator (cpu_test_util.h's run_differential, the
+// check of the differential tests), with every symbolic dimension bound to a random size from 0 to
+// 6 (`skip NAME` where the arguments would exceed 10^8 elements). Prints one line per function: `ok
+// NAME`, `both-fail NAME` (both sides reject the data with a user error), `inexact NAME` (integers
+// near 2^53 or values past f32's range, where the double reference cannot be matched) or `finding
+// NAME: ...` (a difference, or only one side failing); a program that does not compile prints `user
+// (compile)`. Not a test: mutants are random programs, so a run is a search, not a check (the
+// tolerance is looser than the tests', for long f32 sums).
 //
 //   compiler_cpu_diff_one_fuzz FILE SEED
 #include <algorithm>
@@ -42,7 +42,8 @@ std::string no_verdict(const std::string& failure, bool has_f32) {
   const double want = std::strtod(failure.c_str() + s + says.size(), nullptr);
   if (std::fabs(want) >= 1125899906842624.0 && std::fabs(got - want) <= 1e-12 * std::fabs(want) + 4)   // 2^50
     return "integers near 2^53, which the reference holds as doubles";
-  if (has_f32 && std::fabs(want) >= 1e15) return "values past what f32 intermediates hold, where the reference is double";
+  if (has_f32 && std::fabs(want) >= 1e15)
+    return "values past what f32 intermediates hold, where the reference is double";
   return {};
 }
 
@@ -74,6 +75,19 @@ int run(const std::string& path, uint64_t seed) {
     for (const synk::ir::SharedVar& s : module.shareds) collect_symbols(s.type.shape, symbols);
     Sizes sizes;
     for (const std::string& s : symbols) sizes[s] = int64_t(rng() % 7);
+    // A mutant may declare f32[1000000, 1000000]: the arguments are the harness's to allocate.
+    double elements = 0;
+    auto count = [&](const synk::ir::Shape& shape) {
+      double n = 1;
+      for (const synk::ir::Dim& d : shape) n *= double(d.is_symbolic() ? sizes[d.symbol] : d.size);
+      elements += n;
+    };
+    for (const synk::ir::Param& p : fn.params) count(p.type.shape);
+    for (const synk::ir::SharedVar& v : module.shareds) count(v.type.shape);
+    if (elements > 1e8) {
+      std::printf("skip %s: %.3g elements of arguments\n", fn.name.c_str(), elements);
+      continue;
+    }
     // An f64 result can hold f32 pieces (an f32 input promoted), which the reference computes
     // in double: such a function gets the f32 tolerance throughout.
     const bool has_f32 = std::any_of(fn.nodes.begin(), fn.nodes.end(),
