@@ -168,6 +168,11 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+void throw_in_source(const SourceFile& file, const LocatedUserError& e) {
+  if (!e.loc().valid()) throw e;
+  throw UserError(format_diagnostic(file, {Severity::Error, e.loc(), e.message()}));
+}
+
 std::string did_you_mean(std::string_view wrong, const std::vector<std::string>& candidates) {
   auto same_ignoring_case = [&](const std::string& c) {
     return c.size() == wrong.size() && std::equal(c.begin(), c.end(), wrong.begin(), [](char a, char b) {

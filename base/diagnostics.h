@@ -72,6 +72,11 @@ class DiagnosticEngine {
 constexpr size_t kMaxQuotedColumns = 200;
 std::string format_diagnostic(const SourceFile& file, const Diagnostic& d);
 
+// A later stage's located error (the gradient pass, lowering) as the front end's diagnostics read:
+// throws a UserError holding format_diagnostic's text for `file`; one without a location is thrown
+// as it is.
+[[noreturn]] void throw_in_source(const SourceFile& file, const LocatedUserError& e);
+
 // "; did you mean 'x'?" for a candidate that differs from `wrong` only in case, else for the one
 // closest by edit distance within a small distance (1, or 2 for names of 4 letters and more; none
 // for a one-letter name, which is one edit from every other); "" when none is that close. For

@@ -259,9 +259,7 @@ void check_gradients(const ModuleSource& source, const ir::Module& ir) {
   try {
     (void)compiler::expand_gradients(ir);
   } catch (const synk::LocatedUserError& e) {
-    if (!e.loc().valid()) throw;
-    throw synk::UserError(synk::format_diagnostic(SourceFile(source.name, source.text),
-                                                  {synk::Severity::Error, e.loc(), e.message()}));
+    synk::throw_in_source(SourceFile(source.name, source.text), e);
   }
 }
 

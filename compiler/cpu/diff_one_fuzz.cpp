@@ -79,7 +79,7 @@ int run(const std::string& path, uint64_t seed) {
     double elements = 0;
     auto count = [&](const synk::ir::Shape& shape) {
       double n = 1;
-      for (const synk::ir::Dim& d : shape) n *= double(d.is_symbolic() ? sizes[d.symbol] : d.size);
+      for (int64_t d : concrete_shape(shape, sizes)) n *= double(d);
       elements += n;
     };
     for (const synk::ir::Param& p : fn.params) count(p.type.shape);

@@ -151,8 +151,7 @@ void run_stage(const FrontEnd& front_end, const std::function<void()>& stage) {
   try {
     stage();
   } catch (const synk::LocatedUserError& e) {
-    if (!e.loc().valid()) throw;
-    throw synk::UserError(synk::format_diagnostic(front_end.file(), {synk::Severity::Error, e.loc(), e.message()}));
+    synk::throw_in_source(front_end.file(), e);
   }
 }
 
