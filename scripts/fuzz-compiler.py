@@ -25,6 +25,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -169,6 +170,9 @@ def diff_program(differ, path, seed, timeout):
 
 
 def main():
+    # A kill (pkill, a batch system's time limit) ends the run as Ctrl-C does: the mutant beside its
+    # seed is removed on the way out, not left in the tree.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--synkc", default=os.path.join(ROOT, "build/tools/synkc/synkc"))
     ap.add_argument("--seconds", type=float, default=600)
