@@ -15,10 +15,12 @@ function once, on random inputs of the declared dtypes with random sizes, on 1 o
 a crash or a hang. With --diff, each such mutant's functions are compiled for the CPU and compared
 with the float64 reference evaluator on random arguments (compiler_cpu_diff_one_fuzz, the
 differential tests' check, with a looser f32 tolerance); a difference, or a user error on one side
-only, is a finding.
+only, is a finding. With --grad, each such mutant (widened to f64) has the gradient of every float
+output and update with respect to each variable it reads checked against central differences
+(compiler_grad_fd_one_fuzz): a derivative that disagrees where the numbers are smooth is a finding.
 Not part of CI (random, and minutes long); run it after changing a compiler pass:
 
-    scripts/fuzz-compiler.py [--synkc build/tools/synkc/synkc] [--seconds 600] [--seed S] [--out DIR] [--run | --diff]
+    scripts/fuzz-compiler.py [--synkc build/tools/synkc/synkc] [--seconds 600] [--seed S] [--out DIR] [--run | --diff | --grad]
 """
 import argparse
 import os
@@ -164,9 +166,9 @@ def run_program(path, seed, timeout):
     return run_helper(["/usr/bin/python3", run_one[0], path, str(seed), str(1 + seed % 2)], path, timeout, env)
 
 
-def diff_program(differ, path, seed, timeout):
-    """Compiled against the float64 reference on random arguments (compiler_cpu_diff_one_fuzz)."""
-    return run_helper([differ, path, str(seed)], path, timeout)
+def helper_program(helper, path, seed, timeout):
+    """--diff's and --grad's helpers: compiler_cpu_diff_one_fuzz, compiler_grad_fd_one_fuzz."""
+    return run_helper([helper, path, str(seed)], path, timeout)
 
 
 def main():
@@ -184,6 +186,9 @@ def main():
     ap.add_argument("--diff", action="store_true",
                     help="compare each mutant's compiled functions with the float64 reference on random "
                          "arguments instead (build/compiler/cpu/compiler_cpu_diff_one_fuzz)")
+    ap.add_argument("--grad", action="store_true",
+                    help="check each mutant's gradients against central differences instead "
+                         "(build/compiler/grad/compiler_grad_fd_one_fuzz)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build/fuzz-compiler"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -192,10 +197,13 @@ def main():
     synkc = os.path.join(args.out, "synkc")
     shutil.copy2(args.synkc, synkc)
     args.synkc = synkc
-    differ = os.path.join(args.out, "compiler_cpu_diff_one_fuzz")
-    if args.diff:
-        shutil.copy2(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(args.synkc_source))),
-                                  "compiler/cpu/compiler_cpu_diff_one_fuzz"), differ)
+    helper = None
+    for wanted, built in ((args.diff, "compiler/cpu/compiler_cpu_diff_one_fuzz"),
+                          (args.grad, "compiler/grad/compiler_grad_fd_one_fuzz")):
+        if wanted:
+            helper = os.path.join(args.out, os.path.basename(built))
+            shutil.copy2(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(args.synkc_source))), built),
+                         helper)
     if args.run:  # the Python package too, for the same reason
         shutil.rmtree(os.path.join(args.out, "python"), ignore_errors=True)
         shutil.copytree(os.path.join(ROOT, "build/python"), os.path.join(args.out, "python"))
@@ -204,7 +212,7 @@ def main():
     python_path[0] = os.path.join(args.out, "python")
     rng = random.Random(args.seed)
     seeds = accepted_seeds(args.synkc, args.out)
-    if args.run or args.diff:
+    if args.run or args.diff or args.grad:
         seeds = [p for p in seeds if len(open(p).read().splitlines()) < 80]
     print(f"fuzz-compiler: seed {args.seed}, {len(seeds)} accepted programs, stages {args.stages}")
     stages = args.stages.split(",")
@@ -222,9 +230,9 @@ def main():
         with open(path, "w") as f:
             f.write(text)
         try:
-            if args.diff:
-                stage = "diff"
-                what, out = diff_program(differ, path, rng.randrange(1 << 30), args.timeout)
+            if helper:
+                stage = "grad" if args.grad else "diff"
+                what, out = helper_program(helper, path, rng.randrange(1 << 30), args.timeout)
             elif args.run:
                 stage = "run"
                 what, out = run_program(path, rng.randrange(1 << 30), args.timeout)

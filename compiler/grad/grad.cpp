@@ -25,6 +25,7 @@ bool is_differentiable_edge(const ir::Node& node, size_t operand) {
   switch (node.op) {
     case Op::Where: return operand != 0;   // the condition selects, it is not a value
     case Op::Take: return operand == 0;    // indices
+    case Op::MaxPool2dBackward: return operand == 1;   // which cell a window chose is constant in x
     case Op::OneHot: case Op::ArgMax: case Op::Grad:
     case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
     case Op::And: case Op::Or: case Op::Not:

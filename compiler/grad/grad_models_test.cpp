@@ -1,7 +1,8 @@
 // Gradient checks for whole models written in `.synk` and compiled by the front end: a 2-layer
 // MLP with cross_entropy, softmax regression with soft labels, a tied-weight autoencoder that
-// uses its parameter twice, an embedding model (take, concat, slice, maximum, log_softmax), three
-// convolutional models (conv2d with every parameter, pooling, batch norm in both modes), each
+// uses its parameter twice, an embedding model (take, concat, slice, maximum, log_softmax), four
+// convolutional models (conv2d with every parameter, pooling, batch norm in both modes, a gradient
+// penalty that differentiates the backward ops), each
 // with a symbolic batch; every element of the flat gradient is compared with float64 central
 // differences through the reference evaluator. The expanded IR must also print as `.synk` that
 // the front end reads back to the same graph (what `synkc --emit=ir-grad` relies on).
@@ -170,6 +171,25 @@ fn train(scatter x: f64[n, 3, 5, 5]) {
 )",
        {"w", "g", "b", "m", "s"},
        [](Rng& rng) { return std::vector{testing::uniform_tensor(rng, DType::F64, {2, 3, 5, 5})}; }},
+      // A gradient penalty: the outer grad differentiates the backward ops of the inner one.
+      {"second_derivative_through_conv_and_pools", R"(
+shared w: f64[3, 2, 3, 3];
+shared w2: f64[2, 3, 2, 2];
+shared v: f64[2];
+fn train(scatter x: f64[n, 2, 8, 8]) {
+  let c = tanh(conv2d(x, w, padding=1));
+  let p = max_pool2d(c, 2);
+  let d = conv2d(p, w2, stride=2, padding=1);
+  let a = avg_pool2d(d, 2, stride=1, padding=1, count_include_pad=false);
+  let inner = mean(global_avg_pool(a) * v) + mean(a * a);
+  let gi = grad(inner, w, w2);
+  let loss = inner + sum(gi * gi);
+  out loss: avg = loss;
+  out g: avg = grad(loss, w, w2, v);
+}
+)",
+       {"w", "w2", "v"},
+       [](Rng& rng) { return std::vector{testing::uniform_tensor(rng, DType::F64, {2, 2, 8, 8})}; }},
   };
 }
 

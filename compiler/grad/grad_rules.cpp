@@ -182,19 +182,61 @@ void Backprop::propagate(NodeId id, NodeId g) {
     case Op::CrossEntropy:
       return propagate_cross_entropy(n, g);
 
-    // Convolution and pooling: their backward ops, with the forward's window attributes.
+    case Op::Conv2d: case Op::Conv2dBackwardData: case Op::Conv2dBackwardWeights: case Op::MaxPool2d:
+    case Op::MaxPool2dBackward: case Op::AvgPool2d: case Op::AvgPool2dBackward:
+      return propagate_window(n, g);
+
+    default:
+      synk::internal_error(fmt::format("gradient: no rule for active op {}", ir::op_name(n.op)));
+  }
+}
+
+// Convolution and pooling, with the forward's window attributes. The backward ops are linear in
+// each operand (max pooling's in dy, for the cells x chose), so their own adjoints, which a second
+// derivative needs, are the forward ops and each other: conv2d is y = conv(x, w), backward-data
+// dx = conv_w^T(dy), backward-weights dw = conv_x^T(dy).
+void Backprop::propagate_window(const ir::Node& n, NodeId g) {
+  auto in = [&](size_t k) { return n.operands[k]; };
+  switch (n.op) {
     case Op::Conv2d:
       if (wants(n, 0)) give(n, 0, w_.add(Op::Conv2dBackwardData, {g, in(1)}, n.attrs));
       if (wants(n, 1)) give(n, 1, w_.add(Op::Conv2dBackwardWeights, {in(0), g}, n.attrs));
+      return;
+    case Op::Conv2dBackwardData:   // (dy, w) -> dx; g has x's type
+      if (wants(n, 0)) give(n, 0, w_.add(Op::Conv2d, {g, in(1)}, n.attrs));
+      if (wants(n, 1)) give(n, 1, w_.add(Op::Conv2dBackwardWeights, {g, in(0)}, n.attrs));
+      return;
+    case Op::Conv2dBackwardWeights:   // (x, dy) -> dw; g has w's type
+      if (wants(n, 0)) give(n, 0, w_.add(Op::Conv2dBackwardData, {in(1), g}, n.attrs));
+      if (wants(n, 1)) give(n, 1, w_.add(Op::Conv2d, {in(0), g}, n.attrs));
       return;
     case Op::MaxPool2d:
       // The adjoint goes to the cell each window chose (the first maximum; a NaN wins).
       return give(n, 0, w_.add(Op::MaxPool2dBackward, {in(0), g}, n.attrs));
     case Op::AvgPool2d:
       return give(n, 0, w_.add(Op::AvgPool2dBackward, {g}, n.attrs));
-
+    case Op::AvgPool2dBackward:   // the transpose of the average: the average again
+      return give(n, 0, w_.add(Op::AvgPool2d, {g}, n.attrs));
+    case Op::MaxPool2dBackward: {
+      // dy's adjoint is g at the cell each window chose. Where windows do not overlap, every
+      // chosen cell belongs to one window, so that is the window's sum of g masked by the chosen
+      // cells (the backward op of ones), an average pool of kh x kw cells times kh * kw.
+      const ir::Window2d& win = n.attrs.window;
+      if (win.stride_h < win.kh || win.stride_w < win.kw)
+        throw synk::LocatedUserError(n.loc, fmt::format(
+            "cannot differentiate the gradient of max_pool2d with overlapping windows (kernel {}x{}, "
+            "stride {}): a second derivative through max pooling needs a stride of at least the kernel",
+            win.kh, win.kw, win.stride_h));
+      const ir::TensorType dy = w_.type(in(1));
+      const NodeId chosen = w_.add(Op::MaxPool2dBackward, {in(0), w_.broadcast_to(w_.constant(1, dy.dtype), dy.shape)},
+                                   n.attrs);
+      ir::Attrs sum_attrs = n.attrs;
+      sum_attrs.window.count_include_pad = true;
+      const NodeId mean = w_.add(Op::AvgPool2d, {w_.mul(g, chosen)}, sum_attrs);
+      return give(n, 1, w_.binary_scalar(Op::Mul, mean, double(win.kh * win.kw)));
+    }
     default:
-      synk::internal_error(fmt::format("gradient: no rule for active op {}", ir::op_name(n.op)));
+      synk::internal_error(fmt::format("gradient: {} is not a window op", ir::op_name(n.op)));
   }
 }
 

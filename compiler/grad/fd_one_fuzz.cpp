@@ -1,0 +1,227 @@
+// The gradient check of one .synk file, for scripts/fuzz-compiler.py --grad: the gradient pass's
+// rules against float64 central differences on mutated programs. The differential checks
+// (--diff) cannot see a wrong rule, since the compiled code and the reference evaluator both run
+// the expanded gradient; this compares that expansion with the numbers themselves.
+//
+// The module is widened to f64 (every f32, f16 and bf16 type), so that differences of 1e-6 mean
+// something. For each function and each float output or update `o` (a grad's result included, so
+// second derivatives are checked too), and each float shared variable `v` that `o` reads, the
+// function gets a probe: loss = sum(o * (o + 1.37)) (zero only where `o` is), grad(loss, v). A few
+// random elements of `v` are moved by +-h for two steps h; an element whose one-sided differences
+// disagree (a kink, a tie of max, a step of floor) or whose two central differences disagree gets
+// no verdict. Prints one line per probe: `ok F o v`, `kink F o v`, `skip F ...`, or
+// `finding F: ...` (the analytic and numeric derivatives, the element and the sizes). A program
+// that does not compile prints `user (compile)`. Not a test: a search over random programs.
+//
+//   compiler_grad_fd_one_fuzz FILE SEED
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "compiler/cpu/cpu_test_util.h"
+#include "compiler/grad/grad.h"
+#include "compiler/pipeline.h"
+
+namespace {
+
+using namespace synk::compiler::testing;
+using synk::dsl::HostTensor;
+using synk::ir::DType;
+namespace dsl = synk::dsl;
+using synk::ir::Node;
+using synk::ir::NodeId;
+using synk::ir::Op;
+
+constexpr int kElementsPerProbe = 6;
+constexpr double kSecondsPerFile = 20;
+
+void widen(synk::ir::TensorType& t) {
+  if (synk::ir::is_float(t.dtype)) t.dtype = DType::F64;
+}
+
+void widen(synk::ir::Module& m) {
+  for (synk::ir::SharedVar& s : m.shareds) widen(s.type);
+  for (synk::ir::Function& fn : m.functions) {
+    for (synk::ir::Param& p : fn.params) widen(p.type);
+    for (Node& n : fn.nodes) widen(n.type);
+  }
+}
+
+// The shared variables node `root` reads, directly or through its operands.
+std::set<int64_t> shareds_read(const synk::ir::Function& fn, NodeId root) {
+  std::set<int64_t> out;
+  std::vector<bool> seen(fn.nodes.size());
+  std::vector<NodeId> stack{root};
+  while (!stack.empty()) {
+    const NodeId id = stack.back();
+    stack.pop_back();
+    if (seen[size_t(id)]) continue;
+    seen[size_t(id)] = true;
+    const Node& n = fn.node(id);
+    if (n.op == Op::SharedRead) out.insert(n.attrs.index);
+    for (NodeId o : n.operands) stack.push_back(o);
+  }
+  return out;
+}
+
+// `fn` with its outputs replaced by the probe's: the loss sum(o * (o + 1.37)) and grad(loss, v).
+synk::ir::Function probe_of(const synk::ir::Module& m, const synk::ir::Function& fn, NodeId o, int64_t v) {
+  synk::ir::Function p = fn;
+  p.outputs.clear();
+  p.updates.clear();
+  const synk::ir::TensorType scalar{DType::F64, {}};
+  const synk::ir::TensorType of_o = fn.node(o).type;
+  Node c{.op = Op::Constant, .type = scalar};
+  c.attrs.value = 1.37;
+  const NodeId ci = p.add(c);
+  const NodeId shifted = p.add(Node{.op = Op::Add, .type = of_o, .operands = {o, ci}});
+  NodeId loss = p.add(Node{.op = Op::Mul, .type = of_o, .operands = {o, shifted}});
+  if (!of_o.shape.empty()) {
+    Node sum{.op = Op::ReduceSum, .type = scalar, .operands = {loss}};
+    for (int64_t a = 0; a < int64_t(of_o.shape.size()); ++a) sum.attrs.axes.push_back(a);
+    loss = p.add(sum);
+  }
+  Node read{.op = Op::SharedRead, .type = m.shareds.at(size_t(v)).type};
+  read.attrs.index = v;
+  const NodeId ri = p.add(read);
+  const NodeId g = p.add(Node{.op = Op::Grad, .type = m.shareds.at(size_t(v)).type, .operands = {loss, ri}});
+  p.outputs.push_back({.name = "fd_loss", .node = loss});
+  p.outputs.push_back({.name = "fd_grad", .node = g});
+  return p;
+}
+
+struct Probe {
+  const synk::ir::Module& module;
+  synk::ir::Function expanded;
+  std::vector<HostTensor> inputs, shareds;
+  double loss_at(int64_t v, int64_t j, double x) const {
+    std::vector<HostTensor> moved = shareds;
+    moved[size_t(v)].data[size_t(j)] = x;
+    return dsl::evaluate(module, expanded, inputs, moved).outputs.at(0).data.at(0);
+  }
+};
+
+// One element's verdict: "" when the derivatives agree, "kink" when the numbers cannot tell, or
+// the finding's text.
+std::string check_element(const Probe& probe, int64_t v, int64_t j, double analytic, double loss) {
+  const double x = probe.shareds[size_t(v)].data[size_t(j)];
+  const double scale = std::max(1.0, std::fabs(x));
+  const double h1 = 1e-6 * scale, h2 = 1e-5 * scale;
+  const double up1 = probe.loss_at(v, j, x + h1), down1 = probe.loss_at(v, j, x - h1);
+  const double up2 = probe.loss_at(v, j, x + h2), down2 = probe.loss_at(v, j, x - h2);
+  const double forward = (up1 - loss) / h1, backward = (loss - down1) / h1;
+  const double central1 = (up1 - down1) / (2 * h1), central2 = (up2 - down2) / (2 * h2);
+  for (double d : {up1, down1, up2, down2})
+    if (!std::isfinite(d)) return "kink";
+  const double tol = 1e-4 * (1 + std::fabs(central1)) + 1e-8 * std::fabs(loss) / h1;
+  if (std::fabs(forward - backward) > 2 * tol || std::fabs(central1 - central2) > tol) return "kink";
+  if (std::isfinite(analytic) && std::fabs(analytic - central1) <= tol) return "";
+  return fmt::format("element {}: grad {} but central differences {} (h {}) and {} (h {}), loss {}", j, analytic,
+                     central1, h1, central2, h2, loss);
+}
+
+// Runs the probe of output/update node `o` against variable `v`; prints its line.
+void run_probe(const synk::ir::Module& m, const synk::ir::Function& fn, NodeId o, int64_t v, const Sizes& sizes,
+               std::mt19937_64& rng) {
+  const std::string what = fmt::format("{} node {} ({}) d/d {}", fn.name, o, synk::ir::op_name(fn.node(o).op),
+                                       m.shareds[size_t(v)].name);
+  Probe probe{m, synk::compiler::expand_gradients(m, probe_of(m, fn, o, v)), {}, {}};
+  const ValueStyle style{.scale = 1, .int_low = 0, .int_high = 3};
+  for (const synk::ir::Param& p : fn.params) probe.inputs.push_back(random_tensor(p.type, sizes, rng, style));
+  for (const synk::ir::SharedVar& s : m.shareds) probe.shareds.push_back(random_tensor(s.type, sizes, rng, style));
+  dsl::EvalResult base;
+  try {
+    base = dsl::evaluate(m, probe.expanded, probe.inputs, probe.shareds);
+  } catch (const synk::UserError& e) {   // the random data broke a rule (an index out of range)
+    std::printf("skip %s: %s\n", what.c_str(), e.what());
+    return;
+  }
+  const double loss = base.outputs.at(0).data.at(0);
+  const HostTensor& gradient = base.outputs.at(1);
+  if (!std::isfinite(loss) || gradient.size() == 0) {
+    std::printf("skip %s: loss %g over %lld elements\n", what.c_str(), loss, (long long)gradient.size());
+    return;
+  }
+  int kinks = 0;
+  for (int k = 0; k < kElementsPerProbe; ++k) {
+    const int64_t j = int64_t(rng() % uint64_t(gradient.size()));
+    const std::string verdict = check_element(probe, v, j, gradient.data[size_t(j)], loss);
+    if (verdict == "kink") {
+      ++kinks;
+    } else if (!verdict.empty()) {
+      std::printf("finding %s: sizes %s: %s\n", what.c_str(), fmt::format("{}", sizes).c_str(), verdict.c_str());
+      return;
+    }
+  }
+  std::printf("%s %s\n", kinks == kElementsPerProbe ? "kink" : "ok", what.c_str());
+}
+
+int run(const std::string& path, uint64_t seed) {
+  std::ifstream in(path);
+  if (!in) {
+    std::printf("usage: cannot read %s\n", path.c_str());
+    return 2;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  synk::ir::Module module;
+  try {
+    module = synk::compiler::prepare_module(path, text.str(), std::filesystem::path(path).parent_path().string());
+    if (synk::compiler::has_gradients(module)) (void)synk::compiler::expand_gradients(module);
+  } catch (const synk::UserError&) {
+    std::printf("user (compile)\n");
+    return 0;
+  }
+  widen(module);
+  std::mt19937_64 rng(seed);
+  const auto start = std::chrono::steady_clock::now();
+  for (const synk::ir::Function& fn : module.functions) {
+    std::set<std::string> symbols;
+    auto collect = [&](const synk::ir::Shape& shape) {
+      for (const synk::ir::Dim& d : shape)
+        if (d.is_symbolic()) symbols.insert(d.symbol);
+    };
+    for (const synk::ir::Param& p : fn.params) collect(p.type.shape);
+    for (const synk::ir::SharedVar& s : module.shareds) collect(s.type.shape);
+    Sizes sizes;
+    for (const std::string& s : symbols) sizes[s] = int64_t(1 + rng() % 5);
+    std::vector<NodeId> roots;
+    for (const synk::ir::Output& o : fn.outputs) roots.push_back(o.node);
+    for (const synk::ir::Update& u : fn.updates) roots.push_back(u.node);
+    for (NodeId o : roots) {
+      if (!synk::ir::is_float(fn.node(o).type.dtype)) continue;
+      for (int64_t v : shareds_read(fn, o)) {
+        if (!synk::ir::is_float(module.shareds[size_t(v)].type.dtype)) continue;
+        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kSecondsPerFile) {
+          std::printf("skip the rest: over %g s\n", kSecondsPerFile);
+          return 0;
+        }
+        try {
+          run_probe(module, fn, o, v, sizes, rng);
+        } catch (const synk::UserError& e) {
+          std::printf("user %s: %s\n", fn.name.c_str(), e.what());
+        } catch (const std::exception& e) {
+          std::printf("finding %s: sizes %s: %s\n", fn.name.c_str(), fmt::format("{}", sizes).c_str(), e.what());
+        }
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s FILE SEED\n", argv[0]);
+    return 2;
+  }
+  return run(argv[1], std::strtoull(argv[2], nullptr, 10));
+}
