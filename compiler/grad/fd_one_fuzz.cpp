@@ -4,8 +4,9 @@
 // the expanded gradient; this compares that expansion with the numbers themselves.
 //
 // The module is widened to f64 (every f32, f16 and bf16 type), so that differences of 1e-6 mean
-// something. For each function and each float output or update `o` (a grad's result included, so
-// second derivatives are checked too), and each float shared variable `v` that `o` reads, the
+// something, and each function's float inputs become shared variables (sizes bound at random,
+// 1 to 5). For each float output or update `o` (a grad's result included, so second derivatives
+// are checked too), and each float variable `v` that `o` reads, the
 // function gets a probe: loss = sum(o * (o + 1.37)) (zero only where `o` is), grad(loss, v). A few
 // random elements of `v` are moved by +-h for two steps h; an element whose one-sided differences
 // disagree (a kink, a tie of max, a step of floor) or whose two central differences disagree gets
@@ -51,6 +52,38 @@ void widen(synk::ir::Module& m) {
     for (synk::ir::Param& p : fn.params) widen(p.type);
     for (Node& n : fn.nodes) widen(n.type);
   }
+}
+
+// `t` with the symbolic dimensions that `sizes` binds made static.
+void bind(synk::ir::TensorType& t, const Sizes& sizes) {
+  for (synk::ir::Dim& d : t.shape)
+    if (auto it = sizes.find(d.symbol); d.is_symbolic() && it != sizes.end()) d = synk::ir::Dim::fixed(it->second);
+}
+
+// Every float input of `fn` becomes a shared variable too (the inputs' sizes bound to `sizes`), so
+// that a probe can differentiate with respect to it: most programs have more inputs than variables.
+// The input stays declared, unread.
+synk::ir::Function inputs_as_variables(synk::ir::Module& m, const synk::ir::Function& fn, const Sizes& sizes) {
+  synk::ir::Function out = fn;
+  for (synk::ir::SharedVar& s : m.shareds) bind(s.type, sizes);   // sliceable ones have a symbolic size
+  for (synk::ir::Param& p : out.params) bind(p.type, sizes);
+  for (Node& n : out.nodes) bind(n.type, sizes);
+  for (Node& n : out.nodes) {
+    if (n.op != Op::Input) continue;
+    const synk::ir::Param& p = out.params.at(size_t(n.attrs.index));
+    const bool static_shape = std::none_of(p.type.shape.begin(), p.type.shape.end(),
+                                           [](const synk::ir::Dim& d) { return d.is_symbolic(); });
+    if (!synk::ir::is_float(p.type.dtype) || !static_shape) continue;
+    const std::string name = "input_" + p.name;
+    int64_t v = m.find_shared(name);
+    if (v < 0) {
+      m.shareds.push_back({.name = name, .type = p.type});
+      v = int64_t(m.shareds.size()) - 1;
+    }
+    n.op = Op::SharedRead;
+    n.attrs.index = v;
+  }
+  return out;
 }
 
 // The shared variables node `root` reads, directly or through its operands.
@@ -132,7 +165,7 @@ void run_probe(const synk::ir::Module& m, const synk::ir::Function& fn, NodeId o
   const std::string what = fmt::format("{} node {} ({}) d/d {}", fn.name, o, synk::ir::op_name(fn.node(o).op),
                                        m.shareds[size_t(v)].name);
   Probe probe{m, synk::compiler::expand_gradients(m, probe_of(m, fn, o, v)), {}, {}};
-  const ValueStyle style{.scale = 1, .int_low = 0, .int_high = 3};
+  const ValueStyle style{.scale = 1, .int_low = 0, .int_high = 1};   // valid labels and indices, mostly
   for (const synk::ir::Param& p : fn.params) probe.inputs.push_back(random_tensor(p.type, sizes, rng, style));
   for (const synk::ir::SharedVar& s : m.shareds) probe.shareds.push_back(random_tensor(s.type, sizes, rng, style));
   dsl::EvalResult base;
@@ -160,6 +193,34 @@ void run_probe(const synk::ir::Module& m, const synk::ir::Function& fn, NodeId o
     }
   }
   std::printf("%s %s\n", kinks == kElementsPerProbe ? "kink" : "ok", what.c_str());
+}
+
+// Probes every float output and update of `fn` against each float variable it reads; false when
+// the file's time is up.
+bool probe_function(const synk::ir::Module& module, const synk::ir::Function& fn, const Sizes& sizes,
+                    std::mt19937_64& rng, std::chrono::steady_clock::time_point start) {
+  std::vector<NodeId> roots;
+  for (const synk::ir::Output& o : fn.outputs) roots.push_back(o.node);
+  for (const synk::ir::Update& u : fn.updates) roots.push_back(u.node);
+  for (NodeId o : roots) {
+    if (!synk::ir::is_float(fn.node(o).type.dtype)) continue;
+    for (int64_t v : shareds_read(fn, o)) {
+      if (!synk::ir::is_float(module.shareds[size_t(v)].type.dtype)) continue;
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kSecondsPerFile) {
+        std::printf("skip the rest: over %g s\n", kSecondsPerFile);
+        return false;
+      }
+      try {
+        run_probe(module, fn, o, v, sizes, rng);
+      } catch (const synk::UserError& e) {
+        std::printf("user %s: %s\n", fn.name.c_str(), e.what());
+      } catch (const std::exception& e) {
+        std::printf("finding %s: sizes %s: %s\n", fn.name.c_str(), fmt::format("{}", sizes).c_str(), e.what());
+      }
+      std::fflush(stdout);
+    }
+  }
+  return true;
 }
 
 int run(const std::string& path, uint64_t seed) {
@@ -191,27 +252,9 @@ int run(const std::string& path, uint64_t seed) {
     for (const synk::ir::SharedVar& s : module.shareds) collect(s.type.shape);
     Sizes sizes;
     for (const std::string& s : symbols) sizes[s] = int64_t(1 + rng() % 5);
-    std::vector<NodeId> roots;
-    for (const synk::ir::Output& o : fn.outputs) roots.push_back(o.node);
-    for (const synk::ir::Update& u : fn.updates) roots.push_back(u.node);
-    for (NodeId o : roots) {
-      if (!synk::ir::is_float(fn.node(o).type.dtype)) continue;
-      for (int64_t v : shareds_read(fn, o)) {
-        if (!synk::ir::is_float(module.shareds[size_t(v)].type.dtype)) continue;
-        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kSecondsPerFile) {
-          std::printf("skip the rest: over %g s\n", kSecondsPerFile);
-          return 0;
-        }
-        try {
-          run_probe(module, fn, o, v, sizes, rng);
-        } catch (const synk::UserError& e) {
-          std::printf("user %s: %s\n", fn.name.c_str(), e.what());
-        } catch (const std::exception& e) {
-          std::printf("finding %s: sizes %s: %s\n", fn.name.c_str(), fmt::format("{}", sizes).c_str(), e.what());
-        }
-        std::fflush(stdout);
-      }
-    }
+    synk::ir::Module with_inputs = module;
+    const synk::ir::Function probed = inputs_as_variables(with_inputs, fn, sizes);
+    if (!probe_function(with_inputs, probed, sizes, rng, start)) return 0;
   }
   return 0;
 }
