@@ -57,7 +57,14 @@ WRAPPERS = ["relu({v})", "tanh({v})", "exp(-abs({v}))", "sqrt(abs({v}))", "-{v}"
             "softmax({v}, axis=0)", "log_softmax({v}, axis=-1)", "cumsum({v}, axis=0)", "where({v} > 0, {v}, 0)",
             "{v} - mean({v}, axis=0, keepdims=true)", "maximum({v}, 0.5)", "{v} / (1 + abs({v}))",
             "transpose(transpose({v}))", "{v} * sum({v}, axis=-1, keepdims=true)",
-            "cast(cast({v}, f64), f32)", "slice(concat({v}, {v}, axis=0), 0, 1, axis=0)"]
+            "cast(cast({v}, f64), f32)", "slice(concat({v}, {v}, axis=0), 0, 1, axis=0)",
+            # more of the gradient pass's rules (--grad)
+            "{v} ** 2", "softplus({v})", "sin({v}) * cos({v})", "log1p(abs({v}))", "expm1(-abs({v}))",
+            "sigmoid({v}) * {v}", "{v} - max({v}, axis=0, keepdims=true)", "{v} * min({v}, axis=-1, keepdims=true)",
+            "{v} * prod({v}, axis=0, keepdims=true)", "cumsum({v}, axis=-1, reverse=true)",
+            "clip({v}, -0.5, 0.5)", "minimum({v}, {v} * {v})", "{v} / (1 + logsumexp({v}, axis=0, keepdims=true) ** 2)",
+            "{v} * var({v}, axis=0, keepdims=true)", "{v} / (1 + norm({v}))",
+            "binary_cross_entropy_with_logits({v}, sigmoid({v}))", "squeeze(slice(stack([{v}, {v} * 2], axis=0), 1, 2, axis=0), 0)"]
 
 
 def wrap_a_let(text, rng):
