@@ -108,6 +108,12 @@ Value FunctionAnalyzer::call_batch_norm(const ast::Expr& e) {
   const int64_t rm = named_shared(*e.args[3], v[3], "running mean");
   const int64_t rv = rm < 0 ? -1 : named_shared(*e.args[4], v[4], "running variance");
   if (rm < 0 || rv < 0) return Value::error();
+  if (rm == rv) {   // each gets its own update: one variable would be updated twice
+    error(e.args[4]->loc, fmt::format("batch_norm(training=true) updates its running mean and running variance "
+                                      "apart, but '{}' is given for both; declare one shared variable for each",
+                                      ctx_.module.shareds[size_t(rv)].name));
+    return Value::error();
+  }
   const Value mean = apply(Op::ReduceMean, {x}, stats, e.loc);
   const Value centered = op(Op::Sub, x, col(mean));
   const Value var = apply(Op::ReduceMean, {op(Op::Mul, centered, centered)}, stats, e.loc);
