@@ -356,18 +356,17 @@ Expr grad(const Expr& loss_expr, std::vector<Expr> variables) {
     throw UserError(fmt::format("grad needs a scalar loss but the loss has shape {}; reduce it, e.g. mean(loss)",
                                 ir::shape_str(loss->type.shape)));
   std::vector<Operand> operands{immediate(loss)};
-  std::vector<int64_t> seen;
+  std::vector<std::pair<ExprNode::Kind, int64_t>> seen;
   for (const Expr& v_expr : variables) {
     const NodePtr& v = require(v_expr, "grad");
-    if (v->kind != ExprNode::Kind::Shared)
-      throw UserError(fmt::format("grad differentiates with respect to shared variables, but {} is {}",
-                                  v->kind == ExprNode::Kind::Param ? fmt::format("'{}'", v->name) : describe(*v),
-                                  v->kind == ExprNode::Kind::Param ? "a parameter" : "not a shared variable"));
+    if (v->kind != ExprNode::Kind::Shared && v->kind != ExprNode::Kind::Param)
+      throw UserError(fmt::format("grad differentiates with respect to shared variables and inputs, but {} is "
+                                  "neither", describe(*v)));
     if (!ir::is_float(v->type.dtype))
       throw UserError(fmt::format("grad needs floating variables but '{}' is {}", v->name, ir::type_str(v->type)));
-    if (std::find(seen.begin(), seen.end(), v->index) != seen.end())
+    if (std::find(seen.begin(), seen.end(), std::pair{v->kind, v->index}) != seen.end())
       throw UserError(fmt::format("'{}' appears twice in grad", v->name));
-    seen.push_back(v->index);
+    seen.emplace_back(v->kind, v->index);
     operands.push_back(immediate(v));
   }
   return make_op(Op::Grad, std::move(operands), {});

@@ -113,15 +113,24 @@ std::vector<Rejected> rejected_shapes_and_gradients() {
          f.out("o", sum(reshape(f.bcast("x", F::F32, {6}), {4, -1})));
        },
        {"reshape(f32[6])", "does not divide"}},
-      {"grad with respect to a parameter", "shared w: f32[2]; fn f(bcast x: f32[2]) { out o = grad(sum(x * w), x); }",
+      {"grad with respect to an expression", "shared w: f32[2]; fn f(bcast x: f32[2]) { out o = grad(sum(x * w), x * w); }",
        [] {
          ModuleBuilder mb;
          auto w = mb.shared("w", F::F32, {2});
          auto f = mb.function("f");
          auto x = f.bcast("x", F::F32, {2});
-         f.out("o", grad(sum(x * w), x));
+         f.out("o", grad(sum(x * w), x * w));
        },
-       {"grad differentiates with respect to shared variables", "'x' is a parameter"}},
+       {"grad differentiates with respect to shared variables and inputs"}},
+      {"grad with respect to an integer input", "fn f(bcast x: f32[2], bcast i: i32[2]) { out o = grad(sum(x * cast(i, f32)), i); }",
+       [] {
+         ModuleBuilder mb;
+         auto f = mb.function("f");
+         auto x = f.bcast("x", F::F32, {2});
+         auto i = f.bcast("i", F::I32, {2});
+         f.out("o", grad(sum(x * cast(i, F::F32)), i));
+       },
+       {"grad needs floating variables", "'i' is i32[2]"}},
       {"grad of a vector", "shared w: f32[2]; fn f() { out o = grad(w * 2, w); }",
        [] {
          ModuleBuilder mb;

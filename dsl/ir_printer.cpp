@@ -164,12 +164,13 @@ class FunctionPrinter {
         return fmt::format("{}({}, dtype={}, salt={})", a.index == 1 ? "normal" : "uniform",
                            ir::shape_str(n.type.shape), ir::dtype_name(n.type.dtype), a.salt);
       case Op::Grad: {
-        // Variables print as the shared variables' names: grad takes names, not values.
+        // Variables print as the shared variables' and inputs' names: grad takes names, not values.
         std::string out = "grad(" + (n.operands.empty() ? std::string() : ref(n.operands[0]));
         for (size_t i = 1; i < n.operands.size(); ++i) {
           ir::NodeId v = n.operands[i];
-          bool read = v >= 0 && size_t(v) < f_.nodes.size() && f_.nodes[size_t(v)].op == Op::SharedRead;
-          out += ", " + (read ? shared_name(f_.nodes[size_t(v)].attrs.index) : ref(v));
+          const bool leaf = v >= 0 && size_t(v) < f_.nodes.size() &&
+                            (f_.nodes[size_t(v)].op == Op::SharedRead || f_.nodes[size_t(v)].op == Op::Input);
+          out += ", " + (leaf ? node_text(f_.nodes[size_t(v)]) : ref(v));
         }
         return out + ")";
       }

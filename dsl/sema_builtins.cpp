@@ -510,7 +510,7 @@ Value FunctionAnalyzer::call_grad(const ast::Expr& e) {
     const ast::Expr& arg = *e.args[i];
     if (arg.kind == ast::ExprKind::Error) { ok = false; continue; }
     if (arg.kind != ast::ExprKind::Name) {
-      error(arg.loc, fmt::format("grad differentiates with respect to shared variables, named directly; "
+      error(arg.loc, fmt::format("grad differentiates with respect to shared variables and inputs, named directly; "
                                  "found '{}'", expr_text(arg)));
       ok = false;
       continue;
@@ -547,31 +547,36 @@ Value FunctionAnalyzer::gradient_of(const char* construct, const Value& loss, co
     arg.loc = name.loc;
     Value v = expr(arg);
     if (v.failed()) { ok = false; continue; }
-    bool is_shared_read = v.kind == Value::Kind::Node && fn_.nodes[size_t(v.node)].op == Op::SharedRead;
-    if (!is_shared_read) {
+    const Op read = v.kind == Value::Kind::Node ? fn_.nodes[size_t(v.node)].op : Op::Constant;
+    // grad also differentiates with respect to the function's inputs (a saliency map, an
+    // adversarial step, a gradient penalty); minimize trains shared variables only.
+    const bool inputs_allowed = std::string_view(construct) == "grad";
+    if (read != Op::SharedRead && !(inputs_allowed && read == Op::Input)) {
       auto local = scope_.find(name.name);
-      const char* what = local != scope_.end() && local->second.kind == Binding::Kind::Param ? "a parameter"
-                                                                                              : "not a shared variable";
-      error(name.loc, fmt::format("{} differentiates with respect to shared variables, but '{}' is {}", construct,
-                                  name.name, what));
+      const bool is_param = local != scope_.end() && local->second.kind == Binding::Kind::Param;
+      error(name.loc, fmt::format("{} differentiates with respect to {}, but '{}' is {}", construct,
+                                  inputs_allowed ? "shared variables and inputs, named directly" : "shared variables",
+                                  name.name, is_param ? "a parameter" : inputs_allowed ? "a local value" :
+                                  "not a shared variable"));
       ok = false;
       continue;
     }
-    int64_t index = fn_.nodes[size_t(v.node)].attrs.index;
-    const ir::SharedVar& var = ctx_.module.shareds[size_t(index)];
-    if (!ir::is_float(var.type.dtype)) {
-      error(name.loc, fmt::format("{} needs floating variables but '{}' is {}", construct, var.name,
-                                  ir::type_str(var.type)));
+    // Shared variables by index, inputs after them (-1 - the parameter's index), for `seen`.
+    const int64_t index = fn_.nodes[size_t(v.node)].attrs.index;
+    const int64_t key = read == Op::SharedRead ? index : -1 - index;
+    if (!ir::is_float(v.type.dtype)) {
+      error(name.loc, fmt::format("{} needs floating variables but '{}' is {}", construct, name.name,
+                                  ir::type_str(v.type)));
       ok = false;
       continue;
     }
-    if (auto it = seen.find(index); it != seen.end()) {
-      error(name.loc, fmt::format("'{}' appears twice in {} (first at {}:{})", var.name, construct, it->second.line,
+    if (auto it = seen.find(key); it != seen.end()) {
+      error(name.loc, fmt::format("'{}' appears twice in {} (first at {}:{})", name.name, construct, it->second.line,
                                   it->second.col));
       ok = false;
       continue;
     }
-    seen.emplace(index, name.loc);
+    seen.emplace(key, name.loc);
     operands.push_back(v);
   }
   // No variables left: each was reported (grad's non-name arguments).

@@ -210,7 +210,12 @@ void FunctionAnalyzer::training_update(const ast::Stmt& s, int64_t gradient_var,
                                          o.name, s.name));
   checks::FlatGradient t;
   for (size_t i = 1; i < grad.operands.size(); ++i) {
-    const int64_t index = fn_.nodes[size_t(grad.operands[i])].attrs.index;
+    const ir::Node& v = fn_.nodes[size_t(grad.operands[i])];
+    if (v.op != Op::SharedRead)
+      return error(s.value->loc, fmt::format("optimizer '{}' trains shared variables, but its gradient is also taken "
+                                             "with respect to the input '{}'", o.name,
+                                             fn_.params[size_t(v.attrs.index)].name));
+    const int64_t index = v.attrs.index;
     t.add(index, ctx_.module.shareds[size_t(index)].type);
   }
   const ir::TensorType flat = t.type();

@@ -289,10 +289,12 @@ void verify_node(const Module& m, const Function& f, NodeId id, std::vector<std:
     case Op::Grad:
       for (size_t i = 1; i < n.operands.size(); ++i) {
         const Node& v = f.nodes[size_t(n.operands[i])];
-        if (v.op != Op::SharedRead) return bad(fmt::format("operand {} is not a shared variable read", i));
-        for (size_t j = 1; j < i; ++j)
-          if (f.nodes[size_t(n.operands[j])].attrs.index == v.attrs.index)
-            return bad("a variable appears twice");
+        if (v.op != Op::SharedRead && v.op != Op::Input)
+          return bad(fmt::format("operand {} is neither a shared variable read nor an input", i));
+        for (size_t j = 1; j < i; ++j) {
+          const Node& u = f.nodes[size_t(n.operands[j])];
+          if (u.op == v.op && u.attrs.index == v.attrs.index) return bad("a variable appears twice");
+        }
       }
       break;
     default:

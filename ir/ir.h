@@ -101,7 +101,7 @@ enum class Op : uint16_t {
   // part's first row is added at run time), so every split of the rows draws the same values.
   Random,
   // Differentiation, expanded by the gradient pass (a later stage); until then it is typed:
-  // operands: loss (float scalar), then one SharedRead per variable. Result: the gradient with
+  // operands: loss (float scalar), then one SharedRead or Input per variable. Result: the gradient with
   // the variable's type when there is one variable, else a flat rank-1 vector of the variables'
   // sizes concatenated in order (row-major), with the loss's dtype.
   Grad,

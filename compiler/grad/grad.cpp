@@ -64,7 +64,7 @@ NodeId expand_one(const ir::Module& module, ir::Function& fn, const ir::Node& gr
   const size_t var_count = grad.operands.size() - 1;
 
   // Variable k's targets: every read of the same shared variable (the value at the start of the
-  // call, however many times the program reads it), or the node itself for any other operand.
+  // call, however many times the program reads it) or input, or the node itself for any other operand.
   std::vector<std::vector<NodeId>> targets(var_count);
   std::vector<bool> is_target(size_t(loss) + 1, false);
   for (size_t k = 0; k < var_count; ++k) {
@@ -72,7 +72,7 @@ NodeId expand_one(const ir::Module& module, ir::Function& fn, const ir::Node& gr
     const ir::Node& vn = fn.node(v);
     for (NodeId id = 0; id <= loss; ++id) {
       const ir::Node& n = fn.node(id);
-      const bool same = id == v || (vn.op == Op::SharedRead && n.op == Op::SharedRead &&
+      const bool same = id == v || ((vn.op == Op::SharedRead || vn.op == Op::Input) && n.op == vn.op &&
                                     n.attrs.index == vn.attrs.index);
       if (same) {
         targets[k].push_back(id);
@@ -102,6 +102,7 @@ NodeId expand_one(const ir::Module& module, ir::Function& fn, const ir::Node& gr
   for (size_t k = 0; k < var_count; ++k) {
     const ir::Node& v = fn.node(grad.operands[k + 1]);
     if (v.op == Op::SharedRead) name(grads[k], "d_" + module.shareds.at(size_t(v.attrs.index)).name);
+    if (v.op == Op::Input) name(grads[k], "d_" + fn.params.at(size_t(v.attrs.index)).name);
   }
 
   NodeId result;

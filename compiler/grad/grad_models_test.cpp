@@ -229,6 +229,42 @@ TEST_P(ModelGradient, ExpandedIrPrintsAsSynkThatReadsBack) {
   EXPECT_TRUE(ir::structurally_equal(expanded, reread, &difference)) << difference << "\n--- printed:\n" << text;
 }
 
+// grad with respect to inputs: a scattered input's per-row gradient and a broadcast input beside
+// a shared variable in one flat vector, against central differences of the loss in each input.
+TEST(InputGradient, MatchesCentralDifferences) {
+  Rng rng("InputGradient");
+  const ir::Module module = dsl::compile_source("inputs.synk", R"(
+shared w: f64[4, 3];
+fn train(scatter x: f64[n, 4], bcast b: f64[3], scatter y: i64[n]) {
+  let loss = mean(cross_entropy(tanh(x @ w) * b, y)) + sum(x * x) * 0.1;
+  out loss: avg = loss;
+  out dx: gather = grad(loss, x);
+  out db: none = grad(loss, b, w);
+}
+)");
+  const ir::Module expanded = expand_gradients(module);
+  ASSERT_TRUE(ir::verify(expanded).empty());
+  std::vector<HostTensor> inputs{testing::uniform_tensor(rng, DType::F64, {5, 4}),
+                                 testing::uniform_tensor(rng, DType::F64, {3}), labels(rng, 5, 3)};
+  const std::vector<HostTensor> shareds{testing::uniform_tensor(rng, DType::F64, {4, 3}, -1, 1)};
+  const dsl::EvalResult base = dsl::evaluate(expanded, "train", inputs, shareds);
+  auto loss_at = [&](const std::vector<HostTensor>& values) {
+    return dsl::evaluate(expanded, "train", values, shareds).outputs.at(0).data.at(0);
+  };
+  for (size_t input : {0, 1}) {
+    const HostTensor& analytic = base.outputs.at(input + 1);   // dx; db's first 3 elements are b's
+    const std::vector<int64_t> want = input == 0 ? std::vector<int64_t>{5, 4} : std::vector<int64_t>{15};
+    ASSERT_EQ(analytic.shape, want);
+    for (int64_t j = 0; j < inputs[input].size(); ++j) {
+      std::vector<HostTensor> plus = inputs, minus = inputs;
+      plus[input].data[size_t(j)] += 1e-6;
+      minus[input].data[size_t(j)] -= 1e-6;
+      const double numeric = (loss_at(plus) - loss_at(minus)) / 2e-6;
+      EXPECT_NEAR(analytic.data[size_t(j)], numeric, 1e-6 * (1 + std::fabs(numeric))) << "input " << input << "[" << j << "]";
+    }
+  }
+}
+
 // docs/training.md's example: its hand-written update function must do exactly what
 // add_update_function() generates for the same rule, and its gradient must be right.
 std::string docs_example() {

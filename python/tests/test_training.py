@@ -98,3 +98,27 @@ def test_training_errors(model):
         step.num_packs = -1
     with pytest.raises(synk.UsageError, match="training step 'train'"):
         step(synk.data(np.ones((4, 3))), synk.data(np.ones((4, 2))))
+
+
+def test_input_gradient_saliency_and_adversarial_step(group, rng):
+    """grad with respect to an input: the per-row gradient of a summed loss, gathered from 2
+    ranks, is numpy's softmax - one_hot times w^T; one FGSM step along its sign raises the loss."""
+    model = synk.compile("""
+shared w: f64[5, 3];
+fn saliency(scatter x: f64[n, 5], scatter y: i64[n]) {
+  let loss = sum(cross_entropy(x @ w, y));
+  out loss: sum = loss;
+  out dx: gather = grad(loss, x);
+}
+""")
+    w = rng.standard_normal((5, 3))
+    model.shared("w").set_value_all(w)
+    x, y = rng.standard_normal((9, 5)), rng.integers(0, 3, 9)
+    loss, dx = model.function("saliency")(x, y)
+    z = x @ w
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    assert np.isclose(loss, -np.log(p[np.arange(9), y]).sum(), rtol=1e-12)
+    assert np.allclose(dx, (p - np.eye(3)[y]) @ w.T, rtol=1e-10, atol=1e-12)
+    adversarial, _ = model.function("saliency")(x + 0.05 * np.sign(dx), y)
+    assert adversarial > loss
