@@ -561,17 +561,20 @@ Value FunctionAnalyzer::gradient_of(const char* construct, const Value& loss, co
       ok = false;
       continue;
     }
-    // Shared variables by index, inputs after them (-1 - the parameter's index), for `seen`.
+    // `seen` keys: a shared variable's index, or -1 - an input's index.
     const int64_t index = fn_.nodes[size_t(v.node)].attrs.index;
     const int64_t key = read == Op::SharedRead ? index : -1 - index;
+    // The variable's own name (a helper's parameter may pass it on under another).
+    const std::string& var_name = read == Op::SharedRead ? ctx_.module.shareds[size_t(index)].name
+                                                         : fn_.params[size_t(index)].name;
     if (!ir::is_float(v.type.dtype)) {
-      error(name.loc, fmt::format("{} needs floating variables but '{}' is {}", construct, name.name,
+      error(name.loc, fmt::format("{} needs floating variables but '{}' is {}", construct, var_name,
                                   ir::type_str(v.type)));
       ok = false;
       continue;
     }
     if (auto it = seen.find(key); it != seen.end()) {
-      error(name.loc, fmt::format("'{}' appears twice in {} (first at {}:{})", name.name, construct, it->second.line,
+      error(name.loc, fmt::format("'{}' appears twice in {} (first at {}:{})", var_name, construct, it->second.line,
                                   it->second.col));
       ok = false;
       continue;

@@ -1,9 +1,9 @@
-// Gradient checks for whole models written in `.synk` and compiled by the front end: a 2-layer
-// MLP with cross_entropy, softmax regression with soft labels, a tied-weight autoencoder that
-// uses its parameter twice, an embedding model (take, concat, slice, maximum, log_softmax), four
-// convolutional models (conv2d with every parameter, pooling, batch norm in both modes, a gradient
-// penalty that differentiates the backward ops), each
-// with a symbolic batch; every element of the flat gradient is compared with float64 central
+// Gradient checks for whole models written in `.synk` and compiled by the front end: a penalty on
+// the gradient in the input (WGAN-GP's), a 2-layer MLP with cross_entropy, softmax regression with
+// soft labels, a tied-weight autoencoder that uses its parameter twice, an embedding model (take,
+// concat, slice, maximum, log_softmax), four convolutional models (conv2d with every parameter,
+// pooling, batch norm in both modes, a gradient penalty that differentiates the backward ops),
+// each with a symbolic batch; every element of the flat gradient is compared with float64 central
 // differences through the reference evaluator. The expanded IR must also print as `.synk` that
 // the front end reads back to the same graph (what `synkc --emit=ir-grad` relies on).
 #include <fstream>
@@ -37,6 +37,21 @@ HostTensor labels(Rng& rng, int64_t n, int64_t classes) {
 
 std::vector<Model> models() {
   return {
+      // WGAN-GP's penalty: the norm of the critic's gradient in its input, trained over the weights.
+      {"input_gradient_penalty", R"(
+shared w: f64[4, 3];
+shared v: f64[3];
+def critic(x, a, b) { return sum(tanh(x @ a) * b, axis=1); }
+fn train(scatter x: f64[n, 4]) {
+  let gx = grad(sum(critic(x, w, v)), x);
+  let penalty = mean((sqrt(sum(gx * gx, axis=1) + 1e-12) - 1) ** 2);
+  let loss = mean(critic(x, w, v)) + 10 * penalty;
+  out loss: avg = loss;
+  out g: avg = grad(loss, w, v);
+}
+)",
+       {"w", "v"},
+       [](Rng& rng) { return std::vector{testing::uniform_tensor(rng, DType::F64, {5, 4})}; }},
       {"mlp_cross_entropy", R"(
 shared w1: f64[4, 6];
 shared b1: f64[6];
