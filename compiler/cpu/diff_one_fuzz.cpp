@@ -2,7 +2,11 @@
 // the file (training steps expanded, as a program runs them) is compiled for the CPU and run on
 // random arguments beside the float64 reference evaluator (cpu_test_util.h's run_differential, the
 // check of the differential tests), with every symbolic dimension bound to a random size from 0 to
-// 6 (`skip NAME` where the arguments would exceed 10^8 elements). Prints one line per function: `ok
+// 6 (`skip NAME` where the arguments would exceed 10^8 elements); then a gradient probe of the
+// function (grad_probe_test_util.h: the gradient of one of its float values with respect to a
+// variable or input that value reads), compiled and compared the same way, so that gradient graphs
+// the program does not write (second derivatives among them) reach the code generator. Prints one
+// line per function and probe: `ok
 // NAME`, `both-fail NAME` (both sides reject the data with a user error), `inexact NAME` (integers
 // near 2^53 or values past f32's range, where the double reference cannot be matched) or `finding
 // NAME: ...` (a difference, or only one side failing); a program that does not compile prints `user
@@ -20,6 +24,7 @@
 #include <sstream>
 
 #include "compiler/cpu/cpu_test_util.h"
+#include "compiler/grad/grad_probe_test_util.h"
 #include "compiler/pipeline.h"
 
 namespace {
@@ -45,6 +50,41 @@ std::string no_verdict(const std::string& failure, bool has_f32) {
   if (has_f32 && std::fabs(want) >= 1e15)
     return "values past what f32 intermediates hold, where the reference is double";
   return {};
+}
+
+// Compares `fn` of `module`, compiled and in the reference, on random arguments; returns its line
+// under `label`.
+std::string compare(const synk::ir::Module& module, const synk::ir::Function& fn, const std::string& label,
+                    const Sizes& sizes, std::mt19937_64& rng) {
+  // An f64 result can hold f32 pieces (an f32 input promoted), which the reference computes
+  // in double: such a function gets the f32 tolerance throughout.
+  const bool has_f32 = std::any_of(fn.nodes.begin(), fn.nodes.end(),
+                                   [](const synk::ir::Node& n) { return n.type.dtype == synk::ir::DType::F32; });
+  const double f64_tol = has_f32 ? 1e-3 : 1e-9;
+  const Tolerance loose{.f32_rel = 1e-3, .f32_abs = 1e-3, .f64_rel = f64_tol, .f64_abs = f64_tol};
+  const char* name = label.c_str();
+  try {
+    // Small non-negative integers half the time, so that many are valid indices and labels.
+    // Floats ~ normal(0, 1): the tests' scale 2 makes a three-layer network's logits reach the
+    // tens of thousands, where f32's rounding decides near-ties of the softmax.
+    ValueStyle style{.scale = 1};
+    if (rng() % 2) style.int_low = 0, style.int_high = 3;
+    const CaseResult r = run_differential(module, fn.name, sizes, rng(), style, loose);
+    const std::string excuse = r.failure.empty() ? std::string() : no_verdict(r.failure, has_f32);
+    if (!excuse.empty()) return fmt::format("inexact {}: {}", name, excuse);
+    if (!r.failure.empty()) return fmt::format("finding {}: sizes {}: {}", name, sizes, r.failure);
+    if (!r.user_error_compiled.empty()) return fmt::format("both-fail {}", name);
+    return fmt::format("ok {}", name);
+  } catch (const synk::UserError& e) {   // a compile-time rejection of the function itself
+    return fmt::format("user {}: {}", name, e.what());
+  } catch (const std::exception& e) {
+    return fmt::format("finding {}: sizes {}: {}", name, sizes, e.what());
+  }
+}
+
+void print(const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
 }
 
 int run(const std::string& path, uint64_t seed) {
@@ -88,35 +128,34 @@ int run(const std::string& path, uint64_t seed) {
       std::printf("skip %s: %.3g elements of arguments\n", fn.name.c_str(), elements);
       continue;
     }
-    // An f64 result can hold f32 pieces (an f32 input promoted), which the reference computes
-    // in double: such a function gets the f32 tolerance throughout.
-    const bool has_f32 = std::any_of(fn.nodes.begin(), fn.nodes.end(),
-                                     [](const synk::ir::Node& n) { return n.type.dtype == synk::ir::DType::F32; });
-    const double f64_tol = has_f32 ? 1e-3 : 1e-9;
-    const Tolerance loose{.f32_rel = 1e-3, .f32_abs = 1e-3, .f64_rel = f64_tol, .f64_abs = f64_tol};
-    try {
-      // Small non-negative integers half the time, so that many are valid indices and labels.
-      // Floats ~ normal(0, 1): the tests' scale 2 makes a three-layer network's logits reach the
-      // tens of thousands, where f32's rounding decides near-ties of the softmax.
-      ValueStyle style{.scale = 1};
-      if (rng() % 2) style.int_low = 0, style.int_high = 3;
-      const CaseResult r = run_differential(module, fn.name, sizes, rng(), style, loose);
-      const std::string excuse = r.failure.empty() ? std::string() : no_verdict(r.failure, has_f32);
-      if (!excuse.empty())
-        std::printf("inexact %s: %s\n", fn.name.c_str(), excuse.c_str());
-      else if (!r.failure.empty())
-        std::printf("finding %s: sizes %s: %s\n", fn.name.c_str(), fmt::format("{}", sizes).c_str(),
-                    r.failure.c_str());
-      else if (!r.user_error_compiled.empty())
-        std::printf("both-fail %s\n", fn.name.c_str());
-      else
-        std::printf("ok %s\n", fn.name.c_str());
-    } catch (const synk::UserError& e) {   // a compile-time rejection of the function itself
-      std::printf("user %s: %s\n", fn.name.c_str(), e.what());
-    } catch (const std::exception& e) {
-      std::printf("finding %s: sizes %s: %s\n", fn.name.c_str(), fmt::format("{}", sizes).c_str(), e.what());
+    print(compare(module, fn, fn.name, sizes, rng));
+    // A gradient probe of one of its values, compiled: the generated code of gradient graphs the
+    // program does not write itself (second derivatives, backward ops differentiated again).
+    const std::vector<synk::ir::NodeId> roots = float_roots(fn);
+    if (roots.empty()) continue;
+    const synk::ir::NodeId root = roots[rng() % roots.size()];
+    const std::set<ProbeVariable> variables = float_variables_read(module, fn, root);
+    if (variables.empty()) continue;
+    const ProbeVariable v = *std::next(variables.begin(), ptrdiff_t(rng() % variables.size()));
+    synk::ir::Module probed = module;
+    probed.functions = {probe_of(module, fn, root, v)};
+    probed.functions[0].name = "fd_probe";
+    probed.train_steps.clear();
+    for (synk::ir::Optimizer& o : probed.optimizers) o.parameters.clear(), o.gradient = -1;
+    const std::string label = fmt::format("{} probe node {} d/d {}{}", fn.name, root, v.input ? "input " : "", v.index);
+    const uint64_t probe_seed = rng();
+    std::mt19937_64 probe_rng(probe_seed);
+    const std::string line = compare(probed, probed.functions[0], label, sizes, probe_rng);
+    if (!line.starts_with("finding")) {
+      print(line);
+      continue;
     }
-    std::fflush(stdout);
+    // f32 rounding of large values (a softmax's near-ties) is no finding when the same probe, in
+    // f64 on the same arguments, agrees with the reference.
+    widen(probed);
+    probe_rng.seed(probe_seed);
+    const std::string wide = compare(probed, probed.functions[0], label, sizes, probe_rng);
+    print(wide.starts_with("ok") ? "inexact " + label + ": f32 rounding (the probe in f64 agrees): " + line : line);
   }
   return 0;
 }

@@ -29,6 +29,7 @@
 
 #include "compiler/cpu/cpu_test_util.h"
 #include "compiler/grad/grad.h"
+#include "compiler/grad/grad_probe_test_util.h"
 #include "compiler/pipeline.h"
 
 namespace {
@@ -43,18 +44,6 @@ using synk::ir::Op;
 
 constexpr int kElementsPerProbe = 6;
 constexpr double kSecondsPerFile = 20;
-
-void widen(synk::ir::TensorType& t) {
-  if (synk::ir::is_float(t.dtype)) t.dtype = DType::F64;
-}
-
-void widen(synk::ir::Module& m) {
-  for (synk::ir::SharedVar& s : m.shareds) widen(s.type);
-  for (synk::ir::Function& fn : m.functions) {
-    for (synk::ir::Param& p : fn.params) widen(p.type);
-    for (Node& n : fn.nodes) widen(n.type);
-  }
-}
 
 // `t` with the symbolic dimensions that `sizes` binds made static.
 void bind(synk::ir::TensorType& t, const Sizes& sizes) {
@@ -86,49 +75,6 @@ synk::ir::Function inputs_as_variables(synk::ir::Module& m, const synk::ir::Func
     n.attrs.index = v;
   }
   return out;
-}
-
-// The shared variables node `root` reads, directly or through its operands.
-std::set<int64_t> shareds_read(const synk::ir::Function& fn, NodeId root) {
-  std::set<int64_t> out;
-  std::vector<bool> seen(fn.nodes.size());
-  std::vector<NodeId> stack{root};
-  while (!stack.empty()) {
-    const NodeId id = stack.back();
-    stack.pop_back();
-    if (seen[size_t(id)]) continue;
-    seen[size_t(id)] = true;
-    const Node& n = fn.node(id);
-    if (n.op == Op::SharedRead) out.insert(n.attrs.index);
-    for (NodeId o : n.operands) stack.push_back(o);
-  }
-  return out;
-}
-
-// `fn` with its outputs replaced by the probe's: the loss sum(o * (o + 1.37)) and grad(loss, v).
-synk::ir::Function probe_of(const synk::ir::Module& m, const synk::ir::Function& fn, NodeId o, int64_t v) {
-  synk::ir::Function p = fn;
-  p.outputs.clear();
-  p.updates.clear();
-  const synk::ir::TensorType scalar{DType::F64, {}};
-  const synk::ir::TensorType of_o = fn.node(o).type;
-  Node c{.op = Op::Constant, .type = scalar};
-  c.attrs.value = 1.37;
-  const NodeId ci = p.add(c);
-  const NodeId shifted = p.add(Node{.op = Op::Add, .type = of_o, .operands = {o, ci}});
-  NodeId loss = p.add(Node{.op = Op::Mul, .type = of_o, .operands = {o, shifted}});
-  if (!of_o.shape.empty()) {
-    Node sum{.op = Op::ReduceSum, .type = scalar, .operands = {loss}};
-    for (int64_t a = 0; a < int64_t(of_o.shape.size()); ++a) sum.attrs.axes.push_back(a);
-    loss = p.add(sum);
-  }
-  Node read{.op = Op::SharedRead, .type = m.shareds.at(size_t(v)).type};
-  read.attrs.index = v;
-  const NodeId ri = p.add(read);
-  const NodeId g = p.add(Node{.op = Op::Grad, .type = m.shareds.at(size_t(v)).type, .operands = {loss, ri}});
-  p.outputs.push_back({.name = "fd_loss", .node = loss});
-  p.outputs.push_back({.name = "fd_grad", .node = g});
-  return p;
 }
 
 struct Probe {
@@ -170,7 +116,7 @@ void run_probe(const synk::ir::Module& m, const synk::ir::Function& fn, NodeId o
                std::mt19937_64& rng) {
   const std::string what = fmt::format("{} node {} ({}) d/d {}", fn.name, o, synk::ir::op_name(fn.node(o).op),
                                        m.shareds[size_t(v)].name);
-  Probe probe{m, synk::compiler::expand_gradients(m, probe_of(m, fn, o, v))};
+  Probe probe{m, synk::compiler::expand_gradients(m, probe_of(m, fn, o, {false, v}))};
   probe.selects = std::any_of(fn.nodes.begin(), fn.nodes.end(), [](const Node& n) {
     return n.op == Op::Where || n.op == Op::Maximum || n.op == Op::Minimum || n.op == Op::Relu;
   });
@@ -210,13 +156,10 @@ void run_probe(const synk::ir::Module& m, const synk::ir::Function& fn, NodeId o
 // the file's time is up.
 bool probe_function(const synk::ir::Module& module, const synk::ir::Function& fn, const Sizes& sizes,
                     std::mt19937_64& rng, std::chrono::steady_clock::time_point start) {
-  std::vector<NodeId> roots;
-  for (const synk::ir::Output& o : fn.outputs) roots.push_back(o.node);
-  for (const synk::ir::Update& u : fn.updates) roots.push_back(u.node);
-  for (NodeId o : roots) {
-    if (!synk::ir::is_float(fn.node(o).type.dtype)) continue;
-    for (int64_t v : shareds_read(fn, o)) {
-      if (!synk::ir::is_float(module.shareds[size_t(v)].type.dtype)) continue;
+  for (NodeId o : float_roots(fn)) {
+    for (const ProbeVariable& variable : float_variables_read(module, fn, o)) {
+      if (variable.input) continue;   // one inputs_as_variables left (a symbolic size it could not bind)
+      const int64_t v = variable.index;
       if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kSecondsPerFile) {
         std::printf("skip the rest: over %g s\n", kSecondsPerFile);
         return false;
