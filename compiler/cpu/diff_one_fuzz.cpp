@@ -17,24 +17,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <set>
-#include <sstream>
 
 #include "compiler/cpu/cpu_test_util.h"
 #include "compiler/grad/grad_probe_test_util.h"
-#include "compiler/pipeline.h"
 
 namespace {
 
 using namespace synk::compiler::testing;
-
-void collect_symbols(const synk::ir::Shape& shape, std::set<std::string>& out) {
-  for (const synk::ir::Dim& d : shape)
-    if (d.is_symbolic()) out.insert(d.symbol);
-}
 
 // Why a difference is not a finding ("" when it is one): `failure` reads "... is G but the
 // reference says W". The reference computes in double, so it rounds integers near 2^53 (2^53 + 1
@@ -88,42 +79,13 @@ void print(const std::string& line) {
 }
 
 int run(const std::string& path, uint64_t seed) {
-  std::ifstream in(path);
-  if (!in) {
-    std::printf("usage: cannot read %s\n", path.c_str());
-    return 2;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  synk::ir::Module module;
-  try {
-    module = synk::compiler::prepare_module(path, text.str(), std::filesystem::path(path).parent_path().string());
-  } catch (const synk::UserError&) {
-    std::printf("user (compile)\n");
-    return 0;
-  }
-  try {   // as `synkc check` does: a gradient the program cannot have rejects the whole program
-    if (synk::compiler::has_gradients(module)) (void)synk::compiler::expand_gradients(module);
-  } catch (const synk::UserError&) {
-    std::printf("user (compile)\n");
-    return 0;
-  }
+  const std::optional<synk::ir::Module> loaded = load_fuzz_module(path);
+  if (!loaded) return 0;
+  const synk::ir::Module& module = *loaded;
   std::mt19937_64 rng(seed);
   for (const synk::ir::Function& fn : module.functions) {
-    std::set<std::string> symbols;
-    for (const synk::ir::Param& p : fn.params) collect_symbols(p.type.shape, symbols);
-    for (const synk::ir::SharedVar& s : module.shareds) collect_symbols(s.type.shape, symbols);
-    Sizes sizes;
-    for (const std::string& s : symbols) sizes[s] = int64_t(rng() % 7);
-    // A mutant may declare f32[1000000, 1000000]: the arguments are the harness's to allocate.
-    double elements = 0;
-    auto count = [&](const synk::ir::Shape& shape) {
-      double n = 1;
-      for (int64_t d : concrete_shape(shape, sizes)) n *= double(d);
-      elements += n;
-    };
-    for (const synk::ir::Param& p : fn.params) count(p.type.shape);
-    for (const synk::ir::SharedVar& v : module.shareds) count(v.type.shape);
+    const Sizes sizes = random_sizes(module, fn, rng, 0, 6);
+    const double elements = argument_elements(module, fn, sizes);
     if (elements > 1e8) {
       std::printf("skip %s: %.3g elements of arguments\n", fn.name.c_str(), elements);
       continue;
@@ -162,10 +124,4 @@ int run(const std::string& path, uint64_t seed) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s FILE SEED\n", argv[0]);
-    return 2;
-  }
-  return run(argv[1], std::strtoull(argv[2], nullptr, 10));
-}
+int main(int argc, char** argv) { return synk::compiler::testing::fuzz_helper_main(argc, argv, run); }

@@ -1,17 +1,90 @@
-// Gradient probes for the fuzzers' helpers (compiler_grad_fd_one_fuzz, compiler_cpu_diff_one_fuzz):
-// a copy of a function whose outputs become `loss = sum(o * (o + 1.37))` of one of its values `o`
-// and `grad(loss, v)` for a variable `v` that `o` reads (a shared variable or an input). The fd
-// helper checks such probes against central differences; the diff helper compiles them and
-// compares the generated gradient code with the reference evaluator.
+// What the fuzzers' helpers (compiler_grad_fd_one_fuzz, compiler_cpu_diff_one_fuzz) share: loading
+// a mutant, binding its sizes, and gradient probes, a copy of a function whose outputs become
+// `loss = sum(o * (o + 1.37))` of one of its values `o` and `grad(loss, v)` for a variable `v` that
+// `o` reads (a shared variable or an input). The fd helper checks such probes against central
+// differences; the diff helper compiles them and compares the generated gradient code with the
+// reference evaluator.
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
 #include <set>
+#include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "base/errors.h"
+#include "compiler/grad/grad.h"
+#include "compiler/pipeline.h"
 #include "ir/ir.h"
 
 namespace synk::compiler::testing {
+
+// The module of a mutant, prepared, with every gradient expandable (a gradient the program cannot
+// have rejects the whole program, as `synkc check` does); nullopt after printing `user (compile)`
+// or `usage: ...`.
+inline std::optional<ir::Module> load_fuzz_module(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    std::printf("usage: cannot read %s\n", path.c_str());
+    return std::nullopt;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    ir::Module module = prepare_module(path, text.str(), std::filesystem::path(path).parent_path().string());
+    if (has_gradients(module)) (void)expand_gradients(module);
+    return module;
+  } catch (const synk::UserError&) {
+    std::printf("user (compile)\n");
+    return std::nullopt;
+  }
+}
+
+// A helper's main: `HELPER FILE SEED`, running `run(FILE, SEED)`.
+inline int fuzz_helper_main(int argc, char** argv, int (*run)(const std::string& path, uint64_t seed)) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s FILE SEED\n", argv[0]);
+    return 2;
+  }
+  return run(argv[1], std::strtoull(argv[2], nullptr, 10));
+}
+
+// Every symbolic dimension of `fn`'s inputs and of the shared variables, bound at random in
+// [low, high].
+inline std::map<std::string, int64_t> random_sizes(const ir::Module& m, const ir::Function& fn, std::mt19937_64& rng,
+                                                   int64_t low, int64_t high) {
+  std::set<std::string> symbols;
+  auto collect = [&](const ir::Shape& shape) {
+    for (const ir::Dim& d : shape)
+      if (d.is_symbolic()) symbols.insert(d.symbol);
+  };
+  for (const ir::Param& p : fn.params) collect(p.type.shape);
+  for (const ir::SharedVar& s : m.shareds) collect(s.type.shape);
+  std::map<std::string, int64_t> sizes;
+  for (const std::string& s : symbols) sizes[s] = low + int64_t(rng() % uint64_t(high - low + 1));
+  return sizes;
+}
+
+// How many elements `fn`'s arguments (inputs and shared variables) hold with `sizes`: a mutant may
+// declare f32[1000000, 1000000], and the arguments are the harness's to allocate.
+inline double argument_elements(const ir::Module& m, const ir::Function& fn, const std::map<std::string, int64_t>& sizes) {
+  double elements = 0;
+  auto count = [&](const ir::Shape& shape) {
+    double n = 1;
+    for (const ir::Dim& d : shape) n *= double(d.is_symbolic() ? sizes.at(d.symbol) : d.size);
+    elements += n;
+  };
+  for (const ir::Param& p : fn.params) count(p.type.shape);
+  for (const ir::SharedVar& v : m.shareds) count(v.type.shape);
+  return elements;
+}
 
 // `m` in f64: every f32, f16 and bf16 type (of variables, inputs and values) widened.
 inline void widen(ir::Module& m) {
