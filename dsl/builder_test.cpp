@@ -370,6 +370,7 @@ fn everything(scatter x: f32[n, 4], scatter y: i32[n], bcast idx: i64[k], bcast 
   out o14: sum = k1;
   out o15: sum = sum(where(!true, y, 3));
   out o16: min = min(concat(cast(counts, f32), v, axis=0) - inf);
+  out o17: gather = grad(sum(ce), x);
   update counts: sum = counts + 1;
   update v = v - 0.1 * grad(mean(ce), v);
 }
@@ -430,6 +431,7 @@ ir::Module build_everything() {
   f.out("o15", sum(where(!Expr(true), y, 3)), ReduceMode::Sum);
   f.out("o16", min(concat({cast(counts, DType::F32), v}, 0) - std::numeric_limits<double>::infinity()),
         ReduceMode::Min);
+  f.out("o17", grad(sum(ce), x), ReduceMode::Gather);
   f.update(counts, counts + 1, ReduceMode::Sum);
   f.update(v, v - 0.1 * grad(mean(ce), v));
   auto g = mb.function("second");
