@@ -18,9 +18,11 @@ differential tests' check, with a looser f32 tolerance); a difference, or a user
 only, is a finding. With --grad, each such mutant (widened to f64) has the gradient of every float
 output and update with respect to each variable it reads checked against central differences
 (compiler_grad_fd_one_fuzz): a derivative that disagrees where the numbers are smooth is a finding.
+With --nodes, each such mutant runs as --run does on 1 node of 2 ranks and on 2 nodes of 1 rank
+(mpirun, TCP over loopback): different outcomes or different output bits are a finding.
 Not part of CI (random, and minutes long); run it after changing a compiler pass:
 
-    scripts/fuzz-compiler.py [--synkc build/tools/synkc/synkc] [--seconds 600] [--seed S] [--out DIR] [--run | --diff | --grad]
+    scripts/fuzz-compiler.py [--synkc build/tools/synkc/synkc] [--seconds 600] [--seed S] [--out DIR] [--run | --diff | --grad | --nodes]
 """
 import argparse
 import os
@@ -31,6 +33,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPS = ["relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "sum", "mean", "max", "min", "prod",
@@ -173,6 +177,37 @@ def run_program(path, seed, timeout):
     return run_helper(["/usr/bin/python3", run_one[0], path, str(seed), str(1 + seed % 2)], path, timeout, env)
 
 
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca", "btl", "tcp,self",
+          "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
+
+
+def nodes_program(path, seed, timeout, out):
+    """Every function of `path` on random inputs on 1 node of 2 ranks and on 2 nodes (mpirun, TCP
+    over loopback) of 1 rank: the same lines and the same output bits, or a finding."""
+    env = dict(os.environ, PYTHONPATH=python_path[0])
+    runs = []
+    for launcher, ranks in (([], "2"), (MPIRUN, "1")):
+        save = os.path.join(out, f"nodes-{ranks}.npz")
+        if os.path.exists(save):
+            os.unlink(save)
+        what, text = run_helper(launcher + ["/usr/bin/python3", run_one[0], path, str(seed), ranks, save], path,
+                                timeout, env)
+        if what is not None:
+            return f"{what} on {'2 nodes' if launcher else '1 node'}", text
+        lines = sorted(set(line for line in text.splitlines() if re.match(r"(ok|user) ", line)))
+        runs.append((lines, np.load(save) if os.path.exists(save) else None, text))
+    (lines1, saved1, text1), (lines2, saved2, text2) = runs
+    if lines1 != lines2:
+        return "different outcomes on 2 nodes", f"1 node:\n{text1}\n2 nodes:\n{text2}"
+    if saved1 is None or saved2 is None:
+        return None, text1
+    for key in saved1.files:
+        a, b = saved1[key], saved2[key] if key in saved2.files else None
+        if b is None or a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b, equal_nan=True):
+            return f"different bits on 2 nodes: {key}", f"1 node: {a!r}\n2 nodes: {b!r}"
+    return None, text1
+
+
 def helper_program(helper, path, seed, timeout):
     """--diff's and --grad's helpers: compiler_cpu_diff_one_fuzz, compiler_grad_fd_one_fuzz."""
     return run_helper([helper, path, str(seed)], path, timeout)
@@ -196,6 +231,9 @@ def main():
     ap.add_argument("--grad", action="store_true",
                     help="check each mutant's gradients against central differences instead "
                          "(build/compiler/grad/compiler_grad_fd_one_fuzz)")
+    ap.add_argument("--nodes", action="store_true",
+                    help="run each mutant's functions on 1 node of 2 ranks and on 2 nodes of 1 rank (mpirun) "
+                         "and compare the outputs' bits instead")
     ap.add_argument("--out", default=os.path.join(ROOT, "build/fuzz-compiler"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -211,7 +249,7 @@ def main():
             helper = os.path.join(args.out, os.path.basename(built))
             shutil.copy2(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(args.synkc_source))), built),
                          helper)
-    if args.run:  # the Python package too, for the same reason
+    if args.run or args.nodes:  # the Python package too, for the same reason
         shutil.rmtree(os.path.join(args.out, "python"), ignore_errors=True)
         shutil.copytree(os.path.join(ROOT, "build/python"), os.path.join(args.out, "python"))
         shutil.copy2(os.path.join(ROOT, "scripts/fuzz_run_one.py"), args.out)
@@ -219,7 +257,7 @@ def main():
     python_path[0] = os.path.join(args.out, "python")
     rng = random.Random(args.seed)
     seeds = accepted_seeds(args.synkc, args.out)
-    if args.run or args.diff or args.grad:
+    if args.run or args.diff or args.grad or args.nodes:
         seeds = [p for p in seeds if len(open(p).read().splitlines()) < 80]
     print(f"fuzz-compiler: seed {args.seed}, {len(seeds)} accepted programs, stages {args.stages}")
     stages = args.stages.split(",")
@@ -240,6 +278,9 @@ def main():
             if helper:
                 stage = "grad" if args.grad else "diff"
                 what, out = helper_program(helper, path, rng.randrange(1 << 30), args.timeout)
+            elif args.nodes:
+                stage = "nodes"
+                what, out = nodes_program(path, rng.randrange(1 << 30), args.timeout, args.out)
             elif args.run:
                 stage = "run"
                 what, out = run_program(path, rng.randrange(1 << 30), args.timeout)

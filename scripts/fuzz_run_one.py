@@ -7,8 +7,13 @@ prints one line per function: `ok NAME`, `user NAME: message` (a synk.UsageError
 RankError from data the program rejects) or `finding NAME: ...` (an InternalError, or an exception
 that is not synk's). A crash shows as the process's signal, a hang as its timeout.
 
-    fuzz_run_one.py FILE SEED RANKS
+With SAVE, every output of every call is written to SAVE (a .npz; under mpirun by node 0 only),
+for scripts/fuzz-compiler.py --nodes, which compares a run on 2 nodes of 1 rank with one on 1 node
+of 2 ranks.
+
+    fuzz_run_one.py FILE SEED RANKS [SAVE]
 """
+import os
 import re
 import sys
 
@@ -78,31 +83,53 @@ def call_options(f, args, rng):
     return options
 
 
+NODE = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))   # under mpirun: the node this leader leads
+
+
+def say(line):
+    """Prints one line; under mpirun the other nodes print only findings (lines of two leaders
+    would interleave)."""
+    if NODE == 0 or line.startswith("finding"):
+        print(line if NODE == 0 else f"{line} (node {NODE})", flush=True)
+
+
+def record(saved, name, call, outputs):
+    """Keeps a call's outputs (a value, a tuple of them, or a named tuple) under NAME/CALL/INDEX."""
+    values = outputs if isinstance(outputs, tuple) else (outputs,)
+    for i, v in enumerate(values):
+        saved[f"{name}/{call}/{i}"] = np.asarray(v)
+
+
 def main():
     path, seed, ranks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    save = sys.argv[4] if len(sys.argv) > 4 else None
+    saved = {}
     rng = np.random.default_rng(seed)
     try:
         module = synk.load(path)
     except synk.UserError as e:
-        print(f"user (compile): {str(e).splitlines()[0]}")
+        say(f"user (compile): {str(e).splitlines()[0]}")
         return
     synk.fork(ranks)
     for name in module.function_names:
         try:
             f = module.function(name)
             args = arguments(f.signature, rng)
-            f(*args)
-            f(*args, **call_options(f, args, rng))
-            print(f"ok {name}", flush=True)
+            options = call_options(f, args, rng)   # drawn first: a failing call must not shift the draws
+            record(saved, name, "plain", f(*args))
+            record(saved, name, "options", f(*args, **options))
+            say(f"ok {name}")
         except synk.InternalError as e:
-            print(f"finding {name}: InternalError: {e}", flush=True)
+            say(f"finding {name}: InternalError: {e}")
         except (synk.UsageError, synk.UserError, synk.RankError) as e:
             if "internal error" in str(e).lower():
-                print(f"finding {name}: {type(e).__name__} with an internal error: {e}", flush=True)
+                say(f"finding {name}: {type(e).__name__} with an internal error: {e}")
             else:
-                print(f"user {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
+                say(f"user {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
         except Exception as e:  # noqa: BLE001 - anything else is not synk's contract
-            print(f"finding {name}: {type(e).__name__}: {e}", flush=True)
+            say(f"finding {name}: {type(e).__name__}: {e}")
+    if save and NODE == 0:
+        np.savez(save, **saved)
 
 
 if __name__ == "__main__":
