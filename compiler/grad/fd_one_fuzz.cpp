@@ -11,7 +11,8 @@
 // random elements of `v` are moved by +-h for two steps h; an element whose one-sided differences
 // disagree (a kink, a tie of max, a step of floor) or whose two central differences disagree gets
 // no verdict, and so does a NaN gradient where the function selects between values (a branch that
-// was not selected still passes 0 * inf = NaN, as in PyTorch and JAX). Prints one line per probe:
+// was not selected still passes 0 * inf = NaN, as in PyTorch and JAX) or has an op whose derivative
+// can be infinite (sqrt, log, pow, a division). Prints one line per probe:
 // `ok F o v`, `kink F o v`, `unselected F o v`, `skip F ...`, or
 // `finding F: ...` (the analytic and numeric derivatives, the element and the sizes). A program
 // that does not compile prints `user (compile)`. Not a test: a search over random programs.
@@ -75,7 +76,7 @@ synk::ir::Function inputs_as_variables(synk::ir::Module& m, const synk::ir::Func
 struct Probe {
   const synk::ir::Module& module;
   synk::ir::Function expanded;
-  bool selects = false;   // the forward function picks between values (where, maximum, relu, ...)
+  bool selects = false;   // the function selects between values or has ops with infinite derivatives
   std::vector<HostTensor> inputs, shareds;
   double loss_at(int64_t v, int64_t j, double x) const {
     std::vector<HostTensor> moved = shareds;
@@ -100,7 +101,9 @@ std::string check_element(const Probe& probe, int64_t v, int64_t j, double analy
   if (std::fabs(forward - backward) > 2 * tol || std::fabs(central1 - central2) > tol) return "kink";
   if (std::isfinite(analytic) && std::fabs(analytic - central1) <= tol) return "";
   // A branch that where/maximum/relu did not select still passes its zero adjoint through its own
-  // rules, and 0 * inf is NaN (as in PyTorch and JAX; docs/training.md): not a finding there.
+  // rules, and 0 * inf is NaN (as in PyTorch and JAX; docs/training.md); so does a zero adjoint
+  // meeting sqrt's, log's, pow's or a division's infinite derivative (sqrt(abs(g)) where g is 0
+  // whatever the variable): not a finding there.
   if (!std::isfinite(analytic) && probe.selects) return "unselected";
   return fmt::format("element {}: grad {} but central differences {} (h {}) and {} (h {}), loss {}", j, analytic,
                      central1, h1, central2, h2, loss);
@@ -113,7 +116,13 @@ void run_probe(const synk::ir::Module& m, const synk::ir::Function& fn, NodeId o
                                        m.shareds[size_t(v)].name);
   Probe probe{m, synk::compiler::expand_gradients(m, probe_of(m, fn, o, {false, v}))};
   probe.selects = std::any_of(fn.nodes.begin(), fn.nodes.end(), [](const Node& n) {
-    return n.op == Op::Where || n.op == Op::Maximum || n.op == Op::Minimum || n.op == Op::Relu;
+    switch (n.op) {
+      case Op::Where: case Op::Maximum: case Op::Minimum: case Op::Relu:   // an untaken branch
+      case Op::Sqrt: case Op::Log: case Op::Pow: case Op::Div:            // an infinite local derivative
+        return true;
+      default:
+        return false;
+    }
   });
   const ValueStyle style{.scale = 1, .int_low = 0, .int_high = 1};   // valid labels and indices, mostly
   for (const synk::ir::Param& p : fn.params) probe.inputs.push_back(random_tensor(p.type, sizes, rng, style));
