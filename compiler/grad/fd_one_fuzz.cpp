@@ -13,7 +13,7 @@
 // no verdict, and so does a NaN gradient where the function selects between values (a branch that
 // was not selected still passes 0 * inf = NaN, as in PyTorch and JAX) or has an op whose derivative
 // can be infinite (sqrt, log, pow, a division). Prints one line per probe:
-// `ok F o v`, `kink F o v`, `unselected F o v`, `skip F ...`, or
+// `ok F o v`, `kink F o v`, `zero-times-inf F o v`, `skip F ...`, or
 // `finding F: ...` (the analytic and numeric derivatives, the element and the sizes). A program
 // that does not compile prints `user (compile)`. Not a test: a search over random programs.
 //
@@ -104,7 +104,7 @@ std::string check_element(const Probe& probe, int64_t v, int64_t j, double analy
   // rules, and 0 * inf is NaN (as in PyTorch and JAX; docs/training.md); so does a zero adjoint
   // meeting sqrt's, log's, pow's or a division's infinite derivative (sqrt(abs(g)) where g is 0
   // whatever the variable): not a finding there.
-  if (!std::isfinite(analytic) && probe.selects) return "unselected";
+  if (!std::isfinite(analytic) && probe.selects) return "zero-times-inf";
   return fmt::format("element {}: grad {} but central differences {} (h {}) and {} (h {}), loss {}", j, analytic,
                      central1, h1, central2, h2, loss);
 }
@@ -142,20 +142,20 @@ void run_probe(const synk::ir::Module& m, const synk::ir::Function& fn, NodeId o
     std::printf("skip %s: loss %g over %lld elements\n", what.c_str(), loss, (long long)gradient.size());
     return;
   }
-  int kinks = 0, unselected = 0;
+  int kinks = 0, zero_times_inf = 0;
   for (int k = 0; k < kElementsPerProbe; ++k) {
     const int64_t j = int64_t(rng() % uint64_t(gradient.size()));
     const std::string verdict = check_element(probe, v, j, gradient.data[size_t(j)], loss);
     if (verdict == "kink") {
       ++kinks;
-    } else if (verdict == "unselected") {
-      ++unselected;
+    } else if (verdict == "zero-times-inf") {
+      ++zero_times_inf;
     } else if (!verdict.empty()) {
       std::printf("finding %s: sizes %s: %s\n", what.c_str(), fmt::format("{}", sizes).c_str(), verdict.c_str());
       return;
     }
   }
-  std::printf("%s %s\n", unselected ? "unselected" : kinks == kElementsPerProbe ? "kink" : "ok", what.c_str());
+  std::printf("%s %s\n", zero_times_inf ? "zero-times-inf" : kinks == kElementsPerProbe ? "kink" : "ok", what.c_str());
 }
 
 // Probes every float output and update of `fn` against each float variable it reads; false when
