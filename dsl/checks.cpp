@@ -345,6 +345,18 @@ std::optional<std::string> shared_axis_error(const ir::SharedVar& s, size_t axis
 std::optional<std::string> scattered_output_error(const std::string& name, std::string_view function,
                                                   const ir::TensorType& type, ir::ReduceMode mode,
                                                   const ScatteredRows& scattered) {
+  if (mode == ir::ReduceMode::Gather) {
+    // The parts are concatenated along axis 0, so every other axis must be the same on every rank.
+    for (size_t axis = 1; axis < type.shape.size(); ++axis) {
+      const ir::Dim& d = type.shape[axis];
+      if (auto it = d.is_symbolic() ? scattered.find(d.symbol) : scattered.end(); it != scattered.end())
+        return fmt::format("output '{}'{} has shape {}: gather concatenates the ranks' parts along axis 0, but "
+                           "axis {} depends on the scattered row dimension '{}' ({}), so the parts differ with "
+                           "the split; put the rows on axis 0 (e.g. transpose the result), or use mode none",
+                           name, function, ir::shape_str(type.shape), axis, d.symbol, it->second);
+    }
+    return std::nullopt;
+  }
   if (!reduced_over_ranks(mode)) return std::nullopt;
   for (const ir::Dim& d : type.shape) {
     if (!d.is_symbolic()) continue;

@@ -117,8 +117,8 @@ using ScatteredRows = std::map<std::string, std::string>;
 // variables it uses (in index order); the first to name a symbol describes it.
 ScatteredRows scattered_rows(const std::vector<ir::Param>& params, const std::vector<const ir::SharedVar*>& used);
 // A scattered row symbol has another size on every rank, so it cannot size what every rank
-// holds whole: another axis of a parameter, an axis of a shared variable, or an output that is
-// reduced over the ranks. `function` as in shadow_message.
+// holds whole: another axis of a parameter, an axis of a shared variable, an output that is
+// reduced over the ranks, or an axis after the first of a gathered output. `function` as in shadow_message.
 std::optional<std::string> param_axis_error(const ir::Param& param, size_t axis, const ScatteredRows& scattered);
 std::optional<std::string> shared_axis_error(const ir::SharedVar& var, size_t axis, const ScatteredRows& scattered);
 std::optional<std::string> scattered_output_error(const std::string& name, std::string_view function,

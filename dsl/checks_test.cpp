@@ -169,6 +169,12 @@ TEST(ChecksOutputs, ScatteredRowsCannotBeHeldWhole) {
             "'n' is a scattered row dimension (axis 0 of scatter parameter 'x'), but shared variable 'rows' of type "
             "f32[r, n] uses it for a dimension every rank holds whole");
   EXPECT_EQ(scattered_output_error("o", "", T(DType::F32, {n}), ReduceMode::Gather, scattered), std::nullopt);
+  EXPECT_EQ(scattered_output_error("o", "", T(DType::F32, {n, ir::Dim::fixed(3)}), ReduceMode::Gather, scattered), std::nullopt);
+  EXPECT_EQ(scattered_output_error("o", "", T(DType::F32, {ir::Dim::fixed(3), n}), ReduceMode::None, scattered), std::nullopt);
+  EXPECT_EQ(scattered_output_error("o", "", T(DType::F32, {ir::Dim::fixed(3), n}), ReduceMode::Gather, scattered),
+            "output 'o' has shape [3, n]: gather concatenates the ranks' parts along axis 0, but axis 1 depends on "
+            "the scattered row dimension 'n' (axis 0 of scatter parameter 'x'), so the parts differ with the split; "
+            "put the rows on axis 0 (e.g. transpose the result), or use mode none");
   EXPECT_EQ(scattered_output_error("o", " of function 'f'", T(DType::F32, {n}), ReduceMode::Sum, scattered),
             "output 'o' of function 'f' has shape [n], which depends on the scattered row dimension 'n' (axis 0 of "
             "scatter parameter 'x'); use mode gather or none");

@@ -196,7 +196,7 @@ TEST(Verify, CatchesBrokenIr) {
   EXPECT_NE(first_violation(m).find("declared twice"), std::string::npos) << first_violation(m);
 }
 
-TEST(Verify, GradOperandsMustBeSharedReads) {
+TEST(Verify, GradOperandsMustBeSharedReadsOrInputs) {
   Module m = sample();
   Function& f = m.functions[0];
   Node g;
@@ -206,7 +206,12 @@ TEST(Verify, GradOperandsMustBeSharedReads) {
   f.add(g);
   EXPECT_TRUE(verify(m).empty()) << first_violation(m);
   f.nodes.back().operands = {4, 3};  // a sum, not a variable
-  EXPECT_NE(first_violation(m).find("not a shared variable read"), std::string::npos) << first_violation(m);
+  EXPECT_NE(first_violation(m).find("neither a shared variable read nor an input"), std::string::npos)
+      << first_violation(m);
+  f.nodes.back().operands = {4, 0};  // the input x
+  f.nodes.back().type = f.params[0].type;
+  EXPECT_TRUE(verify(m).empty()) << first_violation(m);
+  f.nodes.back().type = TensorType{DType::F32, {F(2)}};
   f.nodes.back().operands = {4, 1, 1};
   f.nodes.back().type = TensorType{DType::F32, {F(4)}};
   EXPECT_NE(first_violation(m).find("twice"), std::string::npos) << first_violation(m);
