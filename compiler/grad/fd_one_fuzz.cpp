@@ -6,16 +6,16 @@
 // The module is widened to f64 (every f32, f16 and bf16 type), so that differences of 1e-6 mean
 // something, and each function's float inputs become shared variables (sizes bound at random,
 // 1 to 5). For each float output or update `o` (a grad's result included, so second derivatives
-// are checked too), and each float variable `v` that `o` reads, the
-// function gets a probe: loss = sum(o * (o + 1.37)) (zero only where `o` is), grad(loss, v). A few
-// random elements of `v` are moved by +-h for two steps h; an element whose one-sided differences
-// disagree (a kink, a tie of max, a step of floor) or whose two central differences disagree gets
-// no verdict, and so does a NaN gradient where the function selects between values (a branch that
-// was not selected still passes 0 * inf = NaN, as in PyTorch and JAX) or has an op whose derivative
-// can be infinite (sqrt, log, pow, a division). Prints one line per probe:
-// `ok F o v`, `kink F o v`, `zero-times-inf F o v`, `skip F ...`, or
-// `finding F: ...` (the analytic and numeric derivatives, the element and the sizes). A program
-// that does not compile prints `user (compile)`. Not a test: a search over random programs.
+// are checked too) and each float variable `v` that `o` reads, the function gets a probe
+// (grad_probe_test_util.h): loss = sum(o * (o + 1.37)) (zero only where `o` is), grad(loss, v).
+// A few random elements of `v` are moved by +-h for two steps h. No verdict for an element whose
+// one-sided differences disagree (a kink, a tie of max, a step of floor) or whose two central
+// differences disagree, for a loss past 1e12, or for a NaN gradient where the function selects
+// between values (an untaken branch still passes 0 * inf = NaN, as in PyTorch and JAX) or has an
+// op whose derivative can be infinite (sqrt, log, pow, a division). Prints one line per probe:
+// `ok F o v`, `kink F o v`, `zero-times-inf F o v`, `skip F ...`, or `finding F: ...` (the
+// analytic and numeric derivatives, the element and the sizes). A program that does not compile
+// prints `user (compile)`. Not a test: a search over random programs.
 //
 //   compiler_grad_fd_one_fuzz FILE SEED
 #include <algorithm>
@@ -32,7 +32,6 @@ namespace {
 
 using namespace synk::compiler::testing;
 using synk::dsl::HostTensor;
-using synk::ir::DType;
 namespace dsl = synk::dsl;
 using synk::ir::Node;
 using synk::ir::NodeId;
