@@ -268,7 +268,9 @@ class FunctionAnalyzer {
   std::optional<double> number_argument(const ast::Expr& arg, const char* what);
   bool check_nchw(const Value& x, const ast::Expr& arg, const char* op, const char* role);
   int64_t named_shared(const ast::Expr& arg, const Value& value, const char* what);
-  // grad(loss, variables...) for `grad` and `minimize` (`construct` names it in messages).
+  // grad(loss, variables...) for `grad` and `minimize`: `construct` names it in messages and
+  // decides what a variable may be (`grad`: a shared variable or an input; `minimize`: a shared
+  // variable, since it trains them).
   Value gradient_of(const char* construct, const Value& loss, const ast::Expr& loss_expr,
                     const std::vector<ast::NameRef>& variables, SourceLoc loc);
 
