@@ -268,11 +268,11 @@ class FunctionAnalyzer {
   std::optional<double> number_argument(const ast::Expr& arg, const char* what);
   bool check_nchw(const Value& x, const ast::Expr& arg, const char* op, const char* role);
   int64_t named_shared(const ast::Expr& arg, const Value& value, const char* what);
-  // grad(loss, variables...) for `grad` and `minimize`: `construct` names it in messages and
-  // decides what a variable may be (`grad`: a shared variable or an input; `minimize`: a shared
-  // variable, since it trains them).
+  // grad(loss, variables...) for `grad` and `minimize` (`construct` names it in messages). A
+  // variable is a shared variable, or also an input where `inputs_allowed` (grad; minimize trains
+  // shared variables only).
   Value gradient_of(const char* construct, const Value& loss, const ast::Expr& loss_expr,
-                    const std::vector<ast::NameRef>& variables, SourceLoc loc);
+                    const std::vector<ast::NameRef>& variables, SourceLoc loc, bool inputs_allowed);
 
   // Checks positional count and keyword names; reports and returns false when wrong.
   bool check_arguments(const ast::Expr& call, size_t min_positional, size_t max_positional,

@@ -517,12 +517,13 @@ Value FunctionAnalyzer::call_grad(const ast::Expr& e) {
     }
     variables.push_back(ast::NameRef{arg.text, arg.loc});
   }
-  Value g = gradient_of("grad", loss, *e.args[0], variables, e.loc);
+  Value g = gradient_of("grad", loss, *e.args[0], variables, e.loc, /*inputs_allowed=*/true);
   return ok ? g : Value::error();
 }
 
 Value FunctionAnalyzer::gradient_of(const char* construct, const Value& loss, const ast::Expr& loss_expr,
-                                    const std::vector<ast::NameRef>& variables, SourceLoc loc) {
+                                    const std::vector<ast::NameRef>& variables, SourceLoc loc,
+                                    bool inputs_allowed) {
   bool ok = !loss.failed();
   std::string loss_text = expr_text(loss_expr);
   if (ok && loss.is_literal()) {
@@ -548,9 +549,6 @@ Value FunctionAnalyzer::gradient_of(const char* construct, const Value& loss, co
     Value v = expr(arg);
     if (v.failed()) { ok = false; continue; }
     const Op read = v.kind == Value::Kind::Node ? fn_.nodes[size_t(v.node)].op : Op::Constant;
-    // grad also differentiates with respect to the function's inputs (a saliency map, an
-    // adversarial step, a gradient penalty); minimize trains shared variables only.
-    const bool inputs_allowed = std::string_view(construct) == "grad";
     if (read != Op::SharedRead && !(inputs_allowed && read == Op::Input)) {
       auto local = scope_.find(name.name);
       const bool is_param = local != scope_.end() && local->second.kind == Binding::Kind::Param;

@@ -156,7 +156,7 @@ void FunctionAnalyzer::minimize_statement(const ast::Stmt& s) {
   std::optional<int64_t> optimizer = resolve_optimizer(s);
   if (!s.value) return;
   Value loss = expr(*s.value);
-  Value g = gradient_of("minimize", loss, *s.value, s.over, s.loc);
+  Value g = gradient_of("minimize", loss, *s.value, s.over, s.loc, /*inputs_allowed=*/false);
   if (g.failed() || !optimizer) return;
 
   const ir::Node grad = fn_.nodes[size_t(g.node)];

@@ -75,7 +75,9 @@ synk::ir::Function inputs_as_variables(synk::ir::Module& m, const synk::ir::Func
 struct Probe {
   const synk::ir::Module& module;
   synk::ir::Function expanded;
-  bool selects = false;   // the function selects between values or has ops with infinite derivatives
+  // The function selects between values or has ops with infinite derivatives: a NaN gradient
+  // may be a zero adjoint times inf.
+  bool may_be_zero_times_inf = false;
   std::vector<HostTensor> inputs, shareds;
   double loss_at(int64_t v, int64_t j, double x) const {
     std::vector<HostTensor> moved = shareds;
@@ -103,7 +105,7 @@ std::string check_element(const Probe& probe, int64_t v, int64_t j, double analy
   // rules, and 0 * inf is NaN (as in PyTorch and JAX; docs/training.md); so does a zero adjoint
   // meeting sqrt's, log's, pow's or a division's infinite derivative (sqrt(abs(g)) where g is 0
   // whatever the variable): not a finding there.
-  if (!std::isfinite(analytic) && probe.selects) return "zero-times-inf";
+  if (!std::isfinite(analytic) && probe.may_be_zero_times_inf) return "zero-times-inf";
   return fmt::format("element {}: grad {} but central differences {} (h {}) and {} (h {}), loss {}", j, analytic,
                      central1, h1, central2, h2, loss);
 }
@@ -114,7 +116,7 @@ void run_probe(const synk::ir::Module& m, const synk::ir::Function& fn, NodeId o
   const std::string what = fmt::format("{} node {} ({}) d/d {}", fn.name, o, synk::ir::op_name(fn.node(o).op),
                                        m.shareds[size_t(v)].name);
   Probe probe{m, synk::compiler::expand_gradients(m, probe_of(m, fn, o, {false, v}))};
-  probe.selects = std::any_of(fn.nodes.begin(), fn.nodes.end(), [](const Node& n) {
+  probe.may_be_zero_times_inf = std::any_of(fn.nodes.begin(), fn.nodes.end(), [](const Node& n) {
     switch (n.op) {
       case Op::Where: case Op::Maximum: case Op::Minimum: case Op::Relu:   // an untaken branch
       case Op::Sqrt: case Op::Log: case Op::Pow: case Op::Div:            // an infinite local derivative

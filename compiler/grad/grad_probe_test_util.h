@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "compiler/cpu/cpu_test_util.h"
 #include "compiler/grad/grad.h"
 #include "compiler/pipeline.h"
 #include "ir/ir.h"
@@ -78,7 +79,7 @@ inline double argument_elements(const ir::Module& m, const ir::Function& fn, con
   double elements = 0;
   auto count = [&](const ir::Shape& shape) {
     double n = 1;
-    for (const ir::Dim& d : shape) n *= double(d.is_symbolic() ? sizes.at(d.symbol) : d.size);
+    for (int64_t d : concrete_shape(shape, sizes)) n *= double(d);
     elements += n;
   };
   for (const ir::Param& p : fn.params) count(p.type.shape);
