@@ -12,6 +12,9 @@ the same mix of machine load:
               policy before 2026-11-21's fourth session, for an A/B of the default 2 ms)
   synk-r1-det64 / synk-r2-det64  the same with --deterministic 64 (micro-shards of 64 rows and the
               exact all-reduce: the same bits on any number of ranks), for the cost of that mode
+  synk-r1-prescott / synk-r2-prescott  the same with OPENBLAS_CORETYPE=Prescott: OpenBLAS 0.3.21's
+              kernels on a CPU it does not know, as before synk corrected that choice
+              (docs/runtime.md, "BLAS kernels"), for an A/B of the correction
   torch-t1    bench/train_torch.py, one process, torch.set_num_threads(1)
   torch-t2    bench/train_torch.py, one process, torch.set_num_threads(2)
   torch-ddp2  bench/train_torch.py, DistributedDataParallel over gloo, 2 processes x 1 thread
@@ -43,6 +46,10 @@ def variants(binary):
         "synk-r2-y50": lambda e, env: run_synk(binary, 2, e, env, extra_env={"SYNK_YIELD_US": "50"}, timeout=1200),
         "synk-r1-det64": lambda e, env: run_synk(binary, 1, e, env, ["--deterministic", "64"], timeout=1200),
         "synk-r2-det64": lambda e, env: run_synk(binary, 2, e, env, ["--deterministic", "64"], timeout=1200),
+        "synk-r1-prescott": lambda e, env: run_synk(binary, 1, e, env, extra_env={"OPENBLAS_CORETYPE": "Prescott"},
+                                                    timeout=1200),
+        "synk-r2-prescott": lambda e, env: run_synk(binary, 2, e, env, extra_env={"OPENBLAS_CORETYPE": "Prescott"},
+                                                    timeout=1200),
         "torch-t1": lambda e, env: run_torch("train_torch.py", ["--threads", "1"], e, env, timeout=3600),
         "torch-t2": lambda e, env: run_torch("train_torch.py", ["--threads", "2"], e, env, timeout=3600),
         "torch-ddp2": lambda e, env: run_torch("train_torch.py", ["--ddp", "2"], e, env, timeout=3600),
@@ -139,6 +146,8 @@ def report(rows, chosen, out_dir):
     ratio("torch-t1", "torch-ddp2", "torch speedup 1 -> DDP 2")
     ratio("synk-r1-det64", "synk-r1", "synk 1 rank: deterministic (64-row shards) / plain")
     ratio("synk-r2-det64", "synk-r2", "synk 2 ranks: deterministic (64-row shards) / plain")
+    ratio("synk-r1-prescott", "synk-r1", "synk 1 rank: OpenBLAS Prescott kernels / corrected")
+    ratio("synk-r2-prescott", "synk-r2", "synk 2 ranks: OpenBLAS Prescott kernels / corrected")
     png_path = os.path.join(out_dir, "train_bench.png")
     plot(png_path, chosen, [summary[n][0] for n in chosen], [summary[n][1] for n in chosen])
     print(f"\nwrote {csv_path} and {png_path}")

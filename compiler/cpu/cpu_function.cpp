@@ -13,6 +13,7 @@
 #include "base/cancel.h"
 #include "compiler/backend/signature.h"
 #include "compiler/cpu/codegen_cpu.h"
+#include "compiler/cpu/openblas_core.h"
 #include "compiler/codegen/kernel_errors.h"
 #include "runtime/data/dtype.h"
 #include "runtime/trace/trace.h"
@@ -128,6 +129,7 @@ bool CpuFunction::needs_kernel_code(const KernelPlan& plan) {
 CpuFunction::CpuFunction(const ir::Module& module, KernelPlan plan, std::string source, KernelCode code)
     : plan_(std::move(plan)), source_(std::move(source)), outcome_(code.outcome),
       code_owner_(std::move(code.keep_alive)) {
+  ensure_openblas_core();   // before this process's first BLAS call
   const ir::Function* fn = module.find_function(plan_.function.name);
   signature_ = make_signature(module, fn ? *fn : plan_.function, plan_);
   binding_.emplace(module, plan_);
