@@ -155,11 +155,12 @@ void copy_sse2(std::byte* dst, const std::byte* src, size_t n) {
 }
 
 const bool g_has_avx2 = __builtin_cpu_supports("avx2");
+const bool g_rep_movsb_is_safe = __builtin_cpu_is("intel");
 
 }  // namespace
 
 void copy_bytes(std::byte* dst, const std::byte* src, size_t n) {
-  if (n < 2048) std::memcpy(dst, src, n);   // below glibc's rep movsb threshold: its best path
+  if (n < 2048 || g_rep_movsb_is_safe) std::memcpy(dst, src, n);   // short: glibc's best path anywhere
   else if (g_has_avx2) copy_avx2(dst, src, n);
   else copy_sse2(dst, src, n);
 }
