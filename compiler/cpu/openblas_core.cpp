@@ -71,9 +71,9 @@ OpenBlasCoreReport check_and_correct() {
   const std::vector<std::string> candidates = openblas_cores_for(detect_cpu_vector_features());
   if (candidates.empty()) return report;
 
-  // OpenBLAS reads OPENBLAS_CORETYPE when it initialises and falls back to Prescott for a name
-  // it does not know; the variable is removed again so that programs this one starts choose for
-  // themselves.
+  // OpenBLAS reads OPENBLAS_CORETYPE when it initialises (a library older than a name may end on
+  // Prescott again: then the next name is tried); the variable is removed again so that programs
+  // this one starts choose for themselves.
   for (const std::string& core : candidates) {
     setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
     openblas.dynamic_quit();
