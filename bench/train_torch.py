@@ -32,6 +32,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from openblas_core import match_synk  # noqa: E402
+
+match_synk()   # PyTorch's matrix products on the BLAS kernels synk would use (bench/openblas_core.py)
+
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
 
 
