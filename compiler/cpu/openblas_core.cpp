@@ -23,6 +23,7 @@ namespace {
 // OpenBLAS's own entry points for its run-time core selection (DYNAMIC_ARCH builds only).
 struct OpenBlasEntryPoints {
   char* (*corename)() = nullptr;
+  char* (*config)() = nullptr;
   void (*dynamic_init)() = nullptr;
   void (*dynamic_quit)() = nullptr;
 };
@@ -37,12 +38,15 @@ OpenBlasEntryPoints find_openblas() {
     library = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
   void* scope = library ? library : RTLD_DEFAULT;
   entry.corename = reinterpret_cast<char* (*)()>(dlsym(scope, "openblas_get_corename"));
+  entry.config = reinterpret_cast<char* (*)()>(dlsym(scope, "openblas_get_config"));
   entry.dynamic_init = reinterpret_cast<void (*)()>(dlsym(scope, "gotoblas_dynamic_init"));
   entry.dynamic_quit = reinterpret_cast<void (*)()>(dlsym(scope, "gotoblas_dynamic_quit"));
   // The handle only confirms the library is loaded; closing it drops the count dlopen added.
   if (library) dlclose(library);
   return entry;
 }
+
+}  // namespace
 
 std::string cpu_identity() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -58,18 +62,18 @@ std::string cpu_identity() {
 #endif
 }
 
-OpenBlasCoreReport check_and_correct() {
-  OpenBlasCoreReport report;
-  const OpenBlasEntryPoints openblas = find_openblas();
-  if (!openblas.corename) return report;
+namespace {
+
+void correct(const OpenBlasEntryPoints& openblas, OpenBlasCoreReport& report) {
+  if (!openblas.corename) return;
   report.is_openblas = true;
   report.chosen_by_library = openblas.corename();
   report.in_use = report.chosen_by_library;
-  if (!openblas.dynamic_init || !openblas.dynamic_quit) return report;   // built for one CPU
-  if (std::getenv("OPENBLAS_CORETYPE")) return report;                    // the user's choice
-  if (strcasecmp(report.chosen_by_library.c_str(), "Prescott") != 0) return report;
+  if (!openblas.dynamic_init || !openblas.dynamic_quit) return;   // built for one CPU
+  if (std::getenv("OPENBLAS_CORETYPE")) return;                    // the user's choice
+  if (strcasecmp(report.chosen_by_library.c_str(), "Prescott") != 0) return;
   const std::vector<std::string> candidates = openblas_cores_for(detect_cpu_vector_features());
-  if (candidates.empty()) return report;
+  if (candidates.empty()) return;
 
   // OpenBLAS reads OPENBLAS_CORETYPE when it initialises (a library older than a name may end on
   // Prescott again: then the next name is tried); the variable is removed again so that programs
@@ -94,6 +98,14 @@ OpenBlasCoreReport check_and_correct() {
                               "(OPENBLAS_CORETYPE overrides)",
                               cpu_identity(), report.in_use);
   }
+  return;
+}
+
+OpenBlasCoreReport check_and_correct() {
+  OpenBlasCoreReport report;
+  const OpenBlasEntryPoints openblas = find_openblas();
+  correct(openblas, report);
+  if (report.is_openblas && openblas.config) report.config = openblas.config();   // names the core in use
   return report;
 }
 

@@ -25,6 +25,9 @@ struct CpuVectorFeatures {
   bool avx512_bf16 = false;
 };
 
+// "this CPU (family 6, model 207)": the CPU as OpenBLAS's model table sees it.
+std::string cpu_identity();
+
 // What this process's CPU offers.
 CpuVectorFeatures detect_cpu_vector_features();
 
@@ -35,6 +38,7 @@ std::vector<std::string> openblas_cores_for(const CpuVectorFeatures& features);
 // What ensure_openblas_core() found and did.
 struct OpenBlasCoreReport {
   bool is_openblas = false;    // the BLAS synk calls has OpenBLAS's run-time core selection
+  std::string config;          // openblas_get_config(): version and build options
   std::string chosen_by_library;   // the core OpenBLAS chose on its own ("Prescott", "Haswell", ...)
   std::string in_use;          // the core in use afterwards
   bool switched = false;       // synk asked OpenBLAS to choose again

@@ -694,6 +694,21 @@ void batch_norm_forward_inference(const BatchNormParams& p, const float* x, cons
   });
 }
 
+std::string isa_text() {
+  using dnnl::cpu_isa;
+  switch (dnnl::get_effective_cpu_isa()) {
+    case cpu_isa::sse41: return "sse41";
+    case cpu_isa::avx: return "avx";
+    case cpu_isa::avx2: return "avx2";
+    case cpu_isa::avx2_vnni: return "avx2_vnni";
+    case cpu_isa::avx512_core: return "avx512_core";
+    case cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
 std::string version_text() {
   const dnnl_version_t* v = dnnl::version();
   const char* rt = v->cpu_runtime == DNNL_RUNTIME_OMP          ? "omp"

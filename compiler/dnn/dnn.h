@@ -99,6 +99,8 @@ void batch_norm_forward_inference(const BatchNormParams& p, const float* x, cons
 
 // "<major>.<minor>.<patch> runtime=<omp|tbb|seq|threadpool>" of the oneDNN in use.
 std::string version_text();
+// The instruction set oneDNN's kernels use on this CPU ("avx512_core_bf16", "avx2", ...).
+std::string isa_text();
 size_t cached_primitives();
 void clear_primitive_cache();
 

@@ -1,6 +1,6 @@
 // What the parts of synkc share: the options the command line fills, the exit codes, reading the
 // input file, and each subcommand's entry point (compile.cpp: the default command and `check`;
-// run.cpp: `synkc run`; main.cpp: the command line and the error report).
+// run.cpp: `synkc run`; info.cpp: `synkc info`; main.cpp: the command line and the error report).
 #pragma once
 
 #include <string>
@@ -74,5 +74,7 @@ int run_compile(const DriverOptions& options);
 int run_check(const DriverOptions& options);
 // `synkc run FILE --fn NAME ...`.
 int run_function(const DriverOptions& driver);
+// `synkc info` (info.cpp).
+int run_info(const DriverOptions& driver);
 
 }  // namespace synkc

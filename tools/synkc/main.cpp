@@ -10,6 +10,7 @@
 //   (artifacts build in the .npy files of load() initialisers unless --no-embed-data; --depfile FILE
 //   lists what they were built from)
 //   synkc --print-link-flags [--no-bundle]      what to link after libNAME.a
+//   synkc info                        what synk finds on this machine (info.cpp)
 // Exit status: 0 success; 1 the user's program is wrong (every diagnostic on stderr, in source
 // order, with the source line and a caret); 2 the command line is wrong (unknown option or stage,
 // missing or unreadable input; for `run` also an argument the call rejects: a wrong dtype or
@@ -59,6 +60,7 @@ struct Subcommand {
   const char* description;
   std::function<void(CLI::App&, DriverOptions&)> add_options;
   std::function<int(const DriverOptions&)> run;
+  bool takes_file = true;
 };
 
 std::vector<Subcommand> subcommands() {
@@ -98,6 +100,9 @@ std::vector<Subcommand> subcommands() {
                       "Convert --arg and --set values whose dtype does not convert safely (e.g. f64 to f32)");
        },
        run_function},
+      {"info", "Print what synk finds on this machine: CPU, JIT target, BLAS kernels, oneDNN, GPUs, /dev/shm, "
+               "kernel cache",
+       [](CLI::App&, DriverOptions&) {}, run_info, false},
   };
 }
 
@@ -168,6 +173,13 @@ int main_with_exit_codes(int argc, char** argv) {
       std::cerr << "synkc: error: FILE given twice ('" << options.input << "' before '" << commands[i].name << "', '"
                 << options.subcommand_input << "' after it)\n";
       return kUsageError;
+    }
+    if (!commands[i].takes_file) {
+      if (!options.input.empty()) {
+        std::cerr << "synkc: error: '" << commands[i].name << "' takes no FILE (got '" << options.input << "')\n";
+        return kUsageError;
+      }
+      return commands[i].run(options);
     }
     if (options.input.empty()) options.input = options.subcommand_input;
     if (options.input.empty()) {
