@@ -21,6 +21,7 @@
 #include <atomic>
 
 #include "python/src/common.h"
+#include "synk/machine_info.h"
 
 namespace synkpy {
 
@@ -164,4 +165,13 @@ PYBIND11_MODULE(_synk, m) {
   m.def("trace_stop", [] { without_gil([] { synk::trace_stop(); }); },
         "Write the trace file of trace_start() (nothing when no trace runs; also at exit)");
   m.def("tracing", [] { ApiLock l; return synk::tracing(); }, "Whether a trace_start() trace runs");
+  m.def(
+      "info",
+      [] {
+        py::dict info;   // insertion-ordered
+        for (const auto& [key, text] : synk::machine_info()) info[py::str(key)] = text;
+        return info;
+      },
+      "What synk finds on this machine, as synkc info prints it: CPU and usable CPUs, JIT target, BLAS kernels, "
+      "oneDNN's instruction set, GPUs, /dev/shm, kernel cache (docs/python.md)");
 }
