@@ -64,6 +64,7 @@ std::string cpu_identity() {
 
 namespace {
 
+// Fills the report and, where OpenBLAS fell back to Prescott on a vector CPU, has it choose again.
 void correct(const OpenBlasEntryPoints& openblas, OpenBlasCoreReport& report) {
   if (!openblas.corename) return;
   report.is_openblas = true;
@@ -98,7 +99,6 @@ void correct(const OpenBlasEntryPoints& openblas, OpenBlasCoreReport& report) {
                               "(OPENBLAS_CORETYPE overrides)",
                               cpu_identity(), report.in_use);
   }
-  return;
 }
 
 OpenBlasCoreReport check_and_correct() {
