@@ -74,7 +74,8 @@ def plot(path, names, medians, mins):
         label = f"{value:.2f}" + (" (clipped)" if value > top else "")
         ax.annotate(label, (bar.get_x() + bar.get_width() / 2, min(value, top)), ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("seconds per epoch (median of runs)")
-    ax.set_title("Fashion-MNIST MLP, batch 256: synk vs PyTorch 1.13 (CPU)")
+    against = " vs PyTorch 1.13" if any(n.startswith("torch") for n in names) else ""
+    ax.set_title(f"Fashion-MNIST MLP, batch 256: synk{against} (CPU)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
