@@ -2,8 +2,8 @@
 #include "synk/machine_info.h"
 
 #include <sched.h>
-#include <sys/statvfs.h>
 
+#include <cstdint>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -13,6 +13,8 @@
 #include "compiler/dnn/dnn.h"
 #include "compiler/llvm/jit.h"
 #include "runtime/group/backend.h"
+#include "runtime/group/process_group.h"
+#include "runtime/group/shm.h"
 
 namespace synk {
 
@@ -27,10 +29,8 @@ std::string cpu_line() {
       model = line.substr(line.find_first_not_of(" \t", line.find(':') + 1));
       break;
     }
-  const std::string identity = compiler::cpu_identity();   // "this CPU (family F, model M)"
-  const size_t open = identity.find('('), close = identity.rfind(')');
-  if (open == std::string::npos || close <= open) return model;
-  return fmt::format("{}, {}", model, identity.substr(open + 1, close - open - 1));
+  const std::string family_model = compiler::cpu_family_model();
+  return family_model.empty() ? model : fmt::format("{}, {}", model, family_model);
 }
 
 std::string vector_features() {
@@ -44,11 +44,12 @@ std::string vector_features() {
   return names.empty() ? "none of avx, avx2, fma, avx512" : fmt::format("{}", fmt::join(names, " "));
 }
 
+// As fork(0) counts them (ProcessGroup::start).
 std::string usable_cpus() {
   cpu_set_t mask;
   CPU_ZERO(&mask);
-  if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return "unknown (sched_getaffinity failed)";
-  const int n = CPU_COUNT(&mask);
+  if (sched_getaffinity(0, sizeof(mask), &mask) != 0) CPU_SET(0, &mask);
+  const size_t n = rt::allowed_cpus(mask).size();
   return fmt::format("{} CPU{} (fork(0) on the CPU backend starts one rank per CPU)", n, n == 1 ? "" : "s");
 }
 
@@ -57,8 +58,8 @@ std::string blas_line() {
   if (!blas.is_openblas) return "not OpenBLAS (no run-time kernel choice to check)";
   std::string line = fmt::format("{}; kernels: {}", blas.config.empty() ? "OpenBLAS" : blas.config, blas.in_use);
   if (blas.switched)
-    line += fmt::format(" (OpenBLAS chose {} for {}; synk switched them: docs/runtime.md, \"BLAS kernels\")",
-                        blas.chosen_by_library, compiler::cpu_identity());
+    line += fmt::format(" (OpenBLAS chose {} for this CPU ({}); synk switched them: docs/runtime.md, \"BLAS kernels\")",
+                        blas.chosen_by_library, compiler::cpu_family_model());
   return line;
 }
 
@@ -68,11 +69,17 @@ std::string gpu_line() {
   return fmt::format("{} GPU{} usable", gpu.device_count, gpu.device_count == 1 ? "" : "s");
 }
 
+// What a segment is checked against when it is created (shm::free_space: SYNK_SHM_LIMIT_BYTES included).
 std::string shm_line() {
-  struct statvfs fs {};
-  if (statvfs("/dev/shm", &fs) != 0) return "/dev/shm cannot be read: shared memory is unavailable";
-  const double gib = double(fs.f_bavail) * double(fs.f_frsize) / double(1ull << 30);
-  return fmt::format("{:.1f} GiB free in /dev/shm (inputs and collectives' staging live there)", gib);
+  try {
+    const rt::shm::Space space = rt::shm::free_space();
+    if (space.free_bytes == INT64_MAX) return "/dev/shm cannot be read (statvfs failed): free space unknown";
+    const double gib = double(space.free_bytes) / double(1ull << 30);
+    return fmt::format("{:.1f} GiB free in /dev/shm{} (inputs and collectives' staging live there)", gib,
+                       space.limit >= 0 ? fmt::format(" (limited by SYNK_SHM_LIMIT_BYTES={})", space.limit) : "");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
 }
 
 std::string cache_line() {

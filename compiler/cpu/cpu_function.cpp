@@ -129,7 +129,9 @@ bool CpuFunction::needs_kernel_code(const KernelPlan& plan) {
 CpuFunction::CpuFunction(const ir::Module& module, KernelPlan plan, std::string source, KernelCode code)
     : plan_(std::move(plan)), source_(std::move(source)), outcome_(code.outcome),
       code_owner_(std::move(code.keep_alive)) {
-  ensure_openblas_core();   // before this process's first BLAS call
+  // Before this process's first BLAS call (a no-op after the load-time check, which this call also
+  // links into every program that runs compiled functions).
+  ensure_openblas_core();
   const ir::Function* fn = module.find_function(plan_.function.name);
   signature_ = make_signature(module, fn ? *fn : plan_.function, plan_);
   binding_.emplace(module, plan_);

@@ -48,21 +48,26 @@ OpenBlasEntryPoints find_openblas() {
 
 }  // namespace
 
-std::string cpu_identity() {
+std::string cpu_family_model() {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return "this CPU";
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return "";
   const unsigned family = (eax >> 8) & 0xf, model = (eax >> 4) & 0xf;
   const unsigned ext_family = (eax >> 20) & 0xff, ext_model = (eax >> 16) & 0xf;
   const unsigned shown_family = family == 0xf ? family + ext_family : family;
   const unsigned shown_model = family == 0x6 || family == 0xf ? (ext_model << 4) + model : model;
-  return fmt::format("this CPU (family {}, model {})", shown_family, shown_model);
+  return fmt::format("family {}, model {}", shown_family, shown_model);
 #else
-  return "this CPU";
+  return "";
 #endif
 }
 
 namespace {
+
+std::string cpu_identity() {
+  const std::string family_model = cpu_family_model();
+  return family_model.empty() ? "this CPU" : fmt::format("this CPU ({})", family_model);
+}
 
 // Fills the report and, where OpenBLAS fell back to Prescott on a vector CPU, has it choose again.
 void correct(const OpenBlasEntryPoints& openblas, OpenBlasCoreReport& report) {

@@ -25,8 +25,8 @@ struct CpuVectorFeatures {
   bool avx512_bf16 = false;
 };
 
-// "this CPU (family 6, model 207)": the CPU as OpenBLAS's model table sees it.
-std::string cpu_identity();
+// "family 6, model 207": the CPU as OpenBLAS's model table sees it (empty where cpuid cannot say).
+std::string cpu_family_model();
 
 // What this process's CPU offers.
 CpuVectorFeatures detect_cpu_vector_features();

@@ -2,6 +2,7 @@
 // the machine synk uses, for a user who wonders why it is slow or where it will run, and for bug
 // reports. Reads only; starts no process group.
 #include <iostream>
+#include <map>
 #include <string>
 
 #include "synk/machine_info.h"
@@ -10,19 +11,14 @@
 namespace synkc {
 
 int run_info(const DriverOptions&) {
+  static const std::map<std::string, std::string> labels = {
+      {"synk", "synk "},           {"cpu", "CPU:          "},         {"vectors", "  vectors:    "},
+      {"usable_cpus", "  usable:     "}, {"jit_target", "JIT target:   "}, {"blas", "BLAS:         "},
+      {"onednn", "oneDNN:       "},  {"gpu", "GPU backend:  "},         {"shared_memory", "shared mem:   "},
+      {"kernel_cache", "kernel cache: "}};
   for (const auto& [key, text] : synk::machine_info()) {
-    const std::string label = key == "synk"            ? ""
-                              : key == "cpu"           ? "CPU:          "
-                              : key == "vectors"       ? "  vectors:    "
-                              : key == "usable_cpus"   ? "  usable:     "
-                              : key == "jit_target"    ? "JIT target:   "
-                              : key == "blas"          ? "BLAS:         "
-                              : key == "onednn"        ? "oneDNN:       "
-                              : key == "gpu"           ? "GPU backend:  "
-                              : key == "shared_memory" ? "shared mem:   "
-                              : key == "kernel_cache"  ? "kernel cache: "
-                                                       : key + ": ";
-    std::cout << (key == "synk" ? "synk " : label) << text << "\n";
+    const auto label = labels.find(key);
+    std::cout << (label != labels.end() ? label->second : key + ": ") << text << "\n";
   }
   return kOk;
 }
