@@ -42,6 +42,7 @@ struct ModuleState {
   bool runtime_registered = false;
   std::string library;                        // the loadable library it came from (load_library), if any
   std::map<std::string, synk::Function, std::less<>> functions;
+  synk::detail::StepCounts step_counts;       // shared by the TrainSteps made for each training function
 };
 
 std::mutex& table_mutex() {
@@ -305,14 +306,36 @@ std::vector<synk::Function> all_functions(const ModuleDef& def) {
   for (const std::string& name : function_names(def)) out.push_back(function(def, name));
   return out;
 }
+
+std::vector<std::string> train_function_names(const ModuleDef& def) {
+  std::vector<std::string> names;
+  for (const ir::TrainStep& step : prepared_module(def).train_steps) names.push_back(step.function);
+  return names;
+}
 }  // namespace
 
+synk::TrainStep train_step(const ModuleDef& def, synk::TrainStep made) {
+  std::lock_guard lock(table_mutex());
+  synk::detail::share_step_count(made, state_locked(def).step_counts.of(made.name()));
+  return made;
+}
+
 void save_checkpoint(const ModuleDef& def, const std::string& dir, const CheckpointMetadata& metadata) {
-  synk::save_checkpoint(runtime_module(def), all_functions(def), dir, metadata);
+  const std::vector<std::string> trainable = train_function_names(def);
+  StepIndices steps;
+  {
+    std::lock_guard lock(table_mutex());
+    steps = state_locked(def).step_counts.saved(trainable);
+  }
+  synk::save_checkpoint(runtime_module(def), all_functions(def), dir, metadata, steps);
 }
 
 CheckpointMetadata load_checkpoint(const ModuleDef& def, const std::string& dir) {
-  return synk::load_checkpoint(runtime_module(def), all_functions(def), dir);
+  const StepIndices steps = synk::detail::StepCounts::read(runtime_module(def), dir, train_function_names(def));
+  CheckpointMetadata metadata = synk::load_checkpoint(runtime_module(def), all_functions(def), dir);
+  std::lock_guard lock(table_mutex());
+  state_locked(def).step_counts.restore(steps);
+  return metadata;
 }
 
 std::vector<std::string> shared_names(const ModuleDef& def) {

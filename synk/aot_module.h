@@ -135,7 +135,12 @@ void load_all(const ModuleDef& def);
 std::vector<std::string> function_names(const ModuleDef& def);
 std::vector<std::string> shared_names(const ModuleDef& def);
 
-// Checkpoints of the module (synk/checkpoint.h) with the random state of all its functions.
+// The step `<function>_step()` returns: `made`, counting in the module's step count for its function
+// (shared by every step made for it; checkpoints save it).
+synk::TrainStep train_step(const ModuleDef& def, synk::TrainStep made);
+
+// Checkpoints of the module (synk/checkpoint.h) with the random state of all its functions and
+// the training functions' step indices.
 void save_checkpoint(const ModuleDef& def, const std::string& dir, const CheckpointMetadata& metadata);
 CheckpointMetadata load_checkpoint(const ModuleDef& def, const std::string& dir);
 

@@ -3,7 +3,8 @@
 // DIR/manifest.json:
 //   {"format": "synk-checkpoint", "version": 1,
 //    "variables": [{"name": "w", "file": "w.npy", "dtype": "f32", "shape": [4], "xxh3_64": "..."}],
-//    "functions": [{"name": "train", "seed": 0, "step": 20}], "metadata": {"epoch": "3"}}
+//    "functions": [{"name": "train", "seed": 0, "step": 20}], "metadata": {"epoch": "3"},
+//    "train_steps": {"train": 20}}   (absent in checkpoints saved without steps)
 #include "synk/checkpoint.h"
 
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -103,7 +105,7 @@ std::vector<int32_t> state_variables(const Module& module) {
 }
 
 json manifest_of(const Module& module, const std::vector<Function>& functions, const CheckpointMetadata& metadata,
-                 const fs::path& into) {
+                 const StepIndices& steps, const fs::path& into) {
   json vars = json::array();
   for (int32_t v : state_variables(module)) {
     const rt::SharedSpec& s = module.spec().shareds[size_t(v)];
@@ -115,8 +117,10 @@ json manifest_of(const Module& module, const std::vector<Function>& functions, c
   }
   json fns = json::array();
   for (const Function& f : functions) fns.push_back({{"name", f.name()}, {"seed", f.seed()}, {"step", f.step()}});
-  return json{{"format", kFormat}, {"version", kVersion}, {"variables", vars}, {"functions", fns},
-              {"metadata", metadata}};
+  json manifest{{"format", kFormat}, {"version", kVersion}, {"variables", vars}, {"functions", fns},
+                {"metadata", metadata}};
+  if (!steps.empty()) manifest["train_steps"] = steps;
+  return manifest;
 }
 
 // Puts `fresh` at `target`: an atomic exchange when a checkpoint is there (the old one then sits
@@ -162,9 +166,8 @@ auto checked_manifest(const std::string& dir, const char* what, F&& f) -> declty
   }
 }
 
-// Checks every variable against the module and the files, then sets them all.
-CheckpointMetadata restore(const Module& module, const std::vector<Function>& functions, const std::string& dir,
-                           const json& manifest) {
+// The checkpoint holds exactly the module's state variables (by name).
+void check_same_variables(const Module& module, const std::string& dir, const json& manifest) {
   std::vector<std::string> held;
   for (const json& e : manifest.at("variables")) held.push_back(e.at("name"));
   std::vector<std::string> wanted;
@@ -178,6 +181,12 @@ CheckpointMetadata restore(const Module& module, const std::vector<Function>& fu
     if (!wanted_set.count(name))
       throw UsageError(fmt::format("load_checkpoint('{}'): it holds '{}', but this module has no non-sliceable "
                                    "shared variable of that name; was it saved from another model?", dir, name));
+}
+
+// Checks every variable against the module and the files, then sets them all.
+CheckpointMetadata restore(const Module& module, const std::vector<Function>& functions, const std::string& dir,
+                           const json& manifest) {
+  check_same_variables(module, dir, manifest);
   // Everything is read and checked before anything changes.
   std::vector<std::pair<std::string, Array>> values;
   for (const json& e : manifest.at("variables")) values.emplace_back(e.at("name"), read_variable(module, e, dir));
@@ -200,8 +209,12 @@ CheckpointMetadata restore(const Module& module, const std::vector<Function>& fu
 }  // namespace
 
 void save_checkpoint(const Module& module, const std::vector<Function>& functions, const std::string& dir,
-                     const CheckpointMetadata& metadata) {
+                     const CheckpointMetadata& metadata, const StepIndices& steps) {
   if (dir.empty()) throw UsageError("save_checkpoint: the directory name is empty");
+  for (const auto& [name, index] : steps)
+    if (index < 0)
+      throw UsageError(fmt::format("save_checkpoint('{}'): training step '{}' has step index {} (must be >= 0)", dir,
+                                   name, index));
   const fs::path target = fs::path(dir).lexically_normal();
   if (target.filename().empty() || target.filename() == "." || target.filename() == "..")
     throw UsageError(fmt::format("save_checkpoint('{}'): name the checkpoint's own directory", dir));
@@ -218,7 +231,7 @@ void save_checkpoint(const Module& module, const std::vector<Function>& function
   if (!fs::create_directory(fresh, ec))
     throw UsageError(fmt::format("save_checkpoint('{}'): cannot create '{}': {}", dir, fresh.string(), ec.message()));
   try {
-    const json manifest = manifest_of(module, functions, metadata, fresh);
+    const json manifest = manifest_of(module, functions, metadata, steps, fresh);
     {
       std::ofstream out(fresh / kManifest);
       out << manifest.dump(1) << "\n";
@@ -246,6 +259,48 @@ std::vector<std::string> detail::checkpoint_functions(const std::string& dir) {
     for (const json& f : m.at("functions")) names.push_back(f.at("name"));
     return names;
   });
+}
+
+StepIndices detail::checkpoint_step_indices(const std::string& dir) {
+  const json m = read_manifest(dir, "load_checkpoint");
+  return checked_manifest(dir, "load_checkpoint", [&] {
+    StepIndices steps = m.value("train_steps", json::object()).get<StepIndices>();
+    for (const auto& [name, index] : steps)
+      if (index < 0)
+        throw UsageError(fmt::format("load_checkpoint('{}'): {} is damaged: training step '{}' has step index {}", dir,
+                                     kManifest, name, index));
+    return steps;
+  });
+}
+
+std::shared_ptr<int64_t> detail::StepCounts::of(const std::string& function) {
+  std::shared_ptr<int64_t>& count = counts[function];
+  if (!count) count = std::make_shared<int64_t>(0);
+  return count;
+}
+
+StepIndices detail::StepCounts::saved(const std::vector<std::string>& functions) {
+  StepIndices out;
+  for (const std::string& name : functions) out[name] = *of(name);
+  return out;
+}
+
+StepIndices detail::StepCounts::read(const Module& module, const std::string& dir,
+                                     const std::vector<std::string>& functions) {
+  const json manifest = read_manifest(dir, "load_checkpoint");
+  checked_manifest(dir, "load_checkpoint", [&] { check_same_variables(module, dir, manifest); });
+  StepIndices steps = checkpoint_step_indices(dir);
+  for (const auto& [name, index] : steps)
+    if (std::find(functions.begin(), functions.end(), name) == functions.end())
+      throw UsageError(fmt::format("load_checkpoint('{}'): it holds the step index of training function '{}', which "
+                                   "this module does not have ({}); was it saved from another model?", dir, name,
+                                   functions.empty() ? std::string("it has none")
+                                                     : fmt::format("it has: {}", fmt::join(functions, ", "))));
+  return steps;
+}
+
+void detail::StepCounts::restore(const StepIndices& indices) {
+  for (const auto& [name, index] : indices) *of(name) = index;
 }
 
 CheckpointMetadata load_checkpoint(const Module& module, const std::vector<Function>& functions,

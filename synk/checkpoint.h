@@ -12,7 +12,9 @@
 //   auto metadata = synk::load_checkpoint(mod, fns, "ckpt");      // metadata["epoch"] == "3"
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,13 +23,16 @@
 namespace synk {
 
 using CheckpointMetadata = std::map<std::string, std::string>;
+// Training steps' positions by step name (TrainStep::step_index(), what a schedule reads).
+using StepIndices = std::map<std::string, int64_t>;
 
 // Saves the master's copies (after a training step every rank holds the same parameters and
 // optimizer state; a variable that ranks update from their own rows alone, such as batch norm's
 // running statistics, is saved as the master holds it). `dir` is created, or replaced when it is
 // a checkpoint; anything else there is a UsageError (a checkpoint never overwrites other files).
+// `steps` are saved beside the metadata (detail::checkpoint_step_indices reads them back).
 void save_checkpoint(const Module& module, const std::vector<Function>& functions, const std::string& dir,
-                     const CheckpointMetadata& metadata = {});
+                     const CheckpointMetadata& metadata = {}, const StepIndices& steps = {});
 
 // Restores what save_checkpoint wrote, on every rank, and returns its metadata. UsageError, with
 // nothing changed, when `dir` is not a checkpoint, was saved from a module with other shared
@@ -41,6 +46,23 @@ CheckpointMetadata checkpoint_metadata(const std::string& dir);
 namespace detail {
 // The functions whose random state the checkpoint holds (jit::Module compiles them before loading).
 std::vector<std::string> checkpoint_functions(const std::string& dir);
+// The training steps' positions the checkpoint holds (none for a checkpoint saved without them).
+StepIndices checkpoint_step_indices(const std::string& dir);
+
+// A module's step counts by training function, as jit::Module and aot modules keep them: every
+// TrainStep a module makes for one function shares its count (detail::share_step_count).
+struct StepCounts {
+  std::map<std::string, std::shared_ptr<int64_t>> counts;
+
+  std::shared_ptr<int64_t> of(const std::string& function);   // created at 0
+  // What a checkpoint saves: the count of each of `functions` (0 for one never stepped).
+  StepIndices saved(const std::vector<std::string>& functions);
+  // DIR's step indices, checked before anything is loaded: UsageError when the checkpoint holds
+  // other variables than `module` (as load_checkpoint says it) or a step index of a function not
+  // among the module's training `functions`.
+  static StepIndices read(const Module& module, const std::string& dir, const std::vector<std::string>& functions);
+  void restore(const StepIndices& indices);
+};
 }  // namespace detail
 
 }  // namespace synk

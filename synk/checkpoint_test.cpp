@@ -1,6 +1,6 @@
 // Checkpoints (synk/checkpoint.h) through jit::Module: a run resumed from a checkpoint equals the
 // uninterrupted run bit for bit on every rank (parameters, adam's state and step counter, the
-// dropout draws), loaded before or after synk::fork(); the directory holds what the manifest says;
+// dropout draws, the step index a schedule reads), loaded before or after synk::fork(); the directory holds what the manifest says;
 // every bad checkpoint is a UsageError that changes nothing; a save never replaces other files and
 // leaves no temporary directory; set_value_all reaches every rank where set_value reaches one.
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -115,6 +116,59 @@ TEST(Checkpoint, AResumedRunEqualsTheUninterruptedOneOnEveryRank) {
                        "rank " + std::to_string(r) + (load_after_fork ? ", loaded after fork" : ", loaded before fork"));
     synk::close();
   }
+}
+
+// The step index (what a schedule reads) is training state too: every step the module makes for
+// `train` shares one count, the checkpoint saves it, and a resumed schedule continues from it, so
+// the resumed run equals the uninterrupted one without set_step_index.
+TEST(Checkpoint, AResumedScheduleContinuesFromTheSavedStepIndex) {
+  TempDir tmp;
+  const std::string ckpt = (tmp.path / "ckpt").string();
+  const Batch batch = make_batch();
+  const Schedule schedule = Schedule::cosine(0.05, 6, 0.001).with_warmup(2);
+  jit::Module straight = jit::compile_string(kProgram);
+  ASSERT_EQ(2, synk::fork(2));
+  TrainStep step = straight.train_step("train");
+  step.set_schedule(schedule);
+  for (int s = 0; s < 3; ++s) step({batch.x, batch.y}, {.batch = Range{s, s + 12}});
+  EXPECT_EQ(straight.train_step("train").step_index(), 3) << "a second step of the module shares the count";
+  straight.save_checkpoint(ckpt);
+  for (int s = 3; s < 7; ++s) step({batch.x, batch.y}, {.batch = Range{s, s + 12}});
+  const std::vector<Array> want = state_on(straight, 1);
+  EXPECT_EQ(step.step_index(), 7);
+  // Loading into the same module sets the count of the steps it made before.
+  straight.load_checkpoint(ckpt);
+  EXPECT_EQ(step.step_index(), 3);
+  synk::close();
+
+  jit::Module resumed = jit::compile_string(kProgram);
+  TrainStep made_before = resumed.train_step("train");
+  ASSERT_EQ(2, synk::fork(2));
+  made_before({batch.x, batch.y}, {.batch = Range{0, 5}});   // the count moves; the load sets it back
+  resumed.load_checkpoint(ckpt);
+  TrainStep again = resumed.train_step("train");
+  EXPECT_EQ(made_before.step_index(), 3);
+  EXPECT_EQ(again.step_index(), 3);
+  again.set_schedule(schedule);
+  for (int s = 3; s < 7; ++s) again({batch.x, batch.y}, {.batch = Range{s, s + 12}});
+  expect_same_bits(state_on(resumed, 1), want, "rank 1 after the resumed schedule");
+  EXPECT_EQ(resumed.shared("opt_lr").values<double>(1), std::vector<double>{schedule(6)});
+  synk::close();
+
+  // A step index of a training function the module does not have is another model's.
+  {
+    std::ifstream in(fs::path(ckpt) / "manifest.json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("\"train\": 3");
+    ASSERT_NE(at, std::string::npos) << text;
+    text.replace(at, 11, "\"tarin\": 3");
+    std::ofstream(fs::path(ckpt) / "manifest.json") << text;
+  }
+  jit::Module target = jit::compile_string(kProgram);
+  target.shared("w").set_value(std::vector<float>(12, 9.0f), {4, 3});
+  EXPECT_HAS(error_of<UsageError>([&] { target.load_checkpoint(ckpt); }),
+             "the step index of training function 'tarin', which this module does not have (it has: train)");
+  EXPECT_EQ(target.shared("w").values<float>(), std::vector<float>(12, 9.0f)) << "nothing was loaded";
 }
 
 TEST(Checkpoint, TheDirectoryHoldsWhatTheManifestSays) {

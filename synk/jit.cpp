@@ -121,6 +121,7 @@ struct Module::State {
   compiler::CpuCompileOptions compile_options;
   std::shared_ptr<const ir::Module> shared_ir;   // a copy of ir that functions keep for their other backend
   std::map<std::string, synk::Function, std::less<>> functions;
+  synk::detail::StepCounts step_counts;   // shared by the TrainSteps made for each training function
   // Set for a loadable library's module (load_library): its functions come from there.
   std::function<synk::Function(const std::string&)> prebuilt;
 };
@@ -150,16 +151,21 @@ synk::Function Module::function(const std::string& name) {
 }
 
 void Module::save_checkpoint(const std::string& dir, const CheckpointMetadata& metadata) {
+  State& s = state();
   std::vector<synk::Function> compiled;
-  for (const auto& [name, f] : state().functions) compiled.push_back(f);
-  synk::save_checkpoint(state().runtime, compiled, dir, metadata);
+  for (const auto& [name, f] : s.functions) compiled.push_back(f);
+  synk::save_checkpoint(s.runtime, compiled, dir, metadata, s.step_counts.saved(train_step_names()));
 }
 
 CheckpointMetadata Module::load_checkpoint(const std::string& dir) {
+  State& s = state();
+  const StepIndices steps = synk::detail::StepCounts::read(s.runtime, dir, train_step_names());
   std::vector<synk::Function> named;
   for (const std::string& name : synk::detail::checkpoint_functions(dir))
-    if (state().ir.find_function(name)) named.push_back(function(name));
-  return synk::load_checkpoint(state().runtime, named, dir);
+    if (s.ir.find_function(name)) named.push_back(function(name));
+  CheckpointMetadata metadata = synk::load_checkpoint(s.runtime, named, dir);
+  s.step_counts.restore(steps);
+  return metadata;
 }
 
 void Module::compile_all() {
@@ -193,8 +199,10 @@ synk::TrainStep Module::train_step(const std::string& name, int64_t num_packs) {
         dsl::hyper_parameter_range(keyword) == dsl::HyperRange::Unit ? HyperRange::Unit : HyperRange::NonNegative;
     hyper.push_back(HyperParameter{keyword, shared(variable).var(), range});
   }
-  return synk::TrainStep(name, function(name), shared(gradient_var).var(), function(optimizer.update_function()),
-                         num_packs > 0 ? num_packs : optimizer.num_packs, std::move(hyper));
+  synk::TrainStep made(name, function(name), shared(gradient_var).var(), function(optimizer.update_function()),
+                       num_packs > 0 ? num_packs : optimizer.num_packs, std::move(hyper));
+  synk::detail::share_step_count(made, s.step_counts.of(name));
+  return made;
 }
 
 std::vector<std::string> Module::train_step_names() const {

@@ -69,12 +69,13 @@ class Module {
   // gradient function, its optimizer's flat-gradient variable and update function, compiled and
   // registered like function(). UsageError when `name` is not a training function (listing the
   // module's training functions). num_packs > 0: the gradient's all_reduce uses that many packs
-  // (0: what the optimizer declares with `num_packs=`, else the collectives' default).
+  // (0: what the optimizer declares with `num_packs=`, else the collectives' default). Every step
+  // made for `name` shares one step index (what a schedule reads), which checkpoints save.
   synk::TrainStep train_step(const std::string& name, int64_t num_packs = 0);
   std::vector<std::string> train_step_names() const;
 
-  // Checkpoints (synk/checkpoint.h): every shared variable but the sliceable ones, and the random
-  // state of the functions compiled so far; loading compiles the functions the checkpoint names
+  // Checkpoints (synk/checkpoint.h): every shared variable but the sliceable ones, the random
+  // state of the functions compiled so far and every training step's step index; loading compiles the functions the checkpoint names
   // and restores everything on every rank. A resumed run equals the uninterrupted one bit for bit.
   void save_checkpoint(const std::string& dir, const CheckpointMetadata& metadata = {});
   CheckpointMetadata load_checkpoint(const std::string& dir);

@@ -113,10 +113,15 @@ void TrainStep::set_schedule(Schedule schedule) {
   schedule_ = std::move(schedule);
 }
 
+void detail::share_step_count(TrainStep& step, std::shared_ptr<int64_t> count) {
+  if (!count) throw InternalError("share_step_count: no count");
+  step.step_index_ = std::move(count);
+}
+
 void TrainStep::set_step_index(int64_t index) {
   if (index < 0)
     throw UsageError(fmt::format("training step '{}': the step index must be >= 0, got {}", name_, index));
-  step_index_ = index;
+  *step_index_ = index;
 }
 
 void TrainStep::set_deterministic(int64_t micro_shard_rows) {
@@ -146,12 +151,12 @@ Outputs TrainStep::operator()(const std::vector<Data>& inputs, const CallOptions
   // set_hyper keeps every rank's lr equal to the master's, so an unchanged value needs no broadcast
   // (most steps of a step-decay or warm-up-then-constant schedule).
   if (schedule_) {
-    const double lr = (*schedule_)(step_index_);
+    const double lr = (*schedule_)(*step_index_);
     if (lr != hyper("lr")) write_hyper(find_hyper("lr"), lr);
   }
   Outputs out = gradient_call(inputs, options);
   if (reduce_gradient(out)) named(name_, "update function", [&] { return update_({}); });
-  ++step_index_;
+  ++*step_index_;
   return out;
 }
 

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,13 @@
 #include "synk/schedule.h"
 
 namespace synk {
+
+class TrainStep;
+namespace detail {
+// Makes `step` count in `count`: jit::Module and aot modules give every step they make for one
+// training function the same count, which their checkpoints save (detail::StepCounts).
+void share_step_count(TrainStep& step, std::shared_ptr<int64_t> count);
+}  // namespace detail
 
 // The values a hyper-parameter may take at run time (all finite): [0, 1) (momentum, rho, beta1,
 // beta2) or >= 0 (lr, epsilon, weight_decay, clip_norm). A declaration needs lr > 0, but at run
@@ -89,8 +97,10 @@ class TrainStep {
   void set_schedule(Schedule schedule);
   void clear_schedule() { schedule_.reset(); }
   const std::optional<Schedule>& schedule() const { return schedule_; }
-  // The number of calls that completed (the schedule's step); settable, e.g. when resuming.
-  int64_t step_index() const { return step_index_; }
+  // The number of calls that completed (the schedule's step); settable. Copies of a step share it,
+  // and jit::Module gives every step of one function the same count, which its save_checkpoint
+  // saves and load_checkpoint restores (docs/training.md, "Checkpoints"); so do aot modules.
+  int64_t step_index() const { return *step_index_; }
   void set_step_index(int64_t index);   // UsageError when negative
 
   const std::string& name() const { return name_; }
@@ -135,7 +145,9 @@ class TrainStep {
   int32_t gradient_update_ = -1;   // the gradient variable's update in the gradient function
   std::vector<HyperParameter> hyper_;
   std::optional<Schedule> schedule_;
-  mutable int64_t step_index_ = 0;
+  std::shared_ptr<int64_t> step_index_ = std::make_shared<int64_t>(0);
+
+  friend void detail::share_step_count(TrainStep& step, std::shared_ptr<int64_t> count);
 
   const HyperParameter& find_hyper(std::string_view keyword) const;
   void write_hyper(const HyperParameter& h, double value) const;

@@ -289,8 +289,8 @@ std::string make_stub(const std::string& name, const std::string& source_name, c
        "synk::CheckpointMetadata load_checkpoint(const std::string& dir) {\n"
        "  return synk::aot::load_checkpoint(kModule, dir);\n}\n\n";
   for (const StepEntry& step : step_entries(module, functions))
-    s += fmt::format("synk::TrainStep {}() {{\n  return synk::TrainStep({}, {}(), shared({}).var(), {}(), {},\n"
-                     "                         {});\n}}\n",
+    s += fmt::format("synk::TrainStep {}() {{\n  return synk::aot::train_step(kModule, synk::TrainStep({}, {}(), shared({}).var(), "
+                     "{}(), {},\n                                                         {}));\n}}\n",
                      step.entry, string_literal(step.function), entry_name(step.function),
                      string_literal(step.gradient_var), entry_name(step.update), step.num_packs, hyper_list(step));
   s += fmt::format("}}  // namespace {}\n", name);

@@ -2,7 +2,8 @@
 # A run resumed from a checkpoint equals the uninterrupted run bit for bit: 3 epochs straight
 # against 1 epoch with --checkpoint, then --resume to epoch 3 (with the data as scattered inputs and
 # with --device-data, and with --shift 2: its translations depend on seed and epoch alone),
-# comparing the saved parameters byte for byte; a resume with other options is refused with a
+# comparing the saved parameters byte for byte; a run with a warm-up and a cosine stopped after
+# epoch 1 (--stop-after) and resumed ends where the straight run ends; a resume with other options is refused with a
 # message naming the option; a checkpoint written before --shift existed resumes as --shift 0.
 # Usage: resume_test.sh FASHION_MNIST WORKDIR
 set -eu
@@ -22,6 +23,23 @@ for extra in "" "--device-data" "--shift 2"; do
   done
   echo "$tag: $(ls "$work/$tag.straight" | wc -l) parameter files identical after resuming"
 done
+# A schedule (warm-up, then a cosine over all 3 epochs) continues where it stopped: the first run
+# stops after epoch 1 of 3, and the resumed one reads the learning rate's step from the checkpoint.
+sched="--cosine --warmup 0.5"
+"$app" --ranks 2 $common --batch 100 --epochs 3 $sched --out "$work/cosine.straight" > "$work/cosine.straight.log"
+"$app" --ranks 2 $common --batch 100 --epochs 3 $sched --stop-after 1 --checkpoint "$work/cosine.ckpt" --out "" \
+  > "$work/cosine.first.log"
+grep -q "(1 epoch," "$work/cosine.first.log" || { echo "FAILED: --stop-after 1 ran another count"; exit 1; }
+"$app" --ranks 2 $common --batch 100 --epochs 3 $sched --resume "$work/cosine.ckpt" --out "$work/cosine.resumed" \
+  > "$work/cosine.resumed.log"
+for f in "$work/cosine.straight"/*.npy; do
+  cmp "$f" "$work/cosine.resumed/$(basename "$f")" || { echo "FAILED: cosine: $(basename "$f") differs"; exit 1; }
+done
+echo "cosine: $(ls "$work/cosine.straight" | wc -l) parameter files identical after resuming"
+if "$app" --ranks 2 $common --batch 100 --epochs 4 $sched --resume "$work/cosine.ckpt" --out "" > "$work/bad.log" 2>&1; then
+  echo "FAILED: a cosine resumed over another --epochs was accepted"; exit 1
+fi
+grep -q "saved with cosine_epochs 3, this run has 4" "$work/bad.log" || { echo "FAILED: epochs message"; cat "$work/bad.log"; exit 1; }
 # Another batch size cannot continue the same run.
 if "$app" --ranks 2 $common --batch 50 --epochs 3 --resume "$work/plain.ckpt" --out "" > "$work/bad.log" 2>&1; then
   echo "FAILED: a resume with another --batch was accepted"; exit 1

@@ -75,6 +75,7 @@ struct Options {
   int64_t bucket_bytes = 0;   // --overlap's bucket size (0: the default)
   std::string checkpoint;  // save a checkpoint here after every epoch
   std::string resume;      // start from this checkpoint
+  int stop_after = 0;      // end the run after this epoch (0: after --epochs), to --resume it later
 };
 
 // A command-line value that cannot work, found after parsing (exit status 2, like CLI11's errors).
@@ -381,7 +382,9 @@ synk::CheckpointMetadata checkpoint_metadata(const Options& o, int epoch) {
   return {{"epoch", std::to_string(epoch)}, {"seed", std::to_string(o.seed)}, {"batch", std::to_string(o.batch)},
           {"device_data", o.device_data ? "1" : "0"}, {"limit", std::to_string(o.limit)},
           {"holdout", std::to_string(o.holdout)}, {"shift", std::to_string(o.shift)},
-          {"warmup", fmt::format("{:g}", o.warmup)}};
+          {"warmup", fmt::format("{:g}", o.warmup)}, {"cosine", o.cosine ? "1" : "0"},
+          // A cosine's length is the run's: another --epochs is another schedule.
+          {"cosine_epochs", o.cosine ? std::to_string(o.epochs) : "0"}};
 }
 
 // Loads --resume (on every rank) and returns the epoch it ended; 0 without --resume.
@@ -390,13 +393,14 @@ int resume_from_checkpoint(const Options& o, fashion_mnist::Model& model, int ra
   synk::CheckpointMetadata saved = synk::checkpoint_metadata(o.resume);
   const synk::CheckpointMetadata now = checkpoint_metadata(o, 0);
   // Options added since older checkpoints were written: their value then.
-  for (const auto& [key, before] : {std::pair<std::string, std::string>{"shift", "0"}, {"warmup", "0"}})
+  for (const auto& [key, before] : {std::pair<std::string, std::string>{"shift", "0"}, {"warmup", "0"},
+                                    {"cosine", "0"}, {"cosine_epochs", "0"}})
     if (!saved.count(key)) saved[key] = before;
   for (const auto& [key, value] : now)
     if (key != "epoch" && saved[key] != value)
       throw CommandLineError(fmt::format("--resume {}: the checkpoint was saved with {} {}, this run has {} (give "
                                          "the same options to continue that run)", o.resume, key, saved[key], value));
-  model.module.load_checkpoint(o.resume);
+  model.module.load_checkpoint(o.resume);   // the step's index too: the schedule continues
   const int epoch = std::stoi(saved.at("epoch"));
   fmt::print("resumed from {} after epoch {} on {} rank{}\n", o.resume, epoch, ranks, ranks == 1 ? "" : "s");
   return epoch;
@@ -437,6 +441,9 @@ int train(const Options& o) {
              o.shift > 0 ? fmt::format(", each moved by up to {} pixel{}", o.shift, o.shift == 1 ? "" : "s") : "",
              o.device_data ? " (scattered once into sliceable shared variables; batch_s)" : "",
              validation_name, o.data_dir, compile_time);
+  // The schedule starts from the learning rate the model declares (or --lr), not the one a
+  // checkpoint holds, which the schedule had already moved.
+  const double base_lr = (o.device_data ? model.train_device : model.train).lr();
   const int first_epoch = resume_from_checkpoint(o, model, ranks) + 1;
   Evaluation initial = evaluate(model, validation, ranks);
   fmt::print("epoch {:>2}  {:>18}  val loss {:.4f}  val acc {:5.2f}%  ({})\n", first_epoch - 1, "", initial.loss,
@@ -445,17 +452,17 @@ int train(const Options& o) {
 
   Trainer trainer(o, model, train, ranks, make_schedule(o, model, train, ranks));
   if (o.cosine || o.warmup > 0) {
-    // The schedule's step is the step's call count: on a resume, the calls the earlier run made.
+    // The schedule's step is the step's call count: on a resume, the checkpoint restored it.
     synk::TrainStep& step = o.device_data ? model.train_device : model.train;
     const int64_t warmup_steps = int64_t(o.warmup * double(trainer.steps()));
-    synk::Schedule schedule = o.cosine ? synk::Schedule::cosine(step.lr(), int64_t(o.epochs) * trainer.steps() - warmup_steps)
-                                       : synk::Schedule::constant(step.lr());
+    synk::Schedule schedule = o.cosine ? synk::Schedule::cosine(base_lr, int64_t(o.epochs) * trainer.steps() - warmup_steps)
+                                       : synk::Schedule::constant(base_lr);
     step.set_schedule(warmup_steps > 0 ? schedule.with_warmup(warmup_steps) : schedule);
-    step.set_step_index(int64_t(first_epoch - 1) * trainer.steps());
   }
   Evaluation last = initial;
   double total_train_time = 0;
-  for (int epoch = first_epoch; epoch <= o.epochs; ++epoch) {
+  const int last_epoch = o.stop_after > 0 ? std::min(o.stop_after, o.epochs) : o.epochs;
+  for (int epoch = first_epoch; epoch <= last_epoch; ++epoch) {
     const EpochStats stats = trainer.run_epoch(epoch);
     total_train_time += stats.train_time;
     Clock::time_point validate_start = Clock::now();
@@ -475,7 +482,7 @@ int train(const Options& o) {
   }
 
   Evaluation final_test = evaluate(model, test, ranks);
-  const int trained = std::max(0, o.epochs - first_epoch + 1);   // in this run (after a --resume: the rest)
+  const int trained = std::max(0, last_epoch - first_epoch + 1);   // in this run (after a --resume: the rest)
   fmt::print("test loss {:.4f}  test accuracy {:.2f}%  ({} epoch{}, {:.2f} s of training, {:.3f} s per epoch)\n",
              final_test.loss, 100 * final_test.accuracy, trained, trained == 1 ? "" : "s", total_train_time,
              trained > 0 ? total_train_time / trained : 0.0);
@@ -650,6 +657,11 @@ int run_program(const Program& program, int argc, char** argv) {
       ->type_name("DIR");
   app.add_option("--resume", o.resume, "Continue the run whose checkpoint is in DIR (same options; --epochs is the total)")
       ->type_name("DIR");
+  app.add_option("--stop-after", o.stop_after,
+                 "End the run after this epoch, as if interrupted there (with --checkpoint: --resume continues it; "
+                 "0: after --epochs)")
+      ->capture_default_str()
+      ->check(at_least(0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,7 +1,7 @@
 """Checkpoints from Python (docs/training.md, "Checkpoints"): Module.save_checkpoint writes the
 parameters, adam's state and counter and the functions' random state into a directory of .npy
 files (numpy reads them) and a manifest; a fresh module that loads it on 2 ranks continues the run
-bit for bit, uneven splits and dropout included. Shared.set_value_all reaches every rank where
+bit for bit, uneven splits and dropout included, and a schedule resumes from the saved step index. Shared.set_value_all reaches every rank where
 set_value reaches the master's copy only. A bad checkpoint is a UsageError.
 """
 import json
@@ -49,6 +49,32 @@ def test_a_resumed_run_continues_bit_for_bit(group, rng, tmp_path):
     manifest = json.loads((tmp_path / "ckpt" / "manifest.json").read_text())
     assert {v["name"] for v in manifest["variables"]} >= {"w", "b", "w_m", "w_v", "opt_update_t", "opt_grads"}
     assert np.load(tmp_path / "ckpt" / "w.npy").shape == (4, 2)
+
+
+def test_a_resumed_schedule_continues_from_the_saved_step_index(group, rng, tmp_path):
+    x = synk.data(rng.standard_normal((40, 4)))
+    y = synk.data(rng.standard_normal((40, 2)))
+    schedule = synk.Schedule.cosine(0.05, 8, 0.001)
+    straight = synk.compile(SOURCE)
+    step = straight.train_step("train")
+    step.set_schedule(schedule)
+    for s in range(3):
+        step(x, y, batch=range(s, s + 10))
+    straight.save_checkpoint(tmp_path / "ckpt")
+    for s in range(3, 7):
+        step(x, y, batch=range(s, s + 10))
+    resumed = synk.compile(SOURCE)
+    resumed.load_checkpoint(tmp_path / "ckpt")
+    again = resumed.train_step("train")
+    assert again.step_index == 3
+    again.set_schedule(schedule)
+    for s in range(3, 7):
+        again(x, y, batch=range(s, s + 10))
+    assert again.hyper("lr") == schedule(6)
+    for a, b in zip(state(straight, group - 1), state(resumed, group - 1)):
+        assert np.array_equal(a, b)
+    manifest = json.loads((tmp_path / "ckpt" / "manifest.json").read_text())
+    assert manifest["train_steps"] == {"train": 3}
 
 
 def test_set_value_all_reaches_every_rank(group):

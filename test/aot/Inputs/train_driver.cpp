@@ -6,7 +6,7 @@
 // learning rate drops to 0.02: through the step's set_lr ("step", "resume") or a broadcast of the
 // optimizer's variable opt_lr ("calls"), which must give the same bits. "resume DIR" runs the
 // steps through the accessor with mlp::save_checkpoint(DIR) after step 1, then loads it, runs
-// steps 2-4 again, and says whether w3 came out the same bits.
+// steps 2-4 again, and says whether w3 came out the same bits and the step index came back.
 // Usage: app RANKS step|calls|resume [DIR]
 #include <cstdio>
 #include <cstdlib>
@@ -70,6 +70,10 @@ int main(int argc, char** argv) {
   if (mode == "resume") {
     const std::vector<float> straight = mlp::shared("w3").values<float>(ranks - 1);
     std::printf("resumed after step %s\n", mlp::load_checkpoint(argv[3]).at("step").c_str());
+    // The checkpoint holds the step index too: the step made before the load counts from it, and
+    // so does one made after it (every step of the module's `train` shares one count).
+    std::printf("step index %lld, a new step's %lld\n", (long long)step.step_index(),
+                (long long)mlp::train_step().step_index());
     for (int i = 2; i < 5; ++i) run_step(i, mode, step, images, labels, ranks);
     const std::vector<float> again = mlp::shared("w3").values<float>(ranks - 1);
     std::printf("resumed run identical: %s\n",
