@@ -186,8 +186,8 @@ synk::TrainStep Module::train_step(const std::string& name, int64_t num_packs) {
   const ir::TrainStep* step = s.ir.find_train_step(name);
   if (!step) {
     std::vector<std::string> names = train_step_names();
-    throw UsageError(fmt::format("jit::Module::train_step: '{}' is not a training function (one with 'minimize'); {}",
-                                 name, names.empty() ? std::string("the module has none")
+    throw UsageError(fmt::format("jit::Module::train_step: '{}' is not a training function (one with 'minimize'){} ({})",
+                                 name, did_you_mean(name, names), names.empty() ? std::string("the module has none")
                                                      : fmt::format("the module has: {}", fmt::join(names, ", "))));
   }
   const ir::Optimizer& optimizer = s.ir.optimizers.at(size_t(step->optimizer));

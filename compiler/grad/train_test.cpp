@@ -212,6 +212,7 @@ TEST(TrainStep, MisuseIsReportedNamingTheStep) {
   std::string e = error_of<UsageError>([&] { mod.train_step("evaluate"); });
   EXPECT_HAS(e, "'evaluate' is not a training function");
   EXPECT_HAS(e, "the module has: train");
+  EXPECT_HAS(error_of<UsageError>([&] { mod.train_step("trian"); }), "did you mean 'train'?");
   TrainStep step = mod.train_step("train");
   std::mt19937_64 rng(1);
   StepData b = random_batch(4, rng);
