@@ -75,9 +75,8 @@ def main():
         w = csv.DictWriter(f, fieldnames=["round", "config", "seconds"])
         w.writeheader()
         w.writerows(runs)
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from plotlib import pyplot
+    plt = pyplot("channels_last_bench.py")
     configs = list(dict.fromkeys(x["config"] for x in runs))
     fig, ax = plt.subplots(figsize=(8, 4))
     for i, c in enumerate(configs):

@@ -47,9 +47,8 @@ def variants(binary, limit, batch):
 
 
 def plot(path, names, medians, mins, batch):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from plotlib import pyplot
+    plt = pyplot("cnn_bench.py")
     fig, ax = plt.subplots(figsize=(7, 4))
     colors = ["tab:blue" if n.startswith("synk") else "tab:orange" for n in names]
     bars = ax.bar(names, medians, color=colors)

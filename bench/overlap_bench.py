@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Overlap of the gradient all-reduce with the backward pass (TrainStep::set_overlap), measured.
 
 Runs examples/resnet's resnet_demo (synthetic images, momentum-free SGD as the seeds' demo) once per

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Draws collectives_bench CSVs: all_reduce algorithmic bandwidth against size, synk and OpenMPI,
 one pair of lines per rank count. Every row is one fresh process group (collectives_bench
 --groups) or one run (older CSVs); over all the rows of all the CSVs given it plots the median

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Draws command_latency's CSVs: per fresh group, the empty command, the barrier command and the
 one-float all_reduce in probe round trips (left) and in microseconds against the probe (right),
 one marker shape per CSV (e.g. the code before and after a change, labelled by file name).

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Draws runtime_bench's compute-bound scaling curve: speedup of the matmul function from 1 to N
 ranks against the ideal line, from one or more CSVs (repeated runs: median with min-max bars).
 

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """How much a call from Python costs over the same call from C++ (target: at most 10 us more).
 
 Runs the C++ half (python_call_overhead_cpp, built with the project: the same tiny calls through

@@ -57,9 +57,8 @@ def variants(binary):
 
 
 def plot(path, names, medians, mins):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from plotlib import pyplot
+    plt = pyplot("train_bench.py", "--from-csv CSV")
     fig, ax = plt.subplots(figsize=(7, 4))
     colors = ["tab:blue" if n.startswith("synk") else "tab:orange" for n in names]
     # torch with 2 intra-op threads can be 10x slower than the rest on a loaded 2-core machine:
