@@ -261,18 +261,6 @@ std::vector<std::string> detail::checkpoint_functions(const std::string& dir) {
   });
 }
 
-StepIndices detail::checkpoint_step_indices(const std::string& dir) {
-  const json m = read_manifest(dir, "load_checkpoint");
-  return checked_manifest(dir, "load_checkpoint", [&] {
-    StepIndices steps = m.value("train_steps", json::object()).get<StepIndices>();
-    for (const auto& [name, index] : steps)
-      if (index < 0)
-        throw UsageError(fmt::format("load_checkpoint('{}'): {} is damaged: training step '{}' has step index {}", dir,
-                                     kManifest, name, index));
-    return steps;
-  });
-}
-
 std::shared_ptr<int64_t> detail::StepCounts::of(const std::string& function) {
   std::shared_ptr<int64_t>& count = counts[function];
   if (!count) count = std::make_shared<int64_t>(0);
@@ -288,14 +276,20 @@ StepIndices detail::StepCounts::saved(const std::vector<std::string>& functions)
 StepIndices detail::StepCounts::read(const Module& module, const std::string& dir,
                                      const std::vector<std::string>& functions) {
   const json manifest = read_manifest(dir, "load_checkpoint");
-  checked_manifest(dir, "load_checkpoint", [&] { check_same_variables(module, dir, manifest); });
-  StepIndices steps = checkpoint_step_indices(dir);
-  for (const auto& [name, index] : steps)
+  const StepIndices steps = checked_manifest(dir, "load_checkpoint", [&] {
+    check_same_variables(module, dir, manifest);
+    return manifest.value("train_steps", json::object()).get<StepIndices>();
+  });
+  for (const auto& [name, index] : steps) {
+    if (index < 0)
+      throw UsageError(fmt::format("load_checkpoint('{}'): {} is damaged: training step '{}' has step index {}", dir,
+                                   kManifest, name, index));
     if (std::find(functions.begin(), functions.end(), name) == functions.end())
       throw UsageError(fmt::format("load_checkpoint('{}'): it holds the step index of training function '{}', which "
                                    "this module does not have ({}); was it saved from another model?", dir, name,
                                    functions.empty() ? std::string("it has none")
                                                      : fmt::format("it has: {}", fmt::join(functions, ", "))));
+  }
   return steps;
 }
 

@@ -30,7 +30,7 @@ using StepIndices = std::map<std::string, int64_t>;
 // optimizer state; a variable that ranks update from their own rows alone, such as batch norm's
 // running statistics, is saved as the master holds it). `dir` is created, or replaced when it is
 // a checkpoint; anything else there is a UsageError (a checkpoint never overwrites other files).
-// `steps` are saved beside the metadata (detail::checkpoint_step_indices reads them back).
+// `steps` are saved beside the metadata (detail::StepCounts::read reads them back).
 void save_checkpoint(const Module& module, const std::vector<Function>& functions, const std::string& dir,
                      const CheckpointMetadata& metadata = {}, const StepIndices& steps = {});
 
@@ -46,9 +46,6 @@ CheckpointMetadata checkpoint_metadata(const std::string& dir);
 namespace detail {
 // The functions whose random state the checkpoint holds (jit::Module compiles them before loading).
 std::vector<std::string> checkpoint_functions(const std::string& dir);
-// The training steps' positions the checkpoint holds (none for a checkpoint saved without them).
-StepIndices checkpoint_step_indices(const std::string& dir);
-
 // A module's step counts by training function, as jit::Module and aot modules keep them: every
 // TrainStep a module makes for one function shares its count (detail::share_step_count).
 struct StepCounts {
@@ -57,7 +54,8 @@ struct StepCounts {
   std::shared_ptr<int64_t> of(const std::string& function);   // created at 0
   // What a checkpoint saves: the count of each of `functions` (0 for one never stepped).
   StepIndices saved(const std::vector<std::string>& functions);
-  // DIR's step indices, checked before anything is loaded: UsageError when the checkpoint holds
+  // DIR's step indices (none for a checkpoint saved without them), checked before anything is
+  // loaded: UsageError when the checkpoint holds
   // other variables than `module` (as load_checkpoint says it) or a step index of a function not
   // among the module's training `functions`.
   static StepIndices read(const Module& module, const std::string& dir, const std::vector<std::string>& functions);
