@@ -190,6 +190,15 @@ Expr make_typed_constant(const ExprNode& literal, DType dtype) {
   return Expr(std::move(n));
 }
 
+Expr with_sequence(Expr e, std::vector<std::shared_ptr<const ExprNode>> before, std::vector<ExprNode::After> after) {
+  auto& node = const_cast<ExprNode&>(*e.node());
+  for (const auto& b : before)   // a draw has no operands: it belongs where its `_like` operand does
+    if (!node.function && b->function) node.function = b->function;
+  node.before = std::move(before);
+  node.after = std::move(after);
+  return e;
+}
+
 namespace {
 
 // Writes expression trees into one function, in sema's order (see builder_internal.h). Works
@@ -208,6 +217,7 @@ class Emitter {
       const ExprNode* node;
       size_t next = 0;
       std::vector<ir::NodeId> ids;
+      bool before_done = false;
     };
     std::vector<Frame> stack;
     stack.push_back(Frame{&root, 0, {}});
@@ -215,6 +225,11 @@ class Emitter {
     while (!stack.empty()) {
       Frame& fr = stack.back();
       const ExprNode& n = *fr.node;
+      if (!fr.before_done && !n.before.empty()) {
+        fr.before_done = true;
+        for (const auto& b : n.before) Emitter(f_).emit(*b);   // a fresh stack: `fr` stays valid
+        continue;
+      }
       if (fr.next < n.operands.size()) {
         const Operand& o = n.operands[fr.next];
         const ExprNode& child = *o.node;
@@ -239,9 +254,12 @@ class Emitter {
           fr.ids[i] = add(Op::Cast, {fr.ids[i]}, {}, ir::TensorType{o.dtype, o.node->type.shape});
         }
       }
-      const ir::NodeId id = add(n.op, std::move(fr.ids), n.attrs, n.type);
+      ir::Attrs attrs = n.attrs;
+      if (n.op == Op::Random) attrs.salt = f_.next_salt++;   // numbered as sema numbers them
+      const ir::NodeId id = add(n.op, std::move(fr.ids), std::move(attrs), n.type);
       for (const std::string& s : n.shape_symbols) f_.shape_symbols.emplace_back(s, ir::op_name(n.op));
       n.emitted[{f_.serial, -1}] = id;
+      for (const ExprNode::After& a : n.after) write_after(a);
       stack.pop_back();
       if (stack.empty()) {
         result = id;
@@ -254,6 +272,19 @@ class Emitter {
   }
 
  private:
+  // A tree written after an op (ExprNode::after); an update's target is checked as
+  // FunctionBuilder::update checks it.
+  void write_after(const ExprNode::After& a) {
+    const ir::NodeId value = Emitter(f_).emit(*a.value);
+    if (a.update < 0) return;
+    std::shared_ptr<ModuleState> m = f_.lock_module();
+    if (f_.updated.count(a.update))
+      throw UserError(checks::updated_twice_message(m->shareds[size_t(a.update)].name, in_function(f_.fn.name)));
+    f_.note_shared_use(a.update);
+    f_.updated.insert(a.update);
+    f_.fn.updates.push_back(ir::Update{a.update, value, ir::ReduceMode::Avg, {}});
+  }
+
   // The node already written for a leaf or op (making a leaf's node now), or nullopt.
   std::optional<ir::NodeId> done(const ExprNode& n) {
     switch (n.kind) {
@@ -616,7 +647,7 @@ namespace {
 
 // What only the whole function shows (sema's check_scattered_symbols, the scattered-row rule
 // for outputs, the symbols of reshape targets, at least one result), against the final module.
-void check_function(const ModuleState& m, const FunctionState& f) {
+checks::ScatteredRows check_function(const ModuleState& m, const FunctionState& f) {
   const ir::Function& fn = f.fn;
   if (fn.outputs.empty() && fn.updates.empty()) throw UserError(checks::no_results_message(fn.name));
   for (int64_t p : f.trained)
@@ -652,6 +683,15 @@ void check_function(const ModuleState& m, const FunctionState& f) {
       if (d.is_symbolic()) symbols.insert(d.symbol);
   for (const auto& [symbol, op] : f.shape_symbols)
     throw_if_error(checks::unknown_dimension_error(symbol, op + of_function(fn.name), symbols));
+  return scattered;
+}
+
+// A draw whose axis 0 is a scattered row dimension draws at the call's rows (sema's random_node);
+// which dimensions are scattered is known once the whole function is.
+void mark_global_rows(ir::Function& fn, const checks::ScatteredRows& scattered) {
+  for (ir::Node& n : fn.nodes)
+    if (n.op == Op::Random)
+      n.attrs.global_rows = n.type.rank() > 0 && n.type.shape[0].is_symbolic() && scattered.count(n.type.shape[0].symbol) > 0;
 }
 
 // The names jit::compile's expansion adds for every optimizer some step uses (its update
@@ -670,8 +710,9 @@ ir::Module ModuleBuilder::build() const {
   ir::Module module;
   module.shareds = m.shareds;
   for (const auto& f : m.functions) {
-    check_function(m, *f);
+    const checks::ScatteredRows scattered = check_function(m, *f);
     module.functions.push_back(f->fn);
+    mark_global_rows(module.functions.back(), scattered);
     if (f->train_step) module.train_steps.push_back(*f->train_step);
   }
   module.optimizers = m.optimizers;

@@ -20,6 +20,7 @@
 // weak literals as in the language (`x * 2` keeps x's dtype). See docs/builder.md.
 #pragma once
 
+#include <array>
 #include <concepts>
 #include <cstdint>
 #include <initializer_list>
@@ -198,6 +199,7 @@ Expr transpose(const Expr& x);                              // reverses the axes
 Expr transpose(const Expr& x, std::vector<int64_t> perm);
 Expr reshape(const Expr& x, ShapeArg shape);                // one -1 allowed; symbols allowed
 Expr flatten(const Expr& x);                                // reshape(x, {-1})
+Expr flatten(const Expr& x, int64_t axis);                  // axes before `axis` kept, the rest into one
 Expr broadcast_to(const Expr& x, ShapeArg shape);
 // A dimension symbol as a value, the language's `n` in an expression (docs/language.md,
 // "Dimension names as values"): the i64 scalar the symbol is bound to in the call, the sum of a 1
@@ -221,6 +223,91 @@ Expr squeeze(const Expr& x, std::optional<int64_t> axis = std::nullopt);   // no
 // ModuleBuilder::shared): one variable gives its shape, several give one flat vector.
 Expr grad(const Expr& loss, std::vector<Expr> variables);
 inline Expr grad(const Expr& loss, const Expr& variable) { return grad(loss, std::vector<Expr>{variable}); }
+
+// ---- Random numbers (docs/language.md, "Random numbers") ----------------------------------
+// Drawn from the function's seed and step (set from C++ or `synkc run --seed`); each draw is
+// numbered in the order the function writes it, as the language numbers them. An axis 0 that is
+// a scattered row dimension draws at the call's rows, whatever split of them a rank computes.
+Expr uniform(ShapeArg shape, double low = 0, double high = 1, ir::DType dtype = ir::DType::F32);
+Expr normal(ShapeArg shape, double mean = 0, double std = 1, ir::DType dtype = ir::DType::F32);
+Expr bernoulli(ShapeArg shape, double p, ir::DType dtype = ir::DType::F32);   // 1 with probability p
+Expr uniform_like(const Expr& x, double low = 0, double high = 1);   // x's shape; x's dtype if floating
+Expr normal_like(const Expr& x, double mean = 0, double std = 1);
+Expr bernoulli_like(const Expr& x, double p);
+// Inverted dropout: in training each element is kept with probability 1 - p and scaled by
+// 1 / (1 - p), else 0; otherwise x. The language's `training=` defaults to whether the function
+// trains; here it is always written.
+Expr dropout(const Expr& x, double p, bool training);
+
+// ---- Convolutional networks (docs/language.md and docs/builder.md, "Convolutional networks") --
+// The language's keyword arguments are the fields of an options struct, so a call reads like the
+// .synk one: conv2d(x, w, {.stride = 2, .padding = 1}), max_pool2d(x, 2),
+// batch_norm(x, g, b, m, v, {.training = true}).
+
+// A size per axis of the plane, height then width: `2` (both) or `{2, 1}`.
+struct Pair2d {
+  int64_t h = 1, w = 1;
+  template <std::integral T>
+    requires(!std::same_as<T, bool>)
+  Pair2d(T both) : h(int64_t(both)), w(int64_t(both)) {}
+  Pair2d(int64_t height, int64_t width) : h(height), w(width) {}
+};
+
+// conv2d's padding: `1` (every side), `{h, w}`, `{top, bottom, left, right}` or "same" (stride 1:
+// the output keeps the input's size, the smaller half of the padding before).
+class Padding {
+ public:
+  template <std::integral T>
+    requires(!std::same_as<T, bool>)
+  Padding(T all) : pads_{int64_t(all), int64_t(all), int64_t(all), int64_t(all)} {}
+  Padding(int64_t h, int64_t w) : pads_{h, h, w, w} {}
+  Padding(int64_t top, int64_t bottom, int64_t left, int64_t right) : pads_{top, bottom, left, right} {}
+  Padding(const char* mode);   // "same"; another word is a UserError
+  static Padding same() { return Padding("same"); }
+  bool is_same() const { return same_; }
+  const std::array<int64_t, 4>& pads() const { return pads_; }   // top, bottom, left, right
+
+ private:
+  std::array<int64_t, 4> pads_{};
+  bool same_ = false;
+};
+
+struct Conv2dOptions {
+  Pair2d stride = 1;
+  Padding padding = 0;
+  Pair2d dilation = 1;
+  int64_t groups = 1;     // divides the input's and the output's channels; groups = C: depthwise
+};
+
+struct MaxPool2dOptions {
+  std::optional<int64_t> stride;   // default: the kernel (a non-square kernel needs it written)
+  int64_t padding = 0;             // every side; at most half the kernel
+};
+
+struct AvgPool2dOptions {
+  std::optional<int64_t> stride;
+  int64_t padding = 0;
+  bool count_include_pad = true;   // false: divide by the number of real cells
+};
+
+struct BatchNormOptions {
+  double momentum = 0.1;
+  double eps = 1e-5;
+  // true: normalise with the batch's statistics and update running_mean and running_var (two
+  // different shared variables) in the function the value is written into, as the language does.
+  bool training = false;
+};
+
+// x [N, C, H, W] (static C, H, W) and w [O, C / groups, kh, kw] of x's dtype; the bias [O] is a
+// broadcast add that fuses with what follows.
+Expr conv2d(const Expr& x, const Expr& w, const Conv2dOptions& options = {});
+Expr conv2d(const Expr& x, const Expr& w, const Expr& bias, const Conv2dOptions& options = {});
+Expr max_pool2d(const Expr& x, Pair2d kernel, const MaxPool2dOptions& options = {});
+Expr avg_pool2d(const Expr& x, Pair2d kernel, const AvgPool2dOptions& options = {});
+Expr global_avg_pool(const Expr& x, bool keepdims = false);   // mean over axes 2 and 3
+// x [N, C, H, W] or [N, C]; gamma, beta, running_mean, running_var [C] of x's dtype.
+Expr batch_norm(const Expr& x, const Expr& gamma, const Expr& beta, const Expr& running_mean,
+                const Expr& running_var, const BatchNormOptions& options = {});
 
 // Operators; at least one side is an Expr (so `2 * 3` stays C++ arithmetic).
 template <class T>

@@ -62,6 +62,17 @@ struct ExprNode {
   // Node ids already written, per function serial (and per dtype for a named literal).
   mutable std::map<std::pair<uint64_t, int>, ir::NodeId> emitted;
 
+  // For an operation sema evaluates as one call with several results (batch_norm, conv2d with a
+  // bias): the trees written before this node's operands (sema evaluates every argument first),
+  // and those written after the node itself, each optionally the value of an update of a shared
+  // variable (batch_norm(training=true)'s running statistics).
+  struct After {
+    std::shared_ptr<const ExprNode> value;
+    int64_t update = -1;   // the shared variable it updates (mode avg), or -1
+  };
+  std::vector<std::shared_ptr<const ExprNode>> before;
+  std::vector<After> after;
+
   ~ExprNode();
 };
 
@@ -93,6 +104,7 @@ struct FunctionState {
   std::vector<std::pair<std::string, std::string>> shape_symbols;   // (symbol, op) of reshapes
   std::optional<ir::TrainStep> train_step;           // set by minimize
   std::vector<int64_t> trained;                      // the step's variables
+  int64_t next_salt = 0;                             // the next random op's number (attrs.salt)
   std::vector<std::string> helper_stack;             // the helpers being called, outermost first
   std::vector<std::pair<std::string, std::string>> helper_locals;   // their let names, for build()
 
@@ -125,5 +137,9 @@ Expr make_typed_constant(const ExprNode& literal, ir::DType dtype);
 
 // The operand as the op receives it, for messages: "f32[n, 10]" or "the literal 2".
 std::string describe(const ExprNode& node);
+
+// Sets the trees `e`'s node writes before its operands and after itself (ExprNode::before,
+// ::after). Only for a node just made, before any other Expr holds it.
+Expr with_sequence(Expr e, std::vector<std::shared_ptr<const ExprNode>> before, std::vector<ExprNode::After> after);
 
 }  // namespace synk::dsl::builder_detail

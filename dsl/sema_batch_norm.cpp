@@ -92,10 +92,15 @@ Value FunctionAnalyzer::call_batch_norm(const ast::Expr& e) {
   auto inverse_std = [&](const Value& var) {
     return op(Op::Div, float_literal(1.0), apply(Op::Sqrt, {op(Op::Add, var, float_literal(*eps))}, {}, e.loc));
   };
+  // Every value below is its own statement, so the node order does not depend on the order in
+  // which the C++ compiler evaluates a call's arguments (it is the order GCC gave when the
+  // builder's batch_norm, dsl/builder_dnn.cpp, was written to match it).
   if (!*training) {   // y = x * (gamma / sqrt(rv + eps)) + (beta - rm * that)
     const Value scale = op(Op::Mul, v[1], inverse_std(v[4]));
     const Value shift = op(Op::Sub, v[2], op(Op::Mul, v[3], scale));
-    return op(Op::Add, op(Op::Mul, x, col(scale)), col(shift));
+    const Value shift_column = col(shift);
+    const Value scaled = op(Op::Mul, x, col(scale));
+    return op(Op::Add, scaled, shift_column);
   }
   const int64_t plane = planes ? x.type.shape[2].size * x.type.shape[3].size : 1;
   const bool static_batch = !x.type.shape[0].is_symbolic() && !(planes && x.type.shape[2].is_symbolic()) &&
@@ -117,7 +122,9 @@ Value FunctionAnalyzer::call_batch_norm(const ast::Expr& e) {
   const Value mean = apply(Op::ReduceMean, {x}, stats, e.loc);
   const Value centered = op(Op::Sub, x, col(mean));
   const Value var = apply(Op::ReduceMean, {op(Op::Mul, centered, centered)}, stats, e.loc);
-  const Value y = op(Op::Add, op(Op::Mul, centered, col(op(Op::Mul, v[1], inverse_std(var)))), col(v[2]));
+  const Value beta_column = col(v[2]);
+  const Value scale_column = col(op(Op::Mul, v[1], inverse_std(var)));
+  const Value y = op(Op::Add, op(Op::Mul, centered, scale_column), beta_column);
   // The values per channel, for the unbiased variance: N * H * W, N counted at run time when symbolic.
   Value count = float_literal(double(x.type.shape[0].size * plane));
   if (x.type.shape[0].is_symbolic() || (planes && (x.type.shape[2].is_symbolic() || x.type.shape[3].is_symbolic()))) {
@@ -131,7 +138,9 @@ Value FunctionAnalyzer::call_batch_norm(const ast::Expr& e) {
   }
   const Value unbiased = op(Op::Mul, var, op(Op::Div, count, op(Op::Sub, count, float_literal(1.0))));
   auto running = [&](int64_t index, const Value& old, const Value& batch, const ast::Expr& arg) {
-    const Value next = op(Op::Add, op(Op::Mul, float_literal(1 - *momentum), old), op(Op::Mul, float_literal(*momentum), batch));
+    const Value fresh = op(Op::Mul, float_literal(*momentum), batch);
+    const Value kept = op(Op::Mul, float_literal(1 - *momentum), old);
+    const Value next = op(Op::Add, kept, fresh);
     if (next.failed()) return;
     updates_seen_.emplace(index, arg.loc);
     fn_.updates.push_back(ir::Update{index, next.node, ir::ReduceMode::Avg, arg.loc});
