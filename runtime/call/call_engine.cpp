@@ -23,11 +23,9 @@
 
 namespace synk::rt {
 
-// Registered with the process group when the program starts, so every worker forked later runs
-// the same code for these kinds.
+// Registered when the program starts, so every worker forked later runs the same code for these.
 const CommandKind kCallCommand = register_command("call", worker_execute_call);
 [[maybe_unused]] const bool kSettleRegistered = (register_command_prologue(settle_pending_updates), true);
-
 
 namespace {
 
@@ -728,18 +726,23 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
   }
   const CallRequest& req = cluster() ? agreed : request;
 
-  // Plan and validate: nothing has moved yet.
-  PlanRequest pr = plan_request(group, req, call, sig, N);
-  if (cluster())
-    pr.shared_shape = [&, group](int rank, int var) -> const std::vector<int64_t>& {
-      if (rank >= offset && rank < offset + n_local)
-        return group ? ShapeBook::instance().shape(rank - offset, call.module_id, var)
-                     : call.module->values.at(size_t(var)).shape;
-      return remote.at({rank, var});
-    };
-  call.plan = plan_call(pr);
+  // Plan and validate: nothing has moved yet (a failure across nodes: fail_call_on_every_node).
+  try {
+    PlanRequest pr = plan_request(group, req, call, sig, N);
+    if (cluster())
+      pr.shared_shape = [&, group](int rank, int var) -> const std::vector<int64_t>& {
+        if (rank >= offset && rank < offset + n_local)
+          return group ? ShapeBook::instance().shape(rank - offset, call.module_id, var)
+                       : call.module->values.at(size_t(var)).shape;
+        return remote.at({rank, var});
+      };
+    call.plan = plan_call(pr);
+    call.stream = plan_stream(group, req.stream, sig, *call.module, call.plan);
+  } catch (const UsageError& e) {
+    if (cluster()) fail_call_on_every_node(sig.name, described, n_local, e);
+    throw;
+  }
   const CallPlan& plan = call.plan;
-  call.stream = plan_stream(group, req.stream, sig, *call.module, plan);
   if (call.stream.update >= 0) call.ctx = &group->master_context();
   for (const Data& d : req.inputs) call.inputs.push_back(ResolvedInput{static_cast<const std::byte*>(d.raw()), d.dtype(), d.shape()});
   clock.mark(0, "plan and validate the call", Category::Plan);

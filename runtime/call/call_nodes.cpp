@@ -155,4 +155,15 @@ GlobalOutcome exchange_outcomes(const std::string& fn, const std::string& descri
   return g;
 }
 
+void fail_call_on_every_node(const std::string& fn, const std::string& described, int local_ranks,
+                             const UsageError& error) {
+  const std::vector<std::string> errors(size_t(local_ranks), fmt::format("node {}: {}", cluster()->node(), error.what()));
+  try {
+    exchange_outcomes(fn, described, errors, std::vector<std::string>(size_t(local_ranks)));
+  } catch (const UsageError&) {
+    // The calls differed too (the description shows the mistake): this leader's own message says more.
+  }
+  throw error;
+}
+
 }  // namespace synk::rt

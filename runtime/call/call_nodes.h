@@ -55,4 +55,12 @@ struct GlobalOutcome {
 GlobalOutcome exchange_outcomes(const std::string& fn, const std::string& described,
                                 const std::vector<std::string>& local_errors, std::vector<std::string> local_results);
 
+// A call whose checks failed on this leader (`error`) before it ran: the other leaders are
+// exchanging its outcome, so this one takes part with every local rank failed and then throws
+// `error` again. Every leader fails the call (the others with a RankError carrying this message,
+// or the different-calls UsageError) and the leaders stay in step: without this, this leader's
+// next call would be paired with this one on the others, a silently wrong answer.
+[[noreturn]] void fail_call_on_every_node(const std::string& fn, const std::string& described, int local_ranks,
+                                          const UsageError& error);
+
 }  // namespace synk::rt

@@ -9,7 +9,8 @@
 // Fault modes: --kill-worker NODE kills a worker of NODE after the calls; --stop-leader NODE stops
 // that leader (SIGSTOP) there; --stop-in-transfer NODE stops it just before an all_reduce of
 // 800 KB, which the other leaders make through a blocking MPI transfer; --mismatch makes node 1 call with another batch (every leader must
-// get the same UsageError, and the job goes on); --shape-mismatch gives each node's ranks a value of
+// get the same UsageError, and the job goes on; then node 1 alone passes an input of the wrong shape: every
+// leader must fail that call and stay in step); --shape-mismatch gives each node's ranks a value of
 // another length (3 + node, or BASE + node) before an all_reduce (the job must end naming it).
 //
 //   multinode_run RANKS_PER_NODE OUT [--kill-worker NODE | --kill-leader NODE | --stop-leader NODE | --mismatch |
@@ -111,6 +112,16 @@ int main(int argc, char** argv) {
       } catch (const UsageError& e) {
         out << "mismatch caught: " << e.what() << "\n";
       }
+      // A mistake only node 1's own checks see: every leader must fail that call, and the next
+      // call must pair with the next call on every node (a silently mixed answer otherwise).
+      Data wrong = data<float>(std::vector<float>(size_t(rows) * 4, 1.0f), {rows, 4});
+      try {
+        stats({synk::node() == 1 ? wrong : dx}, {.batch = 20});
+        out << "local mistake not detected\n";
+      } catch (const Error& e) {
+        out << "local mistake caught\n";
+      }
+      dump("after the mistake", stats({dx}, {.batch = 20}));
     }
     if (mode == "--shape-mismatch") {
       // Every rank of node K holds K + 3 values (or, with a base, BASE + K: 1000 doubles go

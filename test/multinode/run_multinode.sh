@@ -62,8 +62,14 @@ case $mode in
     for ((n = 0; n < nodes; n++)); do
       grep -q "mismatch caught: stats: the nodes' leaders made different calls.*node 1 called stats(f32\[37, 3\]), batch: count 19" \
         "$work/multi.node$n" || { echo "FAIL: node $n did not report the mismatch:"; grep mismatch "$work/multi.node$n"; exit 1; }
+      grep -q "^local mistake caught" "$work/multi.node$n" ||
+        { echo "FAIL: node $n did not fail node 1's call:"; grep "local mistake" "$work/multi.node$n"; exit 1; }
+      # The call after it pairs with the same call everywhere: node 0's 20 rows, the count step's result.
+      diff <(grep "^after the mistake" "$work/multi.node$n" | cut -d' ' -f4-) \
+           <(grep "^count" "$work/multi.node$n" | cut -d' ' -f2-) > /dev/null ||
+        { echo "FAIL: node $n's call after the mistake differs from the same call before it"; exit 1; }
     done
-    echo "PASS: every leader reported the different call of node 1 as a UsageError, and the job went on"
+    echo "PASS: every leader reported the different call of node 1 as a UsageError, failed the call only node 1's checks refused, and stayed in step"
     ;;
   bad-timeout)
     # A malformed SYNK_NODE_TIMEOUT_S is refused by fork() on every leader, before any step.
