@@ -141,6 +141,7 @@ void start_cluster(int local_ranks, const std::string& backend_name, std::functi
 
 void stop_cluster() {
   if (!g_cluster) return;
+  cross_node("closing", [] { g_cluster->agree_to_close(); });
   g_cluster->finalize();
   g_cluster.reset();
   g_check_local = nullptr;

@@ -80,6 +80,11 @@ class Cluster {
   // ends the processes. A leader stuck in a blocking transfer never answers.
   virtual void announce_abort(const std::string& message, double wait_s) = 0;
   [[noreturn]] virtual void abort(int code) = 0;
+  // The last exchange, made by synk::close() before finalize(): returns when every leader is
+  // closing, and throws when another leader is still making calls. all_gather, met by a closing
+  // leader's agree_to_close, throws too, naming it: a leader that closed early is an error on
+  // every leader at once instead of a wait for SYNK_NODE_TIMEOUT_S.
+  virtual void agree_to_close() = 0;
   virtual void finalize() = 0;   // MPI_Finalize; idempotent
 
   std::function<void()> poll;

@@ -111,6 +111,11 @@ class MpiCluster final : public Cluster {
     slots_.resize(static_cast<size_t>(nodes_));
     static_assert(sizeof(Slot) == sizeof(slot_out_));
     all_gather_equal(&slot_out_, sizeof(Slot), slots_.data());
+    for (int n = 0; n < nodes_; ++n)
+      if (slots_[size_t(n)].length == kClosing)
+        throw std::runtime_error("node " + std::to_string(n) + " called synk::close() while this leader was still "
+                                 "making calls (every leader must make the same calls and collectives, in the same "
+                                 "order, before it closes)");
     std::vector<std::string> all(static_cast<size_t>(nodes_));
     std::vector<int64_t> rest(static_cast<size_t>(nodes_));
     bool longer = false;
@@ -302,6 +307,20 @@ class MpiCluster final : public Cluster {
     _exit(code);
   }
 
+  void agree_to_close() override {
+    fill_slot(std::string());
+    slot_out_.length = kClosing;
+    slots_.resize(static_cast<size_t>(nodes_));
+    all_gather_equal(&slot_out_, sizeof(SlotBuffer), slots_.data());
+    std::string busy;
+    for (int n = 0; n < nodes_; ++n)
+      if (slots_[size_t(n)].length != kClosing) busy += (busy.empty() ? "" : ", ") + std::to_string(n);
+    if (!busy.empty())
+      throw std::runtime_error("node(s) " + busy + " were still making calls when this leader called synk::close() "
+                               "(every leader must make the same calls and collectives, in the same order, before "
+                               "it closes)");
+  }
+
   void finalize() override {
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
@@ -471,6 +490,7 @@ class MpiCluster final : public Cluster {
       }
     }
   }
+  static constexpr int64_t kClosing = -1;   // a slot's length from agree_to_close
   struct SlotBuffer {
     int64_t length;
     char head[1024 - sizeof(int64_t)];

@@ -14,7 +14,7 @@
 // another length (3 + node, or BASE + node) before an all_reduce (the job must end naming it).
 //
 //   multinode_run RANKS_PER_NODE OUT [--kill-worker NODE | --kill-leader NODE | --stop-leader NODE | --mismatch |
-//                                     --shape-mismatch [BASE]]
+//                                     --shape-mismatch [BASE] | --close-early NODE]
 #include <signal.h>
 #include <unistd.h>
 
@@ -138,6 +138,14 @@ int main(int argc, char** argv) {
       } catch (const UsageError& e) {
         out << "shape mismatch caught: " << e.what() << "\n";
       }
+    }
+    if (mode == "--close-early") {   // node NODE closes; the others make one more call
+      if (fault_node == synk::node()) {
+        synk::close();
+        out << "closed early\n";
+        return 0;
+      }
+      dump("after the close", stats({dx}));
     }
     if (kill_node == synk::node() && synk::local_size() > 1) kill(synk::worker_pid(1), SIGKILL);
     if (stop_node == synk::node()) raise(SIGSTOP);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs test/multinode/multinode_run on NODES "nodes" of RANKS ranks under mpirun on localhost and
 # checks the outcome (CMakeLists.txt says what each mode checks).
-#   run_multinode.sh same|kill|kill-leader|stop|mismatch|shape-mismatch|bad-timeout PROGRAM MPIRUN NODES RANKS
+#   run_multinode.sh same|kill|kill-leader|stop|mismatch|shape-mismatch|bad-timeout|close-early PROGRAM MPIRUN NODES RANKS
 #   run_multinode.sh fashion FASHION_MNIST MPIRUN NODES RANKS
 set -euo pipefail
 mode=$1 program=$2 mpirun=$3 nodes=$4 ranks=$5
@@ -117,6 +117,20 @@ case $mode in
       cmp -s "$f" "$work/multi/$(basename "$f")" || { echo "FAIL: $(basename "$f") differs"; exit 1; }
     done
     echo "PASS: fashion_mnist on $nodes nodes x $ranks ranks saved the parameters of 1 node x $((nodes * ranks)) ranks, bit for bit"
+    ;;
+  close-early)
+    # Node 1 calls synk::close() while node 0 makes its next call: both end the job at once with
+    # an error saying so (the 60 s timeout would say "no answer from the other nodes").
+    run_failing env SYNK_NODE_TIMEOUT_S=60 "${launch[@]}" -x SYNK_NODE_TIMEOUT_S "$program" "$ranks" "$work/multi" \
+      --close-early 1
+    [[ $status -ne 0 ]] || { echo "FAIL: the job succeeded although node 1 closed early"; exit 1; }
+    grep -q "synk: node 0 of $nodes.*node 1 called synk::close() while this leader was still making calls" "$work/log" ||
+      { echo "FAIL: node 0 did not say that node 1 closed"; exit 1; }
+    grep -q "synk: node 1 of $nodes.*node(s) 0 were still making calls when this leader called synk::close()" \
+      "$work/log" || { echo "FAIL: node 1 did not say that node 0 was still making calls"; exit 1; }
+    ! grep -q "no answer from the other nodes" "$work/log" || { echo "FAIL: a leader waited for the timeout"; exit 1; }
+    expect_nothing_left
+    echo "PASS: a leader that closed while the other called ended the job in ${took}s, both naming it; nothing left"
     ;;
   stop|stop-in-transfer)
     run_failing env SYNK_NODE_TIMEOUT_S=3 "${launch[@]}" -x SYNK_NODE_TIMEOUT_S "$program" "$ranks" "$work/multi" \
