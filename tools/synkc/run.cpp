@@ -61,8 +61,11 @@ std::vector<int64_t> parse_index_list(const std::string& text, const char* optio
   std::vector<int64_t> list;
   std::stringstream stream(text);
   std::string item;
-  while (std::getline(stream, item, ','))
-    if (!item.empty()) list.push_back(parse_index(item, option));
+  while (std::getline(stream, item, ',')) {   // a trailing comma ends the list ("5," is {5})
+    if (item.empty())
+      throw UsageError(fmt::format("{}: '{}' has an empty item (two commas in a row, or one first)", option, text));
+    list.push_back(parse_index(item, option));
+  }
   return list;
 }
 
@@ -168,6 +171,28 @@ void check_cast(const RunOptions& options, const std::string& where, const std::
                                synk::rt::dtype_name(to), what));
 }
 
+// The new value of every shared variable `fn` updates: the master's copy, or every rank's.
+void emit_updates(const RunOptions& options, synk::jit::Module& module, const synk::ir::Function& fn) {
+  for (const synk::ir::Update& update : fn.updates) {
+    const std::string& name = module.ir().shareds.at(size_t(update.shared)).name;
+    if (!options.all_ranks) {
+      emit_value(options, "shared " + name, "shared." + name + ".npy", module.shared(name).get_value());
+      continue;
+    }
+    for (int rank = 0; rank < options.ranks; ++rank)
+      emit_value(options, fmt::format("shared {} (rank {})", name, rank), fmt::format("shared.{}.rank{}.npy", name, rank),
+                 module.shared(name).get_value(rank));
+  }
+}
+
+// --checkpoint DIR is written after the call: a DIR that cannot be is refused before it.
+void check_checkpoint_path(const std::string& dir) {
+  if (dir.empty()) return;
+  const std::filesystem::path parent = std::filesystem::path(dir).parent_path();
+  if (!parent.empty() && !std::filesystem::is_directory(parent))
+    throw UsageError(fmt::format("--checkpoint {}: the directory '{}' does not exist", dir, parent.string()));
+}
+
 }  // namespace
 
 // `synkc run FILE --fn NAME ...`: compiles FILE with the JIT, forks the ranks, calls the function
@@ -239,25 +264,26 @@ int run_function(const DriverOptions& driver) {
     if (ec) throw UsageError(fmt::format("cannot create '{}': {}", options.out_dir, ec.message()));
   }
 
+  check_checkpoint_path(options.checkpoint);
   synk::Function function = module.function(options.function);   // compiled before the fork
+  // A training function runs its whole step (gradient, all-reduce, update), as train_step does.
+  const std::vector<std::string> trains = module.train_step_names();
+  std::optional<synk::TrainStep> step;
+  if (std::find(trains.begin(), trains.end(), options.function) != trains.end())
+    step = module.train_step(options.function);
   if (!options.resume.empty()) module.load_checkpoint(options.resume);
   if (options.resume.empty() || options.seed != 0) function.set_seed(options.seed);
   if (options.resume.empty() || options.step != 0) function.set_step(options.step);
   synk::fork(options.ranks);
   for (const auto& [name, value] : sets)
     for (int rank = 0; rank < options.ranks; ++rank) module.shared(name).set_value(rank, value.ref(), options.force_cast);
-  synk::Outputs outputs = function(arguments, call);
-  for (size_t i = 0; i < outputs.size(); ++i)
-    emit_value(options, outputs.names()[i], outputs.names()[i] + ".npy", outputs[i]);
-  for (const synk::ir::Update& update : fn->updates) {
-    const std::string& name = module.ir().shareds.at(size_t(update.shared)).name;
-    if (!options.all_ranks) {
-      emit_value(options, "shared " + name, "shared." + name + ".npy", module.shared(name).get_value());
-      continue;
-    }
-    for (int rank = 0; rank < options.ranks; ++rank)
-      emit_value(options, fmt::format("shared {} (rank {})", name, rank), fmt::format("shared.{}.rank{}.npy", name, rank),
-                 module.shared(name).get_value(rank));
+  synk::Outputs outputs = step ? (*step)(arguments, call) : function(arguments, call);
+  if (synk::node() == 0) {   // under mpirun every leader has the same results: node 0 shows them
+    for (size_t i = 0; i < outputs.size(); ++i)
+      emit_value(options, outputs.names()[i], outputs.names()[i] + ".npy", outputs[i]);
+    emit_updates(options, module, *fn);
+    if (const synk::ir::Function* update = step ? module.ir().find_function(step->update().name()) : nullptr)
+      emit_updates(options, module, *update);
   }
   if (!options.checkpoint.empty()) module.save_checkpoint(options.checkpoint);
   std::cout << std::flush;
