@@ -168,7 +168,12 @@ void set_option(PreparedCall& p, const Signature& sig, const std::string& key, p
                                               show(value) + " (write [" + show(value) + "])");
     if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr()))
       usage("output_subset: expected a list of output names, received " + show(value));
-    for (py::handle n : value) p.options.output_subset.push_back(py::str(n).cast<std::string>());
+    if (py::len(value) == 0)
+      usage("output_subset: the list is empty, which selects no output; leave it out (or pass None) for every output");
+    for (py::handle n : value) {
+      if (!py::isinstance<py::str>(n)) usage("output_subset: expected output names (str), received " + show(n));
+      p.options.output_subset.push_back(n.cast<std::string>());
+    }
   } else {
     std::string names;
     for (const std::string& n : sig.input_names) names += (names.empty() ? "" : ", ") + n;

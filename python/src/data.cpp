@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "python/src/common.h"
@@ -124,7 +125,7 @@ bool is_python_scalar(py::handle v) {
 // A Python scalar (not a numpy scalar) is weakly typed, as in NumPy 2 (NEP 50): it takes the
 // target dtype when its kind fits (bool anywhere, int into integers and floats, float into
 // floats) and, for integers, its value fits.
-std::optional<py::array> weak_scalar(py::handle v, synk::DType target) {
+std::optional<py::array> weak_scalar(py::handle v, synk::DType target, const std::string& what) {
   bool fits = false;
   if (PyBool_Check(v.ptr())) {
     fits = true;
@@ -137,12 +138,27 @@ std::optional<py::array> weak_scalar(py::handle v, synk::DType target) {
       const long long lo = target == synk::DType::U8 ? 0 : target == synk::DType::I32 ? INT32_MIN : INT64_MIN;
       const long long hi = target == synk::DType::U8 ? 255 : target == synk::DType::I32 ? INT32_MAX : INT64_MAX;
       fits = overflow == 0 && x >= lo && x <= hi;
+      if (!fits)
+        usage(what + ": the integer " + py::repr(v).cast<std::string>() + " is out of range for " +
+              synk::dtype_name(target) + " [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     }
   } else if (PyFloat_CheckExact(v.ptr())) {
     fits = synk::is_float(target);
   }
   if (!fits) return std::nullopt;
-  return py::reinterpret_steal<py::array>(numpy().attr("asarray")(v, numpy_dtype(target)).release());
+  py::array arr;
+  try {
+    arr = py::reinterpret_steal<py::array>(numpy().attr("asarray")(v, numpy_dtype(target)).release());
+  } catch (const py::error_already_set& e) {
+    usage(what + ": " + py::repr(v).cast<std::string>() + " does not fit in " + synk::dtype_name(target) + " (" +
+          e.what() + ")");
+  }
+  // A finite number that becomes inf in a narrower float is changed, not converted.
+  const bool finite_before = !PyFloat_CheckExact(v.ptr()) || std::isfinite(PyFloat_AsDouble(v.ptr()));
+  if (synk::is_float(target) && finite_before && !numpy().attr("isfinite")(arr).cast<bool>())
+    usage(what + ": " + py::repr(v).cast<std::string>() + " does not fit in " + synk::dtype_name(target) +
+          " (it would become inf); pass a smaller value or use a wider dtype");
+  return arr;
 }
 
 }  // namespace
@@ -158,7 +174,7 @@ HostArray host_array(py::handle value, std::optional<synk::DType> target, bool f
     usage(what + ": expected an array, received None");
   } else {
     std::optional<py::array> weak;
-    if (target && is_python_scalar(value)) weak = weak_scalar(value, *target);
+    if (target && is_python_scalar(value)) weak = weak_scalar(value, *target, what);
     try {
       arr = weak ? *weak : py::reinterpret_steal<py::array>(numpy().attr("asarray")(value).release());
     } catch (const py::error_already_set& e) {

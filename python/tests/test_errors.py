@@ -77,12 +77,15 @@ def test_call_usage_errors(mod):
         (lambda: f(x, y, num_slices=1.5), "num_slices: expected an integer"),
         (lambda: f(x, y, output_subset=["nope"]), "nope"),
         (lambda: f(x, y, output_subset="z"), "write \\['z'\\]"),
+        (lambda: f(x, y, output_subset=[]), "the list is empty"),
+        (lambda: f(x, y, output_subset=[3]), "expected output names"),
         (lambda: f(x, y, batch_s=[slice(0, 1)] * 3), "exactly 2 selections"),
         (lambda: f(x, np.ones(4, "float32")), "y"),
         # float64 into f32: not safe; the message names the input and the conversion to write
         (lambda: f(x, np.ones(3, "float64")), "input 'y': expected dtype f32 .*float64.*astype\\('float32'\\)"),
         (lambda: f(x, np.ones(3, "complex64")), "complex64 is not supported"),
         (lambda: f(x, None), "received None"),
+        (lambda: f(x, 1e40), "1e\\+40 does not fit in f32 \\(it would become inf\\)"),
         (lambda: f(np.ones((2, 3, 1), "float32"), y), "dimensions"),
         (lambda: f(x, [[1, 2], [3]]), "cannot make an array"),
     ]
@@ -106,8 +109,11 @@ def test_weak_python_scalars():
     assert g.as_local(0.5, 4) == 2.0                                   # Python scalars take the declared dtype
     with pytest.raises(synk.UsageError):
         g.as_local(0.5, 2.5)                                           # a float is no i32
-    with pytest.raises(synk.UsageError):
+    with pytest.raises(synk.UsageError, match=r"the integer 1099511627776 is out of range for i32 \[-2147483648"):
         g.as_local(0.5, 2 ** 40)                                       # out of i32's range
+    with pytest.raises(synk.UsageError, match="does not fit in f32"):
+        g.as_local(1e40, 4)                                            # would become inf
+    assert g.as_local(float("inf"), 1) == float("inf")                 # inf itself is kept
     with pytest.raises(synk.UsageError):
         g.as_local(np.float64(0.5), 4)                                 # numpy scalars keep their dtype
 
