@@ -28,13 +28,17 @@ std::string float_text(double v) {
   return s;
 }
 
-std::string init_text(const ir::Initializer& init) {
+// A constant of an integer or bool variable is written as the integer it is (`const(-7)`).
+std::string init_text(const ir::Initializer& init, ir::DType dtype) {
   return std::visit(
-      [](const auto& v) -> std::string {
+      [dtype](const auto& v) -> std::string {
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, ir::InitZeros>) return "zeros";
         else if constexpr (std::is_same_v<T, ir::InitOnes>) return "ones";
-        else if constexpr (std::is_same_v<T, ir::InitConstant>) return fmt::format("const({})", float_text(v.value));
+        else if constexpr (std::is_same_v<T, ir::InitConstant>)
+          return !ir::is_float(dtype) && std::nearbyint(v.value) == v.value && std::fabs(v.value) < 9.2e18
+                     ? fmt::format("const({})", int64_t(v.value))
+                     : fmt::format("const({})", float_text(v.value));
         else if constexpr (std::is_same_v<T, ir::InitNormal>)
           return fmt::format("normal(seed={}, mean={}, std={})", v.seed, float_text(v.mean), float_text(v.stddev));
         else if constexpr (std::is_same_v<T, ir::InitUniform>)
@@ -226,7 +230,7 @@ std::string print_module(const ir::Module& module) {
     out += fmt::format("optimizer {} = {}({});\n", o.name, o.rule, fmt::join(hyper, ", "));
   }
   for (const ir::SharedVar& s : module.shareds)
-    out += fmt::format("shared {}: {} = {}{};\n", s.name, ir::type_str(s.type), init_text(s.init),
+    out += fmt::format("shared {}: {} = {}{};\n", s.name, ir::type_str(s.type), init_text(s.init, s.type.dtype),
                        s.sliceable ? " sliceable" : "");
   for (const ir::Function& f : module.functions) {
     if (!out.empty()) out += "\n";

@@ -152,6 +152,11 @@ InferResult infer_reduction(Op op, const TensorType& x, const ir::Attrs& attrs) 
     default:
       break;
   }
+  if (op == Op::ReduceMax || op == Op::ReduceMin || op == Op::ArgMax)
+    for (int64_t a : attrs.axes)
+      if (!x.shape[size_t(a)].is_symbolic() && x.shape[size_t(a)].size == 0)
+        return fail(fmt::format("{} over an empty axis: axis {} of {} has size 0, and {} has no identity", name, a,
+                                ir::type_str(x), name));
   Shape shape;
   for (size_t i = 0; i < x.rank(); ++i) {
     bool reduced = std::find(attrs.axes.begin(), attrs.axes.end(), int64_t(i)) != attrs.axes.end();

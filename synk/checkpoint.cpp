@@ -79,6 +79,9 @@ bool is_checkpoint(const fs::path& dir) { return fs::is_regular_file(dir / kMani
 
 json read_manifest(const std::string& dir, const char* what) {
   const fs::path path = fs::path(dir) / kManifest;
+  if (fs::exists(dir) && !fs::is_directory(dir))
+    throw UsageError(fmt::format("{}('{}'): it is a file; a checkpoint is a directory (the one save_checkpoint "
+                                 "named)", what, dir));
   if (!fs::is_directory(dir)) throw UsageError(fmt::format("{}('{}'): no such directory", what, dir));
   std::ifstream in(path);
   if (!in) throw UsageError(fmt::format("{}('{}'): not a checkpoint (no {})", what, dir, kManifest));

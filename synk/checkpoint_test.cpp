@@ -198,6 +198,9 @@ TEST(Checkpoint, BadCheckpointsAreUsageErrorsThatChangeNothing) {
   EXPECT_HAS(error_of<UsageError>([&] { m.load_checkpoint((tmp.path / "none").string()); }), "no such directory");
   fs::create_directories(tmp.path / "empty");
   EXPECT_HAS(error_of<UsageError>([&] { m.load_checkpoint((tmp.path / "empty").string()); }), "not a checkpoint");
+  std::ofstream(tmp.path / "weights.npy") << "not a directory";
+  EXPECT_HAS(error_of<UsageError>([&] { m.load_checkpoint((tmp.path / "weights.npy").string()); }),
+             "it is a file; a checkpoint is a directory");
   {
     std::fstream f(ckpt / "w_v.npy", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(-1, std::ios::end);

@@ -494,7 +494,7 @@ void ProcessGroup::timed_out() {
     parts.push_back(fmt::format("rank {} (pid {}{})", r, pids_[size_t(r)],
                                 is_stopped ? ", stopped: SIGSTOP or a debugger" : ""));
   }
-  fatal(fmt::format("{} did not finish the command within {} s (GroupOptions::call_timeout_s)",
+  fatal(fmt::format("{} did not finish the command within {} s (the call_timeout_s of synk::fork's ForkOptions)",
                     fmt::join(parts, ", "), options_.call_timeout_s),
         culprits);
 }
