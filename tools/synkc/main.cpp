@@ -200,6 +200,12 @@ int main(int argc, char** argv) {
     return synkc::main_with_exit_codes(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << synk::error_report(e, "synkc");
+    // `synkc run` may have forked (and, under mpirun, joined the other leaders, which met the same
+    // error): end the group as a finished program does, not as a crashed one.
+    try {
+      synk::close();
+    } catch (const std::exception&) {
+    }
     return synk::exit_code(e);
   } catch (...) {
     std::cerr << "synkc: internal error: unknown exception\n";
