@@ -243,7 +243,7 @@ TEST(BuilderCnn, MistakesAreUserErrorsNamingWhatWasWrong) {
   expect_user_error([&] { conv2d(x, w, {.stride = 2, .padding = "same"}); }, {"needs stride 1"});
   expect_user_error([&] { conv2d(x, w64); }, {"conv2d needs weights of the input's dtype"});
   expect_user_error([&] { conv2d(x, w, m.reshape({2, 2})); }, {"conv2d's bias must be f32[4]"});
-  expect_user_error([&] { conv2d(x, w, {.groups = 3}); }, {"conv2d"});   // groups must divide the channels
+  expect_user_error([&] { conv2d(x, w, {.groups = 3}); }, {"conv2d", "groups = 3"});
   expect_user_error([&] { max_pool2d(x, {3, 2}); }, {"non-square kernel needs an explicit stride"});
   expect_user_error([&] { max_pool2d(x, 0); }, {"max_pool2d's kernel must be at least 1"});
   expect_user_error([&] { batch_norm(x4, g, g, m, m, {.training = true}); }, {"'m' is given for both"});
