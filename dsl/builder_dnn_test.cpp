@@ -12,6 +12,7 @@
 
 #include "base/testing.h"
 #include "dsl/builder.h"
+#include "dsl/builder_testing.h"
 #include "dsl/frontend.h"
 
 namespace synk::dsl {
@@ -20,19 +21,9 @@ namespace {
 using ir::DType;
 using ir::ReduceMode;
 using synk::testing::expect_user_error;
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void expect_same_module(const ir::Module& built, const ir::Module& parsed) {
-  std::string difference;
-  EXPECT_TRUE(ir::structurally_equal(built, parsed, &difference))
-      << difference << "\n--- builder:\n" << print_module(built) << "--- front end:\n" << print_module(parsed);
-}
+using testing::examples_dir;
+using testing::expect_same_module;
+using testing::read_file;
 
 // examples/fashion_cnn/cnn.synk, helper for helper.
 ir::Module build_fashion_cnn() {
@@ -93,7 +84,7 @@ ir::Module build_fashion_cnn() {
 }
 
 TEST(BuilderCnn, TheFashionCnnBuildsTheSameModuleAsTheFrontEnd) {
-  const std::filesystem::path file = std::filesystem::path(SYNK_SOURCE_DIR) / "examples" / "fashion_cnn" / "cnn.synk";
+  const std::filesystem::path file = examples_dir() / "fashion_cnn" / "cnn.synk";
   const ir::Module built = build_fashion_cnn();
   const ir::Module parsed = compile_source(file.string(), read_file(file));
   // The training functions update the running statistics, as the file's do.

@@ -13,6 +13,7 @@
 
 #include "base/testing.h"
 #include "dsl/builder.h"
+#include "dsl/builder_testing.h"
 #include "ir/evaluator.h"
 #include "dsl/frontend.h"
 
@@ -22,21 +23,9 @@ namespace {
 using ir::DType;
 using ir::ReduceMode;
 using synk::testing::expect_user_error;
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::filesystem::path examples_dir() { return std::filesystem::path(SYNK_SOURCE_DIR) / "examples"; }
-
-void expect_same_module(const ir::Module& built, const ir::Module& parsed) {
-  std::string difference;
-  EXPECT_TRUE(ir::structurally_equal(built, parsed, &difference))
-      << difference << "\n--- builder:\n" << print_module(built) << "--- front end:\n" << print_module(parsed);
-}
+using testing::examples_dir;
+using testing::expect_same_module;
+using testing::read_file;
 
 // ---- the examples, written with the builder ----------------------------------------------------
 
