@@ -691,7 +691,8 @@ checks::ScatteredRows check_function(const ModuleState& m, const FunctionState& 
 void mark_global_rows(ir::Function& fn, const checks::ScatteredRows& scattered) {
   for (ir::Node& n : fn.nodes)
     if (n.op == Op::Random)
-      n.attrs.global_rows = n.type.rank() > 0 && n.type.shape[0].is_symbolic() && scattered.count(n.type.shape[0].symbol) > 0;
+      n.attrs.global_rows =
+          n.type.rank() > 0 && n.type.shape[0].is_symbolic() && scattered.count(n.type.shape[0].symbol) > 0;
 }
 
 // The names jit::compile's expansion adds for every optimizer some step uses (its update

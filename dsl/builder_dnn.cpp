@@ -257,7 +257,8 @@ Expr batch_norm(const Expr& x_expr, const Expr& gamma, const Expr& beta, const E
   std::vector<NodePtr> first = v;   // sema's order: the arguments, the variance, beta's column
   first.push_back(var_.node());
   first.push_back(beta_column.node());
-  return builder_detail::with_sequence(y, first, {{unbiased.node(), -1}, {next_mean.node(), rm}, {next_var.node(), rv}});
+  return builder_detail::with_sequence(y, first,
+                                       {{unbiased.node(), -1}, {next_mean.node(), rm}, {next_var.node(), rv}});
 }
 
 }  // namespace synk::dsl

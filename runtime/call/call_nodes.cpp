@@ -157,7 +157,8 @@ GlobalOutcome exchange_outcomes(const std::string& fn, const std::string& descri
 
 void fail_call_on_every_node(const std::string& fn, const std::string& described, int local_ranks,
                              const UsageError& error) {
-  const std::vector<std::string> errors(size_t(local_ranks), fmt::format("node {}: {}", cluster()->node(), error.what()));
+  const std::string message = fmt::format("node {}: {}", cluster()->node(), error.what());
+  const std::vector<std::string> errors(size_t(local_ranks), message);
   try {
     exchange_outcomes(fn, described, errors, std::vector<std::string>(size_t(local_ranks)));
   } catch (const UsageError&) {
