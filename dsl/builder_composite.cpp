@@ -9,19 +9,15 @@
 #include <fmt/format.h>
 
 #include "dsl/builder.h"
+#include "dsl/builder_internal.h"
 #include "ir/type_infer.h"
 
 namespace synk::dsl {
 
+using builder_detail::shape_arg;
 using ir::DType;
 
 namespace {
-
-ShapeArg shape_arg(const ir::Shape& shape) {
-  ShapeArg out;
-  for (const ir::Dim& d : shape) out.push_back(d.is_symbolic() ? DimArg(d.symbol) : DimArg(d.size));
-  return out;
-}
 
 std::vector<int64_t> axes_of(const Expr& x, const Axes& axes, const char* op) {
   const std::vector<int64_t> wanted = axes.get() ? *axes.get() : all_axes(x.rank());

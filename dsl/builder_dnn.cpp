@@ -18,23 +18,16 @@ namespace synk::dsl {
 
 using builder_detail::describe;
 using builder_detail::ExprNode;
+using builder_detail::immediate;
 using builder_detail::make_op;
-using builder_detail::Operand;
 using builder_detail::require;
+using builder_detail::shape_arg;
 using ir::DType;
 using ir::Op;
 
 namespace {
 
 using NodePtr = std::shared_ptr<const ExprNode>;
-
-Operand immediate(const NodePtr& n) { return Operand{n, true, n->type.dtype}; }
-
-ShapeArg shape_arg(const ir::Shape& shape) {
-  ShapeArg out;
-  for (const ir::Dim& d : shape) out.push_back(d.is_symbolic() ? DimArg(d.symbol) : DimArg(d.size));
-  return out;
-}
 
 void at_least(int64_t value, int64_t minimum, const std::string& what) {
   if (value < minimum) throw UserError(fmt::format("{} must be at least {}, found {}", what, minimum, value));

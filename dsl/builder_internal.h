@@ -132,6 +132,16 @@ ir::DType common_dtype(const std::vector<const ExprNode*>& operands);
 Expr make_op(ir::Op op, std::vector<Operand> operands, ir::Attrs attrs,
              const ir::TensorType* requested = nullptr, std::vector<std::string> shape_symbols = {});
 
+// sema's operand(): evaluated, then (a literal) made a Constant of its default dtype at once.
+Operand immediate(const std::shared_ptr<const ExprNode>& n);
+
+// A reshape, broadcast_to or draw target: sizes (and -1 when `allow_infer`) and symbols, which
+// are noted in `symbols` to be checked against the function's when it is built.
+ir::Shape target_shape(const ShapeArg& shape, const char* op, bool allow_infer, std::vector<std::string>& symbols);
+
+// A shape as the builder's argument for it (its sizes and symbols).
+ShapeArg shape_arg(const ir::Shape& shape);
+
 // A Constant op of a fixed dtype made from a literal (cast(2, f64)).
 Expr make_typed_constant(const ExprNode& literal, ir::DType dtype);
 

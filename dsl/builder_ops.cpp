@@ -16,11 +16,13 @@ namespace synk::dsl {
 
 using builder_detail::common_dtype;
 using builder_detail::describe;
+using builder_detail::immediate;
 using builder_detail::ExprNode;
 using builder_detail::LiteralKind;
 using builder_detail::make_op;
 using builder_detail::Operand;
 using builder_detail::require;
+using builder_detail::target_shape;
 using ir::DType;
 using ir::Op;
 
@@ -30,8 +32,6 @@ using NodePtr = std::shared_ptr<const ExprNode>;
 
 bool is_literal(const NodePtr& n) { return n->kind == ExprNode::Kind::Literal; }
 
-// sema's operand(): evaluated, then (a literal) made a Constant of its default dtype at once.
-Operand immediate(const NodePtr& n) { return Operand{n, true, n->type.dtype}; }
 // Converted to `dtype` after every operand of the op has been evaluated.
 Operand deferred(const NodePtr& n, DType dtype) { return Operand{n, false, dtype}; }
 
@@ -112,7 +112,12 @@ Expr reduction(Op op, const Expr& x_expr, const std::optional<std::vector<int64_
   return make_op(op, {immediate(x)}, std::move(attrs));
 }
 
-// A reshape or broadcast_to target: sizes (and -1 for reshape) and the function's symbols.
+}  // namespace
+
+namespace builder_detail {
+
+Operand immediate(const std::shared_ptr<const ExprNode>& n) { return Operand{n, true, n->type.dtype}; }
+
 ir::Shape target_shape(const ShapeArg& shape, const char* op, bool allow_infer, std::vector<std::string>& symbols) {
   ir::Shape out;
   for (const DimArg& d : shape) {
@@ -126,7 +131,13 @@ ir::Shape target_shape(const ShapeArg& shape, const char* op, bool allow_infer, 
   return out;
 }
 
-}  // namespace
+ShapeArg shape_arg(const ir::Shape& shape) {
+  ShapeArg out;
+  for (const ir::Dim& d : shape) out.push_back(d.is_symbolic() ? DimArg(d.symbol) : DimArg(d.size));
+  return out;
+}
+
+}  // namespace builder_detail
 
 // ---- Pointwise ------------------------------------------------------------------------------
 

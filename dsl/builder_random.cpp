@@ -10,7 +10,6 @@
 
 #include "dsl/builder.h"
 #include "dsl/builder_internal.h"
-#include "dsl/checks.h"
 
 namespace synk::dsl {
 
@@ -18,6 +17,7 @@ using builder_detail::describe;
 using builder_detail::ExprNode;
 using builder_detail::make_op;
 using builder_detail::require;
+using builder_detail::target_shape;
 using ir::DType;
 using ir::Op;
 
@@ -35,17 +35,6 @@ Expr draw(int64_t dist, const ir::TensorType& type, std::vector<std::string> sym
   Expr u = make_op(Op::Random, {}, attrs, &type, std::move(symbols));
   if (!like) return u;
   return builder_detail::with_sequence(u, {like->node()}, {});
-}
-
-ir::Shape draw_shape(const ShapeArg& shape, const char* op, std::vector<std::string>& symbols) {
-  ir::Shape out;
-  for (const DimArg& d : shape) {
-    if (d.dim.is_symbolic()) symbols.push_back(d.dim.symbol);
-    else if (std::optional<std::string> why = checks::shape_size_error(op, d.dim.size, false))
-      throw UserError(std::move(*why));
-    out.push_back(d.dim);
-  }
-  return out;
 }
 
 void check_probability(double p, const char* op) {
@@ -87,19 +76,19 @@ ir::TensorType like_type(const Expr& x) {
 
 Expr uniform(ShapeArg shape, double low, double high, DType dtype) {
   std::vector<std::string> symbols;
-  ir::TensorType type{dtype, draw_shape(shape, "uniform", symbols)};
+  ir::TensorType type{dtype, target_shape(shape, "uniform", false, symbols)};
   return continuous(false, "uniform", type, std::move(symbols), low, high, nullptr);
 }
 
 Expr normal(ShapeArg shape, double mean, double std, DType dtype) {
   std::vector<std::string> symbols;
-  ir::TensorType type{dtype, draw_shape(shape, "normal", symbols)};
+  ir::TensorType type{dtype, target_shape(shape, "normal", false, symbols)};
   return continuous(true, "normal", type, std::move(symbols), mean, std, nullptr);
 }
 
 Expr bernoulli(ShapeArg shape, double p, DType dtype) {
   std::vector<std::string> symbols;
-  ir::Shape s = draw_shape(shape, "bernoulli", symbols);
+  ir::Shape s = target_shape(shape, "bernoulli", false, symbols);
   return binary("bernoulli", s, std::move(symbols), p, dtype, nullptr);
 }
 

@@ -122,6 +122,14 @@ bool is_python_scalar(py::handle v) {
   return PyFloat_CheckExact(v.ptr()) || PyLong_CheckExact(v.ptr()) || PyBool_Check(v.ptr());
 }
 
+// Whether a 0-d float array holds a finite value; read directly for f32 and f64, which every call
+// with a Python float argument checks.
+bool is_finite_scalar(const py::array& a, synk::DType t) {
+  if (t == synk::DType::F32) return std::isfinite(*static_cast<const float*>(a.data()));
+  if (t == synk::DType::F64) return std::isfinite(*static_cast<const double*>(a.data()));
+  return numpy().attr("isfinite")(a).cast<bool>();
+}
+
 // A Python scalar (not a numpy scalar) is weakly typed, as in NumPy 2 (NEP 50): it takes the
 // target dtype when its kind fits (bool anywhere, int into integers and floats, float into
 // floats) and, for integers, its value fits.
@@ -155,7 +163,7 @@ std::optional<py::array> weak_scalar(py::handle v, synk::DType target, const std
   }
   // A finite number that becomes inf in a narrower float is changed, not converted.
   const bool finite_before = !PyFloat_CheckExact(v.ptr()) || std::isfinite(PyFloat_AsDouble(v.ptr()));
-  if (synk::is_float(target) && finite_before && !numpy().attr("isfinite")(arr).cast<bool>())
+  if (synk::is_float(target) && finite_before && !is_finite_scalar(arr, target))
     usage(what + ": " + py::repr(v).cast<std::string>() + " does not fit in " + synk::dtype_name(target) +
           " (it would become inf); pass a smaller value or use a wider dtype");
   return arr;
