@@ -300,6 +300,15 @@ class Function {
 Function function(std::shared_ptr<rt::CompiledFunction> fn, const Module& module,
                   std::string kind = "", std::string payload = "");
 
+namespace detail {
+// A call this leader refused before it reached the engine (what a binding checks first: a Python
+// value that cannot become an input, an unknown keyword). In a multi-node job the other leaders
+// are in the call's first exchange: this leader takes part with `error`, so each of them fails
+// the call with a RankError naming this node, and every leader's next call pairs with the next
+// call on the others (docs/multinode.md). Does nothing without other nodes; the caller throws.
+void refuse_call(const Error& error);
+}  // namespace detail
+
 // Copies an Array's elements out as T (T must be the Array's dtype).
 template <class T>
 std::vector<T> to_vector(const Array& a) {

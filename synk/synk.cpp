@@ -14,6 +14,7 @@
 
 #include "base/diagnostics.h"
 #include "runtime/call/call_engine.h"
+#include "runtime/call/call_nodes.h"
 #include "runtime/call/call_plan.h"
 #include "runtime/call/registry.h"
 #include "runtime/group/process_group.h"
@@ -454,9 +455,12 @@ Outputs Function::call(rt::ProcessGroup* group, const std::vector<Data>& inputs,
   if (options.batch.sel_.kind == rt::RowSelection::Kind::List && options.batch.data_.valid())
     req.batch_data = options.batch.data_;
   const int nranks = group ? group->size() : 1;
-  if (options.batch_s.per_rank_ && options.batch_s.rows_.size() != size_t(nranks))
-    throw UsageError(fmt::format("batch_s: expected a list of exactly {} selections (one per rank), "
-                                 "received a list of {}", nranks, options.batch_s.rows_.size()));
+  if (options.batch_s.per_rank_ && options.batch_s.rows_.size() != size_t(nranks)) {
+    const UsageError error(fmt::format("batch_s: expected a list of exactly {} selections (one per rank), "
+                                       "received a list of {}", nranks, options.batch_s.rows_.size()));
+    detail::refuse_call(error);
+    throw error;
+  }
   for (const Rows& rows : options.batch_s.rows_) {
     req.batch_s.push_back(rows.sel_);
     if (rows.sel_.kind == rt::RowSelection::Kind::List) req.batch_s_lists.push_back(rows.list_);
@@ -476,6 +480,10 @@ Outputs Function::call(rt::ProcessGroup* group, const std::vector<Data>& inputs,
     out.names_ = options.output_subset;
   }
   return out;
+}
+
+void detail::refuse_call(const Error& error) {
+  if (rt::cluster()) rt::fail_call_before_start(error);
 }
 
 const Array& Outputs::get(std::string_view name) const {

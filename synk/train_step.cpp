@@ -148,16 +148,25 @@ void TrainStep::set_num_packs(int64_t num_packs) {
 
 Outputs TrainStep::operator()(const std::vector<Data>& inputs, const CallOptions& options) const {
   if (!valid()) throw UsageError("use of an empty synk::TrainStep (get one from jit::Module::train_step)");
-  // set_hyper keeps every rank's lr equal to the master's, so an unchanged value needs no broadcast
-  // (most steps of a step-decay or warm-up-then-constant schedule).
-  if (schedule_) {
-    const double lr = (*schedule_)(*step_index_);
-    if (lr != hyper("lr")) write_hyper(find_hyper("lr"), lr);
-  }
+  apply_schedule();
   Outputs out = gradient_call(inputs, options);
   if (reduce_gradient(out)) named(name_, "update function", [&] { return update_({}); });
   ++*step_index_;
   return out;
+}
+
+void TrainStep::apply_schedule() const {
+  // set_hyper keeps every rank's lr equal to the master's, so an unchanged value needs no broadcast
+  // (most steps of a step-decay or warm-up-then-constant schedule).
+  if (!schedule_) return;
+  const double lr = (*schedule_)(*step_index_);
+  if (lr != hyper("lr")) write_hyper(find_hyper("lr"), lr);
+}
+
+void detail::refuse_step(const TrainStep& step, const Error& error) {
+  if (!step.valid()) return;
+  step.apply_schedule();
+  detail::refuse_call(error);
 }
 
 Outputs TrainStep::gradient_call(const std::vector<Data>& inputs, const CallOptions& options) const {

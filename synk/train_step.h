@@ -35,6 +35,9 @@ namespace detail {
 // Makes `step` count in `count`: jit::Module and aot modules give every step they make for one
 // training function the same count, which their checkpoints save (detail::StepCounts).
 void share_step_count(TrainStep& step, std::shared_ptr<int64_t> count);
+// A step this leader refused before it started (a Python value that is not an input): what the
+// step does across nodes before its gradient call (the schedule's lr), then detail::refuse_call.
+void refuse_step(const TrainStep& step, const Error& error);
 }  // namespace detail
 
 // The values a hyper-parameter may take at run time (all finite): [0, 1) (momentum, rho, beta1,
@@ -148,6 +151,9 @@ class TrainStep {
   std::shared_ptr<int64_t> step_index_ = std::make_shared<int64_t>(0);
 
   friend void detail::share_step_count(TrainStep& step, std::shared_ptr<int64_t> count);
+  friend void detail::refuse_step(const TrainStep& step, const Error& error);
+
+  void apply_schedule() const;   // the lr of the current step index, where a schedule is set
 
   const HyperParameter& find_hyper(std::string_view keyword) const;
   void write_hyper(const HyperParameter& h, double value) const;

@@ -216,15 +216,44 @@ py::object wrap_outputs(synk::Outputs&& out) {
   return py::reinterpret_borrow<py::object>(g_outputs_class)(values, names);
 }
 
+// A call's arguments, checked and converted here before the C++ call: a mistake in them is
+// refused on every node too (`refuse`: synk::detail::refuse_call or refuse_step), so that the
+// leaders of a multi-node job stay in step, then raised as usual.
+template <class Refuse>
+PreparedCall prepare_or_refuse(const Signature& sig, const py::args& args, const py::kwargs& kwargs, Refuse refuse) {
+  try {
+    return prepare(sig, args, kwargs);
+  } catch (const synk::Error& e) {
+    without_gil([&] { refuse(e); });
+    throw;
+  } catch (const py::error_already_set& e) {   // a TypeError or ValueError from a conversion
+    const synk::UsageError error(sig.name + ": " + e.what());
+    without_gil([&] { refuse(error); });
+    throw;
+  }
+}
+
+// Under the API lock, inside the call: the host arrays into shared memory, or the refusal.
+template <class Refuse>
+std::vector<synk::Data> materialise_or_refuse(PreparedCall& p, const Signature& sig, Refuse refuse) {
+  try {
+    return p.materialise(sig);
+  } catch (const synk::Error& e) {
+    refuse(e);
+    throw;
+  }
+}
+
 struct FunctionObj {
   synk::Function fn;
   synk::jit::Module module;
   Signature sig;
 
   py::object call(const py::args& args, const py::kwargs& kwargs, bool local) const {
-    PreparedCall p = prepare(sig, args, kwargs);
+    auto refuse = [](const synk::Error& e) { synk::detail::refuse_call(e); };
+    PreparedCall p = prepare_or_refuse(sig, args, kwargs, refuse);
     synk::Outputs out = without_gil([&] {
-      std::vector<synk::Data> in = p.materialise(sig);   // temporaries die inside the lock
+      std::vector<synk::Data> in = materialise_or_refuse(p, sig, refuse);   // temporaries die inside the lock
       return local ? fn.run_local(in, p.options) : fn(in, p.options);
     });
     return wrap_outputs(std::move(out));
@@ -302,9 +331,10 @@ struct TrainStepObj {
   Signature sig;   // the gradient function's
 
   py::object call(const py::args& args, const py::kwargs& kwargs) const {
-    PreparedCall p = prepare(sig, args, kwargs);
+    auto refuse = [this](const synk::Error& e) { synk::detail::refuse_step(step, e); };
+    PreparedCall p = prepare_or_refuse(sig, args, kwargs, refuse);
     synk::Outputs out = without_gil([&] {
-      std::vector<synk::Data> in = p.materialise(sig);
+      std::vector<synk::Data> in = materialise_or_refuse(p, sig, refuse);
       return step(in, p.options);
     });
     return wrap_outputs(std::move(out));

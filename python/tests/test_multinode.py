@@ -121,3 +121,76 @@ def test_an_uncaught_exception_on_one_node_ends_the_job(tmp_path):
     pids = [open(f"{out}.pid{n}").read() for n in range(2)]
     left = [e for e in os.listdir("/dev/shm") if any(e.startswith(f"synk-{p}-") for p in pids)]
     assert not left, left
+
+
+REFUSED = r'''
+import sys
+import numpy as np
+import synk
+
+out = sys.argv[1]
+m = synk.compile("""
+shared w: f32[6, 3] = normal(seed=3, mean=0, std=0.5);
+optimizer opt = momentum(lr=0.1, momentum=0.9);
+fn train(scatter x: f32[n, 6], scatter y: i64[n]) {
+  let losses = cross_entropy(x @ w, y);
+  out loss: avg = mean(losses);
+  minimize mean(losses) over w using opt;
+}
+fn stats(scatter x: f32[n, 6]) { out total: sum = sum(x, axis=0); }
+""")
+stats = m.function("stats")
+step = m.train_step("train")
+step.overlap = True                                         # the gradient is reduced while the call runs
+step.set_schedule(synk.Schedule.cosine(0.1, 8))           # the lr is broadcast before each step's call
+synk.fork(1)
+rng = np.random.default_rng(5)
+x = (rng.integers(-8, 9, size=(40, 6)) / 4).astype("float32")
+y = rng.integers(0, 3, size=40)
+lines = []
+mine = synk.node() == 1
+for what, call in [("stats", lambda bad: stats("oops" if bad else x)),
+                   ("keyword", lambda bad: stats(x, batchh=3) if bad else stats(x)),
+                   ("step", lambda bad: step(x, "oops" if bad else y, batch=range(16)))]:
+    try:
+        call(mine)
+        lines.append(f"{what}: not refused")
+    except synk.UsageError as e:
+        lines.append(f"{what}: usage error: {e}")
+    except synk.RankError as e:
+        lines.append(f"{what}: rank error {e.ranks}: {e}")
+    lines.append(f"{what} after: {stats(x).tolist()} {step(x, y, batch=range(16, 32)).tolist()}")
+lines.append(f"w: {m.shared('w').get_value().tolist()} lr: {step.hyper('lr')} index: {step.step_index}")
+open(out + ".node" + str(synk.node()), "w").write("\n".join(lines) + "\n")
+synk.close()
+'''
+
+
+def test_a_call_one_leader_refuses_before_it_starts_fails_on_every_node(tmp_path):
+    """A value only node 1 cannot convert (or a keyword only it misspells) is refused before the
+    call reaches the engine; node 0 is already in the call's exchange. Every leader must fail that
+    call at once (node 0 with a RankError naming node 1's reason), and the next calls must pair
+    with the same calls on the other node: both nodes write the same values after each mistake.
+    Before, node 1's next call paired with node 0's refused one, or the job waited for the
+    timeout. The training step overlaps its gradient reduction and follows a schedule, which move
+    data across nodes before the outcome is exchanged."""
+    script = tmp_path / "refused.py"
+    script.write_text(REFUSED)
+    out = str(tmp_path / "refused")
+    env = dict(os.environ, SYNK_NODE_TIMEOUT_S="60")
+    proc = subprocess.run([MPIRUN, *LAUNCH, "-np", "2", sys.executable, str(script), out], env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    node0 = open(out + ".node0").read().splitlines()
+    node1 = open(out + ".node1").read().splitlines()
+    for what in ["stats", "keyword", "step"]:
+        line0 = next(l for l in node0 if l.startswith(what + ":"))
+        line1 = next(l for l in node1 if l.startswith(what + ":"))
+        assert line1.startswith(f"{what}: usage error"), line1
+        assert line0.startswith(f"{what}: rank error [1]"), line0
+        assert "node 1's leader refused this call before it ran" in line0, line0
+        assert line1.split("usage error: ")[1] in line0, (line0, line1)
+    after0 = [l for l in node0 if " after:" in l or l.startswith("w:")]
+    after1 = [l for l in node1 if " after:" in l or l.startswith("w:")]
+    assert after0 == after1
+    assert node0[-1].endswith("index: 3"), node0[-1]   # the refused step did not count

@@ -1,5 +1,4 @@
-// The call engine (see call_engine.h): descriptor encoding, the per-rank execution shared by the
-// master and the workers, the results area format, and the master's reduction.
+// The call engine (call_engine.h): descriptors, the per-rank execution of master and workers, results, reduction.
 #include "runtime/call/call_engine.h"
 
 #include <algorithm>
@@ -739,9 +738,10 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
     call.plan = plan_call(pr);
     call.stream = plan_stream(group, req.stream, sig, *call.module, call.plan);
   } catch (const UsageError& e) {
-    if (cluster()) fail_call_on_every_node(sig.name, described, n_local, e);
+    if (cluster()) fail_call_on_every_node(sig.name, described, n_local, req.stream.update >= 0, e);
     throw;
   }
+  if (cluster() && req.stream.update >= 0) agree_call_is_ready(sig.name, described, "");
   const CallPlan& plan = call.plan;
   if (call.stream.update >= 0) call.ctx = &group->master_context();
   for (const Data& d : req.inputs) call.inputs.push_back(ResolvedInput{static_cast<const std::byte*>(d.raw()), d.dtype(), d.shape()});

@@ -40,15 +40,41 @@ std::vector<int64_t> batch_as_list(const CallRequest& req) {
   return list;
 }
 
-// The calls of every node, compared: a UsageError naming every node whose call differs from node 0's.
+// What a leader sends, in place of its call's description, for a call it refused before it ran
+// (fail_call_before_start): the marker, then its error. Every exchange of a call begins with the
+// description, so whichever exchange the other leaders are in reads it.
+constexpr std::string_view kRefusedMarker = "\x01refused\x01";
+
+bool is_refusal(const std::string& call) { return call.rfind(kRefusedMarker, 0) == 0; }
+
+std::vector<int> node_ranks(size_t node) {
+  const int R = cluster_local_ranks();
+  std::vector<int> ranks;
+  for (int lr = 0; lr < R; ++lr) ranks.push_back(int(node) * R + lr);
+  return ranks;
+}
+
+// A RankError for a call another leader refused before it ran (its ranks are the ones named).
+[[noreturn]] void throw_refusal(const std::string& fn, size_t node, const std::string& call) {
+  throw RankError(fmt::format("{}: node {}'s leader refused this call before it ran, so no node ran it "
+                              "(the leaders stay in step): {}",
+                              fn, node, call.substr(kRefusedMarker.size())),
+                  node_ranks(node));
+}
+
+// The calls of every node, compared: a UsageError naming every node whose call differs from node
+// 0's. A refusal is not a different call; the caller reports it.
 void require_same_calls(const std::string& fn, const std::vector<std::string>& calls) {
+  size_t first = 0;
+  while (first < calls.size() && is_refusal(calls[first])) ++first;
+  if (first == calls.size()) return;
   std::string differ;
-  for (size_t n = 1; n < calls.size(); ++n)
-    if (calls[n] != calls[0]) differ += fmt::format("; node {} called {}", n, calls[n]);
+  for (size_t n = first + 1; n < calls.size(); ++n)
+    if (!is_refusal(calls[n]) && calls[n] != calls[first]) differ += fmt::format("; node {} called {}", n, calls[n]);
   if (!differ.empty())
     throw UsageError(fmt::format("{}: the nodes' leaders made different calls (every node must make the same "
-                                 "calls in the same order, docs/multinode.md): node 0 called {}{}",
-                                 fn, calls[0], differ));
+                                 "calls in the same order, docs/multinode.md): node {} called {}{}",
+                                 fn, first, calls[first], differ));
 }
 
 }  // namespace
@@ -70,6 +96,7 @@ std::string describe_call(const CallRequest& req, const FunctionSignature& sig) 
   }
   d += fmt::format(", num_slices {}", req.num_slices);
   if (req.micro_shard_rows) d += fmt::format(", deterministic shards of {} rows", req.micro_shard_rows);
+  if (req.stream.update >= 0) d += ", gradient reduced while it runs";
   if (!req.output_subset.empty()) d += fmt::format(", outputs {}", fmt::join(req.output_subset, ","));
   return d;
 }
@@ -102,10 +129,16 @@ void agree_on_call(CallRequest& req, const FunctionSignature& sig, const ModuleS
   std::vector<std::string> all;
   cross_node("agreeing on a call", [&] { all = cl.all_gather(w.bytes()); });
 
+  // The descriptions first: a leader that refused the call sent nothing else.
+  std::vector<wire::Reader> readers;
   std::vector<std::string> calls(all.size());
   for (size_t n = 0; n < all.size(); ++n) {
-    wire::Reader r(all[n]);
-    calls[n] = r.str();
+    calls[n] = readers.emplace_back(all[n]).str();
+    if (is_refusal(calls[n])) throw_refusal(sig.name, n, calls[n]);
+  }
+  require_same_calls(sig.name, calls);
+  for (size_t n = 0; n < all.size(); ++n) {
+    wire::Reader& r = readers[n];
     for (int lr = 0; lr < R; ++lr)
       for (int32_t var : sliceable) {
         std::vector<int64_t> shape = r.vec<int64_t>();
@@ -119,7 +152,6 @@ void agree_on_call(CallRequest& req, const FunctionSignature& sig, const ModuleS
       for (auto& l : req.batch_s_lists) l = r.vec<int64_t>();
     }
   }
-  require_same_calls(sig.name, calls);
   if (lists && cl.node() == 0 && req.batch_data.valid()) {
     req.batch_list = batch_as_list(req);   // the same path as on the other nodes
     req.batch_data = Data();
@@ -142,27 +174,64 @@ GlobalOutcome exchange_outcomes(const std::string& fn, const std::string& descri
   g.errors.resize(size_t(R) * all.size());
   g.results.resize(g.errors.size());
   std::vector<std::string> calls(all.size());
+  std::vector<wire::Reader> readers;
+  for (size_t n = 0; n < all.size(); ++n) calls[n] = readers.emplace_back(all[n]).str();
+  require_same_calls(fn, calls);
   for (size_t n = 0; n < all.size(); ++n) {
-    wire::Reader r(all[n]);
-    calls[n] = r.str();
     for (int lr = 0; lr < R; ++lr) {
       size_t at = n * size_t(R) + size_t(lr);
-      g.errors[at] = r.str();
-      g.results[at] = r.str();
+      if (is_refusal(calls[n])) {   // its ranks failed, with its reason (a RankError naming them)
+        g.errors[at] = fmt::format("node {}'s leader refused this call before it ran, so no node ran it: {}", n,
+                                   calls[n].substr(kRefusedMarker.size()));
+        continue;
+      }
+      g.errors[at] = readers[n].str();
+      g.results[at] = readers[n].str();
     }
   }
-  require_same_calls(fn, calls);
   return g;
 }
 
-void fail_call_on_every_node(const std::string& fn, const std::string& described, int local_ranks,
+void agree_call_is_ready(const std::string& fn, const std::string& described, const std::string& local_error) {
+  Cluster& cl = *cluster();
+  wire::Writer w;
+  w.str(described);
+  w.str(local_error);
+  std::vector<std::string> all;
+  cross_node("agreeing to run a call", [&] { all = cl.all_gather(w.bytes()); });
+  std::vector<std::string> calls(all.size()), errors(all.size());
+  for (size_t n = 0; n < all.size(); ++n) {
+    wire::Reader r(all[n]);
+    calls[n] = r.str();
+    if (is_refusal(calls[n])) throw_refusal(fn, n, calls[n]);
+    errors[n] = r.str();
+  }
+  require_same_calls(fn, calls);
+  for (size_t n = 0; n < all.size(); ++n)
+    if (!errors[n].empty() && int(n) != cl.node())
+      throw RankError(fmt::format("{}: node {}'s leader refused this call before it ran, so no node ran it "
+                                  "(the leaders stay in step): {}", fn, n, errors[n]), node_ranks(n));
+}
+
+void fail_call_before_start(const Error& error) {
+  if (!cluster()) throw InternalError("fail_call_before_start without a cluster");
+  wire::Writer w;
+  w.str(std::string(kRefusedMarker) + fmt::format("node {}: {}", cluster()->node(), error.what()));
+  cross_node("refusing a call", [&] { (void)cluster()->all_gather(w.bytes()); });
+}
+
+void fail_call_on_every_node(const std::string& fn, const std::string& described, int local_ranks, bool streamed,
                              const UsageError& error) {
   const std::string message = fmt::format("node {}: {}", cluster()->node(), error.what());
-  const std::vector<std::string> errors(size_t(local_ranks), message);
   try {
-    exchange_outcomes(fn, described, errors, std::vector<std::string>(size_t(local_ranks)));
-  } catch (const UsageError&) {
-    // The calls differed too (the description shows the mistake): this leader's own message says more.
+    if (streamed) {
+      agree_call_is_ready(fn, described, message);
+    } else {
+      const std::vector<std::string> errors(size_t(local_ranks), message);
+      exchange_outcomes(fn, described, errors, std::vector<std::string>(size_t(local_ranks)));
+    }
+  } catch (const Error&) {
+    // The calls differed too, or another leader refused it as well: this leader's own message says more.
   }
   throw error;
 }

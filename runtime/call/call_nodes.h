@@ -11,10 +11,16 @@
 //   node whose shuffle differed uses the master's), and the shapes of the sliceable shared
 //   variables on every node's ranks are shared so the plan can split their rows.
 //
+//   agree_call_is_ready (after planning, only for calls that reduce their gradient across nodes
+//   while they run): every leader will run it.
+//
 //   exchange_outcomes (after the local run): every rank's error or results area, so that a
 //   rank's failure on one node is the same RankError, naming its global rank, on every leader;
 //   for the other calls it also carries the call's description, compared then (one round per
 //   call: an empty call costs one all-gather among the leaders).
+//
+// Every exchange's message begins with the call's description, so that a leader that refused
+// the call before it started (fail_call_before_start) meets the others in whichever they are in.
 //
 // A node that loses its group (a worker died) ends the whole job at once instead (synk.cpp's
 // group-lost hook, runtime/node/cluster.h): it cannot take part in anything any more.
@@ -60,7 +66,22 @@ GlobalOutcome exchange_outcomes(const std::string& fn, const std::string& descri
 // `error` again. Every leader fails the call (the others with a RankError carrying this message,
 // or the different-calls UsageError) and the leaders stay in step: without this, this leader's
 // next call would be paired with this one on the others, a silently wrong answer.
+// `streamed`: the call asked for its gradient to be reduced while it runs (agree_call_is_ready).
 [[noreturn]] void fail_call_on_every_node(const std::string& fn, const std::string& described, int local_ranks,
-                                          const UsageError& error);
+                                          bool streamed, const UsageError& error);
+
+// A call whose gradient is reduced across nodes while it runs (StreamRequest) makes collectives
+// before its outcome is exchanged, so every leader must know that every other will run it: after
+// planning, the leaders exchange their descriptions and planning errors (`local_error`, "" when
+// none). Throws a UsageError when the calls differ, and a RankError naming another node whose
+// leader refused it.
+void agree_call_is_ready(const std::string& fn, const std::string& described, const std::string& local_error);
+
+// A call this leader refused before it reached the engine (the API's own checks of its arguments,
+// a Python value that is not an input): the other leaders are in the call's first exchange (or
+// will be), so this leader takes part in it with `error`, in place of its description. Each of
+// them then fails the call with a RankError naming this node and `error`, and every leader's next
+// call pairs with the next call on the others. Returns normally; the caller throws `error`.
+void fail_call_before_start(const Error& error);
 
 }  // namespace synk::rt

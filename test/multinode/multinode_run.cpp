@@ -9,8 +9,9 @@
 // Fault modes: --kill-worker NODE kills a worker of NODE after the calls; --stop-leader NODE stops
 // that leader (SIGSTOP) there; --stop-in-transfer NODE stops it just before an all_reduce of
 // 800 KB, which the other leaders make through a blocking MPI transfer; --mismatch makes node 1 call with another batch (every leader must
-// get the same UsageError, and the job goes on; then node 1 alone passes an input of the wrong shape: every
-// leader must fail that call and stay in step); --shape-mismatch gives each node's ranks a value of
+// get the same UsageError, and the job goes on; then node 1 alone passes an input of the wrong shape, and
+// then a batch_s for another rank count, which the API refuses before the engine: every leader
+// must fail those calls and stay in step); --shape-mismatch gives each node's ranks a value of
 // another length (3 + node, or BASE + node) before an all_reduce (the job must end naming it).
 //
 //   multinode_run RANKS_PER_NODE OUT [--kill-worker NODE | --kill-leader NODE | --stop-leader NODE | --mismatch |
@@ -122,6 +123,18 @@ int main(int argc, char** argv) {
         out << "local mistake caught\n";
       }
       dump("after the mistake", stats({dx}, {.batch = 20}));
+      // A mistake the API's own front door sees on node 1 alone (batch_s for another rank count),
+      // before the call reaches the engine: the same, through detail::refuse_call.
+      try {
+        CallOptions options{.batch = 20};
+        if (synk::node() == 1)
+          options.batch_s = BatchS::per_rank(std::vector<Rows>(size_t(synk::local_size()) + 1, Rows(Range{0, 1})));
+        stats({dx}, options);
+        out << "front-door mistake not detected\n";
+      } catch (const Error& e) {
+        out << "front-door mistake caught\n";
+      }
+      dump("after the front-door mistake", stats({dx}, {.batch = 20}));
     }
     if (mode == "--shape-mismatch") {
       // Every rank of node K holds K + 3 values (or, with a base, BASE + K: 1000 doubles go

@@ -68,8 +68,13 @@ case $mode in
       diff <(grep "^after the mistake" "$work/multi.node$n" | cut -d' ' -f4-) \
            <(grep "^count" "$work/multi.node$n" | cut -d' ' -f2-) > /dev/null ||
         { echo "FAIL: node $n's call after the mistake differs from the same call before it"; exit 1; }
+      grep -q "^front-door mistake caught" "$work/multi.node$n" ||
+        { echo "FAIL: node $n did not fail the call node 1's front door refused"; exit 1; }
+      diff <(grep "^after the front-door mistake" "$work/multi.node$n" | cut -d' ' -f5-) \
+           <(grep "^count" "$work/multi.node$n" | cut -d' ' -f2-) > /dev/null ||
+        { echo "FAIL: node $n's call after the front-door mistake differs from the same call before it"; exit 1; }
     done
-    echo "PASS: every leader reported the different call of node 1 as a UsageError, failed the call only node 1's checks refused, and stayed in step"
+    echo "PASS: every leader reported the different call of node 1 as a UsageError, failed the calls only node 1's checks refused (in the engine and at the API's front door), and stayed in step"
     ;;
   bad-timeout)
     # A malformed SYNK_NODE_TIMEOUT_S is refused by fork() on every leader, before any step.
