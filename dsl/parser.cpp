@@ -116,9 +116,9 @@ ast::SharedDecl Parser::parse_shared() {
     if (panic_) return decl;
     ExprKind kind = init.expr->kind;
     if (kind != ExprKind::Name && kind != ExprKind::IntLiteral && kind != ExprKind::FloatLiteral &&
-        kind != ExprKind::Call) {
+        kind != ExprKind::BoolLiteral && kind != ExprKind::Call) {
       report(init_loc, fmt::format("the initializer of shared variable '{}' must be zeros, ones, a "
-                                   "number, or a call such as normal(seed=1)", decl.name));
+                                   "number, true or false, or a call such as normal(seed=1)", decl.name));
     }
     decl.init = std::move(init.expr);
   }

@@ -224,7 +224,7 @@ TEST(ParserDecl, SharedVariables) {
 TEST(ParserDecl, InitializerMustBeANameANumberOrACall) {
   EXPECT_EQ(parse("shared w: f32 = 1 + 2;\n").messages(),
             std::vector<std::string>{"1:17: the initializer of shared variable 'w' must be zeros, ones, "
-                                     "a number, or a call such as normal(seed=1)"});
+                                     "a number, true or false, or a call such as normal(seed=1)"});
 }
 
 TEST(ParserDecl, FunctionsParamsAndStatements) {

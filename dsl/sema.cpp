@@ -98,6 +98,7 @@ class InitializerAnalyzer {
     if (e.kind == ast::ExprKind::Name && e.text == "zeros") return ir::InitZeros{};
     if (e.kind == ast::ExprKind::Name && e.text == "ones") return ir::InitOnes{};
     if (auto v = number_of(e)) return constant(*v, e.loc);
+    if (e.kind == ast::ExprKind::BoolLiteral) return truth(e);
     if (e.kind != ast::ExprKind::Call) return unknown(e);
     if (e.text == "const") return call_const(e);
     if (e.text == "normal" || e.text == "uniform") return call_random(e);
@@ -113,8 +114,18 @@ class InitializerAnalyzer {
 
   std::nullopt_t unknown(const ast::Expr& e) {
     return error(e.loc, fmt::format("unknown initializer '{}' for shared variable '{}'; expected zeros, "
-                                    "ones, a number, const(v), normal(...), uniform(...) or "
+                                    "ones, a number, true, false, const(v), normal(...), uniform(...) or "
                                     "load(\"file.npy\")", expr_text(e), decl_.name));
+  }
+
+  // true/false initialize bool variables only: on a number variable they are more likely a
+  // mistake than a way of writing 1 or 0.
+  std::optional<ir::Initializer> truth(const ast::Expr& e) {
+    if (type_ && type_->dtype != ir::DType::Bool)
+      return error(e.loc, fmt::format("{} initializes bool shared variables, but '{}' is {}; write {} instead",
+                                      e.int_value ? "true" : "false", decl_.name, ir::dtype_name(type_->dtype),
+                                      e.int_value ? 1 : 0));
+    return ir::InitConstant{double(e.int_value)};
   }
 
   std::optional<ir::Initializer> constant(double v, SourceLoc loc) {
