@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <exception>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +29,7 @@
 
 #include "runtime/data/npy.h"
 #include "runtime/data/shared_vars.h"
+#include "runtime/node/cluster.h"
 #include "synk/collectives.h"
 
 namespace synk {
@@ -77,7 +79,32 @@ void sweep_stale_temps(const fs::path& target) {
 
 bool is_checkpoint(const fs::path& dir) { return fs::is_regular_file(dir / kManifest); }
 
-json read_manifest(const std::string& dir, const char* what) {
+// In a job over several nodes only node 0's leader touches the checkpoint's files: the other
+// nodes' disks may not hold it, or may be the same shared filesystem, where several writers
+// would race to replace one directory. It runs `f`; every leader gets its result, or fails with
+// its error (node 0 with its own exception, the others with a UsageError carrying its message).
+// Without other nodes, `f` runs here.
+std::string on_node_zero(const char* what, const std::function<std::string()>& f) {
+  rt::Cluster* cl = rt::cluster();
+  if (!cl) return f();
+  std::string message;   // "0" + the result, or "1" + the error
+  std::exception_ptr failure;
+  if (cl->node() == 0) {
+    try {
+      message = "0" + f();
+    } catch (const std::exception& e) {
+      message = std::string("1") + e.what();
+      failure = std::current_exception();
+    }
+  }
+  rt::cross_node(what, [&] { cl->broadcast(message, 0); });
+  if (failure) std::rethrow_exception(failure);
+  if (message.empty()) throw InternalError(fmt::format("{}: no answer from node 0", what));
+  if (message[0] == '1') throw UsageError(fmt::format("node 0: {}", message.substr(1)));
+  return message.substr(1);
+}
+
+json read_manifest_here(const std::string& dir, const char* what) {
   const fs::path path = fs::path(dir) / kManifest;
   if (fs::exists(dir) && !fs::is_directory(dir))
     throw UsageError(fmt::format("{}('{}'): it is a file; a checkpoint is a directory (the one save_checkpoint "
@@ -96,6 +123,11 @@ json read_manifest(const std::string& dir, const char* what) {
     throw UsageError(fmt::format("{}('{}'): checkpoint format version {} (this synk reads version {})", what, dir,
                                  m.value("version", 0), kVersion));
   return m;
+}
+
+// The manifest as node 0 reads it (on_node_zero), on every leader.
+json read_manifest(const std::string& dir, const char* what) {
+  return json::parse(on_node_zero(what, [&] { return read_manifest_here(dir, what).dump(); }));
 }
 
 // The variables a checkpoint holds: every shared variable but the sliceable ones.
@@ -190,15 +222,17 @@ void check_same_variables(const Module& module, const std::string& dir, const js
 CheckpointMetadata restore(const Module& module, const std::vector<Function>& functions, const std::string& dir,
                            const json& manifest) {
   check_same_variables(module, dir, manifest);
-  // Everything is read and checked before anything changes.
+  // Everything is read and checked before anything changes (on node 0 alone in a multi-node job:
+  // the broadcast takes its values to every rank of every node).
   std::vector<std::pair<std::string, Array>> values;
-  for (const json& e : manifest.at("variables")) values.emplace_back(e.at("name"), read_variable(module, e, dir));
+  on_node_zero("load_checkpoint", [&] {
+    for (const json& e : manifest.at("variables")) values.emplace_back(e.at("name"), read_variable(module, e, dir));
+    return std::string();
+  });
   Module target = module;
   std::vector<Var> vars;
-  for (auto& [name, value] : values) {
-    target.set_value(name, value.ref());
-    vars.push_back(target.var(name));
-  }
+  for (const json& e : manifest.at("variables")) vars.push_back(target.var(e.at("name").get<std::string>()));
+  for (auto& [name, value] : values) target.set_value(name, value.ref());
   if (forked() && size() > 1 && !vars.empty()) broadcast(Vars(vars));
   for (const json& f : manifest.at("functions"))
     for (const Function& fn : functions)
@@ -209,15 +243,9 @@ CheckpointMetadata restore(const Module& module, const std::vector<Function>& fu
   return manifest.value("metadata", json::object()).get<CheckpointMetadata>();
 }
 
-}  // namespace
-
-void save_checkpoint(const Module& module, const std::vector<Function>& functions, const std::string& dir,
-                     const CheckpointMetadata& metadata, const StepIndices& steps) {
-  if (dir.empty()) throw UsageError("save_checkpoint: the directory name is empty");
-  for (const auto& [name, index] : steps)
-    if (index < 0)
-      throw UsageError(fmt::format("save_checkpoint('{}'): training step '{}' has step index {} (must be >= 0)", dir,
-                                   name, index));
+// The save itself, on this leader's filesystem.
+void save_here(const Module& module, const std::vector<Function>& functions, const std::string& dir,
+               const CheckpointMetadata& metadata, const StepIndices& steps) {
   const fs::path target = fs::path(dir).lexically_normal();
   if (target.filename().empty() || target.filename() == "." || target.filename() == "..")
     throw UsageError(fmt::format("save_checkpoint('{}'): name the checkpoint's own directory", dir));
@@ -247,6 +275,21 @@ void save_checkpoint(const Module& module, const std::vector<Function>& function
     fs::remove_all(fresh, ec);
     throw;
   }
+}
+
+}  // namespace
+
+void save_checkpoint(const Module& module, const std::vector<Function>& functions, const std::string& dir,
+                     const CheckpointMetadata& metadata, const StepIndices& steps) {
+  if (dir.empty()) throw UsageError("save_checkpoint: the directory name is empty");
+  for (const auto& [name, index] : steps)
+    if (index < 0)
+      throw UsageError(fmt::format("save_checkpoint('{}'): training step '{}' has step index {} (must be >= 0)", dir,
+                                   name, index));
+  on_node_zero("save_checkpoint", [&] {
+    save_here(module, functions, dir, metadata, steps);
+    return std::string();
+  });
 }
 
 CheckpointMetadata checkpoint_metadata(const std::string& dir) {

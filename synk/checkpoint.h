@@ -7,6 +7,8 @@
 // beside DIR and swapped into place with one rename, so a crash mid-save leaves the previous
 // checkpoint (or none), never half of one. Loading checks everything before it changes anything,
 // then sets the master's copies and broadcasts them, so every rank resumes from the same state.
+// Across nodes (after fork() under mpirun) node 0's leader alone writes and reads the files; every
+// leader calls these, gets node 0's outcome (its metadata, or its error as a UsageError) and its values.
 //
 //   synk::save_checkpoint(mod, fns, "ckpt", {{"epoch", "3"}});   // jit::Module::save_checkpoint
 //   auto metadata = synk::load_checkpoint(mod, fns, "ckpt");      // metadata["epoch"] == "3"

@@ -194,3 +194,77 @@ def test_a_call_one_leader_refuses_before_it_starts_fails_on_every_node(tmp_path
     after1 = [l for l in node1 if " after:" in l or l.startswith("w:")]
     assert after0 == after1
     assert node0[-1].endswith("index: 3"), node0[-1]   # the refused step did not count
+
+
+CHECKPOINTED = r'''
+import os
+import sys
+import numpy as np
+import synk
+
+base = sys.argv[1]
+m = synk.compile("""
+shared w: f32[6, 3] = normal(seed=3, mean=0, std=0.5);
+optimizer opt = adam(lr=0.05);
+fn train(scatter x: f32[n, 6], scatter y: i64[n]) {
+  out loss: avg = mean(cross_entropy(x @ w, y));
+  minimize mean(cross_entropy(x @ w, y)) over w using opt;
+}
+""")
+step = m.train_step("train")
+synk.fork(2)
+here = os.path.join(base, f"node{synk.node()}")      # each leader's own disk
+os.makedirs(here)
+os.chdir(here)
+rng = np.random.default_rng(5)
+x = rng.standard_normal((40, 6)).astype("float32")
+y = rng.integers(0, 3, size=40)
+lines = []
+for _ in range(3):
+    step(x, y)
+m.save_checkpoint("ckpt", {"epoch": 3})
+saved = [synk.get_value(r, m.shared("w")).tobytes().hex() for r in range(synk.size())]
+for _ in range(2):
+    step(x, y)
+lines.append(f"trained on: {synk.get_value(0, m.shared('w')).tobytes().hex() != saved[0]}")
+lines.append(f"metadata: {m.load_checkpoint('ckpt')}")
+lines.append(f"restored: {[synk.get_value(r, m.shared('w')).tobytes().hex() for r in range(synk.size())] == saved}")
+lines.append(f"step index: {step.step_index}")
+try:
+    m.load_checkpoint("missing")
+    lines.append("missing: loaded")
+except synk.UsageError as e:
+    lines.append(f"missing: {e}")
+lines.append(f"after: {step(x, y).tolist()}")
+lines.append(f"files: {sorted(os.listdir(here))}")
+open(os.path.join(base, f"out.node{synk.node()}"), "w").write("\n".join(lines) + "\n")
+synk.close()
+'''
+
+
+def test_node_zero_alone_writes_and_reads_a_checkpoint(tmp_path):
+    """Each leader works in a directory of its own (its node's disk). save_checkpoint writes on
+    node 0 only (the others' disks may be the same shared filesystem, where two writers race);
+    load_checkpoint reads node 0's files and restores every rank of every node, though node 1's
+    disk has none; a missing checkpoint is the same UsageError on every leader, and the job goes
+    on in step."""
+    script = tmp_path / "ckpt.py"
+    script.write_text(CHECKPOINTED)
+    env = dict(os.environ, SYNK_NODE_TIMEOUT_S="60")
+    proc = subprocess.run([MPIRUN, *LAUNCH, "-np", "2", sys.executable, str(script), str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    node0 = (tmp_path / "out.node0").read_text().splitlines()
+    node1 = (tmp_path / "out.node1").read_text().splitlines()
+    for lines in (node0, node1):
+        assert "trained on: True" in lines
+        assert "metadata: {'epoch': '3'}" in lines
+        assert "restored: True" in lines
+        assert "step index: 3" in lines
+        missing = next(l for l in lines if l.startswith("missing:"))
+        assert "load_checkpoint('missing'): no such directory" in missing, missing
+    assert next(l for l in node0 if l.startswith("after:")) == next(l for l in node1 if l.startswith("after:"))
+    assert "files: ['ckpt']" in node0
+    assert "files: []" in node1
+    held = os.listdir(tmp_path / "node0" / "ckpt")
+    assert "manifest.json" in held and "w.npy" in held, held

@@ -271,10 +271,11 @@ int run_function(const DriverOptions& driver) {
   std::optional<synk::TrainStep> step;
   if (std::find(trains.begin(), trains.end(), options.function) != trains.end())
     step = module.train_step(options.function);
+  synk::fork(options.ranks);
+  // After the fork: under mpirun node 0 reads the checkpoint and every rank of every node gets it.
   if (!options.resume.empty()) module.load_checkpoint(options.resume);
   if (options.resume.empty() || options.seed != 0) function.set_seed(options.seed);
   if (options.resume.empty() || options.step != 0) function.set_step(options.step);
-  synk::fork(options.ranks);
   for (const auto& [name, value] : sets)
     for (int rank = 0; rank < options.ranks; ++rank) module.shared(name).set_value(rank, value.ref(), options.force_cast);
   synk::Outputs outputs = step ? (*step)(arguments, call) : function(arguments, call);
@@ -285,7 +286,7 @@ int run_function(const DriverOptions& driver) {
     if (const synk::ir::Function* update = step ? module.ir().find_function(step->update().name()) : nullptr)
       emit_updates(options, module, *update);
   }
-  if (!options.checkpoint.empty()) module.save_checkpoint(options.checkpoint);
+  if (!options.checkpoint.empty()) module.save_checkpoint(options.checkpoint);   // node 0 writes it
   std::cout << std::flush;
   synk::close();
   return kOk;
