@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <optional>
 #include <set>
 
@@ -322,6 +323,18 @@ void broadcast_local(const char* what, const Vars& vars, const CollectiveOptions
   run(what, g, d, ts, io);
 }
 
+rt::Array status_array(const std::string& error) {
+  rt::Array status;
+  status.resize(rt::DType::U8, {int64_t(error.size())});
+  if (!error.empty()) std::memcpy(status.bytes.data(), error.data(), error.size());
+  return status;
+}
+
+void throw_node_zero_error(const std::vector<rt::Array>& message) {
+  if (!message.empty() && !message[0].bytes.empty())
+    throw UsageError(std::string(reinterpret_cast<const char*>(message[0].bytes.data()), message[0].bytes.size()));
+}
+
 // An all_reduce the inline path (runtime/coll/inline_reduce.h) takes, with the same result: one
 // small variable, the default algorithm, no weights, one node.
 std::optional<rt::InlineCollective> inline_request(rt::ProcessGroup& g, const CollDescriptor& d,
@@ -453,9 +466,32 @@ void broadcast(const Vars& vars, const Values& values, const CollectiveOptions& 
   std::vector<Target> ts = targets(what, vars.list());
   check_value_count(what, ts, values);
   std::vector<rt::Array> conformed;
-  for (size_t v = 0; v < ts.size(); ++v) conformed.push_back(conform(what, ts[v], values.list()[v], v));
+  if (!across_nodes(what)) {
+    for (size_t v = 0; v < ts.size(); ++v) conformed.push_back(conform(what, ts[v], values.list()[v], v));
+  } else {
+    // Node 0's values (checked there, its error in their place) to every leader; the other
+    // leaders' values are ignored, so a bad one there cannot leave node 0 waiting.
+    if (rt::cluster_node() == 0) {
+      std::exception_ptr failure;
+      try {
+        for (size_t v = 0; v < ts.size(); ++v) conformed.push_back(conform(what, ts[v], values.list()[v], v));
+        conformed.insert(conformed.begin(), status_array(""));
+      } catch (const UsageError& e) {
+        conformed.assign(1, status_array(e.what()));
+        failure = std::current_exception();
+      }
+      rt::broadcast_across_nodes(conformed, 0, what);
+      if (failure) std::rethrow_exception(failure);
+    } else {
+      rt::broadcast_across_nodes(conformed, 0, what);
+      throw_node_zero_error(conformed);
+    }
+    if (conformed.size() != ts.size() + 1)
+      throw InternalError(fmt::format("broadcast: node 0 sent {} arrays for {} variables", conformed.size(), ts.size()));
+    conformed.erase(conformed.begin());
+  }
   for (size_t v = 0; v < ts.size(); ++v) ts[v].module->values[size_t(ts[v].cv.var)] = std::move(conformed[v]);
-  broadcast(vars, options);
+  broadcast_local(what, vars, options);
 }
 
 // --- One rank's values --------------------------------------------------------------------------

@@ -54,4 +54,10 @@ void run(const char* what, rt::ProcessGroup& g, rt::CollDescriptor& d, const std
 // The master's values of `vars` to every rank of this node.
 void broadcast_local(const char* what, const Vars& vars, const CollectiveOptions& options);
 
+// Across nodes, node 0 alone checks the values of some collectives (the others' are ignored)
+// and sends its error, if any, in place of them: `status_array` carries it (empty: none) as the
+// first array of the message, and `throw_node_zero_error` raises it on the other leaders.
+rt::Array status_array(const std::string& error);
+void throw_node_zero_error(const std::vector<rt::Array>& message);
+
 }  // namespace synk::collectives_internal

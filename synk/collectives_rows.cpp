@@ -165,14 +165,11 @@ void scatter_across_nodes(const char* what, const Vars& vars, const Values& valu
     // Each node's message starts with node 0's error (empty: none), then its rows.
     for (std::vector<rt::Array>& arrays : per_node) {
       if (!error.empty()) arrays.clear();
-      rt::Array& status = *arrays.emplace(arrays.begin());
-      status.resize(rt::DType::U8, {int64_t(error.size())});
-      if (!error.empty()) std::memcpy(status.bytes.data(), error.data(), error.size());
+      arrays.insert(arrays.begin(), status_array(error));
     }
   }
   std::vector<rt::Array> mine = rt::scatter_across_nodes(per_node, 0, what);
-  if (!mine.empty() && !mine[0].bytes.empty())
-    throw UsageError(std::string(reinterpret_cast<const char*>(mine[0].bytes.data()), mine[0].bytes.size()));
+  throw_node_zero_error(mine);
   if (mine.size() != ts.size() + 2)
     throw InternalError(fmt::format("scatter: node 0 sent {} arrays for {} variables", mine.size(), ts.size()));
   const std::vector<int64_t> global_rows(mine.back().data<int64_t>(), mine.back().data<int64_t>() + ts.size());

@@ -268,3 +268,51 @@ def test_node_zero_alone_writes_and_reads_a_checkpoint(tmp_path):
     assert "files: []" in node1
     held = os.listdir(tmp_path / "node0" / "ckpt")
     assert "manifest.json" in held and "w.npy" in held, held
+
+
+BROADCAST_VALUES = r'''
+import sys
+import numpy as np
+import synk
+
+out = sys.argv[1]
+m = synk.compile("shared w: f32[2, 3] = zeros;")
+synk.fork(2)
+w = m.shared("w")
+lines = []
+good = np.arange(6, dtype="float32").reshape(2, 3) + 10 * synk.node()
+bad = np.zeros((4, 3), dtype="float32")
+# Node 1's value is ignored (node 0's goes to every rank), so its wrong shape cannot stop node 0.
+synk.broadcast(w, values=good if synk.node() == 0 else bad)
+lines.append(f"node 1 bad: {[synk.get_value(r, w).tolist() for r in range(synk.size())]}")
+# Node 0's wrong shape is the same error on every leader, and the job goes on.
+try:
+    synk.broadcast(w, values=bad if synk.node() == 0 else good)
+    lines.append("node 0 bad: broadcast")
+except synk.UsageError as e:
+    lines.append(f"node 0 bad: {e}")
+synk.broadcast(w, values=good + 1)
+lines.append(f"after: {[synk.get_value(r, w).tolist() for r in range(synk.size())]}")
+open(out + ".node" + str(synk.node()), "w").write("\n".join(lines) + "\n")
+synk.close()
+'''
+
+
+def test_broadcast_takes_node_zeros_values_and_its_error_reaches_every_leader(tmp_path):
+    """broadcast(vars, values) across nodes: node 0 checks its values and sends them (or its
+    error) to every leader; the other leaders' values are ignored. Before, a value only node 1
+    refused left node 0 waiting in the broadcast until SYNK_NODE_TIMEOUT_S ended the job."""
+    script = tmp_path / "bcast.py"
+    script.write_text(BROADCAST_VALUES)
+    out = str(tmp_path / "bcast")
+    env = dict(os.environ, SYNK_NODE_TIMEOUT_S="60")
+    proc = subprocess.run([MPIRUN, *LAUNCH, "-np", "2", sys.executable, str(script), out], env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    node0 = open(out + ".node0").read().splitlines()
+    node1 = open(out + ".node1").read().splitlines()
+    assert node0 == node1, (node0, node1)
+    node0_value = [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    assert node0[0] == f"node 1 bad: {[node0_value] * 4}", node0[0]
+    assert node0[1].startswith("node 0 bad: broadcast") and "[4, 3]" in node0[1], node0[1]
+    assert node0[2] == f"after: {[[[v + 1 for v in row] for row in node0_value]] * 4}", node0[2]
