@@ -92,6 +92,17 @@ def run_script(tmp_path, nodes, ranks, fail_node=-1):
     return proc, out
 
 
+def two_leaders(tmp_path, name, text, *args):
+    """Runs `text` as a script on 2 leaders (2 ranks each where it forks 2), with a short node
+    timeout, and checks that the job succeeded."""
+    script = tmp_path / (name + ".py")
+    script.write_text(text)
+    env = dict(os.environ, SYNK_NODE_TIMEOUT_S="60")
+    proc = subprocess.run([MPIRUN, *LAUNCH, "-np", "2", sys.executable, str(script), *args], env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_two_nodes_give_the_bits_of_one(tmp_path):
     one, one_out = run_script(tmp_path, 1, 4)
     assert one.returncode == 0, one.stderr
@@ -174,13 +185,8 @@ def test_a_call_one_leader_refuses_before_it_starts_fails_on_every_node(tmp_path
     Before, node 1's next call paired with node 0's refused one, or the job waited for the
     timeout. The training step overlaps its gradient reduction and follows a schedule, which move
     data across nodes before the outcome is exchanged."""
-    script = tmp_path / "refused.py"
-    script.write_text(REFUSED)
     out = str(tmp_path / "refused")
-    env = dict(os.environ, SYNK_NODE_TIMEOUT_S="60")
-    proc = subprocess.run([MPIRUN, *LAUNCH, "-np", "2", sys.executable, str(script), out], env=env,
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    two_leaders(tmp_path, "refused", REFUSED, out)
     node0 = open(out + ".node0").read().splitlines()
     node1 = open(out + ".node1").read().splitlines()
     for what in ["stats", "keyword", "step"]:
@@ -248,12 +254,7 @@ def test_node_zero_alone_writes_and_reads_a_checkpoint(tmp_path):
     load_checkpoint reads node 0's files and restores every rank of every node, though node 1's
     disk has none; a missing checkpoint is the same UsageError on every leader, and the job goes
     on in step."""
-    script = tmp_path / "ckpt.py"
-    script.write_text(CHECKPOINTED)
-    env = dict(os.environ, SYNK_NODE_TIMEOUT_S="60")
-    proc = subprocess.run([MPIRUN, *LAUNCH, "-np", "2", sys.executable, str(script), str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    two_leaders(tmp_path, "ckpt", CHECKPOINTED, str(tmp_path))
     node0 = (tmp_path / "out.node0").read_text().splitlines()
     node1 = (tmp_path / "out.node1").read_text().splitlines()
     for lines in (node0, node1):
@@ -302,13 +303,8 @@ def test_broadcast_takes_node_zeros_values_and_its_error_reaches_every_leader(tm
     """broadcast(vars, values) across nodes: node 0 checks its values and sends them (or its
     error) to every leader; the other leaders' values are ignored. Before, a value only node 1
     refused left node 0 waiting in the broadcast until SYNK_NODE_TIMEOUT_S ended the job."""
-    script = tmp_path / "bcast.py"
-    script.write_text(BROADCAST_VALUES)
     out = str(tmp_path / "bcast")
-    env = dict(os.environ, SYNK_NODE_TIMEOUT_S="60")
-    proc = subprocess.run([MPIRUN, *LAUNCH, "-np", "2", sys.executable, str(script), out], env=env,
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    two_leaders(tmp_path, "bcast", BROADCAST_VALUES, out)
     node0 = open(out + ".node0").read().splitlines()
     node1 = open(out + ".node1").read().splitlines()
     assert node0 == node1, (node0, node1)
