@@ -370,6 +370,10 @@ std::vector<rt::Array> reduce_impl(const char* what, CollKind kind, const Vars& 
     if (kind == CollKind::Reduce) d.in_place = false;   // only global rank 0's variables change (below)
   }
   for (const Target& t : ts) d.add_shape(shape_on(&g, t, 0));
+  if (nodes)
+    NodeCheck::agree([&] {
+      return fmt::format("(op {}) of {}", rt::coll_op_name(d.op), describe_targets(&g, ts, true));
+    });
   // One rank: every op of one operand is that operand (avg divides by 1), so an in-place
   // reduction leaves the values as they are. Skipping the staging round trip matters to a
   // one-rank training step (0.2 ms per step for the MLP's 1 MB gradient).
@@ -414,10 +418,12 @@ CollectiveOptions collective_defaults() { return g_defaults; }
 // --- Reductions ---------------------------------------------------------------------------------
 
 void all_reduce(const Vars& vars, ReduceOp op, const CollectiveOptions& options) {
-  reduce_impl("all_reduce", CollKind::AllReduce, vars, op, true, options);
+  node_checked("all_reduce", [&] { reduce_impl("all_reduce", CollKind::AllReduce, vars, op, true, options); });
 }
 
-void all_reduce_weighted(const Vars& vars, const std::vector<double>& weights, const CollectiveOptions& options) {
+namespace {
+
+void all_reduce_weighted_checked(const Vars& vars, const std::vector<double>& weights, const CollectiveOptions& options) {
   const char* what = "all_reduce_weighted";
   group_for(what);
   const int n = ranks_now();
@@ -435,8 +441,14 @@ void all_reduce_weighted(const Vars& vars, const std::vector<double>& weights, c
   reduce_impl(what, CollKind::AllReduce, vars, Op::Avg, true, options, &scale);
 }
 
+}  // namespace
+
+void all_reduce_weighted(const Vars& vars, const std::vector<double>& weights, const CollectiveOptions& options) {
+  node_checked("all_reduce_weighted", [&] { all_reduce_weighted_checked(vars, weights, options); });
+}
+
 std::vector<Array> reduce(const Vars& vars, ReduceOp op, bool in_place, const CollectiveOptions& options) {
-  return reduce_impl("reduce", CollKind::Reduce, vars, op, in_place, options);
+  return node_checked("reduce", [&] { return reduce_impl("reduce", CollKind::Reduce, vars, op, in_place, options); });
 }
 
 Array reduce(const Var& var, ReduceOp op, bool in_place, const CollectiveOptions& options) {
@@ -445,11 +457,14 @@ Array reduce(const Var& var, ReduceOp op, bool in_place, const CollectiveOptions
 
 // --- Copies -------------------------------------------------------------------------------------
 
-void broadcast(const Vars& vars, const CollectiveOptions& options) {
+namespace {
+
+void broadcast_checked(const Vars& vars, const CollectiveOptions& options) {
   const char* what = "broadcast";
   if (across_nodes(what)) {
     // Node 0's master value to every leader first, then each leader to its own ranks.
     std::vector<Target> ts = targets(what, vars.list());
+    NodeCheck::agree([&] { return " of " + describe_targets(nullptr, ts, false); });
     std::vector<rt::Array> values;
     for (const Target& t : ts) values.push_back(t.module->values[size_t(t.cv.var)]);
     rt::broadcast_across_nodes(values, 0, what);
@@ -459,7 +474,7 @@ void broadcast(const Vars& vars, const CollectiveOptions& options) {
   broadcast_local(what, vars, options);
 }
 
-void broadcast(const Vars& vars, const Values& values, const CollectiveOptions& options) {
+void broadcast_checked(const Vars& vars, const Values& values, const CollectiveOptions& options) {
   const char* what = "broadcast";
   merged(what, options);
   group_for(what);
@@ -471,6 +486,7 @@ void broadcast(const Vars& vars, const Values& values, const CollectiveOptions& 
   } else {
     // Node 0's values (checked there, its error in their place) to every leader; the other
     // leaders' values are ignored, so a bad one there cannot leave node 0 waiting.
+    NodeCheck::agree([&] { return "(values) of " + describe_targets(nullptr, ts, false); });
     if (rt::cluster_node() == 0) {
       std::exception_ptr failure;
       try {
@@ -494,12 +510,23 @@ void broadcast(const Vars& vars, const Values& values, const CollectiveOptions& 
   broadcast_local(what, vars, options);
 }
 
+}  // namespace
+
+void broadcast(const Vars& vars, const CollectiveOptions& options) {
+  node_checked("broadcast", [&] { broadcast_checked(vars, options); });
+}
+
+void broadcast(const Vars& vars, const Values& values, const CollectiveOptions& options) {
+  node_checked("broadcast", [&] { broadcast_checked(vars, values, options); });
+}
+
 // --- One rank's values --------------------------------------------------------------------------
 
 namespace detail {
 
 void set_conformed(int global_rank, const std::vector<Var>& vars, std::vector<Array> values, const char* what) {
-  // Across nodes only the node holding the rank moves (every leader makes the call).
+  // Across nodes only the node holding the rank moves: nothing crosses nodes, so the other leaders
+  // need not make the call, and it is not compared across them (SYNK_CHECK_NODES).
   auto [node, rank] = node_of(global_rank);
   if (across_nodes(what) && node != rt::cluster_node()) return;
   std::vector<Target> ts = targets(what, vars);
@@ -523,6 +550,9 @@ std::vector<Array> local_values(int rank, const std::vector<Var>& vars, const ch
 std::vector<Array> get_values(int global_rank, const std::vector<Var>& vars, const char* what) {
   auto [node, rank] = node_of(global_rank);
   if (!across_nodes(what)) return local_values(rank, vars, what);
+  NodeCheck::agree([&] {
+    return fmt::format("(rank {}) of {}", global_rank, describe_targets(nullptr, targets(what, vars), false));
+  });
   std::vector<Array> values;
   if (node == rt::cluster_node()) values = local_values(rank, vars, what);
   rt::broadcast_across_nodes(values, node, what);
@@ -579,11 +609,13 @@ bool all_reduce_exact(const Function& fn, int64_t total_rows, const CollectiveOp
 }  // namespace detail
 
 namespace {
+
 void check_rank(const char* what, int rank) {
   int n = ranks_now();
   if (rank < 0 || rank >= n)
     throw UsageError(fmt::format("{}: rank must be in [0, {}), received {}", what, n, rank));
 }
+
 }  // namespace
 
 void set_value(int rank, const Vars& vars, const Values& values, const CollectiveOptions& options) {
@@ -598,9 +630,11 @@ void set_value(int rank, const Vars& vars, const Values& values, const Collectiv
 }
 
 std::vector<Array> get_value(int rank, const Vars& vars, const CollectiveOptions& options) {
-  merged("get_value", options);
-  check_rank("get_value", rank);
-  return detail::get_values(rank, vars.list(), "get_value");
+  return node_checked("get_value", [&] {
+    merged("get_value", options);
+    check_rank("get_value", rank);
+    return detail::get_values(rank, vars.list(), "get_value");
+  });
 }
 
 Array get_value(int rank, const Var& var, const CollectiveOptions& options) {

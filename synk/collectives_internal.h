@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -59,5 +62,53 @@ void broadcast_local(const char* what, const Vars& vars, const CollectiveOptions
 // first array of the message, and `throw_node_zero_error` raises it on the other leaders.
 rt::Array status_array(const std::string& error);
 void throw_node_zero_error(const std::vector<rt::Array>& message);
+
+// SYNK_CHECK_NODES=1 (docs/multinode.md): before a collective's first cross-node step the leaders
+// compare what each is about to do (the collective, its variables, and their shapes where they
+// must be equal), in one small all-gather. Leaders that differ get a UsageError naming every
+// node's collective. When one leader's own checks refuse it, the others get that leader's error
+// at once, instead of waiting for it until SYNK_NODE_TIMEOUT_S. Off by default, because the round
+// costs as much as an all-reduce of 1 KiB.
+// Use: `return node_checked(what, [&] { ...; NodeCheck::agree([&] { return detail; }); ... })`, with
+// agree before the body's first cross-node step, on every path that crosses nodes.
+class NodeCheck {
+ public:
+  explicit NodeCheck(const char* what);   // the outermost scope of a thread owns the check
+  NodeCheck(const NodeCheck&) = delete;
+  NodeCheck& operator=(const NodeCheck&) = delete;
+  ~NodeCheck();
+  // The leaders compare this collective (`detail()` says what it does to which variables); once
+  // per scope, a no-op when the check is off or the job has one node.
+  static void agree(const std::function<std::string()>& detail);
+  // This leader refused the collective before agree: the others learn it (then rethrow).
+  void refused(const std::exception& e);
+  // An InternalError when the collective ended without agree (a path that forgot it).
+  void finished() const;
+  static bool enabled();
+
+ private:
+  bool owner_ = false;
+};
+
+// "'w' f32[10, 5], 'b' f32[5]" (`shapes`: the master's shapes too) for NodeCheck::agree.
+std::string describe_targets(rt::ProcessGroup* g, const std::vector<Target>& ts, bool shapes);
+
+template <class Body>
+decltype(auto) node_checked(const char* what, Body&& body) {
+  NodeCheck check(what);
+  try {
+    if constexpr (std::is_void_v<decltype(body())>) {
+      body();
+      check.finished();
+    } else {
+      auto result = body();
+      check.finished();
+      return result;
+    }
+  } catch (const std::exception& e) {
+    check.refused(e);
+    throw;
+  }
+}
 
 }  // namespace synk::collectives_internal

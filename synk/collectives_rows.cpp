@@ -21,6 +21,10 @@ using namespace collectives_internal;
 
 namespace {
 
+std::vector<Array> gather_checked(const Vars& vars, int nd_up, const CollectiveOptions& options);
+void all_gather_checked(const Vars& vars, const CollectiveOptions& options);
+std::vector<std::vector<std::vector<int64_t>>> shapes_checked(const Vars& vars);
+
 // scatter's checks of values[v] for the variable `t`; the rows `batch` selects of it.
 SelectedRows checked_scatter_rows(const char* what, const Target& t, const ArrayRef& value, const Batch& batch, size_t v) {
   const std::string label = fmt::format("{}: values[{}] for shared variable '{}'", what, v, t.name());
@@ -132,6 +136,7 @@ void scatter_across_nodes(const char* what, const Vars& vars, const Values& valu
                           const CollectiveOptions& o) {
   std::vector<Target> ts = targets(what, vars.list());
   check_value_count(what, ts, values);
+  NodeCheck::agree([&] { return " of " + describe_targets(nullptr, ts, false); });
   const int nodes = rt::cluster_nodes(), local = rt::cluster_local_ranks(), n = nodes * local;
   std::vector<std::vector<rt::Array>> per_node(static_cast<size_t>(nodes));
   if (rt::cluster_node() == 0) {
@@ -185,13 +190,21 @@ void scatter_across_nodes(const char* what, const Vars& vars, const Values& valu
 
 void scatter(const Vars& vars, const Values& values, const Batch& batch, const CollectiveOptions& options) {
   const char* what = "scatter";
-  CollectiveOptions o = merged(what, options);
-  group_for(what);
-  if (across_nodes(what)) scatter_across_nodes(what, vars, values, batch, o);
-  else scatter_on_node(what, vars, values, batch, o);
+  node_checked(what, [&] {
+    CollectiveOptions o = merged(what, options);
+    group_for(what);
+    if (across_nodes(what)) scatter_across_nodes(what, vars, values, batch, o);
+    else scatter_on_node(what, vars, values, batch, o);
+  });
 }
 
 std::vector<Array> gather(const Vars& vars, int nd_up, const CollectiveOptions& options) {
+  return node_checked("gather", [&] { return gather_checked(vars, nd_up, options); });
+}
+
+namespace {
+
+std::vector<Array> gather_checked(const Vars& vars, int nd_up, const CollectiveOptions& options) {
   const char* what = "gather";
   CollectiveOptions o = merged(what, options);
   if (nd_up != 0 && nd_up != 1)
@@ -210,6 +223,8 @@ std::vector<Array> gather(const Vars& vars, int nd_up, const CollectiveOptions& 
   d.per_rank_shapes = 1;
   for (const Target& t : ts)
     for (int r = 0; r < g.size(); ++r) d.add_shape(shape_on(&g, t, r));
+  if (across_nodes(what))
+    NodeCheck::agree([&] { return fmt::format("(nd_up {}) of {}", nd_up, describe_targets(nullptr, ts, false)); });
   rt::MasterIO io;
   run(what, g, d, ts, io);
   if (!across_nodes(what)) return std::move(io.outputs);
@@ -219,11 +234,19 @@ std::vector<Array> gather(const Vars& vars, int nd_up, const CollectiveOptions& 
   return rt::concat_across_nodes(io.outputs, names, what);
 }
 
+}  // namespace
+
 Array gather(const Var& var, int nd_up, const CollectiveOptions& options) {
   return std::move(gather(Vars(var), nd_up, options)[0]);
 }
 
 void all_gather(const Vars& vars, const CollectiveOptions& options) {
+  node_checked("all_gather", [&] { all_gather_checked(vars, options); });
+}
+
+namespace {
+
+void all_gather_checked(const Vars& vars, const CollectiveOptions& options) {
   const char* what = "all_gather";
   if (across_nodes(what)) {
     // Every rank's values in global rank order on every leader, then on the leaders' ranks.
@@ -251,9 +274,17 @@ void all_gather(const Vars& vars, const CollectiveOptions& options) {
   run(what, g, d, ts, io);
 }
 
+}  // namespace
+
 // --- Shapes -------------------------------------------------------------------------------------
 
 std::vector<std::vector<std::vector<int64_t>>> get_shapes(const Vars& vars) {
+  return node_checked("get_shapes", [&] { return shapes_checked(vars); });
+}
+
+namespace {
+
+std::vector<std::vector<std::vector<int64_t>>> shapes_checked(const Vars& vars) {
   std::vector<Target> ts = targets("get_shapes", vars.list());
   rt::ProcessGroup* g = current_group();
   std::vector<std::vector<std::vector<int64_t>>> out;
@@ -265,6 +296,7 @@ std::vector<std::vector<std::vector<int64_t>>> get_shapes(const Vars& vars) {
     return out;
   }
   // Across nodes: each leader's ranks' shapes as rows of an i64 array, joined in node order.
+  NodeCheck::agree([&] { return " of " + describe_targets(nullptr, ts, false); });
   const int local = rt::cluster_local_ranks();
   std::vector<rt::Array> mine(ts.size());
   std::vector<std::string> names;
@@ -286,20 +318,24 @@ std::vector<std::vector<std::vector<int64_t>>> get_shapes(const Vars& vars) {
   return out;
 }
 
+}  // namespace
+
 std::vector<std::vector<int64_t>> get_shapes(const Var& var) { return get_shapes(Vars(var))[0]; }
 
 std::vector<std::vector<int64_t>> get_lengths(const Vars& vars) {
-  std::vector<Target> ts = targets("get_lengths", vars.list());
-  for (const Target& t : ts)
-    if (t.spec->dims.empty())
-      throw UsageError(fmt::format("get_lengths: shared variable '{}' is a scalar (it has no axis 0); "
-                                   "use get_shapes", t.name()));
-  std::vector<std::vector<int64_t>> out;
-  for (const auto& per_rank : get_shapes(vars)) {
-    auto& lengths = out.emplace_back();
-    for (const auto& shape : per_rank) lengths.push_back(shape[0]);
-  }
-  return out;
+  return node_checked("get_lengths", [&] {
+    std::vector<Target> ts = targets("get_lengths", vars.list());
+    for (const Target& t : ts)
+      if (t.spec->dims.empty())
+        throw UsageError(fmt::format("get_lengths: shared variable '{}' is a scalar (it has no axis 0); "
+                                     "use get_shapes", t.name()));
+    std::vector<std::vector<int64_t>> out;
+    for (const auto& per_rank : get_shapes(vars)) {
+      auto& lengths = out.emplace_back();
+      for (const auto& shape : per_rank) lengths.push_back(shape[0]);
+    }
+    return out;
+  });
 }
 
 std::vector<int64_t> get_lengths(const Var& var) { return get_lengths(Vars(var))[0]; }

@@ -92,12 +92,12 @@ def run_script(tmp_path, nodes, ranks, fail_node=-1):
     return proc, out
 
 
-def two_leaders(tmp_path, name, text, *args):
+def two_leaders(tmp_path, name, text, *args, env=None):
     """Runs `text` as a script on 2 leaders (2 ranks each where it forks 2), with a short node
-    timeout, and checks that the job succeeded."""
+    timeout and `env` added to the environment, and checks that the job succeeded."""
     script = tmp_path / (name + ".py")
     script.write_text(text)
-    env = dict(os.environ, SYNK_NODE_TIMEOUT_S="60")
+    env = dict(os.environ, SYNK_NODE_TIMEOUT_S="60", **(env or {}))
     proc = subprocess.run([MPIRUN, *LAUNCH, "-np", "2", sys.executable, str(script), *args], env=env,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -312,3 +312,60 @@ def test_broadcast_takes_node_zeros_values_and_its_error_reaches_every_leader(tm
     assert node0[0] == f"node 1 bad: {[node0_value] * 4}", node0[0]
     assert node0[1].startswith("node 0 bad: broadcast") and "[4, 3]" in node0[1], node0[1]
     assert node0[2] == f"after: {[[[v + 1 for v in row] for row in node0_value]] * 4}", node0[2]
+
+
+CHECKED = r'''
+import sys
+import numpy as np
+import synk
+
+out = sys.argv[1]
+m = synk.compile("""
+shared w: f32[2, 3] = zeros;
+fn f(scatter x: f32[n, 3]) { out s: sum = sum(x); }
+""")
+synk.fork(2)
+w = m.shared("w")
+f = m.function("f")
+node = synk.node()
+lines = []
+
+def attempt(what, action):
+    try:
+        action()
+        lines.append(f"{what}: ran")
+    except synk.UsageError as e:
+        lines.append(f"{what}: {e}")
+
+synk.broadcast(w, values=np.ones((2, 3), dtype="float32"))
+attempt("refused", lambda: synk.all_reduce(w, op="sum" if node == 0 else "bogus"))
+attempt("different", lambda: synk.all_reduce(w) if node == 0 else synk.broadcast(w))
+attempt("rank", lambda: synk.get_value(3 if node == 0 else 2, w))
+attempt("call", lambda: f(np.ones((4, 3), dtype="float32")) if node == 0 else synk.gather(w))
+synk.all_reduce(w, op="sum")
+lines.append(f"after: {synk.get_value(3, w).tolist()}")
+open(out + ".node" + str(node), "w").write("\n".join(lines) + "\n")
+synk.close()
+'''
+
+
+def test_check_nodes_compares_collectives_across_leaders(tmp_path):
+    """SYNK_CHECK_NODES=1: the leaders compare each collective before moving data. One leader's
+    refusal (a bad op on node 1) is an error on every leader at once, different collectives (or a
+    call on one node and a collective on the other) are a UsageError on every leader naming what
+    each node made, and the leaders stay in step: the last all_reduce sums 4 ranks' ones. Without
+    the check each of these waits until SYNK_NODE_TIMEOUT_S ends the job."""
+    out = str(tmp_path / "checked")
+    two_leaders(tmp_path, "checked", CHECKED, out, env={"SYNK_CHECK_NODES": "1"})
+    node0 = open(out + ".node0").read().splitlines()
+    node1 = open(out + ".node1").read().splitlines()
+    assert node0[0].startswith("refused: all_reduce: node 1's leader refused it before any data moved"), node0[0]
+    assert "'bogus'" in node0[0] and "'bogus'" in node1[0], (node0[0], node1[0])
+    for lines in (node0, node1):
+        assert "different: all_reduce: the nodes' leaders make different" in lines[1] or \
+            "different: broadcast: the nodes' leaders make different" in lines[1], lines[1]
+        assert "node 0: all_reduce(op avg) of 'w' f32[2, 3]; node 1: broadcast of 'w' f32" in lines[1], lines[1]
+        assert "node 0: get_value(rank 3) of 'w' f32; node 1: get_value(rank 2) of 'w' f32" in lines[2], lines[2]
+        assert lines[4] == "after: [[4.0, 4.0, 4.0], [4.0, 4.0, 4.0]]", lines[4]
+    assert "node 0: a call, f(f32[4, 3])" in node1[3], node1[3]
+    assert "node 1 called the collective gather(nd_up 1) of 'w' f32" in node0[3], node0[3]

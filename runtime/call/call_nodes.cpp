@@ -45,8 +45,6 @@ std::vector<int64_t> batch_as_list(const CallRequest& req) {
 // description, so whichever exchange the other leaders are in reads it.
 constexpr std::string_view kRefusedMarker = "\x01refused\x01";
 
-bool is_refusal(const std::string& call) { return call.rfind(kRefusedMarker, 0) == 0; }
-
 std::vector<int> node_ranks(size_t node) {
   const int R = cluster_local_ranks();
   std::vector<int> ranks;
@@ -61,6 +59,13 @@ std::vector<int> node_ranks(size_t node) {
                               fn, node, call.substr(kRefusedMarker.size())),
                   node_ranks(node));
 }
+
+}  // namespace
+
+bool is_refusal(const std::string& call) { return call.rfind(kRefusedMarker, 0) == 0; }
+std::string refusal_reason(const std::string& call) { return call.substr(kRefusedMarker.size()); }
+
+namespace {
 
 // The calls of every node, compared: a UsageError naming every node whose call differs from node
 // 0's. A refusal is not a different call; the caller reports it.

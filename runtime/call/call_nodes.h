@@ -84,4 +84,10 @@ void agree_call_is_ready(const std::string& fn, const std::string& described, co
 // call pairs with the next call on the others. Returns normally; the caller throws `error`.
 void fail_call_before_start(const Error& error);
 
+// Whether the first field of a leader's message in an exchange is such a refusal, and its
+// reason ("node N: ..."): the collectives' comparison across leaders (synk/collectives_check.cpp)
+// meets refusals too.
+bool is_refusal(const std::string& first_field);
+std::string refusal_reason(const std::string& first_field);
+
 }  // namespace synk::rt

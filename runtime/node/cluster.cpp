@@ -58,7 +58,8 @@ double read_node_timeout_s() {
 // stopped, segments removed) and mpirun ends the rest of the job.
 void end_stuck_transfer() {
   std::fprintf(stderr, "synk: node %d of %d: no answer from the other nodes within SYNK_NODE_TIMEOUT_S=%g s "
-               "during a transfer; ending the whole job\n", cluster_node(), cluster_nodes(), g_node_timeout_s);
+               "during a transfer (a node stopped, or the leaders called different things: SYNK_CHECK_NODES=1 "
+               "compares their collectives); ending the whole job\n", cluster_node(), cluster_nodes(), g_node_timeout_s);
   std::fflush(stderr);
   ::kill(::getpid(), SIGTERM);
 }
@@ -78,7 +79,8 @@ void poll_peers() {
   const int64_t deadline = g_deadline_ns.load(std::memory_order_relaxed);
   if (deadline > 0 && now_ns() > deadline)
     throw Error(fmt::format("no answer from the other nodes within SYNK_NODE_TIMEOUT_S={} s (a node stopped, or "
-                            "the leaders called different things)", g_node_timeout_s));
+                            "the leaders called different things: SYNK_CHECK_NODES=1 compares their collectives)",
+                            g_node_timeout_s));
 }
 
 using CreateFn = Cluster* (*)(std::string*);

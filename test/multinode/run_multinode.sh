@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs test/multinode/multinode_run on NODES "nodes" of RANKS ranks under mpirun on localhost and
 # checks the outcome (CMakeLists.txt says what each mode checks).
-#   run_multinode.sh same|kill|kill-leader|stop|mismatch|shape-mismatch|bad-timeout|close-early PROGRAM MPIRUN NODES RANKS
+#   run_multinode.sh same|kill|kill-leader|stop|mismatch|shape-mismatch|shape-mismatch-checked|bad-timeout|close-early PROGRAM MPIRUN NODES RANKS
 #   run_multinode.sh fashion FASHION_MNIST MPIRUN NODES RANKS
 set -euo pipefail
 mode=$1 program=$2 mpirun=$3 nodes=$4 ranks=$5
@@ -109,6 +109,17 @@ case $mode in
     fi
     expect_nothing_left
     echo "PASS: values of different lengths on the nodes ended the job in ${took}s naming 'parts'; nothing left behind"
+    ;;
+  shape-mismatch-checked)
+    # With SYNK_CHECK_NODES=1 the leaders compare the all_reduce (shapes included) before any
+    # value moves: every leader catches a UsageError naming each node's shape, and the job goes on.
+    SYNK_CHECK_NODES=1 "${launch[@]}" -x SYNK_CHECK_NODES "$program" "$ranks" "$work/multi" --shape-mismatch
+    for ((n = 0; n < nodes; n++)); do
+      grep -q "shape mismatch caught: all_reduce: the nodes' leaders make different collectives.*node 0: all_reduce(op sum) of 'parts' f64\[3\]; node 1: all_reduce(op sum) of 'parts' f64\[4\]" \
+        "$work/multi.node$n" || { echo "FAIL: node $n did not name both shapes:"; cat "$work/multi.node$n"; exit 1; }
+    done
+    expect_nothing_left
+    echo "PASS: SYNK_CHECK_NODES=1 refused values of different lengths on every leader, and the job went on"
     ;;
   fashion)
     # A training run: K nodes x R ranks save the bits of 1 node x K*R ranks (deterministic steps).
