@@ -8,6 +8,7 @@
 // killed; an unwritable path is a UsageError naming it, from trace_start() and from fork() with
 // SYNK_TRACE.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -259,6 +260,36 @@ TEST(Trace, UnwritablePathIsAUsageErrorNamingIt) {
   EXPECT_THROW(trace_start((dir.path / "b.json").string()), UsageError) << "one trace at a time";
   trace_stop();
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"a.json"});
+}
+
+// The trace is renamed over its path: a path that is not a regular file (as root, /dev/null) would
+// be replaced, and a symbolic link must keep pointing at the trace.
+TEST(Trace, APathThatIsNotARegularFileIsRefusedAndALinkIsFollowed) {
+  TempDir dir;
+  const fs::path fifo = dir.path / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo.string(), std::string("/dev/null")}) {
+    try {
+      trace_start(path);
+      FAIL() << "trace_start accepted " << path;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("is not a regular file"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  EXPECT_THROW(trace_start("/proc/synk-trace.json"), UsageError) << "nothing can be made there, even as root";
+  fs::create_directory(dir.path / "traces");
+  fs::create_symlink("traces/t.json", dir.path / "link.json");   // to a file yet to be made
+  trace_start((dir.path / "link.json").string());
+  trace_stop();
+  EXPECT_TRUE(fs::is_symlink(dir.path / "link.json"));
+  EXPECT_TRUE(fs::is_regular_file(dir.path / "traces" / "t.json"));
+  trace_start((dir.path / "link.json").string());   // now to an existing file
+  trace_stop();
+  EXPECT_TRUE(fs::is_symlink(dir.path / "link.json"));
+  std::ifstream in(dir.path / "traces" / "t.json");
+  EXPECT_TRUE(json::parse(in).contains("traceEvents"));
 }
 
 }  // namespace

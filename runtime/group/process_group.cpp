@@ -419,7 +419,13 @@ void ProcessGroup::close() {
   // Only the trace this group started: one the program started by trace_start() after a
   // trace_stop() of ours runs on.
   const std::string mine = std::exchange(environment_trace_, std::string());
-  if (!mine.empty() && trace::writing() && trace::path() == mine) trace::stop();
+  if (!mine.empty() && trace::writing() && trace::path() == mine) {
+    try {
+      trace::stop();
+    } catch (const std::exception& e) {   // the work is done: a lost trace must not end the program
+      std::fprintf(stderr, "synk: SYNK_TRACE: %s\n", e.what());
+    }
+  }
 }
 
 void ProcessGroup::trace_workers(bool start) {

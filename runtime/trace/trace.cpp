@@ -117,6 +117,47 @@ std::string directory_of(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
+// The file a trace at `path` replaces. A symbolic link is followed, so that the link keeps
+// pointing at the new file; a path that exists must be a regular file, because the trace is
+// renamed over it: a device, a FIFO or a socket (as root, /dev/null) would be replaced.
+std::string trace_target(const std::string& path) {
+  std::string target = path;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    if (char* resolved = ::realpath(path.c_str(), nullptr)) {
+      target = resolved;
+      std::free(resolved);
+    } else {   // a link to a file yet to be made
+      std::string text(4096, '\0');
+      const ssize_t n = ::readlink(path.c_str(), text.data(), text.size() - 1);
+      if (n > 0) {
+        text.resize(size_t(n));
+        target = text[0] == '/' ? text : directory_of(path) + "/" + text;
+      }
+    }
+  }
+  if (::stat(target.c_str(), &st) != 0) return target;
+  if (S_ISDIR(st.st_mode))
+    throw UsageError(fmt::format("trace_start: '{}' is a directory; give the path of a file to write the trace to",
+                                 path));
+  if (!S_ISREG(st.st_mode))
+    throw UsageError(fmt::format("trace_start: '{}' is not a regular file (a device, a FIFO or a socket); the trace "
+                                 "is written whole and renamed over its path, so give the path of a regular file or "
+                                 "of a new one", path));
+  return target;
+}
+
+// Whether a file can be made in `directory` now: a named one, made and removed at once (the
+// access check alone passes for root where nothing can be made, e.g. under /proc).
+int can_create_in(const std::string& directory) {
+  const std::string probe = fmt::format("{}/.synk-trace-probe-{}", directory, getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return errno;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return 0;
+}
+
 int g_node = -1;          // set_node(): -1 on one node
 int g_first_rank = 0;
 
@@ -285,22 +326,18 @@ void start(const std::string& path) {
     throw UsageError(fmt::format("trace_start: a trace to '{}' is running already; call trace_stop() first",
                                  g_file.path));
   if (path.empty()) throw UsageError("trace_start: the path of the trace file is empty");
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw UsageError(fmt::format("trace_start: '{}' is a directory; give the path of a file to write the trace to",
-                                 path));
   TraceFile file;
-  file.path = path;
-  file.directory = directory_of(path);
+  file.path = trace_target(path);
+  file.directory = directory_of(file.path);
   // An unnamed file in the target's directory proves it writable now and vanishes if the program
-  // dies before stop(). File systems without O_TMPFILE get the access check alone.
+  // dies before stop(). File systems without O_TMPFILE make and remove a named file instead.
   file.unnamed_fd = ::open(file.directory.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
   if (file.unnamed_fd < 0) {
     int err = errno;
     bool unsupported = err == EOPNOTSUPP || err == EISDIR || err == EINVAL;
-    if (!unsupported || ::access(file.directory.c_str(), W_OK | X_OK) != 0)
-      throw UsageError(fmt::format("trace_start: cannot write the trace file '{}': {}", path,
-                                   std::strerror(unsupported ? errno : err)));
+    if (unsupported) err = can_create_in(file.directory);
+    if (err != 0)
+      throw UsageError(fmt::format("trace_start: cannot write the trace file '{}': {}", path, std::strerror(err)));
   }
   try {
     ensure_buffer();
