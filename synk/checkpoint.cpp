@@ -29,6 +29,7 @@
 
 #include "runtime/data/npy.h"
 #include "runtime/data/shared_vars.h"
+#include "runtime/group/cleanup.h"
 #include "runtime/node/cluster.h"
 #include "synk/collectives.h"
 
@@ -188,6 +189,11 @@ Array read_variable(const Module& module, const json& entry, const std::string& 
       value.shape != entry.at("shape").get<std::vector<int64_t>>() || checksum(value) != entry.at("xxh3_64"))
     throw UsageError(fmt::format("{}: {} does not match the manifest (dtype, shape or checksum): the checkpoint is "
                                  "damaged", where, file.string()));
+  if (!rt::can_cast_safely(value.dtype, spec.dtype))
+    throw UsageError(fmt::format("{}: the checkpoint holds it as {}, but this module declares it {}, which cannot "
+                                 "hold every {} value; declare it {} (or a wider type) to load this checkpoint",
+                                 where, rt::dtype_name(value.dtype), rt::dtype_name(spec.dtype),
+                                 rt::dtype_name(value.dtype), rt::dtype_name(value.dtype)));
   return rt::conform_shared_value(spec, module.spec().symbols, value.ref(), false, where);
 }
 
@@ -243,10 +249,23 @@ CheckpointMetadata restore(const Module& module, const std::vector<Function>& fu
   return manifest.value("metadata", json::object()).get<CheckpointMetadata>();
 }
 
+// The directory a save to `dir` writes: a trailing slash names the same directory, and a
+// symbolic link is followed (the link stays; replacing it would leave the checkpoint it points at
+// stale).
+fs::path checkpoint_target(const std::string& dir) {
+  fs::path target = fs::path(dir).lexically_normal();
+  if (target.filename().empty() && target.has_parent_path()) target = target.parent_path();
+  for (int hops = 0; hops < 40 && fs::is_symlink(target); ++hops) {
+    const fs::path link = fs::read_symlink(target);
+    target = (link.is_absolute() ? link : target.parent_path() / link).lexically_normal();
+  }
+  return target;
+}
+
 // The save itself, on this leader's filesystem.
 void save_here(const Module& module, const std::vector<Function>& functions, const std::string& dir,
                const CheckpointMetadata& metadata, const StepIndices& steps) {
-  const fs::path target = fs::path(dir).lexically_normal();
+  const fs::path target = checkpoint_target(dir);
   if (target.filename().empty() || target.filename() == "." || target.filename() == "..")
     throw UsageError(fmt::format("save_checkpoint('{}'): name the checkpoint's own directory", dir));
   if (fs::exists(target) && !(fs::is_directory(target) && (is_checkpoint(target) || fs::is_empty(target))))
@@ -261,6 +280,10 @@ void save_here(const Module& module, const std::vector<Function>& functions, con
   std::error_code ec;
   if (!fs::create_directory(fresh, ec))
     throw UsageError(fmt::format("save_checkpoint('{}'): cannot create '{}': {}", dir, fresh.string(), ec.message()));
+  rt::cleanup::set_scratch_directory(fresh.string());   // a signal from here on removes it
+  struct Unregister {
+    ~Unregister() { rt::cleanup::set_scratch_directory(""); }
+  } unregister;
   try {
     const json manifest = manifest_of(module, functions, metadata, steps, fresh);
     {

@@ -81,6 +81,9 @@ void expect_same_bits(const std::vector<Array>& a, const std::vector<Array>& b, 
   }
 }
 
+// 16 MB of state: a save takes long enough to be caught in the middle.
+constexpr const char* kText4M = "shared big: f32[4000000] = ones;";
+
 struct TempDir {
   fs::path path = fs::temp_directory_path() / ("synk-ckpt-test-" + std::to_string(::getpid()));
   TempDir() { fs::create_directories(path); }
@@ -227,6 +230,65 @@ TEST(Checkpoint, ASaveNeverReplacesOtherFiles) {
   fs::create_directories(stale);
   m.save_checkpoint((tmp.path / "ckpt").string());
   EXPECT_FALSE(fs::exists(stale));
+}
+
+// "ckpt/" names ckpt; a save through a symbolic link writes the directory it points at and keeps
+// the link (replacing the link left the real checkpoint stale without a word).
+TEST(Checkpoint, ATrailingSlashAndALinkNameTheDirectoryTheyPointAt) {
+  TempDir tmp;
+  jit::Module m = jit::compile_string(kProgram);
+  m.shared("w").set_value(std::vector<float>(12, 1.0f), {4, 3});
+  m.save_checkpoint((tmp.path / "real").string() + "/", {{"value", "1"}});
+  EXPECT_EQ(m.load_checkpoint((tmp.path / "real").string() + "/").at("value"), "1");
+  fs::create_directory_symlink("real", tmp.path / "link");
+  m.shared("w").set_value(std::vector<float>(12, 2.0f), {4, 3});
+  m.save_checkpoint((tmp.path / "link").string(), {{"value", "2"}});
+  EXPECT_TRUE(fs::is_symlink(tmp.path / "link"));
+  jit::Module loaded = jit::compile_string(kProgram);
+  EXPECT_EQ(loaded.load_checkpoint((tmp.path / "real").string()).at("value"), "2");
+  EXPECT_EQ(loaded.shared("w").values<float>(), std::vector<float>(12, 2.0f));
+}
+
+// A variable saved as i64 does not load into an i32 declaration (no option converts it); the
+// message says what to declare. A safe widening (f32 into f64) loads.
+TEST(Checkpoint, ADtypeThatCannotHoldTheSavedValuesSaysWhatToDeclare) {
+  TempDir tmp;
+  const std::string ckpt = (tmp.path / "ckpt").string();
+  jit::compile_string("shared c: i64[3] = ones; shared f: f32[2] = ones;").save_checkpoint(ckpt);
+  EXPECT_HAS(error_of<UsageError>([&] {
+               jit::compile_string("shared c: i32[3] = zeros; shared f: f32[2] = zeros;").load_checkpoint(ckpt);
+             }),
+             "shared variable 'c': the checkpoint holds it as i64, but this module declares it i32, which cannot hold "
+             "every i64 value; declare it i64");
+  jit::Module wide = jit::compile_string("shared c: i64[3] = zeros; shared f: f64[2] = zeros;");
+  wide.load_checkpoint(ckpt);
+  EXPECT_EQ(wide.shared("f").values<double>(), std::vector<double>(2, 1.0));
+}
+
+// A save ended by a handled signal (SIGTERM, Ctrl-C) removes its half-written copy: the handler
+// that removes the shared memory removes it too, and the previous checkpoint stays whole.
+TEST(Checkpoint, ASaveEndedBySigtermLeavesNoTemporaryCopy) {
+  TempDir tmp;
+  const std::string ckpt = (tmp.path / "ckpt").string();
+  jit::Module m = jit::compile_string(kText4M);
+  m.save_checkpoint(ckpt, {{"value", "1"}});
+  for (int round = 0; round < 4; ++round) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      synk::fork(1);   // a program with shared memory: synk's handlers are installed
+      for (;;) m.save_checkpoint(ckpt, {{"value", "2"}});
+    }
+    ::usleep(useconds_t(150000 + 50000 * round));
+    ::kill(child, SIGTERM);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+    for (const fs::directory_entry& e : fs::directory_iterator(tmp.path))
+      EXPECT_EQ(e.path().filename(), "ckpt") << "round " << round;
+    jit::Module loaded = jit::compile_string(kText4M);
+    EXPECT_NO_THROW(loaded.load_checkpoint(ckpt)) << "round " << round;
+  }
 }
 
 TEST(Checkpoint, SetValueAllReachesEveryRank) {

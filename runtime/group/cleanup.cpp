@@ -48,6 +48,10 @@ alignas(16) char g_altstack[64 * 1024];
 // Rank 1's janitor.
 char g_janitor_prefix[kPrefixMax];
 
+// set_scratch_directory: its parent (an open directory) and its name.
+std::atomic<int> g_scratch_parent_fd{-1};
+char g_scratch_name[256];
+
 struct LinuxDirent64 {
   uint64_t d_ino;
   int64_t d_off;
@@ -81,6 +85,28 @@ int remove_with_prefix(const char* prefix) {
     }
   }
   return removed;
+}
+
+// Removes the scratch directory's entries (it is flat), then the directory.
+void remove_scratch_directory() {
+  const int parent = g_scratch_parent_fd.load();
+  if (parent < 0) return;
+  const int dir = openat(parent, g_scratch_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    alignas(8) char buf[4096];
+    for (;;) {
+      long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+      if (n <= 0) break;
+      for (long off = 0; off < n;) {
+        auto* d = reinterpret_cast<LinuxDirent64*>(buf + off);
+        const bool dots = d->d_name[0] == '.' && (!d->d_name[1] || (d->d_name[1] == '.' && !d->d_name[2]));
+        if (!dots) unlinkat(dir, d->d_name, 0);
+        off += d->d_reclen;
+      }
+    }
+    close(dir);
+  }
+  unlinkat(parent, g_scratch_name, AT_REMOVEDIR);
 }
 
 int64_t monotonic_ms() {
@@ -169,6 +195,7 @@ void on_signal(int sig, siginfo_t*, void*) {
   if (getpid() == g_owner.load() && g_cleaning.exchange(1) == 0) {
     int stopped = stop_workers();
     remove_with_prefix(g_prefix);
+    remove_scratch_directory();
     segment_guard::stop();   // its work is done
     report(sig, stopped);
   }
@@ -280,6 +307,30 @@ void install_janitor(const std::string& master_prefix) {
   sa.sa_handler = on_parent_death_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(janitor_signal(), &sa, nullptr);
+}
+
+void set_scratch_directory(const std::string& path) {
+  if (path.empty()) {
+    const int fd = g_scratch_parent_fd.exchange(-1);
+    if (fd >= 0) close(fd);
+    return;
+  }
+  prepare_process();
+  const size_t slash = path.rfind('/');
+  const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.size() >= sizeof g_scratch_name) return;   // not covered: the next save's sweep removes it
+  const int fd = open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  sigset_t handled, before;   // the handler never sees a half-written name
+  sigemptyset(&handled);
+  for (int sig : kTermSignals) sigaddset(&handled, sig);
+  pthread_sigmask(SIG_BLOCK, &handled, &before);
+  const int old = g_scratch_parent_fd.exchange(-1);
+  std::memcpy(g_scratch_name, name.c_str(), name.size() + 1);
+  g_scratch_parent_fd.store(fd);
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  if (old >= 0) close(old);
 }
 
 void janitor_clean() { remove_with_prefix(g_janitor_prefix); }

@@ -38,6 +38,11 @@ void block_signals(bool block);
 // and marks this process as a worker (it installs nothing itself).
 void become_worker();
 
+// A flat directory this process is filling (a checkpoint being saved, synk/checkpoint.cpp): until
+// it is cleared (""), the handler also removes its files and then the directory, so that a
+// signal in the middle leaves no half-written copy. One at a time; installs the handlers.
+void set_scratch_directory(const std::string& path);
+
 // Rank 1: on janitor_signal() (its parent-death signal), removes every segment whose name starts
 // with `master_prefix` (the master's session prefix), then exits.
 void install_janitor(const std::string& master_prefix);

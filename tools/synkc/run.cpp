@@ -188,7 +188,9 @@ void emit_updates(const RunOptions& options, synk::jit::Module& module, const sy
 // --checkpoint DIR is written after the call: a DIR that cannot be is refused before it.
 void check_checkpoint_path(const std::string& dir) {
   if (dir.empty()) return;
-  const std::filesystem::path parent = std::filesystem::path(dir).parent_path();
+  std::filesystem::path target = std::filesystem::path(dir).lexically_normal();
+  if (target.filename().empty() && target.has_parent_path()) target = target.parent_path();   // "ck/"
+  const std::filesystem::path parent = target.parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent))
     throw UsageError(fmt::format("--checkpoint {}: the directory '{}' does not exist", dir, parent.string()));
 }
