@@ -66,6 +66,29 @@ TEST(Split, ExactIntegerRuleCoversEveryRowOnce) {
   EXPECT_EQ(lo, int64_t((__int128(2) << 62) / 3));
 }
 
+// Far more slices than rows: the parts are those of the slice-by-slice rule (every row in the
+// slice split_range gives it), found without visiting the empty slices (10^15 of them here).
+TEST(Plan, HugeSliceCountsGiveTheSlicesOfTheRule) {
+  Fixture fx(3);
+  for (int64_t slices : {int64_t(7), int64_t(21), int64_t(22), int64_t(1000003), int64_t(1) << 50}) {
+    fx.req.num_slices = slices;
+    CallPlan plan = plan_call(fx.req);
+    for (int r = 0; r < 3; ++r) {
+      auto [lo, hi] = split_range(plan.positions, 3, r);
+      std::vector<std::pair<int64_t, int64_t>> expect;   // each row alone, or with its neighbours
+      for (int64_t s = 0; slices < 100 && s < slices; ++s) {
+        auto [a, b] = split_range(hi - lo, slices, s);
+        if (b > a) expect.emplace_back(lo + a, lo + b);
+      }
+      if (slices >= 100)
+        for (int64_t i = lo; i < hi; ++i) expect.emplace_back(i, i + 1);
+      std::vector<std::pair<int64_t, int64_t>> got;
+      for (const Part& p : rank_parts(plan, r)) got.emplace_back(p.pos_lo, p.pos_hi);
+      EXPECT_EQ(got, expect) << slices << " slices, rank " << r;
+    }
+  }
+}
+
 TEST(Plan, PartsAndWeightsWithSlices) {
   Fixture fx(3);
   fx.req.num_slices = 2;
@@ -127,7 +150,9 @@ TEST(Plan, MicroShardsAreFixedByPositionAndDealtWhole) {
       EXPECT_EQ(shards, (std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 6}, {6, 9}, {9, 10}}))
           << nranks << " ranks, " << slices << " slices";
       EXPECT_EQ(rank_weights(plan), weights);
-      if (nranks == 5) EXPECT_TRUE(rank_parts(plan, 4).empty() || rank_parts(plan, 0).empty()) << "4 shards, 5 ranks";
+      if (nranks == 5) {
+        EXPECT_TRUE(rank_parts(plan, 4).empty() || rank_parts(plan, 0).empty()) << "4 shards, 5 ranks";
+      }
     }
   Fixture fx(2);
   fx.req.micro_shard_rows = -2;
