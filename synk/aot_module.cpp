@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <regex>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -55,12 +56,28 @@ std::map<std::string, ModuleState, std::less<>>& table() {
   return *t;
 }
 
+// Whether the module reads a load() file from disk at run time (built with --no-embed-data):
+// the only input of the front end that can change after synkc.
+bool reads_files_at_run_time(const ModuleDef& def) {
+  static const std::regex load_call(R"re(\bload\s*\(\s*"([^"]*)")re");
+  const std::string text = def.text;
+  for (std::sregex_iterator it(text.begin(), text.end(), load_call), end; it != end; ++it) {
+    const std::filesystem::path path((*it)[1].str());
+    const std::filesystem::path full = path.is_absolute() ? path : std::filesystem::path(def.base_dir) / path;
+    if (!synk::is_embedded_npy(full.string())) return true;
+  }
+  return false;
+}
+
 // The module as synkc saw it, from the source baked into the stub. It compiled then, so an error
-// now is synk's (a changed front end), not the user's.
+// now is the user's only when a load() file on disk changed or went away since; otherwise synk's.
 ir::Module front_end(const ModuleDef& def) {
   try {
     return synk::compiler::prepare_module(def.source_name, def.text, def.base_dir);
   } catch (const synk::UserError& e) {
+    if (reads_files_at_run_time(def))
+      throw synk::UserError(fmt::format("aot module '{}' (built with --no-embed-data, so it reads its load() files "
+                                        "at run time): {}", def.name, e.what()));
     throw synk::InternalError(fmt::format("aot module '{}': its baked source {} no longer compiles:\n{}", def.name,
                                           def.source_name, e.what()));
   }
