@@ -134,6 +134,26 @@ def test_bad_value_in_a_scattered_row(mod):
     assert np.array_equal(pick(np.array([0, 1, 2, 3, 9, 1]), table, batch=4), [0, 1, 2, 3])
 
 
+def test_a_minibatch_input_out_of_step_with_batch_s(group):
+    """A minibatch input whose axis 0 is the symbol of a sliceable variable's axis 0 must give each
+    rank as many rows as batch_s gives it: a UsageError on the master naming both and the length
+    to pass (it was a RankError from every rank about the symbol)."""
+    m = synk.compile("""
+shared data: f32[rows, 4] sliceable;
+fn score(minibatch wts: f32[rows]) { out s: sum = sum(sum(data, axis=1) * wts); }
+""")
+    synk.scatter(m.shared("data"), np.arange(40, dtype=np.float32).reshape(10, 4))
+    score = m.function("score")
+    for n in [2, 7]:
+        with pytest.raises(synk.UsageError, match=r"score: input 'wts' and sliceable shared variable 'data' share "
+                                                  r"axis 0 \('rows'\).*give 'wts' 4 rows"):
+            score(np.ones(n, np.float32), batch_s=range(0, 2))
+    # Ranks hold rows [0, 5) and [5, 10); range(0, 2) takes rows 0-1 and 5-6 of data.
+    wts = np.array([1, 2, 3, 4], np.float32)
+    expect = sum(w * np.arange(40, dtype=np.float32).reshape(10, 4)[row].sum() for w, row in zip(wts, [0, 1, 5, 6]))
+    assert score(wts, batch_s=range(0, 2)) == pytest.approx(expect)
+
+
 def test_data_errors():
     cases = [
         (lambda: synk.data(np.ones(3, "float16")), "float16 is not supported"),

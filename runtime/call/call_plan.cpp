@@ -365,6 +365,10 @@ void plan_outputs(const PlanRequest& req, CallPlan& plan) {
 
 }  // namespace
 
+namespace {
+void require_rows_in_step(const PlanRequest& req, const CallPlan& plan);
+}  // namespace
+
 CallPlan plan_call(const PlanRequest& req) {
   CallPlan plan;
   plan.nranks = req.nranks;
@@ -378,6 +382,7 @@ CallPlan plan_call(const PlanRequest& req) {
     throw UsageError(fmt::format("micro_shard_rows: must be >= 0 (0: off), received {}", req.micro_shard_rows));
   plan.micro_shard_rows = req.micro_shard_rows;
   plan_outputs(req, plan);
+  if (plan.has_scattered && plan.has_sliceable) require_rows_in_step(req, plan);
 
   // Nothing selected anywhere: rank 0 runs the function once on zero rows, as one device would.
   if (plan.has_scattered) {
@@ -399,6 +404,37 @@ std::pair<int64_t, int64_t> rank_positions(const CallPlan& plan, int rank) {
   if (m <= 0) return split_range(plan.positions, plan.nranks, rank);
   auto [first, last] = split_range((plan.positions + m - 1) / m, plan.nranks, rank);
   return {std::min(plan.positions, first * m), std::min(plan.positions, last * m)};
+}
+
+// An input split by position and a sliceable shared variable whose axis 0 is the same symbol
+// (`minibatch w: f32[rows]` beside `shared d: f32[rows, 4] sliceable`) must give every rank as
+// many rows of the one as of the other; otherwise every rank would fail on the symbol.
+void require_rows_in_step(const PlanRequest& req, const CallPlan& plan) {
+  const FunctionSignature& sig = *req.signature;
+  const ModuleSpec& module = *req.module;
+  for (size_t i = 0; i < sig.inputs.size(); ++i) {
+    const std::vector<DimSpec>& dims = sig.inputs[i].dims;
+    if (plan.inputs[i] == InputUse::Broadcast || dims.empty() || dims[0].symbol < 0) continue;
+    const std::string& symbol = sig.symbols[size_t(dims[0].symbol)];
+    for (int32_t slot : plan.sliceable_slots) {
+      const SharedSpec& shared = module.shareds[size_t(sig.shareds_read[size_t(slot)])];
+      if (shared.dims.empty() || shared.dims[0].symbol < 0 || module.symbols[size_t(shared.dims[0].symbol)] != symbol)
+        continue;
+      int64_t total = 0;
+      for (int r = 0; r < plan.nranks; ++r) total += plan.shared_rows[size_t(r)].count;
+      for (int r = 0; r < plan.nranks; ++r) {
+        auto [lo, hi] = rank_positions(plan, r);
+        if (hi - lo == plan.shared_rows[size_t(r)].count) continue;
+        throw UsageError(fmt::format(
+            "{}: input '{}' and sliceable shared variable '{}' share axis 0 ('{}'), so every rank needs as many rows "
+            "of '{}' as batch_s gives it of '{}': rank {} would get {} of {} positions of '{}' but {} rows of '{}' "
+            "(give '{}' {} rows, the batch_s selections' total, split over the ranks like them)",
+            sig.name, sig.inputs[i].name, shared.name, symbol, sig.inputs[i].name, shared.name, r, hi - lo,
+            plan.positions, sig.inputs[i].name, plan.shared_rows[size_t(r)].count, shared.name, sig.inputs[i].name,
+            total));
+      }
+    }
+  }
 }
 
 // Micro-shard mode (CallPlan::micro_shard_rows): one part per shard this rank runs.
