@@ -170,7 +170,7 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 void throw_in_source(const SourceFile& file, const LocatedUserError& e) {
   if (!e.loc().valid()) throw e;
-  throw UserError(format_diagnostic(file, {Severity::Error, e.loc(), e.message()}));
+  throw UserError(format_diagnostic(file, {Severity::Error, e.loc(), e.message()}), e.loc(), e.message());
 }
 
 std::string did_you_mean(std::string_view wrong, const std::vector<std::string>& candidates) {

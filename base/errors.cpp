@@ -9,9 +9,8 @@ void internal_error(const std::string& message) { throw InternalError(message); 
 
 LocatedUserError::LocatedUserError(SourceLoc loc, const std::string& message)
     : UserError(loc.valid() ? "line " + std::to_string(loc.line) + ", column " + std::to_string(loc.col) + ": " + message
-                            : message),
-      loc_(loc),
-      message_(message) {}
+                            : message,
+                loc, message) {}
 
 int exit_code(const std::exception& e) {
   if (dynamic_cast<const UsageError*>(&e)) return kExitUsageError;

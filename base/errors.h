@@ -38,10 +38,20 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The user's program is wrong. The message is complete and user-facing.
+// The user's program is wrong. The message is complete and user-facing. When it holds the front
+// end's diagnostics, loc() and message() are the first error's place and text (its own line,
+// without the source line and caret); otherwise loc() is invalid and message() empty.
 class UserError : public Error {
  public:
   using Error::Error;
+  UserError(const std::string& text, SourceLoc first, std::string first_message)
+      : Error(text), loc_(first), message_(std::move(first_message)) {}
+  SourceLoc loc() const { return loc_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  SourceLoc loc_;
+  std::string message_;
 };
 
 // A user error found after the front end (e.g. by the gradient pass) at a known place in the
@@ -50,12 +60,6 @@ class UserError : public Error {
 class LocatedUserError : public UserError {
  public:
   LocatedUserError(SourceLoc loc, const std::string& message);
-  SourceLoc loc() const { return loc_; }
-  const std::string& message() const { return message_; }
-
- private:
-  SourceLoc loc_;
-  std::string message_;
 };
 
 // The caller's fault: a wrong argument, a wrong dtype, an index out of range, an unknown name...

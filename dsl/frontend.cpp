@@ -29,9 +29,18 @@ std::string FrontEnd::diagnostics_if_new() {
 
 std::string FrontEnd::all_diagnostics() const { return format_diagnostics_in_source_order(diags_); }
 
+UserError FrontEnd::errors() const {
+  const Diagnostic* first = nullptr;
+  for (const Diagnostic& d : diags_.diagnostics()) {
+    if (d.severity != Severity::Error || !d.loc.valid()) continue;
+    if (!first || std::pair(d.loc.line, d.loc.col) < std::pair(first->loc.line, first->loc.col)) first = &d;
+  }
+  return first ? UserError(all_diagnostics(), first->loc, first->message) : UserError(all_diagnostics());
+}
+
 ir::Module compile_source(const std::string& path, const std::string& text) {
   FrontEnd front_end(path, text, std::filesystem::path(path).parent_path().string());
-  if (!front_end.parse() || !front_end.analyze()) throw UserError(front_end.all_diagnostics());
+  if (!front_end.parse() || !front_end.analyze()) throw front_end.errors();
   return front_end.take_module();
 }
 

@@ -47,6 +47,8 @@ class FrontEnd {
   std::string diagnostics_if_new();
   // Every diagnostic so far, formatted in source order.
   std::string all_diagnostics() const;
+  // The UserError of a failed parse() or analyze(): every diagnostic, and the first error's place.
+  UserError errors() const;
 
   const SourceFile& file() const { return file_; }
   const ast::Program& program() const { return program_; }

@@ -54,11 +54,12 @@ void translate(std::exception_ptr p) {
     raise(g_classes.scattered_row, e.what(), {{"row", py::int_(e.row())}});
   } catch (const synk::UsageError& e) {
     raise(g_classes.usage, e.what());
-  } catch (const synk::LocatedUserError& e) {
-    raise(g_classes.located, e.what(),
-          {{"line", py::int_(e.loc().line)}, {"column", py::int_(e.loc().col)}, {"message", py::str(e.message())}});
-  } catch (const synk::UserError& e) {
-    raise(g_classes.user, e.what());
+  } catch (const synk::UserError& e) {   // with a place (LocatedUserError, the front end's errors) or without
+    if (e.loc().valid())
+      raise(g_classes.located, e.what(),
+            {{"line", py::int_(e.loc().line)}, {"column", py::int_(e.loc().col)}, {"message", py::str(e.message())}});
+    else
+      raise(g_classes.user, e.what());
   } catch (const synk::RankError& e) {
     raise(g_classes.rank, e.what(), {{"ranks", py::cast(e.ranks())}, {"group_lost", py::bool_(e.group_lost())}});
   } catch (const synk::InternalError& e) {

@@ -39,9 +39,12 @@ def test_hierarchy():
 
 
 def test_program_errors():
-    with pytest.raises(synk.UserError, match=r"prog\.synk:2:.*error") as e:
+    with pytest.raises(synk.LocatedUserError, match=r"prog\.synk:2:.*error") as e:
         synk.compile("fn f(scatter x: f32[n]) {\n  out z: avg = mean(x @ q);\n}", name="prog.synk")
     assert "q" in str(e.value)
+    # The first error's place and its own text (the message holds every diagnostic with its caret).
+    assert (e.value.line, e.value.column) == (2, 25), (e.value.line, e.value.column)
+    assert "q" in e.value.message and "\n" not in e.value.message
     with pytest.raises(synk.UserError, match="no-such-file.synk"):
         synk.load("/nonexistent/no-such-file.synk")
     # A gradient the program cannot have is reported when it compiles, with the others, not at the
