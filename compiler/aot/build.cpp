@@ -6,6 +6,7 @@
 // prefix (../include/synk and ../lib next to the executable, so an installed tree can move).
 #include "compiler/aot/aot.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -115,7 +116,50 @@ void write_file(const fs::path& path, const std::string& text) {
     throw AotUserError(fmt::format("cannot write '{}': {}", path.string(), std::strerror(errno)));
 }
 
-// A private build directory, removed at the end unless kept (or something failed inside synk).
+// Ctrl-C, SIGTERM or SIGHUP while a build directory exists: it is removed (by `rm -rf`, since
+// only fork, exec and wait are safe in a handler), then the signal ends synkc as it would have.
+constexpr int kInterruptSignals[] = {SIGINT, SIGTERM, SIGHUP};
+char g_scratch_path[4096];
+struct sigaction g_before[NSIG];
+
+void remove_scratch_and_die(int sig) {
+  if (g_scratch_path[0]) {
+    const pid_t rm = ::fork();
+    if (rm == 0) {
+      ::execl("/bin/rm", "rm", "-rf", g_scratch_path, static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    if (rm > 0) ::waitpid(rm, nullptr, 0);
+  }
+  ::sigaction(sig, &g_before[sig], nullptr);
+  ::raise(sig);
+}
+
+void watch_interrupts(const std::string& path) {
+  if (path.size() >= sizeof g_scratch_path) return;
+  std::memcpy(g_scratch_path, path.c_str(), path.size() + 1);
+  struct sigaction sa {};
+  sa.sa_handler = &remove_scratch_and_die;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : kInterruptSignals) {
+    struct sigaction current {};
+    if (::sigaction(sig, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;   // the program's own
+    g_before[sig] = current;
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+void unwatch_interrupts() {
+  for (int sig : kInterruptSignals) {
+    struct sigaction current {};
+    if (::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == &remove_scratch_and_die)
+      ::sigaction(sig, &g_before[sig], nullptr);
+  }
+  g_scratch_path[0] = '\0';
+}
+
+// A private build directory, removed at the end unless kept (or something failed inside synk),
+// and on Ctrl-C.
 class ScratchDir {
  public:
   explicit ScratchDir(bool keep) : keep_(keep) {
@@ -124,12 +168,17 @@ class ScratchDir {
     if (!::mkdtemp(pattern.data())) synk::internal_error(fmt::format("cannot create {}: {}", pattern, std::strerror(errno)));
     path_ = pattern;
     if (keep_) std::cerr << "synkc: keeping the build directory " << path_ << "\n";
+    else watch_interrupts(path_.string());
   }
   ~ScratchDir() {
+    unwatch_interrupts();
     std::error_code ec;
     if (!keep_) fs::remove_all(path_, ec);
   }
-  void keep() { keep_ = true; }
+  void keep() {
+    keep_ = true;
+    unwatch_interrupts();
+  }
   const fs::path& path() const { return path_; }
 
  private:

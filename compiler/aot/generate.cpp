@@ -332,10 +332,15 @@ AotModule generate(const ir::Module& module, const std::string& source_name, con
   if (result.name != cxx_identifier(result.name))
     throw synk::UserError(fmt::format("module name '{}' is not a C++ identifier (try '{}')", result.name,
                                      cxx_identifier(result.name)));
+  // A training function selected with --fn brings its optimizer's update function: its step
+  // (NAME_step()) needs both.
+  std::vector<std::string> wanted = options.functions;
+  for (const ir::TrainStep& t : module.train_steps)
+    if (std::find(options.functions.begin(), options.functions.end(), t.function) != options.functions.end())
+      wanted.push_back(module.optimizers.at(size_t(t.optimizer)).update_function());
   std::vector<const ir::Function*> functions;
   for (const ir::Function& fn : module.functions)
-    if (options.functions.empty() ||
-        std::find(options.functions.begin(), options.functions.end(), fn.name) != options.functions.end())
+    if (options.functions.empty() || std::find(wanted.begin(), wanted.end(), fn.name) != wanted.end())
       functions.push_back(&fn);
   for (const ir::Function* f : functions) {
     const ir::Function& fn = *f;

@@ -96,6 +96,11 @@ namespace {
 
 std::string describe_status(int status) {
   if (WIFSIGNALED(status)) return "was killed by " + describe_signal(WTERMSIG(status));
+  // A worker ends with status 0 of its own accord only when its parent thread is gone: the kernel's
+  // parent-death signal follows the thread that forked it, not the process.
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return "exited with status 0 (a worker ends by itself when the thread that called synk::fork() has ended: "
+           "fork from a thread that lives as long as the group, such as the main thread)";
   if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
   return fmt::format("stopped (wait status {:#x})", status);
 }
