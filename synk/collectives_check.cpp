@@ -60,9 +60,9 @@ NodeCheck::~NodeCheck() {
 
 void NodeCheck::agree(const std::function<std::string()>& detail) {
   if (!t_pending.open) return;
-  t_pending.open = false;
   const char* what = t_pending.what;
-  const std::string mine = fmt::format("{}{}{}", kPrefix, what, detail());
+  const std::string mine = fmt::format("{}{}{}", kPrefix, what, detail());   // may throw: a refusal then
+  t_pending.open = false;
   const std::vector<std::string> all = exchange(what, mine);
   for (size_t n = 0; n < all.size(); ++n)
     if (rt::is_refusal(all[n]))
