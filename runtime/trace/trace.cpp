@@ -73,6 +73,7 @@ struct TraceFile {
   bool active = false;
   pid_t owner = 0;                        // the process that writes the file
   std::string path;
+  std::string requested;                  // as given (under mpirun the node's suffix goes on it)
   std::string directory;
   int unnamed_fd = -1;                    // O_TMPFILE in the target's directory, or -1
   int64_t origin_ns = 0;                  // time 0 of the file
@@ -120,7 +121,7 @@ std::string directory_of(const std::string& path) {
 // The file a trace at `path` replaces. A symbolic link is followed, so that the link keeps
 // pointing at the new file; a path that exists must be a regular file, because the trace is
 // renamed over it: a device, a FIFO or a socket (as root, /dev/null) would be replaced.
-std::string trace_target(const std::string& path) {
+std::string trace_target(const std::string& path, const char* what) {
   std::string target = path;
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
@@ -138,12 +139,12 @@ std::string trace_target(const std::string& path) {
   }
   if (::stat(target.c_str(), &st) != 0) return target;
   if (S_ISDIR(st.st_mode))
-    throw UsageError(fmt::format("trace_start: '{}' is a directory; give the path of a file to write the trace to",
+    throw UsageError(fmt::format("{}: '{}' is a directory; give the path of a file to write the trace to", what,
                                  path));
   if (!S_ISREG(st.st_mode))
-    throw UsageError(fmt::format("trace_start: '{}' is not a regular file (a device, a FIFO or a socket); the trace "
+    throw UsageError(fmt::format("{}: '{}' is not a regular file (a device, a FIFO or a socket); the trace "
                                  "is written whole and renamed over its path, so give the path of a regular file or "
-                                 "of a new one", path));
+                                 "of a new one", what, path));
   return target;
 }
 
@@ -226,11 +227,12 @@ std::string render(std::vector<Event> master, std::map<int, RankSpans>& workers,
     append_events(out, rank, spans.events, origin_ns);
   }
   // The last event has no comma after it: a closing instant marks the end of the trace.
-  out += fmt::format(R"({{"name":"trace end","cat":"trace","ph":"i","s":"g","ts":{:.3f},"pid":0,"tid":0}})",
-                     1e-3 * double(now_ns() - origin_ns));
+  // Ranks by their global number: this node's master is rank g_first_rank.
+  out += fmt::format(R"({{"name":"trace end","cat":"trace","ph":"i","s":"g","ts":{:.3f},"pid":{},"tid":0}})",
+                     1e-3 * double(now_ns() - origin_ns), g_first_rank);
   out += "\n],\n\"otherData\":{\"clock\":\"CLOCK_MONOTONIC\",\"dropped_spans\":{";
-  out += fmt::format("\"0\":{}", master_dropped);
-  for (auto& [rank, spans] : workers) out += fmt::format(",\"{}\":{}", rank, spans.dropped);
+  out += fmt::format("\"{}\":{}", g_first_rank, master_dropped);
+  for (auto& [rank, spans] : workers) out += fmt::format(",\"{}\":{}", rank + g_first_rank, spans.dropped);
   out += "}}}\n";
   return out;
 }
@@ -249,7 +251,9 @@ bool write_all(int fd, const std::string& text) {
 // Puts `text` at `file.path` whole: through the unnamed file when there is one (linked under a
 // temporary name, then renamed over the path), else through a named temporary file.
 void publish(TraceFile& file, const std::string& text) {
-  if (g_node >= 0) file.path += fmt::format(".node{}", g_node);
+  // Under mpirun each node writes PATH.node<K>, known only once the cluster runs: the checks of
+  // trace_start (links followed, no device, FIFO or socket replaced) apply to that path here.
+  if (g_node >= 0) file.path = trace_target(fmt::format("{}.node{}", file.requested, g_node), "trace");
   const std::string temporary = fmt::format("{}.tmp-{}", file.path, getpid());
   bool linked = false;
   if (file.unnamed_fd >= 0 && write_all(file.unnamed_fd, text)) {
@@ -327,7 +331,8 @@ void start(const std::string& path) {
                                  g_file.path));
   if (path.empty()) throw UsageError("trace_start: the path of the trace file is empty");
   TraceFile file;
-  file.path = trace_target(path);
+  file.requested = path;
+  file.path = trace_target(path, "trace_start");
   file.directory = directory_of(file.path);
   // An unnamed file in the target's directory proves it writable now and vanishes if the program
   // dies before stop(). File systems without O_TMPFILE make and remove a named file instead.
