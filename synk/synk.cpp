@@ -94,8 +94,9 @@ void throw_rank_errors(const std::string& what, const std::vector<std::string>& 
     throw RankError(fmt::format("{} failed on {}", what, fmt::join(parts, "; ")), ranks);
 }
 
-void check_rank(int rank, const char* what) {
-  int n = g_group && g_group->alive() ? g_group->size() : 1;
+// `local`: a rank of this node's group (a process of this machine) rather than a global rank.
+void check_rank(int rank, const char* what, bool local = false) {
+  int n = g_group && g_group->alive() ? g_group->size() * (local ? 1 : rt::cluster_nodes()) : 1;
   if (rank < 0 || rank >= n)
     throw UsageError(fmt::format("{}: rank must be in [0, {}), received {}", what, n, rank));
 }
@@ -166,7 +167,7 @@ int nodes() { return rt::cluster_nodes(); }
 
 pid_t worker_pid(int rank) {
   rt::ProcessGroup& g = group_or_throw("worker_pid");
-  check_rank(rank, "worker_pid");
+  check_rank(rank, "worker_pid", true);
   return g.pid(rank);
 }
 
@@ -278,9 +279,11 @@ void Module::set_value_all(std::string_view name, const ArrayRef& value, bool fo
   if (forked() && size() > 1) broadcast(Vars(var(name)));
 }
 
+// By global rank: under mpirun every leader makes the call and gets that rank's value (rank 0's
+// too, which lives on node 0).
 Array Module::get_value(int rank, std::string_view name) const {
   check_rank(rank, "get_value");
-  if (rank == 0) return get_value(name);
+  if (rank == 0 && !rt::cluster()) return get_value(name);
   group_or_throw("get_value");
   std::string what = fmt::format("get_value('{}')", name);
   return std::move(detail::get_values(rank, {var(name)}, what.c_str())[0]);
@@ -288,7 +291,7 @@ Array Module::get_value(int rank, std::string_view name) const {
 
 void Module::set_value(int rank, std::string_view name, const ArrayRef& value, bool force_cast) {
   check_rank(rank, "set_value");
-  if (rank == 0) return set_value(name, value, force_cast);
+  if (rank == 0 && !rt::cluster()) return set_value(name, value, force_cast);
   group_or_throw("set_value");
   rt::ModuleEntry& m = module_entry(id_);
   int32_t v = index_of(name);

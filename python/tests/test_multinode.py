@@ -294,6 +294,9 @@ except synk.UsageError as e:
     lines.append(f"node 0 bad: {e}")
 synk.broadcast(w, values=good + 1)
 lines.append(f"after: {[synk.get_value(r, w).tolist() for r in range(synk.size())]}")
+# A shared variable's own get_value/set_value(rank) take global ranks too (rank 0 is node 0's master).
+w.set_value(np.full((2, 3), 7, dtype="float32"), rank=3)
+lines.append(f"shared: {w.get_value(rank=0).tolist()} {w.get_value(rank=3).tolist()} {synk.get_value(3, w).tolist()}")
 open(out + ".node" + str(synk.node()), "w").write("\n".join(lines) + "\n")
 synk.close()
 '''
@@ -312,6 +315,8 @@ def test_broadcast_takes_node_zeros_values_and_its_error_reaches_every_leader(tm
     assert node0[0] == f"node 1 bad: {[node0_value] * 4}", node0[0]
     assert node0[1].startswith("node 0 bad: broadcast") and "[4, 3]" in node0[1], node0[1]
     assert node0[2] == f"after: {[[[v + 1 for v in row] for row in node0_value]] * 4}", node0[2]
+    assert node0[3] == f"shared: {[[v + 1 for v in row] for row in node0_value]} {[[7.0] * 3] * 2} {[[7.0] * 3] * 2}", \
+        node0[3]
 
 
 CHECKED = r'''
