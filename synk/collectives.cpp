@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/call/call_nodes.h"
 #include "runtime/call/call_plan.h"
 #include "runtime/call/registry.h"
 #include "runtime/node/cluster.h"
@@ -479,7 +480,7 @@ void broadcast_checked(const Vars& vars, const Values& values, const CollectiveO
   merged(what, options);
   group_for(what);
   std::vector<Target> ts = targets(what, vars.list());
-  check_value_count(what, ts, values);
+  if (!across_nodes(what) || rt::cluster_node() == 0) check_value_count(what, ts, values);
   std::vector<rt::Array> conformed;
   if (!across_nodes(what)) {
     for (size_t v = 0; v < ts.size(); ++v) conformed.push_back(conform(what, ts[v], values.list()[v], v));
@@ -575,6 +576,21 @@ std::vector<Array> local_values(int rank, const std::vector<Var>& vars, const ch
   rt::MasterIO io;
   run(what, g, d, ts, io);
   return std::move(io.outputs);
+}
+
+void refuse_values_on_node_zero(const char* what, const std::string& error) {
+  if (!rt::cluster() || rt::cluster_node() != 0) return;
+  if (NodeCheck::enabled()) {   // the others meet it in the collective's comparison first
+    rt::fail_call_before_start(UsageError(error));
+    return;
+  }
+  if (std::string_view(what) == "scatter") {
+    std::vector<std::vector<rt::Array>> per_node(size_t(rt::cluster_nodes()), {status_array(error)});
+    (void)rt::scatter_across_nodes(per_node, 0, what);
+  } else {
+    std::vector<rt::Array> message{status_array(error)};
+    rt::broadcast_across_nodes(message, 0, what);
+  }
 }
 
 bool all_reduce_exact(const Function& fn, int64_t total_rows, const CollectiveOptions& options) {

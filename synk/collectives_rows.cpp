@@ -135,7 +135,7 @@ void scatter_on_node(const char* what, const Vars& vars, const Values& values, c
 void scatter_across_nodes(const char* what, const Vars& vars, const Values& values, const Batch& batch,
                           const CollectiveOptions& o) {
   std::vector<Target> ts = targets(what, vars.list());
-  check_value_count(what, ts, values);
+  if (rt::cluster_node() == 0) check_value_count(what, ts, values);   // the others' values are ignored
   NodeCheck::agree([&] { return " of " + describe_targets(nullptr, ts, false); });
   const int nodes = rt::cluster_nodes(), local = rt::cluster_local_ranks(), n = nodes * local;
   std::vector<std::vector<rt::Array>> per_node(static_cast<size_t>(nodes));

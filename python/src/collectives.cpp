@@ -94,12 +94,31 @@ py::object arrays_out(std::vector<synk::Array>&& arrays, bool single) {
   py::kw_only(), py::arg("algorithm") = py::none(), py::arg("num_packs") = py::none(),                \
       py::arg("chunk_bytes") = py::none(), py::arg("group_size") = py::none()
 
+// Node 0's values of a broadcast or scatter, converted by `convert`; across nodes a failure is
+// sent to the other leaders first (they wait for those values), then raised here.
+template <class Convert>
+ValueList node_zero_values(const char* what, Convert&& convert) {
+  try {
+    return convert();
+  } catch (const synk::Error& e) {
+    without_gil([&] { synk::detail::refuse_values_on_node_zero(what, e.what()); });
+    throw;
+  } catch (py::error_already_set& e) {
+    const std::string message = std::string(what) + ": " + e.what();
+    without_gil([&] { synk::detail::refuse_values_on_node_zero(what, message); });
+    throw;
+  }
+}
+
 void bind_moving(py::module_& m) {
   m.def("broadcast", [](py::handle vars, py::handle values, py::handle a, py::handle p, py::handle c, py::handle g) {
           VarList v = var_list(vars, "broadcast");
           synk::CollectiveOptions o = options(a, p, c, g, "broadcast");
           if (values.is_none()) return without_gil([&] { synk::broadcast(v.vars, o); });
-          ValueList vals = value_list(v, values, py::none(), "broadcast");
+          // Across nodes node 0's values alone count: the others' are not even read, so a value
+          // only another node would refuse cannot put the leaders out of step.
+          if (synk::node() != 0) return without_gil([&] { synk::broadcast(v.vars, synk::Values(std::vector<synk::Value>{}), o); });
+          ValueList vals = node_zero_values("broadcast", [&] { return value_list(v, values, py::none(), "broadcast"); });
           without_gil([&] { synk::broadcast(v.vars, vals.values, o); });
         }, py::arg("shared_vars"), py::arg("values") = py::none(), SYNK_COLL_OPTION_ARGS,
         "Every rank holds the master's value (after setting the master's from `values` when given)");
@@ -107,8 +126,13 @@ void bind_moving(py::module_& m) {
                       py::handle g) {
           VarList v = var_list(vars, "scatter");
           synk::CollectiveOptions o = options(a, p, c, g, "scatter");
-          ValueList vals = value_list(v, values, py::none(), "scatter");
-          synk::Batch b = parse_batch(batch, "scatter: batch");
+          if (synk::node() != 0)   // node 0's values and batch alone count (as in broadcast)
+            return without_gil([&] { synk::scatter(v.vars, synk::Values(std::vector<synk::Value>{}), synk::Batch{}, o); });
+          synk::Batch b;
+          ValueList vals = node_zero_values("scatter", [&] {
+            b = parse_batch(batch, "scatter: batch");
+            return value_list(v, values, py::none(), "scatter");
+          });
           without_gil([&] { synk::scatter(v.vars, vals.values, b, o); });
         }, py::arg("shared_vars"), py::arg("values"), py::arg("batch") = py::none(), SYNK_COLL_OPTION_ARGS,
         "Rank r holds rows [floor(r*L/N), floor((r+1)*L/N)) of the L rows `batch` selects of each value");

@@ -292,6 +292,13 @@ try:
     lines.append("node 0 bad: broadcast")
 except synk.UsageError as e:
     lines.append(f"node 0 bad: {e}")
+# A value Python cannot convert (f64 for f32) is read on node 0 only, and its error reaches node 1.
+synk.broadcast(w, values=good if synk.node() == 0 else good.astype("float64"))
+try:
+    synk.broadcast(w, values=good.astype("float64") if synk.node() == 0 else good)
+    lines.append("node 0 f64: broadcast")
+except synk.UsageError as e:
+    lines.append(f"node 0 f64: {e}")
 synk.broadcast(w, values=good + 1)
 lines.append(f"after: {[synk.get_value(r, w).tolist() for r in range(synk.size())]}")
 # A shared variable's own get_value/set_value(rank) take global ranks too (rank 0 is node 0's master).
@@ -314,6 +321,8 @@ def test_broadcast_takes_node_zeros_values_and_its_error_reaches_every_leader(tm
     node0_value = [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
     assert node0[0] == f"node 1 bad: {[node0_value] * 4}", node0[0]
     assert node0[1].startswith("node 0 bad: broadcast") and "[4, 3]" in node0[1], node0[1]
+    assert node0[2].startswith("node 0 f64: broadcast: value for 'w'") and "float64" in node0[2], node0[2]
+    node0.pop(2)
     assert node0[2] == f"after: {[[[v + 1 for v in row] for row in node0_value]] * 4}", node0[2]
     assert node0[3] == f"shared: {[[v + 1 for v in row] for row in node0_value]} {[[7.0] * 3] * 2} {[[7.0] * 3] * 2}", \
         node0[3]
