@@ -249,10 +249,11 @@ CheckpointMetadata restore(const Module& module, const std::vector<Function>& fu
   return manifest.value("metadata", json::object()).get<CheckpointMetadata>();
 }
 
-// The directory a save to `dir` writes: a trailing slash names the same directory, and a
-// symbolic link is followed (the link stays; replacing it would leave the checkpoint it points at
-// stale).
-fs::path checkpoint_target(const std::string& dir) {
+}  // namespace
+
+// A symbolic link is followed because replacing the link would leave the checkpoint it points
+// at stale.
+fs::path detail::checkpoint_directory(const std::string& dir) {
   fs::path target = fs::path(dir).lexically_normal();
   if (target.filename().empty() && target.has_parent_path()) target = target.parent_path();
   for (int hops = 0; hops < 40 && fs::is_symlink(target); ++hops) {
@@ -262,10 +263,12 @@ fs::path checkpoint_target(const std::string& dir) {
   return target;
 }
 
+namespace {
+
 // The save itself, on this leader's filesystem.
 void save_here(const Module& module, const std::vector<Function>& functions, const std::string& dir,
                const CheckpointMetadata& metadata, const StepIndices& steps) {
-  const fs::path target = checkpoint_target(dir);
+  const fs::path target = detail::checkpoint_directory(dir);
   if (target.filename().empty() || target.filename() == "." || target.filename() == "..")
     throw UsageError(fmt::format("save_checkpoint('{}'): name the checkpoint's own directory", dir));
   if (fs::exists(target) && !(fs::is_directory(target) && (is_checkpoint(target) || fs::is_empty(target))))

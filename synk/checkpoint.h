@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,6 +47,9 @@ CheckpointMetadata load_checkpoint(const Module& module, const std::vector<Funct
 CheckpointMetadata checkpoint_metadata(const std::string& dir);
 
 namespace detail {
+// The directory a save to `dir` writes: `dir/` is `dir`, and a symbolic link is followed (synkc
+// run checks its parent before the call).
+std::filesystem::path checkpoint_directory(const std::string& dir);
 // The functions whose random state the checkpoint holds (jit::Module compiles them before loading).
 std::vector<std::string> checkpoint_functions(const std::string& dir);
 // A module's step counts by training function, as jit::Module and aot modules keep them: every

@@ -578,18 +578,18 @@ std::vector<Array> local_values(int rank, const std::vector<Var>& vars, const ch
   return std::move(io.outputs);
 }
 
-void refuse_values_on_node_zero(const char* what, const std::string& error) {
+void refuse_values_on_node_zero(ValuesFor collective, const std::string& error) {
   if (!rt::cluster() || rt::cluster_node() != 0) return;
   if (NodeCheck::enabled()) {   // the others meet it in the collective's comparison first
     rt::fail_call_before_start(UsageError(error));
     return;
   }
-  if (std::string_view(what) == "scatter") {
+  if (collective == ValuesFor::Scatter) {
     std::vector<std::vector<rt::Array>> per_node(size_t(rt::cluster_nodes()), {status_array(error)});
-    (void)rt::scatter_across_nodes(per_node, 0, what);
+    (void)rt::scatter_across_nodes(per_node, 0, "scatter");
   } else {
     std::vector<rt::Array> message{status_array(error)};
-    rt::broadcast_across_nodes(message, 0, what);
+    rt::broadcast_across_nodes(message, 0, "broadcast");
   }
 }
 

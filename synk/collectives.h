@@ -172,10 +172,11 @@ std::vector<Array> get_values(int rank, const std::vector<Var>& vars, const char
 // exact weighted average over the `total_rows` rows of all ranks (runtime/coll/exact_sum.h), the
 // same bits whatever the rank count. False when `fn` has no such update.
 bool all_reduce_exact(const Function& fn, int64_t total_rows, const CollectiveOptions& options = {});
-// Across nodes, node 0 could not even read the values of its broadcast or scatter (`what`; the
-// Python binding's conversion failed): the other leaders, waiting for those values, raise `error`
-// as a UsageError too, so that the leaders stay in step. The caller then throws its own error.
-void refuse_values_on_node_zero(const char* what, const std::string& error);
+// Across nodes, node 0 could not even read the values of its broadcast or scatter (the Python
+// binding's conversion failed): the other leaders, waiting for those values, raise `error` as a
+// UsageError too, so that the leaders stay in step. The caller then throws its own error.
+enum class ValuesFor : uint8_t { Broadcast, Scatter };
+void refuse_values_on_node_zero(ValuesFor collective, const std::string& error);
 }  // namespace detail
 
 }  // namespace synk

@@ -97,15 +97,16 @@ py::object arrays_out(std::vector<synk::Array>&& arrays, bool single) {
 // Node 0's values of a broadcast or scatter, converted by `convert`; across nodes a failure is
 // sent to the other leaders first (they wait for those values), then raised here.
 template <class Convert>
-ValueList node_zero_values(const char* what, Convert&& convert) {
+ValueList node_zero_values(synk::detail::ValuesFor collective, Convert&& convert) {
+  const char* what = collective == synk::detail::ValuesFor::Scatter ? "scatter" : "broadcast";
   try {
     return convert();
   } catch (const synk::Error& e) {
-    without_gil([&] { synk::detail::refuse_values_on_node_zero(what, e.what()); });
+    without_gil([&] { synk::detail::refuse_values_on_node_zero(collective, e.what()); });
     throw;
   } catch (py::error_already_set& e) {
     const std::string message = std::string(what) + ": " + e.what();
-    without_gil([&] { synk::detail::refuse_values_on_node_zero(what, message); });
+    without_gil([&] { synk::detail::refuse_values_on_node_zero(collective, message); });
     throw;
   }
 }
@@ -118,7 +119,7 @@ void bind_moving(py::module_& m) {
           // Across nodes node 0's values alone count: the others' are not even read, so a value
           // only another node would refuse cannot put the leaders out of step.
           if (synk::node() != 0) return without_gil([&] { synk::broadcast(v.vars, synk::Values(std::vector<synk::Value>{}), o); });
-          ValueList vals = node_zero_values("broadcast", [&] { return value_list(v, values, py::none(), "broadcast"); });
+          ValueList vals = node_zero_values(synk::detail::ValuesFor::Broadcast, [&] { return value_list(v, values, py::none(), "broadcast"); });
           without_gil([&] { synk::broadcast(v.vars, vals.values, o); });
         }, py::arg("shared_vars"), py::arg("values") = py::none(), SYNK_COLL_OPTION_ARGS,
         "Every rank holds the master's value (after setting the master's from `values` when given)");
@@ -129,7 +130,7 @@ void bind_moving(py::module_& m) {
           if (synk::node() != 0)   // node 0's values and batch alone count (as in broadcast)
             return without_gil([&] { synk::scatter(v.vars, synk::Values(std::vector<synk::Value>{}), synk::Batch{}, o); });
           synk::Batch b;
-          ValueList vals = node_zero_values("scatter", [&] {
+          ValueList vals = node_zero_values(synk::detail::ValuesFor::Scatter, [&] {
             b = parse_batch(batch, "scatter: batch");
             return value_list(v, values, py::none(), "scatter");
           });

@@ -491,22 +491,14 @@ std::vector<int64_t> rank_weights(const CallPlan& plan) {
 
 namespace {
 
-// The slices s in [0, num_slices) that hold a row of either split (split_range's rule), in order.
-// More slices than rows leaves most empty: they are skipped without being visited, so that
-// num_slices = 10^12 costs what the rows cost (it took hours, at 14 ns an empty slice).
-std::vector<int64_t> nonempty_slices(int64_t num_slices, int64_t rows_a, int64_t rows_b) {
-  std::vector<int64_t> slices;
-  if (num_slices <= 2 * std::max(rows_a, rows_b) + 1) {
-    for (int64_t s = 0; s < num_slices; ++s) slices.push_back(s);
-    return slices;
-  }
-  // Row i of n lies in the slice s with floor(s n / S) <= i < floor((s + 1) n / S).
-  auto slice_of = [&](int64_t i, int64_t n) { return int64_t(((__int128(i) + 1) * num_slices + n - 1) / n) - 1; };
-  for (int64_t i = 0; i < rows_a; ++i) slices.push_back(slice_of(i, rows_a));
-  for (int64_t i = 0; i < rows_b; ++i) slices.push_back(slice_of(i, rows_b));
-  std::sort(slices.begin(), slices.end());
-  slices.erase(std::unique(slices.begin(), slices.end()), slices.end());
-  return slices;
+// The first slice at or after `s` that holds a row when `n` rows are split into `slices` by
+// split_range's rule (`slices` when none does). Parts are found from one to the next, so slices
+// far beyond the rows are never visited: num_slices = 10^12 costs what the rows cost (visiting
+// every slice took hours, at 14 ns an empty one).
+int64_t next_slice_with_rows(int64_t s, int64_t n, int64_t slices) {
+  const int64_t row = int64_t(__int128(s) * n / slices);   // slice s's first row, or a later slice's
+  if (s >= slices || row >= n) return slices;
+  return int64_t(((__int128(row) + 1) * slices + n - 1) / n) - 1;   // the slice holding that row
 }
 
 }  // namespace
@@ -525,7 +517,12 @@ std::vector<Part> rank_parts(const CallPlan& plan, int rank) {
   auto [in_lo, in_hi] = plan.has_scattered ? split_range(plan.positions, plan.nranks, rank)
                                            : std::pair<int64_t, int64_t>{0, 0};
   int64_t sh_count = plan.has_sliceable ? plan.shared_rows[size_t(rank)].count : 0;
-  for (int64_t s : nonempty_slices(plan.num_slices, plan.has_scattered ? in_hi - in_lo : 0, sh_count)) {
+  const int64_t S = plan.num_slices;
+  auto next = [&](int64_t s) {
+    return std::min(plan.has_scattered ? next_slice_with_rows(s, in_hi - in_lo, S) : S,
+                    plan.has_sliceable ? next_slice_with_rows(s, sh_count, S) : S);
+  };
+  for (int64_t s = next(0); s < S; s = next(s + 1)) {
     Part p;
     if (plan.has_scattered) {
       auto [a, b] = split_range(in_hi - in_lo, plan.num_slices, s);

@@ -66,20 +66,21 @@ bool starts_with(const char* s, const char* prefix) {
   return true;
 }
 
-// Unlinks every entry of /dev/shm starting with `prefix`; returns how many. Two passes: entries
-// removed while a directory is read may hide others from the same pass.
-int remove_with_prefix(const char* prefix) {
-  if (g_dir_fd < 0 || !prefix[0]) return 0;
+// Unlinks every file of the open directory `dir` whose name starts with `prefix` ("": every
+// one); returns how many. Two passes: entries removed while a directory is read may hide others
+// from the same pass.
+int unlink_entries(int dir, const char* prefix) {
   alignas(8) char buf[4096];
   int removed = 0;
   for (int pass = 0; pass < 2; ++pass) {
-    lseek(g_dir_fd, 0, SEEK_SET);
+    lseek(dir, 0, SEEK_SET);
     for (;;) {
-      long n = syscall(SYS_getdents64, g_dir_fd, buf, sizeof buf);
+      long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
       if (n <= 0) break;
       for (long off = 0; off < n;) {
         auto* d = reinterpret_cast<LinuxDirent64*>(buf + off);
-        if (starts_with(d->d_name, prefix) && unlinkat(g_dir_fd, d->d_name, 0) == 0) ++removed;
+        const bool dots = d->d_name[0] == '.' && (!d->d_name[1] || (d->d_name[1] == '.' && !d->d_name[2]));
+        if (!dots && starts_with(d->d_name, prefix) && unlinkat(dir, d->d_name, 0) == 0) ++removed;
         off += d->d_reclen;
       }
     }
@@ -87,23 +88,19 @@ int remove_with_prefix(const char* prefix) {
   return removed;
 }
 
-// Removes the scratch directory's entries (it is flat), then the directory.
+// Unlinks every entry of /dev/shm starting with `prefix`; returns how many.
+int remove_with_prefix(const char* prefix) {
+  if (g_dir_fd < 0 || !prefix[0]) return 0;
+  return unlink_entries(g_dir_fd, prefix);
+}
+
+// Removes the scratch directory's files (it is flat), then the directory.
 void remove_scratch_directory() {
   const int parent = g_scratch_parent_fd.load();
   if (parent < 0) return;
   const int dir = openat(parent, g_scratch_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
-    alignas(8) char buf[4096];
-    for (;;) {
-      long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
-      if (n <= 0) break;
-      for (long off = 0; off < n;) {
-        auto* d = reinterpret_cast<LinuxDirent64*>(buf + off);
-        const bool dots = d->d_name[0] == '.' && (!d->d_name[1] || (d->d_name[1] == '.' && !d->d_name[2]));
-        if (!dots) unlinkat(dir, d->d_name, 0);
-        off += d->d_reclen;
-      }
-    }
+    unlink_entries(dir, "");
     close(dir);
   }
   unlinkat(parent, g_scratch_name, AT_REMOVEDIR);
