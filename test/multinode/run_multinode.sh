@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs test/multinode/multinode_run on NODES "nodes" of RANKS ranks under mpirun on localhost and
 # checks the outcome (CMakeLists.txt says what each mode checks).
-#   run_multinode.sh same|kill|kill-leader|stop|mismatch|shape-mismatch|shape-mismatch-checked|bad-timeout|close-early PROGRAM MPIRUN NODES RANKS
+#   run_multinode.sh same|kill|kill-leader|stop|mismatch|shape-mismatch|shape-mismatch-checked|synkc-run|bad-timeout|close-early PROGRAM MPIRUN NODES RANKS
 #   run_multinode.sh fashion FASHION_MNIST MPIRUN NODES RANKS
 set -euo pipefail
 mode=$1 program=$2 mpirun=$3 nodes=$4 ranks=$5
@@ -109,6 +109,21 @@ case $mode in
     fi
     expect_nothing_left
     echo "PASS: values of different lengths on the nodes ended the job in ${took}s naming 'parts'; nothing left behind"
+    ;;
+  synkc-run)
+    # synkc run under mpirun (PROGRAM is synkc): --set reaches every node's ranks and --all-ranks
+    # prints every global rank's copy, as one node with all the ranks does.
+    src=$(cd "$(dirname "$0")/../.." && pwd)
+    python3 "$src/test/run/Inputs/npy.py" write "$work/x.npy" f32 5,2 1 1 2 2 3 3 4 4 5 5
+    python3 "$src/test/run/Inputs/npy.py" write "$work/s.npy" f32 2 2 0.5
+    args=(run "$src/examples/shared_variable.synk" --fn f --arg "x=$work/x.npy" --set "s=$work/s.npy" --all-ranks)
+    SYNK_MPI=0 "$program" "${args[@]}" --ranks $((nodes * ranks)) > "$work/one.txt"
+    "${launch[@]}" "$program" "${args[@]}" --ranks "$ranks" > "$work/multi.txt"
+    if ! cmp -s "$work/one.txt" "$work/multi.txt"; then
+      echo "FAIL: synkc run on $nodes nodes x $ranks ranks differs from one node:"; diff "$work/one.txt" "$work/multi.txt"
+      exit 1
+    fi
+    echo "PASS: synkc run --set --all-ranks on $nodes x $ranks prints what one node of $((nodes * ranks)) ranks prints"
     ;;
   shape-mismatch-checked)
     # With SYNK_CHECK_NODES=1 the leaders compare the all_reduce (shapes included) before any

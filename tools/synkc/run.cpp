@@ -172,25 +172,28 @@ void check_cast(const RunOptions& options, const std::string& where, const std::
 }
 
 // The new value of every shared variable `fn` updates: the master's copy, or every rank's.
+// Every leader makes the call (a rank's copy on another node is an exchange); node 0 shows them.
 void emit_updates(const RunOptions& options, synk::jit::Module& module, const synk::ir::Function& fn) {
+  const bool shows = synk::node() == 0;
   for (const synk::ir::Update& update : fn.updates) {
     const std::string& name = module.ir().shareds.at(size_t(update.shared)).name;
     if (!options.all_ranks) {
-      emit_value(options, "shared " + name, "shared." + name + ".npy", module.shared(name).get_value());
+      if (shows) emit_value(options, "shared " + name, "shared." + name + ".npy", module.shared(name).get_value());
       continue;
     }
-    for (int rank = 0; rank < options.ranks; ++rank)
-      emit_value(options, fmt::format("shared {} (rank {})", name, rank), fmt::format("shared.{}.rank{}.npy", name, rank),
-                 module.shared(name).get_value(rank));
+    for (int rank = 0; rank < synk::size(); ++rank) {   // global ranks: every node's under mpirun
+      const synk::Array value = module.shared(name).get_value(rank);
+      if (shows)
+        emit_value(options, fmt::format("shared {} (rank {})", name, rank),
+                   fmt::format("shared.{}.rank{}.npy", name, rank), value);
+    }
   }
 }
 
 // --checkpoint DIR is written after the call: a DIR that cannot be is refused before it.
 void check_checkpoint_path(const std::string& dir) {
   if (dir.empty()) return;
-  std::filesystem::path target = std::filesystem::path(dir).lexically_normal();
-  if (target.filename().empty() && target.has_parent_path()) target = target.parent_path();   // "ck/"
-  const std::filesystem::path parent = target.parent_path();
+  const std::filesystem::path parent = synk::detail::checkpoint_directory(dir).parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent))
     throw UsageError(fmt::format("--checkpoint {}: the directory '{}' does not exist", dir, parent.string()));
 }
@@ -279,15 +282,15 @@ int run_function(const DriverOptions& driver) {
   if (options.resume.empty() || options.seed != 0) function.set_seed(options.seed);
   if (options.resume.empty() || options.step != 0) function.set_step(options.step);
   for (const auto& [name, value] : sets)
-    for (int rank = 0; rank < options.ranks; ++rank) module.shared(name).set_value(rank, value.ref(), options.force_cast);
+    for (int rank = 0; rank < synk::size(); ++rank)   // each leader writes the ranks it holds
+      module.shared(name).set_value(rank, value.ref(), options.force_cast);
   synk::Outputs outputs = step ? (*step)(arguments, call) : function(arguments, call);
-  if (synk::node() == 0) {   // under mpirun every leader has the same results: node 0 shows them
+  if (synk::node() == 0)   // under mpirun every leader has the same results: node 0 shows them
     for (size_t i = 0; i < outputs.size(); ++i)
       emit_value(options, outputs.names()[i], outputs.names()[i] + ".npy", outputs[i]);
-    emit_updates(options, module, *fn);
-    if (const synk::ir::Function* update = step ? module.ir().find_function(step->update().name()) : nullptr)
-      emit_updates(options, module, *update);
-  }
+  emit_updates(options, module, *fn);
+  if (const synk::ir::Function* update = step ? module.ir().find_function(step->update().name()) : nullptr)
+    emit_updates(options, module, *update);
   if (!options.checkpoint.empty()) module.save_checkpoint(options.checkpoint);   // node 0 writes it
   std::cout << std::flush;
   synk::close();
