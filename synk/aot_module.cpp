@@ -344,12 +344,15 @@ void save_checkpoint(const ModuleDef& def, const std::string& dir, const Checkpo
     std::lock_guard lock(table_mutex());
     steps = state_locked(def).step_counts.saved(trainable);
   }
-  synk::save_checkpoint(runtime_module(def), all_functions(def), dir, metadata, steps);
+  synk::save_checkpoint(runtime_module(def), all_functions(def), dir, metadata, steps,
+                        synk::detail::gradient_buffers(prepared_module(def)));
 }
 
 CheckpointMetadata load_checkpoint(const ModuleDef& def, const std::string& dir) {
-  const StepIndices steps = synk::detail::StepCounts::read(runtime_module(def), dir, train_function_names(def));
-  CheckpointMetadata metadata = synk::load_checkpoint(runtime_module(def), all_functions(def), dir);
+  const ScratchVariables scratch = synk::detail::gradient_buffers(prepared_module(def));
+  const StepIndices steps =
+      synk::detail::StepCounts::read(runtime_module(def), dir, train_function_names(def), scratch);
+  CheckpointMetadata metadata = synk::load_checkpoint(runtime_module(def), all_functions(def), dir, scratch);
   std::lock_guard lock(table_mutex());
   state_locked(def).step_counts.restore(steps);
   return metadata;

@@ -27,6 +27,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "ir/ir.h"
 #include "runtime/data/npy.h"
 #include "runtime/data/shared_vars.h"
 #include "runtime/group/cleanup.h"
@@ -131,19 +132,23 @@ json read_manifest(const std::string& dir, const char* what) {
   return json::parse(on_node_zero(what, [&] { return read_manifest_here(dir, what).dump(); }));
 }
 
-// The variables a checkpoint holds: every shared variable but the sliceable ones.
-std::vector<int32_t> state_variables(const Module& module) {
+bool is_scratch(const ScratchVariables& scratch, const std::string& name) {
+  return std::find(scratch.begin(), scratch.end(), name) != scratch.end();
+}
+
+// The variables a checkpoint holds: every shared variable but the sliceable and scratch ones.
+std::vector<int32_t> state_variables(const Module& module, const ScratchVariables& scratch) {
   std::vector<int32_t> out;
   const rt::ModuleSpec& spec = module.spec();
   for (size_t v = 0; v < spec.shareds.size(); ++v)
-    if (!spec.shareds[v].sliceable) out.push_back(int32_t(v));
+    if (!spec.shareds[v].sliceable && !is_scratch(scratch, spec.shareds[v].name)) out.push_back(int32_t(v));
   return out;
 }
 
 json manifest_of(const Module& module, const std::vector<Function>& functions, const CheckpointMetadata& metadata,
-                 const StepIndices& steps, const fs::path& into) {
+                 const StepIndices& steps, const ScratchVariables& scratch, const fs::path& into) {
   json vars = json::array();
-  for (int32_t v : state_variables(module)) {
+  for (int32_t v : state_variables(module, scratch)) {
     const rt::SharedSpec& s = module.spec().shareds[size_t(v)];
     const Array value = module.get_value(s.name);
     const std::string file = s.name + ".npy";
@@ -207,12 +212,14 @@ auto checked_manifest(const std::string& dir, const char* what, F&& f) -> declty
   }
 }
 
-// The checkpoint holds exactly the module's state variables (by name).
-void check_same_variables(const Module& module, const std::string& dir, const json& manifest) {
+// The checkpoint holds exactly the module's state variables (by name), and perhaps scratch ones.
+void check_same_variables(const Module& module, const std::string& dir, const json& manifest,
+                          const ScratchVariables& scratch) {
   std::vector<std::string> held;
-  for (const json& e : manifest.at("variables")) held.push_back(e.at("name"));
+  for (const json& e : manifest.at("variables"))
+    if (!is_scratch(scratch, e.at("name"))) held.push_back(e.at("name"));
   std::vector<std::string> wanted;
-  for (int32_t v : state_variables(module)) wanted.push_back(module.spec().shareds[size_t(v)].name);
+  for (int32_t v : state_variables(module, scratch)) wanted.push_back(module.spec().shareds[size_t(v)].name);
   const std::set<std::string> held_set(held.begin(), held.end()), wanted_set(wanted.begin(), wanted.end());
   for (const std::string& name : wanted)
     if (!held_set.count(name))
@@ -226,18 +233,21 @@ void check_same_variables(const Module& module, const std::string& dir, const js
 
 // Checks every variable against the module and the files, then sets them all.
 CheckpointMetadata restore(const Module& module, const std::vector<Function>& functions, const std::string& dir,
-                           const json& manifest) {
-  check_same_variables(module, dir, manifest);
+                           const json& manifest, const ScratchVariables& scratch) {
+  check_same_variables(module, dir, manifest, scratch);
+  std::vector<json> entries;
+  for (const json& e : manifest.at("variables"))
+    if (!is_scratch(scratch, e.at("name"))) entries.push_back(e);
   // Everything is read and checked before anything changes (on node 0 alone in a multi-node job:
   // the broadcast takes its values to every rank of every node).
   std::vector<std::pair<std::string, Array>> values;
   on_node_zero("load_checkpoint", [&] {
-    for (const json& e : manifest.at("variables")) values.emplace_back(e.at("name"), read_variable(module, e, dir));
+    for (const json& e : entries) values.emplace_back(e.at("name"), read_variable(module, e, dir));
     return std::string();
   });
   Module target = module;
   std::vector<Var> vars;
-  for (const json& e : manifest.at("variables")) vars.push_back(target.var(e.at("name").get<std::string>()));
+  for (const json& e : entries) vars.push_back(target.var(e.at("name").get<std::string>()));
   for (auto& [name, value] : values) target.set_value(name, value.ref());
   if (forked() && size() > 1 && !vars.empty()) broadcast(Vars(vars));
   for (const json& f : manifest.at("functions"))
@@ -250,6 +260,13 @@ CheckpointMetadata restore(const Module& module, const std::vector<Function>& fu
 }
 
 }  // namespace
+
+ScratchVariables detail::gradient_buffers(const ir::Module& module) {
+  ScratchVariables names;
+  for (const ir::Optimizer& optimizer : module.optimizers)
+    if (optimizer.gradient >= 0) names.push_back(module.shareds.at(size_t(optimizer.gradient)).name);
+  return names;
+}
 
 // A symbolic link is followed because replacing the link would leave the checkpoint it points
 // at stale.
@@ -267,7 +284,7 @@ namespace {
 
 // The save itself, on this leader's filesystem.
 void save_here(const Module& module, const std::vector<Function>& functions, const std::string& dir,
-               const CheckpointMetadata& metadata, const StepIndices& steps) {
+               const CheckpointMetadata& metadata, const StepIndices& steps, const ScratchVariables& scratch) {
   const fs::path target = detail::checkpoint_directory(dir);
   if (target.filename().empty() || target.filename() == "." || target.filename() == "..")
     throw UsageError(fmt::format("save_checkpoint('{}'): name the checkpoint's own directory", dir));
@@ -288,7 +305,7 @@ void save_here(const Module& module, const std::vector<Function>& functions, con
     ~Unregister() { rt::cleanup::set_scratch_directory(""); }
   } unregister;
   try {
-    const json manifest = manifest_of(module, functions, metadata, steps, fresh);
+    const json manifest = manifest_of(module, functions, metadata, steps, scratch, fresh);
     {
       std::ofstream out(fresh / kManifest);
       out << manifest.dump(1) << "\n";
@@ -306,14 +323,14 @@ void save_here(const Module& module, const std::vector<Function>& functions, con
 }  // namespace
 
 void save_checkpoint(const Module& module, const std::vector<Function>& functions, const std::string& dir,
-                     const CheckpointMetadata& metadata, const StepIndices& steps) {
+                     const CheckpointMetadata& metadata, const StepIndices& steps, const ScratchVariables& scratch) {
   if (dir.empty()) throw UsageError("save_checkpoint: the directory name is empty");
   for (const auto& [name, index] : steps)
     if (index < 0)
       throw UsageError(fmt::format("save_checkpoint('{}'): training step '{}' has step index {} (must be >= 0)", dir,
                                    name, index));
   on_node_zero("save_checkpoint", [&] {
-    save_here(module, functions, dir, metadata, steps);
+    save_here(module, functions, dir, metadata, steps, scratch);
     return std::string();
   });
 }
@@ -346,10 +363,10 @@ StepIndices detail::StepCounts::saved(const std::vector<std::string>& functions)
 }
 
 StepIndices detail::StepCounts::read(const Module& module, const std::string& dir,
-                                     const std::vector<std::string>& functions) {
+                                     const std::vector<std::string>& functions, const ScratchVariables& scratch) {
   const json manifest = read_manifest(dir, "load_checkpoint");
   const StepIndices steps = checked_manifest(dir, "load_checkpoint", [&] {
-    check_same_variables(module, dir, manifest);
+    check_same_variables(module, dir, manifest, scratch);
     return manifest.value("train_steps", json::object()).get<StepIndices>();
   });
   for (const auto& [name, index] : steps) {
@@ -370,9 +387,10 @@ void detail::StepCounts::restore(const StepIndices& indices) {
 }
 
 CheckpointMetadata load_checkpoint(const Module& module, const std::vector<Function>& functions,
-                                   const std::string& dir) {
+                                   const std::string& dir, const ScratchVariables& scratch) {
   const json manifest = read_manifest(dir, "load_checkpoint");
-  return checked_manifest(dir, "load_checkpoint", [&] { return restore(module, functions, dir, manifest); });
+  return checked_manifest(dir, "load_checkpoint",
+                          [&] { return restore(module, functions, dir, manifest, scratch); });
 }
 
 }  // namespace synk

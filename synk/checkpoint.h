@@ -1,7 +1,9 @@
 // Checkpoints: every piece of a module's training state in one directory, restored on every rank
 // (docs/training.md, "Checkpoints"). A checkpoint holds each shared variable that is model state
 // (parameters, optimizer state such as `w_m`/`w_v`, step counters, batch-norm statistics; every
-// shared variable except the sliceable ones, which hold each rank's own data) as NAME.npy, the
+// shared variable except the sliceable ones, which hold each rank's own data, and the scratch ones
+// the caller names: training steps' flat gradients, which every step overwrites before it reads
+// them) as NAME.npy, the
 // random state (seed, step) of the given functions, and the caller's metadata, described by
 // manifest.json (dtypes, shapes, XXH3-64 checksums). It is written into a temporary directory
 // beside DIR and swapped into place with one rename, so a crash mid-save leaves the previous
@@ -24,10 +26,18 @@
 #include "synk/core.h"
 
 namespace synk {
+namespace ir {
+struct Module;
+}
 
 using CheckpointMetadata = std::map<std::string, std::string>;
 // Training steps' positions by step name (TrainStep::step_index(), what a schedule reads).
 using StepIndices = std::map<std::string, int64_t>;
+
+// Shared variables a checkpoint leaves out (jit::Module and aot modules name their training steps'
+// flat gradients `<optimizer>_grads`): a save does not write them, and a load leaves them as they
+// are, also from a checkpoint that holds them (one saved before they were left out).
+using ScratchVariables = std::vector<std::string>;
 
 // Saves the master's copies (after a training step every rank holds the same parameters and
 // optimizer state; a variable that ranks update from their own rows alone, such as batch norm's
@@ -35,18 +45,22 @@ using StepIndices = std::map<std::string, int64_t>;
 // a checkpoint; anything else there is a UsageError (a checkpoint never overwrites other files).
 // `steps` are saved beside the metadata (detail::StepCounts::read reads them back).
 void save_checkpoint(const Module& module, const std::vector<Function>& functions, const std::string& dir,
-                     const CheckpointMetadata& metadata = {}, const StepIndices& steps = {});
+                     const CheckpointMetadata& metadata = {}, const StepIndices& steps = {},
+                     const ScratchVariables& scratch = {});
 
 // Restores what save_checkpoint wrote, on every rank, and returns its metadata. UsageError, with
 // nothing changed, when `dir` is not a checkpoint, was saved from a module with other shared
 // variables, or a file is missing, has another dtype or shape, or fails its checksum.
 CheckpointMetadata load_checkpoint(const Module& module, const std::vector<Function>& functions,
-                                   const std::string& dir);
+                                   const std::string& dir, const ScratchVariables& scratch = {});
 
 // The metadata alone (UsageError when `dir` is not a checkpoint).
 CheckpointMetadata checkpoint_metadata(const std::string& dir);
 
 namespace detail {
+// The module's training-step gradients (each optimizer's `<optimizer>_grads`), which its checkpoints
+// leave out.
+ScratchVariables gradient_buffers(const ir::Module& module);
 // The directory a save to `dir` writes: `dir/` is `dir`, and a symbolic link is followed (synkc
 // run checks its parent before the call).
 std::filesystem::path checkpoint_directory(const std::string& dir);
@@ -64,7 +78,8 @@ struct StepCounts {
   // loaded: UsageError when the checkpoint holds
   // other variables than `module` (as load_checkpoint says it) or a step index of a function not
   // among the module's training `functions`.
-  static StepIndices read(const Module& module, const std::string& dir, const std::vector<std::string>& functions);
+  static StepIndices read(const Module& module, const std::string& dir, const std::vector<std::string>& functions,
+                          const ScratchVariables& scratch = {});
   void restore(const StepIndices& indices);
 };
 }  // namespace detail

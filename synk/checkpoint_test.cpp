@@ -180,15 +180,38 @@ TEST(Checkpoint, TheDirectoryHoldsWhatTheManifestSays) {
   jit::Module m = jit::compile_string(kProgram);
   m.function("train").set_step(41);
   m.save_checkpoint(ckpt.string(), {{"epoch", "7"}, {"note", "a \"quoted\" value"}});
-  for (const char* file : {"manifest.json", "w.npy", "b.npy", "opt_grads.npy", "w_m.npy", "opt_update_t.npy"})
+  for (const char* file : {"manifest.json", "w.npy", "b.npy", "w_m.npy", "opt_update_t.npy", "opt_lr.npy"})
     EXPECT_TRUE(fs::is_regular_file(ckpt / file)) << file;
   EXPECT_FALSE(fs::exists(ckpt / "data_x.npy")) << "sliceable variables hold data, not state";
+  EXPECT_FALSE(fs::exists(ckpt / "opt_grads.npy")) << "every step overwrites the flat gradient before reading it";
   EXPECT_EQ(checkpoint_metadata(ckpt.string()), (CheckpointMetadata{{"epoch", "7"}, {"note", "a \"quoted\" value"}}));
   for (const fs::directory_entry& e : fs::directory_iterator(tmp.path))
     EXPECT_EQ(e.path().filename(), "ckpt") << "no temporary directory is left beside it";
   // Saving again swaps the new checkpoint in.
   m.save_checkpoint(ckpt.string(), {{"epoch", "8"}});
   EXPECT_EQ(checkpoint_metadata(ckpt.string()).at("epoch"), "8");
+}
+
+// A checkpoint that holds the flat gradient (saved before it was left out, or by
+// synk::save_checkpoint without the scratch list) loads, and the gradient stays as it was.
+TEST(Checkpoint, ACheckpointHoldingTheFlatGradientLoadsAndLeavesIt) {
+  TempDir tmp;
+  const std::string ckpt = (tmp.path / "ckpt").string();
+  jit::Module saved = jit::compile_string(kProgram);
+  saved.shared("w").set_value(std::vector<float>(12, 0.25f), {4, 3});
+  saved.shared("opt_grads").set_value(std::vector<float>(15, 7.0f), {15});
+  synk::save_checkpoint(saved.runtime_module(), {}, ckpt, {{"epoch", "2"}}, {{"train", 5}});
+  ASSERT_TRUE(fs::is_regular_file(fs::path(ckpt) / "opt_grads.npy"));
+  jit::Module target = jit::compile_string(kProgram);
+  target.shared("opt_grads").set_value(std::vector<float>(15, -1.0f), {15});
+  EXPECT_EQ(target.load_checkpoint(ckpt).at("epoch"), "2");
+  EXPECT_EQ(target.shared("w").values<float>(), std::vector<float>(12, 0.25f));
+  EXPECT_EQ(target.shared("opt_grads").values<float>(), std::vector<float>(15, -1.0f)) << "not state: left as it is";
+  EXPECT_EQ(target.train_step("train").step_index(), 5);
+  // Without the scratch list the gradient is state like any other variable, and it must be there.
+  fs::remove(fs::path(ckpt) / "opt_grads.npy");
+  EXPECT_HAS(error_of<UsageError>([&] { synk::load_checkpoint(saved.runtime_module(), {}, ckpt); }),
+             "shared variable 'opt_grads': the file");
 }
 
 TEST(Checkpoint, BadCheckpointsAreUsageErrorsThatChangeNothing) {

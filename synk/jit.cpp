@@ -154,16 +154,18 @@ void Module::save_checkpoint(const std::string& dir, const CheckpointMetadata& m
   State& s = state();
   std::vector<synk::Function> compiled;
   for (const auto& [name, f] : s.functions) compiled.push_back(f);
-  synk::save_checkpoint(s.runtime, compiled, dir, metadata, s.step_counts.saved(train_step_names()));
+  synk::save_checkpoint(s.runtime, compiled, dir, metadata, s.step_counts.saved(train_step_names()),
+                        synk::detail::gradient_buffers(s.ir));
 }
 
 CheckpointMetadata Module::load_checkpoint(const std::string& dir) {
   State& s = state();
-  const StepIndices steps = synk::detail::StepCounts::read(s.runtime, dir, train_step_names());
+  const ScratchVariables scratch = synk::detail::gradient_buffers(s.ir);
+  const StepIndices steps = synk::detail::StepCounts::read(s.runtime, dir, train_step_names(), scratch);
   std::vector<synk::Function> named;
   for (const std::string& name : synk::detail::checkpoint_functions(dir))
     if (s.ir.find_function(name)) named.push_back(function(name));
-  CheckpointMetadata metadata = synk::load_checkpoint(s.runtime, named, dir);
+  CheckpointMetadata metadata = synk::load_checkpoint(s.runtime, named, dir, scratch);
   s.step_counts.restore(steps);
   return metadata;
 }

@@ -74,7 +74,8 @@ class Module {
   synk::TrainStep train_step(const std::string& name, int64_t num_packs = 0);
   std::vector<std::string> train_step_names() const;
 
-  // Checkpoints (synk/checkpoint.h): every shared variable but the sliceable ones, the random
+  // Checkpoints (synk/checkpoint.h): every shared variable but the sliceable ones and the training
+  // steps' flat gradients (`<optimizer>_grads`, overwritten by every step), the random
   // state of the functions compiled so far and every training step's step index; loading compiles the functions the checkpoint names
   // and restores everything on every rank. A resumed run equals the uninterrupted one bit for bit.
   void save_checkpoint(const std::string& dir, const CheckpointMetadata& metadata = {});

@@ -47,7 +47,9 @@ def test_a_resumed_run_continues_bit_for_bit(group, rng, tmp_path):
         for a, b in zip(state(straight, rank), state(resumed, rank)):
             assert np.array_equal(a, b)
     manifest = json.loads((tmp_path / "ckpt" / "manifest.json").read_text())
-    assert {v["name"] for v in manifest["variables"]} >= {"w", "b", "w_m", "w_v", "opt_update_t", "opt_grads"}
+    assert {v["name"] for v in manifest["variables"]} >= {"w", "b", "w_m", "w_v", "opt_update_t"}
+    assert "opt_grads" not in {v["name"] for v in manifest["variables"]}, "not state: every step overwrites it"
+    assert not (tmp_path / "ckpt" / "opt_grads.npy").exists()
     assert np.load(tmp_path / "ckpt" / "w.npy").shape == (4, 2)
 
 
