@@ -383,3 +383,56 @@ def test_check_nodes_compares_collectives_across_leaders(tmp_path):
         assert lines[4] == "after: [[4.0, 4.0, 4.0], [4.0, 4.0, 4.0]]", lines[4]
     assert "node 0: a call, f(f32[4, 3])" in node1[3], node1[3]
     assert "node 1 called the collective gather(nd_up 1) of 'w' f32" in node0[3], node0[3]
+
+
+BCAST_VALUES = r'''
+import sys
+import numpy as np
+import synk
+
+out = sys.argv[1]
+m = synk.compile("""
+fn f(scatter x: f32[n, 3], bcast scale: f32[3], bcast shift: f32) { out y: gather = x * scale + shift; }
+""")
+synk.fork(2)
+f = m.function("f")
+node = synk.node()
+x = np.arange(12, dtype="float32").reshape(4, 3)
+scale = np.array([1, 2, 3], dtype="float32")
+lines = []
+for what, kwargs in [("all rows", {}), ("index list", {"batch": [3, 1, 0, 2]})]:
+    try:
+        f(x, scale if node == 0 else scale * 2, np.float32(0.5), **kwargs)
+        lines.append(f"{what}: ran")
+    except synk.UsageError as e:
+        lines.append(f"{what}: {e}")
+    lines.append(f"{what} after: {f(x, scale, np.float32(0.5), **kwargs).tolist()}")
+try:
+    f(x, scale if node == 0 else scale + 1, np.float32(0.5 + node))
+    lines.append("both: ran")
+except synk.UsageError as e:
+    lines.append(f"both: {e}")
+open(out + ".node" + str(node), "w").write("\n".join(lines) + "\n")
+synk.close()
+'''
+
+
+def test_bcast_values_that_differ_between_nodes_are_a_usage_error_on_every_leader(tmp_path):
+    """Each leader passes its own bcast values to its ranks, so values that differ between nodes
+    gave each node's ranks another computation and a silently mixed result. They are compared
+    (a hash of their bytes in the call's description): a UsageError on every leader naming the
+    input, and the leaders stay in step, with or without an index list (agreed before planning or
+    compared with the outcomes)."""
+    out = str(tmp_path / "bcastvalues")
+    two_leaders(tmp_path, "bcastvalues", BCAST_VALUES, out)
+    node0 = open(out + ".node0").read().splitlines()
+    node1 = open(out + ".node1").read().splitlines()
+    assert node0 == node1, (node0, node1)
+    x = np.arange(12, dtype="float32").reshape(4, 3)
+    want = x * np.array([1, 2, 3], dtype="float32") + 0.5
+    for what, rows in [("all rows", [0, 1, 2, 3]), ("index list", [3, 1, 0, 2])]:
+        line = next(l for l in node0 if l.startswith(what + ":"))
+        assert "the bcast input 'scale' has other values on node 1 than on node 0" in line, line
+        assert node0[node0.index(line) + 1] == f"{what} after: {want[rows].tolist()}"
+    both = next(l for l in node0 if l.startswith("both:"))
+    assert "the bcast inputs 'scale', 'shift' have other values on node 1 than on node 0" in both, both

@@ -2,7 +2,12 @@
 // calls are compared, and how the answers are spread back into global rank order.
 #include "runtime/call/call_nodes.h"
 
+#include <regex>
+
 #include <fmt/format.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "base/errors.h"
 #include "base/wire.h"
@@ -69,6 +74,35 @@ namespace {
 
 // The calls of every node, compared: a UsageError naming every node whose call differs from node
 // 0's. A refusal is not a different call; the caller reports it.
+// A bcast input's values in a call's description (describe_call): its name and a hash of its bytes.
+const std::regex& values_token() {
+  static const std::regex token(R"( \{'([^']*)' values ([0-9a-f]{16})\})");
+  return token;
+}
+
+// When calls differ only in their bcast inputs' values: a UsageError naming those inputs.
+void require_same_bcast_values(const std::string& fn, const std::vector<std::string>& calls, size_t first) {
+  const std::string shape = std::regex_replace(calls[first], values_token(), "");
+  std::vector<std::string> names, nodes;
+  for (size_t n = first + 1; n < calls.size(); ++n) {
+    if (is_refusal(calls[n]) || calls[n] == calls[first]) continue;
+    if (std::regex_replace(calls[n], values_token(), "") != shape) return;   // they differ in more
+    nodes.push_back(std::to_string(n));
+    auto a = std::sregex_iterator(calls[first].begin(), calls[first].end(), values_token());
+    auto b = std::sregex_iterator(calls[n].begin(), calls[n].end(), values_token());
+    for (; a != std::sregex_iterator() && b != std::sregex_iterator(); ++a, ++b)
+      if ((*a)[2] != (*b)[2] && std::find(names.begin(), names.end(), "'" + (*a)[1].str() + "'") == names.end())
+        names.push_back("'" + (*a)[1].str() + "'");
+  }
+  if (nodes.empty()) return;
+  throw UsageError(fmt::format("{}: the bcast input{} {} {} other values on node{} {} than on node {} (every node "
+                               "must pass the same values to a bcast input; only the batch and batch_s index lists "
+                               "are taken from node 0, docs/multinode.md)",
+                               fn, names.size() == 1 ? "" : "s", fmt::join(names, ", "),
+                               names.size() == 1 ? "has" : "have", nodes.size() == 1 ? "" : "s",
+                               fmt::join(nodes, ", "), first));
+}
+
 void require_same_calls(const std::string& fn, const std::vector<std::string>& calls) {
   size_t first = 0;
   while (first < calls.size() && is_refusal(calls[first])) ++first;
@@ -76,6 +110,7 @@ void require_same_calls(const std::string& fn, const std::vector<std::string>& c
   std::string differ;
   for (size_t n = first + 1; n < calls.size(); ++n)
     if (!is_refusal(calls[n]) && calls[n] != calls[first]) differ += fmt::format("; node {} called {}", n, calls[n]);
+  if (!differ.empty()) require_same_bcast_values(fn, calls, first);
   if (!differ.empty())
     throw UsageError(fmt::format("{}: the nodes' leaders made different calls (every node must make the same "
                                  "calls in the same order, docs/multinode.md): node {} called {}{}",
@@ -89,6 +124,11 @@ std::string describe_call(const CallRequest& req, const FunctionSignature& sig) 
   for (size_t i = 0; i < req.inputs.size(); ++i) {
     const Data& x = req.inputs[i];
     d += fmt::format("{}{}", i ? ", " : "", x.valid() ? dtype_name(x.dtype()) + shape_string(x.shape()) : "no Data");
+    // Each leader passes its own bcast values to its ranks: a hash of them makes values that
+    // differ between nodes a mismatch like a shape (XXH3 runs faster than the copy the call makes).
+    if (x.valid() && i < sig.inputs.size() && sig.inputs[i].role == Role::Broadcast)
+      d += fmt::format(" {{'{}' values {:016x}}}", sig.inputs[i].name,
+                       XXH3_64bits(x.raw(), size_t(x.size()) * dtype_size(x.dtype())));
   }
   int64_t batch_length = req.batch_data.valid() ? req.batch_data.length() : int64_t(req.batch_list.size());
   d += fmt::format("), batch: {}", describe_selection(req.batch, batch_length));

@@ -3,8 +3,9 @@
 // plan it; each node runs its own ranks; then every leader learns every rank's partial results
 // and reduces them in global rank order, so every leader returns what a single node returns,
 // bit for bit. The leaders must be making the same call (SPMD): the same function, input shapes
-// and dtypes, batch lengths and options; a difference is a UsageError on every leader naming
-// both calls, and nothing of the call is kept. Exchanges, collective over the leaders:
+// and dtypes, bcast inputs' values (by hash), batch lengths and options; a difference is a
+// UsageError on every leader naming both calls (or the bcast inputs whose values differ), and
+// nothing of the call is kept. Exchanges, collective over the leaders:
 //
 //   agree_on_call (before planning, only for calls with index lists or sliceable shared
 //   variables): the calls are compared; the batch and batch_s index lists become node 0's (a
