@@ -17,3 +17,8 @@ foreach(dir base gpu ir dsl runtime compiler synk)
           FILES_MATCHING PATTERN "*.h"
           PATTERN "*test*" EXCLUDE PATTERN "testing.h" EXCLUDE PATTERN "emulator.h" EXCLUDE)
 endforeach()
+
+# The same package in the build tree, so a project can use synk without installing it:
+# find_package(synk) with -Dsynk_DIR=<this build directory> (its headers are then the source tree's).
+export(EXPORT synkTargets NAMESPACE synk:: FILE ${CMAKE_BINARY_DIR}/synkTargets.cmake)
+configure_file(${CMAKE_SOURCE_DIR}/cmake/SynkModule.cmake ${CMAKE_BINARY_DIR}/SynkModule.cmake COPYONLY)

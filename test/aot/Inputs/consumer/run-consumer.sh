@@ -1,20 +1,28 @@
 #!/bin/bash
-# CTest "aot_install_consumer": installs the synk build BUILD_DIR into a temporary prefix, then
+# CTest "aot_install_consumer" (and "aot_build_tree_consumer", --build-tree): installs the synk build BUILD_DIR into a temporary prefix, then
 # configures, builds and runs this directory as a user's project would (find_package(synk),
 # synk_add_module). Checks: the apps (AOT, JIT, JIT through 0.1's include paths) match a float64 reference on 1 and 2 ranks; the AOT app
 # prints exactly what the JIT app prints; the AOT app needs no LLVM; editing the .synk file, or
 # touching a .npy file its load() builds in, re-runs synkc on the next build.
-# Usage: run-consumer.sh BUILD_DIR [CMAKE]
+# With --build-tree, the same project uses the build directory itself, uninstalled
+# (-Dsynk_DIR=BUILD_DIR), and the checks after the first build are skipped.
+# Usage: run-consumer.sh BUILD_DIR [CMAKE] [--build-tree]
 set -euo pipefail
 build_dir=$(cd "$1" && pwd)
 cmake=${2:-cmake}
+mode=${3:-install}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/synk-consumer-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-"$cmake" --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
+if [ "$mode" = --build-tree ]; then
+  where=(-Dsynk_DIR="$build_dir")
+else
+  "$cmake" --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
+  where=(-DCMAKE_PREFIX_PATH="$work/prefix")
+fi
 cp -r "$here/." "$work/src"
-"$cmake" -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
+"$cmake" -S "$work/src" -B "$work/build" -G Ninja "${where[@]}" \
   -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" || { cat "$work/configure.log"; exit 1; }
 "$cmake" --build "$work/build" -j2 > "$work/build.log" || { cat "$work/build.log"; exit 1; }
 
@@ -29,6 +37,10 @@ for ranks in 1 2; do
 done
 if readelf -d "$work/build/aot_app" | grep -E 'NEEDED.*(libLLVM|libclang)'; then
   echo "aot_app needs LLVM at run time"; exit 1
+fi
+if [ "$mode" = --build-tree ]; then
+  echo "consumer project on the build tree: OK (seed $seed)"
+  exit 0
 fi
 
 # An edit of the .synk file re-runs synkc (a new function appears in the header).
