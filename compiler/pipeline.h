@@ -13,7 +13,11 @@ namespace synk::compiler {
 
 // Text -> a module ready to lower: parse, analyze (base_dir resolves relative load() paths; ""
 // is "."), expand training steps. Throws synk::UserError with every diagnostic in source order.
-ir::Module prepare_module(const std::string& source_name, const std::string& text, const std::string& base_dir);
+// `warnings`, when given, receives the warnings of a module that compiled (formatted like errors,
+// "" when there are none): the JIT prints them where the user compiles, not where a worker or an
+// AOT module reads the same text again.
+ir::Module prepare_module(const std::string& source_name, const std::string& text, const std::string& base_dir,
+                          std::string* warnings = nullptr);
 
 // The preparation step alone, for a module the front end has already produced.
 void prepare_module(ir::Module& module);

@@ -2,6 +2,7 @@
 // C++ builder, parameterized only where their users write things differently.
 #include "dsl/checks.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -365,6 +366,26 @@ std::optional<std::string> scattered_output_error(const std::string& name, std::
                          "mode gather or none", name, function, ir::shape_str(type.shape), d.symbol, it->second);
   }
   return std::nullopt;
+}
+
+std::optional<std::string> rows_reduced_by_avg_warning(const std::string& name, const ir::Function& fn,
+                                                       ir::NodeId node, const ScatteredRows& scattered) {
+  const ir::Node& n = fn.nodes.at(size_t(node));
+  const char* op = n.op == ir::Op::ReduceSum    ? "sum"
+                   : n.op == ir::Op::ReduceMax  ? "max"
+                   : n.op == ir::Op::ReduceMin  ? "min"
+                   : n.op == ir::Op::ReduceProd ? "prod"
+                                                : nullptr;
+  if (!op || n.operands.empty()) return std::nullopt;
+  const ir::TensorType& in = fn.nodes.at(size_t(n.operands[0])).type;
+  if (in.shape.empty() || !in.shape[0].is_symbolic()) return std::nullopt;
+  auto rows = scattered.find(in.shape[0].symbol);
+  if (rows == scattered.end() || std::find(n.attrs.axes.begin(), n.attrs.axes.end(), 0) == n.attrs.axes.end())
+    return std::nullopt;
+  return fmt::format("output '{}' is a {} over each rank's rows ('{}', {}), and the default mode avg averages the "
+                     "ranks' results, which is not the {} over all rows; write 'out {}: {} = ...' for that (or "
+                     "'out {}: avg = ...' to keep the average)",
+                     name, op, in.shape[0].symbol, rows->second, op, name, op, name);
 }
 
 std::optional<std::string> update_mode_error(ir::ReduceMode mode) {

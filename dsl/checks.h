@@ -125,6 +125,13 @@ std::optional<std::string> scattered_output_error(const std::string& name, std::
                                                   const ir::TensorType& type, ir::ReduceMode mode,
                                                   const ScatteredRows& scattered);
 
+// A warning, not an error: an output left at the default mode avg whose value is a sum, max, min or
+// prod over the scattered rows (`node` of `fn`). Each rank reduces its own rows and avg then
+// averages the ranks' results, which is not the reduction over all rows (a mean is: avg weighs by
+// rows). The message names the mode that gives it, or how to keep the average.
+std::optional<std::string> rows_reduced_by_avg_warning(const std::string& name, const ir::Function& fn,
+                                                       ir::NodeId node, const ScatteredRows& scattered);
+
 std::optional<std::string> update_mode_error(ir::ReduceMode mode);
 std::optional<std::string> update_type_error(const std::string& name, const ir::TensorType& variable,
                                              const ir::TensorType& value);

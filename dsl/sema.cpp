@@ -534,6 +534,9 @@ void FunctionAnalyzer::out_statement(const ast::Stmt& s) {
     return error(where, std::move(*why));
   if (auto why = checks::output_gather_error(s.name, v.type, *mode, checks::Spelling::Synk))
     return error(where, std::move(*why));
+  if (!mode_written && v.kind == Value::Kind::Node)
+    if (auto why = checks::rows_reduced_by_avg_warning(s.name, fn_, v.node, scattered_))
+      ctx_.diags.warning(s.name_loc, std::move(*why));
   fn_.outputs.push_back(ir::Output{s.name, v.node, *mode, s.name_loc});
 }
 

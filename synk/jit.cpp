@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <mutex>
 #include <sstream>
 
@@ -311,7 +312,9 @@ Module compile(const dsl::ModuleBuilder& builder, const CompileOptions& options)
 
 Module compile_string(const std::string& text, const CompileOptions& options, const std::string& source_name) {
   ModuleSource source{source_name, absolute_dir(options.base_dir), text};
-  ir::Module ir = read_source(source);
+  std::string warnings;
+  ir::Module ir = compiler::prepare_module(source.name, source.text, source.base_dir, &warnings);
+  if (!warnings.empty()) std::cerr << warnings << std::flush;   // as synkc prints them
   return ModuleFactory::make(std::move(source), std::move(ir), options);
 }
 

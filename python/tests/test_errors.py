@@ -59,6 +59,19 @@ fn train(scatter x: f32[n, 4], scatter y: i64[n]) {
         synk.compile(lazy, name="lazy.synk")
 
 
+def test_a_reduction_over_the_rows_left_at_avg_is_a_warning_printed_once(group, capfd):
+    """`out m = max(x)` over scattered rows averages the ranks' maxima (the default mode avg): a
+    warning where the module is compiled, once (not again from the ranks that build it), naming
+    the mode to write; the module compiles and runs as written."""
+    m = synk.compile("fn f(scatter x: f32[n]) {\n  out m = max(x);\n  out ok: max = max(x);\n}", name="warn.synk")
+    out = m.function("f")(np.array([1, 2, 3, 10], dtype="float32"))
+    err = capfd.readouterr().err
+    assert err.count("warning:") == 1, err
+    assert "warn.synk:2:7: warning: output 'm' is a max over each rank's rows" in err, err
+    assert "write 'out m: max = ...'" in err, err
+    assert (float(out["m"]), float(out["ok"])) == ((2 + 10) / 2, 10.0)
+
+
 def test_call_usage_errors(mod):
     f = mod.function("f")
     x = synk.data(np.ones((6, 3), "float32"))
