@@ -126,8 +126,8 @@ void TrainStep::set_step_index(int64_t index) {
 
 void TrainStep::set_deterministic(int64_t micro_shard_rows) {
   if (micro_shard_rows < 0)
-    throw UsageError(fmt::format("training step '{}': micro_shard_rows must be >= 0 (0: off), got {}", name_,
-                                 micro_shard_rows));
+    throw UsageError(fmt::format("training step '{}': set_deterministic(rows) (Python: deterministic = rows) takes "
+                                 "the micro-shard rows, >= 0 (0: off); received {}", name_, micro_shard_rows));
   micro_shard_rows_ = micro_shard_rows;
 }
 

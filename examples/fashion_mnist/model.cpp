@@ -1,6 +1,7 @@
 // Building the Fashion-MNIST model (model.h).
 #include "examples/fashion_mnist/model.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -24,7 +25,20 @@ Model build_model(const std::string& synk_path, const std::optional<OptimizerCho
   std::stringstream text;
   text << file.rdbuf();
   synk::ir::Module ir = synk::dsl::compile_source(synk_path, text.str());
-  if (optimizer) synk::compiler::set_optimizer(ir, "opt", optimizer->rule, optimizer->hyper_parameters);
+  if (optimizer) {
+    OptimizerChoice choice = *optimizer;
+    if (choice.rule.empty()) {   // the model's rule and hyper-parameters, with those given replaced
+      const synk::ir::Optimizer& declared = ir.optimizers.at(size_t(ir.find_train_step("train")->optimizer));
+      std::vector<std::pair<std::string, double>> merged = declared.hyper_parameters;
+      for (const auto& [key, value] : choice.hyper_parameters) {
+        auto same = std::find_if(merged.begin(), merged.end(), [&](const auto& kv) { return kv.first == key; });
+        if (same != merged.end()) same->second = value;
+        else merged.emplace_back(key, value);
+      }
+      choice = {declared.rule, std::move(merged)};
+    }
+    synk::compiler::set_optimizer(ir, "opt", choice.rule, choice.hyper_parameters);
+  }
 
   Model model;
   model.module = synk::jit::compile(ir);

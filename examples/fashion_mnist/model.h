@@ -13,7 +13,8 @@
 
 namespace fashion_mnist {
 
-// An update rule by name with keyword hyper-parameters (compiler::make_update_rule's terms).
+// An update rule by name with keyword hyper-parameters (compiler::make_update_rule's terms). An
+// empty rule keeps the one the model declares, with its hyper-parameters, and changes only these.
 struct OptimizerChoice {
   std::string rule;
   std::vector<std::pair<std::string, double>> hyper_parameters;

@@ -56,7 +56,9 @@ struct Options {
   double lr = 0.05;
   double momentum = 0.9;
   std::string optimizer = "momentum";
-  bool override_optimizer = false;   // --optimizer, --lr or --momentum given: replace mlp.synk's
+  // --optimizer given: it replaces the model's rule (with --lr and --momentum); else --lr and
+  // --momentum replace those hyper-parameters of the model's own rule.
+  bool lr_given = false, momentum_given = false, optimizer_given = false;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::string model;       // the program's model unless --model
   std::string out;
@@ -142,12 +144,20 @@ Evaluation evaluate(const fashion_mnist::Model& model, const DataSet& set, int r
   return {synk::to_vector<float>(r.get("loss"))[0], synk::to_vector<float>(r.get("accuracy"))[0]};
 }
 
-// The optimizer from the command line, or none (mlp.synk's own) when no optimizer flag was given.
+// The optimizer from the command line: --optimizer replaces the model's (with --lr, --momentum or
+// their defaults); --lr or --momentum alone change that hyper-parameter of the model's own rule;
+// none of them: the model's own (std::nullopt).
 std::optional<fashion_mnist::OptimizerChoice> optimizer_choice(const Options& o) {
-  if (!o.override_optimizer) return std::nullopt;
-  fashion_mnist::OptimizerChoice choice{o.optimizer, {{"lr", o.lr}}};
-  if (o.optimizer == "momentum" || o.optimizer == "nesterov") choice.hyper_parameters.emplace_back("momentum", o.momentum);
-  return choice;
+  if (o.optimizer_given) {
+    fashion_mnist::OptimizerChoice choice{o.optimizer, {{"lr", o.lr}}};
+    if (o.optimizer == "momentum" || o.optimizer == "nesterov") choice.hyper_parameters.emplace_back("momentum", o.momentum);
+    return choice;
+  }
+  if (!o.lr_given && !o.momentum_given) return std::nullopt;
+  fashion_mnist::OptimizerChoice keep;   // the model's rule
+  if (o.lr_given) keep.hyper_parameters.emplace_back("lr", o.lr);
+  if (o.momentum_given) keep.hyper_parameters.emplace_back("momentum", o.momentum);
+  return keep;
 }
 
 // Which training images train and which validate (--holdout, --limit), and the test images.
@@ -451,7 +461,7 @@ int train(const Options& o) {
   std::fflush(stdout);
 
   Trainer trainer(o, model, train, ranks, make_schedule(o, model, train, ranks));
-  if (o.cosine || o.warmup > 0) {
+  if ((o.cosine || o.warmup > 0) && o.epochs > 0) {   // --epochs 0 takes no step: no schedule
     // The schedule's step is the step's call count: on a resume, the checkpoint restored it.
     synk::TrainStep& step = o.device_data ? model.train_device : model.train;
     const int64_t warmup_steps = int64_t(o.warmup * double(trainer.steps()));
@@ -599,9 +609,9 @@ int run_program(const Program& program, int argc, char** argv) {
                               ->check(in_range(0, false, 1, true, "a number in [0, 1)"));
   CLI::Option* optimizer =
       app.add_option("--optimizer", o.optimizer,
-                     "sgd, momentum, nesterov, adagrad, rmsprop, adadelta, adam or adamax; with --lr and --momentum it "
-                     "replaces the optimizer the model declares")
-          ->capture_default_str()
+                     "An update rule (one of the list above): replaces the model's "
+                     "optimizer (with --lr and --momentum); without it, --lr and --momentum change only those "
+                     "hyper-parameters of the model's own")
           ->check(CLI::IsMember(synk::dsl::update_rule_names()));
   app.add_option("--out", o.out, "Directory for the trained parameters (.npy); empty: do not save")->capture_default_str();
   app.add_option("--data", o.data_dir, "Directory of the gzipped IDX files")->capture_default_str();
@@ -669,7 +679,9 @@ int run_program(const Program& program, int argc, char** argv) {
     std::cerr << name << ": error: " << e.what() << "\nrun '" << name << " --help' for usage\n";
     return 2;
   }
-  o.override_optimizer = lr->count() + momentum->count() + optimizer->count() > 0;
+  o.lr_given = lr->count() > 0;
+  o.momentum_given = momentum->count() > 0;
+  o.optimizer_given = optimizer->count() > 0;
   if (warmup->count() == 0) o.warmup = program.warmup_fraction * o.epochs;
   if (shift->count() == 0 && o.device_data) o.shift = 0;   // the program's default is for index batches
   try {

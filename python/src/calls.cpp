@@ -486,6 +486,12 @@ void bind_modules(py::module_& m) {
            }, py::arg("name"), py::arg("num_packs") = 0,
            "The training step of function `name` (one with `minimize ... using opt`)")
       .def("shared", &make_shared_obj, py::arg("name"))
+      // Two handles of one module (load_library of one path twice) are equal: they share the
+      // functions and shared variables.
+      .def("__eq__", [](const Module& a, py::handle b) {
+             return py::isinstance<Module>(b) && a.runtime_module().id() == b.cast<const Module&>().runtime_module().id();
+           })
+      .def("__hash__", [](const Module& mod) { return py::hash(py::int_(mod.runtime_module().id())); })
       .def("compile_all", [](Module& mod) { without_gil([&] { mod.compile_all(); }); })
       .def("save_checkpoint", [](Module& mod, py::handle dir, py::handle metadata) {
              synk::CheckpointMetadata md;

@@ -75,6 +75,8 @@ def test_a_library_loaded_after_fork_trains_like_the_jit_bit_for_bit(group, rng,
 def test_loading_again_returns_the_same_module_and_checkpoints_work(group, libraries, tmp_path):
     first = synk.load_library(libraries["mlp"])
     again = synk.load_library(str(libraries["mlp"]))
+    assert first == again and hash(first) == hash(again) and len({first, again}) == 1
+    assert first != synk.compile("fn f(bcast x: f32) { out y: none = x; }") and first != "mlp"
     first.shared("b3").set_value_all(np.arange(10, dtype=np.float32))
     assert np.array_equal(again.shared("b3").get_value(1), np.arange(10, dtype=np.float32))
     first.save_checkpoint(tmp_path / "ckpt", metadata={"epoch": 2})

@@ -54,7 +54,7 @@ def test_same_bits_on_one_two_and_three_ranks(rng):
 
 def test_negative_shard_rows_is_a_usage_error():
     step = synk.compile(SOURCE).train_step("train")
-    with pytest.raises(synk.UsageError, match="micro_shard_rows must be >= 0"):
+    with pytest.raises(synk.UsageError, match=r"deterministic = rows\) takes the micro-shard rows, >= 0 \(0: off\); received -3"):
         step.deterministic = -3
     with pytest.raises(synk.UsageError, match="deterministic"):
         step.deterministic = 2.5                # rows are a whole number
