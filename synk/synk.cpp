@@ -457,7 +457,7 @@ Outputs Function::call(rt::ProcessGroup* group, const std::vector<Data>& inputs,
   req.batch_list = options.batch.list_;
   if (options.batch.sel_.kind == rt::RowSelection::Kind::List && options.batch.data_.valid())
     req.batch_data = options.batch.data_;
-  const int nranks = group ? group->size() : 1;
+  const int nranks = group ? group->size() * rt::cluster_nodes() : 1;   // global ranks across nodes
   if (options.batch_s.per_rank_ && options.batch_s.rows_.size() != size_t(nranks)) {
     const UsageError error(fmt::format("batch_s: expected a list of exactly {} selections (one per rank), "
                                        "received a list of {}", nranks, options.batch_s.rows_.size()));

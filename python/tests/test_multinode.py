@@ -42,6 +42,11 @@ fn stats(scatter x: f32[n, 6]) {
   out centre: avg = mean(x, axis=0);
   out rows: sum = n;
 }
+shared data: f32[m, 6] sliceable;
+fn local_stats() {
+  out picked: gather = data;
+  out count: sum = m;
+}
 """)
 step = m.train_step("train")
 step.deterministic = 4
@@ -57,6 +62,11 @@ for name, kwargs in [("all", {}), ("range", {"batch": range(3, 30), "num_slices"
                      ("list", {"batch": [5, 1, 33, 8, 8, 20, 0, 36] if synk.node() == 0 else [0] * 8})]:
     for k, v in enumerate(stats(x, **kwargs)):
         res[f"{name}{k}"] = v
+# batch_s with one selection per global rank (every rank holds 9 or 10 rows of data).
+synk.scatter(m.shared("data"), x)
+per_rank = [range(0, 2), [1, 0, 1], range(1, 4), [0], range(2, 3), [8, 0]][:synk.size()]
+for k, v in enumerate(m.function("local_stats")(batch_s=per_rank)):
+    res[f"batch_s{k}"] = v
 acc = m.shared("acc")
 for r in range(synk.size()):
     synk.set_value(r, acc, np.arange(3000) * 0.5 + r)                 # 24 KB
@@ -121,6 +131,7 @@ def test_two_nodes_give_the_bits_of_one(tmp_path):
             assert np.array_equal(got[key], ref[key]), f"node {node}: {key} differs"
     assert np.array_equal(ref["summed"], np.arange(3000) * 2.0 + 6)   # 4 ranks: 4 * i/2 + (0+1+2+3)
     assert np.array_equal(ref["get0"], np.arange(3000) * 0.5 + 3)
+    assert int(ref["batch_s1"]) == 2 + 3 + 3 + 1 and ref["batch_s0"].shape == (9, 6)   # one selection per global rank
 
 
 def test_an_uncaught_exception_on_one_node_ends_the_job(tmp_path):
