@@ -116,6 +116,10 @@ int fork(int n, Backend backend, const ForkOptions& options) {
   for (const auto& [name, handler] : rt::rank_handlers()) g_handlers_at_fork.insert(name);
   if (rt::started_by_mpi_launcher() && rt::cluster_finalized())
     throw UsageError("fork: under mpirun a program can fork once (MPI cannot be initialised again after close())");
+  if (rt::started_by_mpi_launcher() && rt::cluster())   // MPI runs: workers must not be forked under it
+    throw UsageError("fork: under mpirun a program can fork once, and the fork before this one was refused (the "
+                     "nodes asked for different rank counts or backends) after it had initialised MPI, which a new "
+                     "fork must not inherit; make every node fork alike and start the job again");
   if (rt::started_by_mpi_launcher()) {
     // Before the fork: the ranks inherit the leader's CPUs (runtime/node/placement.h).
     const std::string placed = rt::claim_node_cpus();

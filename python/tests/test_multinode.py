@@ -447,3 +447,36 @@ def test_bcast_values_that_differ_between_nodes_are_a_usage_error_on_every_leade
         assert node0[node0.index(line) + 1] == f"{what} after: {want[rows].tolist()}"
     both = next(l for l in node0 if l.startswith("both:"))
     assert "the bcast inputs 'scale', 'shift' have other values on node 1 than on node 0" in both, both
+
+
+FORK_MISMATCH = r'''
+import os
+import sys
+import synk
+
+out = sys.argv[1]
+lines = []
+leader = int(os.environ["OMPI_COMM_WORLD_RANK"])   # synk.node() is 0 until the fork
+for attempt in range(2):
+    try:
+        synk.fork(1 if leader == 0 and attempt == 0 else 2)
+        lines.append(f"fork {attempt}: forked {synk.size()}")
+    except synk.UsageError as e:
+        lines.append(f"fork {attempt}: {e}")
+synk.close()
+open(out + ".node" + str(leader), "w").write("\n".join(lines) + "\n")
+'''
+
+
+def test_a_refused_fork_cannot_be_retried_and_says_so(tmp_path):
+    """Node 0 forks 1 rank and node 1 forks 2: a UsageError on both naming each node's choice.
+    MPI is initialised by then, and workers must never be forked under it, so a second fork is a
+    UsageError that says why (before, an InternalError: 'a cluster is running already'); close()
+    still ends the job cleanly."""
+    out = str(tmp_path / "forks")
+    two_leaders(tmp_path, "forks", FORK_MISMATCH, out)
+    for node in range(2):
+        first, second = open(f"{out}.node{node}").read().splitlines()
+        assert first.startswith("fork 0: fork: every node must start the same number of ranks"), first
+        assert second.startswith("fork 1: fork: under mpirun a program can fork once, and the fork before this one "
+                                 "was refused"), second
