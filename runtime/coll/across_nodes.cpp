@@ -140,9 +140,11 @@ void all_reduce_values_across_nodes(std::span<Array* const> arrays, std::span<co
       Array& a = *arrays[v];
       try {
         reduce_over_nodes(a.bytes.data(), size_t(a.size()), a.dtype, op);
-      } catch (const std::exception& e) {
-        throw UsageError(fmt::format("{} (this node's ranks hold '{}' as {}{}; is it another shape on another node? "
-                                     "Across nodes every rank's value must have the same shape)",
+      } catch (const LengthMismatch& e) {
+        throw UsageError(fmt::format("{}; this node's ranks hold '{}' as {}{}: either it has another shape on "
+                                     "another node (across nodes every rank's value must have the same shape), or "
+                                     "the leaders are not in the same collective (one made a call or collective "
+                                     "the others did not; SYNK_CHECK_NODES=1 names what each did)",
                                      e.what(), *names[v], dtype_name(a.dtype), shape_string(a.shape)));
       }
     }

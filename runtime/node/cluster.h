@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,13 @@ namespace synk::rt {
 // over the leaders: all of them make it, in the same order. Waits poll: between tests of a
 // pending request the transport calls `poll`, which may throw to give up (the caller then aborts
 // the job, see above).
+// What a transfer throws when a peer sent another number of bytes than this leader exchanges:
+// the leaders passed different lengths, because a value has another shape on another node or
+// because the leaders are not in the same collective.
+struct LengthMismatch : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // The reductions the transport does; avg is the caller's sum then a division.
 enum class NodeOp : uint8_t { Sum, Prod, Max, Min };
 

@@ -400,7 +400,7 @@ class MpiCluster final : public Cluster {
       if (code == MPI_ERR_IN_STATUS) {
         for (size_t i = 0; i < peers_.size(); ++i)
           if (statuses_[i].MPI_ERROR == MPI_ERR_TRUNCATE)
-            throw std::runtime_error("node " + std::to_string(peers_[i]) + " sent more than the " +
+            throw LengthMismatch("node " + std::to_string(peers_[i]) + " sent more than the " +
                                      std::to_string(expected_[i]) + " bytes this node exchanges (the leaders "
                                      "passed different lengths)");
       }
@@ -411,7 +411,7 @@ class MpiCluster final : public Cluster {
       int count = 0;
       MPI_Get_count(&statuses_[i], MPI_BYTE, &count);
       if (size_t(count) != expected_[i])
-        throw std::runtime_error("node " + std::to_string(peers_[i]) + " sent " + std::to_string(count) +
+        throw LengthMismatch("node " + std::to_string(peers_[i]) + " sent " + std::to_string(count) +
                                  " bytes where this node exchanges " + std::to_string(expected_[i]) +
                                  " (the leaders passed different lengths)");
     }

@@ -91,7 +91,7 @@ case $mode in
     # naming the variable, its shape there and the likely cause.
     run_failing "${launch[@]}" "$program" "$ranks" "$work/multi" --shape-mismatch
     [[ $status -ne 0 ]] || { echo "FAIL: the job went on although the nodes' values differ in length"; exit 1; }
-    grep -q "synk: node [0-9] of $nodes .*all_reduce across nodes: .*hold 'parts' as f64\[[34]\]; is it another shape on another node" \
+    grep -q "synk: node [0-9] of $nodes .*all_reduce across nodes: .*hold 'parts' as f64\[[34]\]: either it has another shape on another node" \
       "$work/log" || { echo "FAIL: no leader named 'parts' and its shape"; exit 1; }
     [[ $(grep -c "the leaders passed different lengths" "$work/log") -ge 2 ]] ||
       { echo "FAIL: fewer than two leaders named the other length"; exit 1; }
@@ -99,7 +99,7 @@ case $mode in
       # 1000 and 1001 doubles (8 KB) likewise.
       run_failing "${launch[@]}" "$program" "$ranks" "$work/multi" --shape-mismatch 1000
       [[ $status -ne 0 ]] || { echo "FAIL: the job went on although 1000 and 1001 values were exchanged"; exit 1; }
-      grep -q "synk: node [01] of 2 .*all_reduce across nodes: node [01] sent .*bytes.*the leaders passed different lengths.*hold 'parts' as f64\[100[01]\]; is it another shape on another node" \
+      grep -q "synk: node [01] of 2 .*all_reduce across nodes: node [01] sent .*bytes.*the leaders passed different lengths.*hold 'parts' as f64\[100[01]\]: either it has another shape on another node" \
         "$work/log" || { echo "FAIL: no leader named the other node's length and 'parts'"; exit 1; }
       ! grep -q "shape mismatch not detected" "$work"/multi.node* ||
         { echo "FAIL: a leader computed with values of different lengths"; exit 1; }
