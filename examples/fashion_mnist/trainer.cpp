@@ -31,11 +31,13 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "examples/cli_checks.h"
 #include "examples/fashion_mnist/idx.h"
 #include "dsl/sema_optimizer.h"
 #include "examples/fashion_mnist/model.h"
@@ -44,6 +46,10 @@
 #include "runtime/data/npy.h"
 
 namespace {
+
+using synk_examples::at_least;
+using synk_examples::in_range;
+using synk_examples::unsigned_integer;
 
 using Clock = std::chrono::steady_clock;
 using fashion_mnist::kPixels;
@@ -508,53 +514,6 @@ int train(const Options& o) {
   return check_required_accuracy(o, initial, last, final_test);
 }
 
-// A CLI11 check for integer options: "must be at least N, got X".
-CLI::Validator at_least(int64_t minimum, int64_t maximum = INT64_MAX) {
-  return CLI::Validator(
-      [minimum, maximum](std::string& text) -> std::string {
-        try {
-          size_t used = 0;
-          long long value = std::stoll(text, &used);
-          if (used == text.size() && value >= minimum && value <= maximum) return {};
-        } catch (const std::exception&) {
-        }
-        if (maximum == INT64_MAX) return fmt::format("must be an integer >= {}, got '{}'", minimum, text);
-        return fmt::format("must be an integer from {} to {}, got '{}'", minimum, maximum, text);
-      },
-      maximum == INT64_MAX ? fmt::format(">= {}", minimum) : fmt::format("{} to {}", minimum, maximum));
-}
-
-// A CLI11 check for uint64_t options (CLI11 itself takes "-1" as 2^64 - 1).
-CLI::Validator unsigned_integer() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        try {
-          size_t used = 0;
-          if (!text.empty() && text[0] != '-' && (std::stoull(text, &used), used == text.size())) return {};
-        } catch (const std::exception&) {
-        }
-        return fmt::format("must be an integer from 0 to 2^64 - 1, got '{}'", text);
-      },
-      "UINT");
-}
-
-// A CLI11 check for real options: a finite number in [lo, hi] (hi excluded when `open_high`).
-CLI::Validator in_range(double lo, bool open_low, double hi, bool open_high, const std::string& what) {
-  return CLI::Validator(
-      [=](std::string& text) -> std::string {
-        try {
-          size_t used = 0;
-          double value = std::stod(text, &used);
-          bool ok = used == text.size() && std::isfinite(value) && (open_low ? value > lo : value >= lo) &&
-                    (open_high ? value < hi : value <= hi);
-          if (ok) return {};
-        } catch (const std::exception&) {
-        }
-        return fmt::format("must be {}, got '{}'", what, text);
-      },
-      what);
-}
-
 // Creates the --out directory now, so that a path that cannot hold the parameters fails before
 // training instead of after it.
 void prepare_out_dir(const std::string& out) {
@@ -679,9 +638,7 @@ int run_program(const Program& program, int argc, char** argv) {
     std::cerr << name << ": error: " << e.what() << "\nrun '" << name << " --help' for usage\n";
     return 2;
   }
-  o.lr_given = lr->count() > 0;
-  o.momentum_given = momentum->count() > 0;
-  o.optimizer_given = optimizer->count() > 0;
+  std::tie(o.lr_given, o.momentum_given, o.optimizer_given) = std::tuple(lr->count(), momentum->count(), optimizer->count());
   if (warmup->count() == 0) o.warmup = program.warmup_fraction * o.epochs;
   if (shift->count() == 0 && o.device_data) o.shift = 0;   // the program's default is for index batches
   try {

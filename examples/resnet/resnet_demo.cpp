@@ -19,9 +19,11 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <numeric>
 #include <random>
 
+#include "examples/cli_checks.h"
 #include "examples/resnet/resnet_model.h"
 #include "synk/collectives.h"
 #include "synk/jit.h"
@@ -170,6 +172,9 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  using synk_examples::at_least;
+  using synk_examples::in_range;
+  using synk_examples::unsigned_integer;
   Options o;
   CLI::App app{"The seeds' ResNet demo: data-parallel training of a ResNet on synthetic images with synk.",
                "resnet_demo"};
@@ -177,28 +182,34 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--image-size", o.model.image, "Image height and width")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--channels", o.model.channels, "Image channels")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--classes", o.model.classes, "Classes")->capture_default_str()->check(CLI::Range(2, 1 << 20));
-  app.add_option("--train", o.train, "Training images")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--valid", o.valid, "Validation images")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--test", o.test, "Test images")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--batch", o.batch, "Images per rank per step")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(at_least(1, 1 << 16));
+  app.add_option("--channels", o.model.channels, "Image channels")->capture_default_str()->check(at_least(1, 1 << 16));
+  app.add_option("--classes", o.model.classes, "Classes")->capture_default_str()->check(at_least(2, 1 << 20));
+  app.add_option("--train", o.train, "Training images")->capture_default_str()->check(at_least(1, INT32_MAX));
+  app.add_option("--valid", o.valid, "Validation images")->capture_default_str()->check(at_least(1, INT32_MAX));
+  app.add_option("--test", o.test, "Test images")->capture_default_str()->check(at_least(1, INT32_MAX));
+  app.add_option("--batch", o.batch, "Images per rank per step")->capture_default_str()->check(at_least(1, INT32_MAX));
   app.add_option("--lr", o.lr, "Learning rate per rank (SGD uses lr x ranks)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--epochs", o.epochs, "Epochs")->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->check(in_range(0, true, std::numeric_limits<double>::max(), false, "a number > 0"));
+  app.add_option("--epochs", o.epochs, "Epochs")->capture_default_str()->check(at_least(0, INT32_MAX));
   app.add_option("--ranks", o.ranks, "Ranks (0: one per CPU core)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", o.seed, "Seed of the data and the shuffles")->capture_default_str();
+      ->check(at_least(0, 4096));
+  app.add_option("--seed", o.seed, "Seed of the data and the shuffles")->capture_default_str()->check(unsigned_integer());
   app.add_flag("--overlap", o.overlap, "Average the gradient in buckets during the backward pass (docs/training.md)");
   app.add_option("--bucket-bytes", o.bucket_bytes, "Bucket size of --overlap (0: the default, 1 MiB)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_flag("--profile", o.profile, "Time the gradient, all-reduce and update of each step separately");
   app.add_flag("--print-model", o.print_model, "Print the generated .synk model and exit");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);   // --help
+    fmt::print(stderr, "resnet_demo: error: {}\nrun 'resnet_demo --help' for usage\n", e.what());
+    return 2;
+  }
   try {
     if (o.train < o.batch * std::max(o.ranks, 1))
       throw std::invalid_argument(

@@ -11,31 +11,42 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "dsl/frontend.h"
+#include "examples/cli_checks.h"
 #include "examples/resnet/resnet_model.h"
 
 int main(int argc, char** argv) {
+  using synk_examples::at_least;
+  using synk_examples::in_range;
   resnet::Config cfg;
   std::string out;
   bool optimizer_given = false;
   CLI::App app{"Writes a ResNet model (18/34/50 ImageNet style, 20/32/44/56 CIFAR style) as .synk text."};
-  app.add_option("--depth", cfg.depth, "18, 34, 50, 20, 32, 44 or 56")->capture_default_str();
-  app.add_option("--image-size", cfg.image, "input height and width")->capture_default_str();
+  app.add_option("--depth", cfg.depth, "18, 34, 50, 20, 32, 44 or 56")->capture_default_str()->check(at_least(1, 1000));
+  app.add_option("--image-size", cfg.image, "input height and width")->capture_default_str()->check(at_least(1, 1 << 16));
   app.add_option("--pad-to", cfg.pad_to, "zero-pad the input to this size in the stem (0: none)")
-      ->capture_default_str();
-  app.add_option("--channels", cfg.channels, "input channels")->capture_default_str();
-  app.add_option("--classes", cfg.classes, "output classes")->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0, 1 << 16));
+  app.add_option("--channels", cfg.channels, "input channels")->capture_default_str()->check(at_least(1, 1 << 16));
+  app.add_option("--classes", cfg.classes, "output classes")->capture_default_str()->check(at_least(2, 1 << 20));
   app.add_flag("--fashion", cfg.fashion,
                "Fashion-MNIST form: u8[n, 784] images padded to 32x32, 10 classes, train_device");
   app.add_option("--optimizer", cfg.optimizer, "the declared update rule, as .synk text")->capture_default_str();
   app.add_option("--weight-decay", cfg.weight_decay,
                  "weight decay of the training functions: an L2 term W/2 * sum(w * w) over the weights (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(in_range(0, false, 1e6, false, "a number >= 0"));
   app.add_flag("--flip", cfg.flip, "training images mirrored left to right at random (probability 1/2)");
   app.add_option("--label-smoothing", cfg.label_smoothing,
                  "label smoothing E of the training loss: (1 - E) * cross_entropy - E * mean(log_softmax) (0: none)")
-      ->check(CLI::Range(0.0, 0.999));
+      ->check(in_range(0, false, 1, true, "a number in [0, 1)"));
   app.add_option("--out", out, "output file (default: stdout)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);   // --help
+    fmt::print(stderr, "resnet_gen: error: {}\nrun 'resnet_gen --help' for usage\n", e.what());
+    return 2;
+  }
   optimizer_given = app.count("--optimizer") > 0;
   // The header quotes a canonical command line (not argv), so the text does not depend on --out.
   if (cfg.fashion) {
@@ -52,6 +63,14 @@ int main(int argc, char** argv) {
   if (cfg.label_smoothing > 0) cfg.command += fmt::format(" --label-smoothing {}", cfg.label_smoothing);
   try {
     const std::string text = resnet::generate(cfg);
+    try {   // never write a model that does not compile (an --optimizer is pasted in as written)
+      synk::dsl::compile_source("<generated model>", text);
+    } catch (const synk::UserError& e) {
+      fmt::print(stderr, "resnet_gen: error: the generated model does not compile{}:\n{}\n",
+                 optimizer_given ? fmt::format(" (is --optimizer '{}' an update rule?)", cfg.optimizer) : "",
+                 e.what());
+      return 2;
+    }
     if (out.empty()) {
       std::cout << text;
     } else {
