@@ -130,7 +130,10 @@ def main():
     ax.legend(handles=[Patch(color=COLOURS.get(c, "#7f7f7f"), label=c) for c in COLOURS if c in seen],
               loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=len(seen), frameon=False)
     fig.tight_layout()
-    fig.savefig(args.out, dpi=110)
+    try:
+        fig.savefig(args.out, dpi=110)
+    except OSError as e:
+        sys.exit(f"trace_timeline.py: cannot write {args.out}: {e.strerror or e}")
     print(f"wrote {args.out}")
 
 

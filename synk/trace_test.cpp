@@ -251,6 +251,8 @@ TEST(Trace, UnwritablePathIsAUsageErrorNamingIt) {
     FAIL() << "fork accepted SYNK_TRACE=" << missing;
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("SYNK_TRACE: cannot write the trace file", 0), 0u)
+        << "the variable the path came from is named: " << e.what();
   }
   unsetenv("SYNK_TRACE");
   EXPECT_FALSE(forked());

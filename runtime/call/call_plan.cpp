@@ -187,8 +187,10 @@ void plan_inputs(const PlanRequest& req, CallPlan& plan) {
   if (req.inputs.size() != sig.inputs.size()) {
     std::vector<std::string> names;
     for (const InputSpec& in : sig.inputs) names.push_back(in.name);
-    throw UsageError(fmt::format("{}: expected {} inputs ({}), received {}", sig.name,
-                                 sig.inputs.size(), fmt::join(names, ", "), req.inputs.size()));
+    throw UsageError(fmt::format("{}: expected {} input{}{}, received {}", sig.name, sig.inputs.size(),
+                                 sig.inputs.size() == 1 ? "" : "s",
+                                 names.empty() ? std::string() : fmt::format(" ({})", fmt::join(names, ", ")),
+                                 req.inputs.size()));
   }
   std::map<int32_t, std::pair<int64_t, std::string>> bound;   // symbol -> size, where bound
   for (size_t i = 0; i < sig.inputs.size(); ++i) {

@@ -361,7 +361,13 @@ void start(const std::string& path) {
 bool start_from_environment() {
   const char* path = std::getenv("SYNK_TRACE");
   if (!path || !*path || g_file.active) return false;
-  start(path);
+  try {
+    start(path);
+  } catch (const UsageError& e) {   // name the variable the path came from, not the API call
+    std::string why = e.what();
+    if (why.rfind("trace_start: ", 0) == 0) why.erase(0, std::string_view("trace_start: ").size());
+    throw UsageError(fmt::format("SYNK_TRACE: {} (set SYNK_TRACE to a file that can be written, or unset it)", why));
+  }
   return true;
 }
 
