@@ -323,6 +323,11 @@ TEST(Checkpoint, SetValueAllReachesEveryRank) {
   m.shared("w").set_value_all(std::vector<float>(12, 2.0f), {4, 3});
   EXPECT_EQ(m.shared("w").values<float>(1), std::vector<float>(12, 2.0f));
   EXPECT_EQ(m.shared("w").values<float>(0), std::vector<float>(12, 2.0f));
+  // An Array (what get_value returns) goes back in as it is.
+  m.shared("w").set_value(1, m.shared("w").get_value(0));
+  m.shared("w").set_value(std::vector<float>(12, 3.0f), {4, 3});
+  m.shared("w").set_value_all(m.shared("w").get_value());
+  EXPECT_EQ(m.shared("w").values<float>(1), std::vector<float>(12, 3.0f));
   synk::close();
 }
 

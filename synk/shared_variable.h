@@ -36,6 +36,10 @@ class SharedVariable {
   void set_value(int rank, const ArrayRef& value, bool force_cast = false) {
     module_.set_value(rank, name_, value, force_cast);
   }
+  // The same from an Array (what get_value returns): v.set_value_all(w.get_value()).
+  void set_value(const Array& value, bool force_cast = false) { set_value(value.ref(), force_cast); }
+  void set_value_all(const Array& value, bool force_cast = false) { set_value_all(value.ref(), force_cast); }
+  void set_value(int rank, const Array& value, bool force_cast = false) { set_value(rank, value.ref(), force_cast); }
   template <class T>
   void set_value(const std::vector<T>& values, std::vector<int64_t> shape, bool force_cast = false) {
     module_.set_value(name_, values, std::move(shape), force_cast);
