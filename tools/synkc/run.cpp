@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -196,6 +199,12 @@ void check_checkpoint_path(const std::string& dir) {
   const std::filesystem::path parent = synk::detail::checkpoint_directory(dir).parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent))
     throw UsageError(fmt::format("--checkpoint {}: the directory '{}' does not exist", dir, parent.string()));
+  // The save creates a directory there: try it now (a read-only or special filesystem).
+  std::string probe = ((parent.empty() ? std::filesystem::path(".") : parent) / ".synkc-probe-XXXXXX").string();
+  if (!::mkdtemp(probe.data()))
+    throw UsageError(fmt::format("--checkpoint {}: cannot create a directory in '{}': {}", dir,
+                                 parent.empty() ? "." : parent.string(), std::strerror(errno)));
+  ::rmdir(probe.c_str());
 }
 
 }  // namespace
