@@ -174,6 +174,7 @@ std::optional<py::array> weak_scalar(py::handle v, synk::DType target, const std
 HostArray host_array(py::handle value, std::optional<synk::DType> target, bool force_cast, const std::string& what,
                      bool force_cast_option) {
   py::array arr;
+  std::string made_from;   // a value numpy converted (a list, a tuple...): its type, for messages
   if (py::isinstance<DataObj>(value)) {
     arr = py::reinterpret_steal<py::array>(value.cast<DataObj&>().view().release());
   } else if (py::isinstance<py::array>(value)) {
@@ -185,6 +186,7 @@ HostArray host_array(py::handle value, std::optional<synk::DType> target, bool f
     if (target && is_python_scalar(value)) weak = weak_scalar(value, *target, what);
     try {
       arr = weak ? *weak : py::reinterpret_steal<py::array>(numpy().attr("asarray")(value).release());
+      if (!weak) made_from = py::str(py::type::of(value).attr("__name__")).cast<std::string>();
     } catch (const py::error_already_set& e) {
       usage(what + ": cannot make an array of " + py::repr(value).cast<std::string>() + " (" + e.what() + ")");
     }
@@ -205,8 +207,11 @@ HostArray host_array(py::handle value, std::optional<synk::DType> target, bool f
   }
   if (target && !force_cast && *t != *target && !synk::can_cast_safely(*t, *target)) {
     const std::string to = py::str(numpy_dtype(*target)).cast<std::string>();
+    const std::string received = made_from.empty() ? "an array of " + py::str(arr.dtype()).cast<std::string>()
+                                                   : "a " + made_from + ", which numpy makes an array of " +
+                                                         py::str(arr.dtype()).cast<std::string>();
     usage(what + ": expected dtype " + synk::dtype_name(*target) + " (or one that converts safely to it), received " +
-          "an array of " + py::str(arr.dtype()).cast<std::string>() + "; convert it with .astype('" + to + "')" +
+          received + "; convert it with " + (made_from.empty() ? ".astype('" + to + "')" : "numpy.asarray(value, dtype='" + to + "')") +
           (force_cast_option ? " or pass force_cast=True"
                              : " (or pass synk.data(value, dtype='" + to + "', force_cast=True))"));
   }

@@ -81,6 +81,8 @@ def test_call_usage_errors(mod):
         (lambda: f(x, y, y), "takes 2 inputs, received 3"),
         (lambda: f(x, y, x=x), "given twice"),
         (lambda: f(x, y, bogus=1), "unknown keyword argument 'bogus'"),
+        (lambda: f(x, [1.0, 2.0, 3.0]), "received a list, which numpy makes an array of float64; convert it with "
+                                        "numpy.asarray"),
         (lambda: f(x, y, batch="rows"), "batch: expected an int"),
         (lambda: f(x, y, batch=slice(0, 4, 2)), "step None or 1"),
         (lambda: f(x, y, batch=slice(-2, 4)), "no negative indexing"),
