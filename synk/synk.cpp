@@ -98,7 +98,10 @@ void throw_rank_errors(const std::string& what, const std::vector<std::string>& 
 void check_rank(int rank, const char* what, bool local = false) {
   int n = g_group && g_group->alive() ? g_group->size() * (local ? 1 : rt::cluster_nodes()) : 1;
   if (rank < 0 || rank >= n)
-    throw UsageError(fmt::format("{}: rank must be in [0, {}), received {}", what, n, rank));
+    throw UsageError(fmt::format("{}: rank must be in [0, {}), received {}{}", what, n, rank,
+                                 n == 1 && rank > 0 ? " (no process group is running: only the master, rank 0, "
+                                                      "exists before synk::fork() and after synk::close())"
+                                                    : ""));
 }
 
 }  // namespace
