@@ -51,6 +51,25 @@ def test_reductions(mod, group, rng, algorithm):
             assert np.allclose(b.get_value(r), npop(vb.astype(np.float64), axis=0), rtol=1e-5)
 
 
+@pytest.mark.parametrize("algorithm", ["auto", "rsag", "hierarchical"])
+def test_max_and_min_propagate_a_nan_from_any_rank(mod, group, rng, algorithm):
+    """As numpy's max/min and the functions' max/min outputs do. Before, a NaN was kept only when
+    rank 0 held it (the combine kept its left operand when a comparison with NaN was false)."""
+    a = mod.shared("a")
+    for nan_rank in range(group):
+        va = rng.standard_normal((group, 5))
+        va[nan_rank, 1] = np.nan
+        va[(nan_rank + 1) % group, 3] = np.nan
+        va[0, 4], va[group - 1, 4] = -np.inf, np.inf
+        for op, npop in [("max", np.max), ("min", np.min)]:
+            set_per_rank(a, va)
+            want = npop(va, axis=0)
+            assert np.array_equal(synk.reduce(a, op=op, in_place=False, algorithm=algorithm), want, equal_nan=True)
+            synk.all_reduce(a, op=op, algorithm=algorithm)
+            for r in range(group):
+                assert np.array_equal(a.get_value(r), want, equal_nan=True), (op, nan_rank, r)
+
+
 def test_integer_and_bool_reductions(mod, group, rng):
     k, flag = mod.shared("k"), mod.shared("flag")
     vk = rng.integers(-1000, 1000, size=(group, 4)).astype("int32")

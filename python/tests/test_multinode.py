@@ -480,3 +480,41 @@ def test_a_refused_fork_cannot_be_retried_and_says_so(tmp_path):
         assert first.startswith("fork 0: fork: every node must start the same number of ranks"), first
         assert second.startswith("fork 1: fork: under mpirun a program can fork once, and the fork before this one "
                                  "was refused"), second
+
+
+NAN_MAX = r'''
+import sys
+import numpy as np
+import synk
+
+out = sys.argv[1]
+m = synk.compile("shared small: f32[3];\nshared big: f64[300000];\nfn f() { out s: sum = sum(small); }")
+synk.fork(2)
+lines = []
+for name, length in [("small", 3), ("big", 300000)]:
+    var = m.shared(name)
+    for op in ["max", "min"]:
+        for r in range(synk.size()):
+            v = np.full(length, float(r))
+            if r == synk.size() - 1:
+                v[1] = np.nan           # on node 1's last rank only
+            synk.set_value(r, var, v.astype("float32" if name == "small" else "float64"))
+        synk.all_reduce(var, op=op)
+        got = [synk.get_value(r, var)[:3].tolist() for r in range(synk.size())]
+        lines.append(f"{name} {op}: {got}")
+open(out + ".node" + str(synk.node()), "w").write("\n".join(lines) + "\n")
+synk.close()
+'''
+
+
+def test_max_and_min_across_nodes_propagate_a_nan_from_any_node(tmp_path):
+    """A NaN held by node 1 alone reaches every rank of every node in max and min, small (gathered)
+    and large (which went through MPI_MAX / MPI_MIN before, and may drop a NaN)."""
+    out = str(tmp_path / "nanmax")
+    two_leaders(tmp_path, "nanmax", NAN_MAX, out)
+    node0 = open(out + ".node0").read().splitlines()
+    assert node0 == open(out + ".node1").read().splitlines()
+    for line, (first, last) in zip(node0, [(3.0, 3.0), (0.0, 0.0)] * 2):
+        values = eval(line.split(": ", 1)[1], {"nan": float("nan")})
+        for v in values:
+            assert v[0] == first and v[1] != v[1] and v[2] == last, line

@@ -71,6 +71,12 @@ bool order_matters(DType dtype, CollOp op) {
   return (dtype == DType::F32 || dtype == DType::F64) && op != CollOp::Max && op != CollOp::Min;
 }
 
+// Max and min of floats are not left to MPI: MPI_MAX / MPI_MIN may drop a NaN, depending on which
+// node holds it (and on each node differently), where synk's arithmetic propagates it from any node.
+bool nan_sensitive(DType dtype, CollOp op) {
+  return (dtype == DType::F32 || dtype == DType::F64) && (op == CollOp::Max || op == CollOp::Min);
+}
+
 // Reduce-scatter and all-gather between the leaders with synk's arithmetic: node n reduces part n
 // of the buffer over every node in node order, then every node gets every reduced part. Element
 // i is x_0[i] op x_1[i] op ... whatever the length, so pieces (the overlapped step's buckets)
@@ -112,8 +118,9 @@ void reduce_over_nodes(void* data, size_t count, DType dtype, CollOp op) {
   Cluster& cl = *cluster();
   std::byte* bytes_at = static_cast<std::byte*>(data);
   const size_t bytes = count * dtype_size(dtype);
-  const bool in_order = order_matters(dtype, op) && cl.splits_over_nodes(bytes);
-  if (cl.gather_beats_all_reduce(bytes) || (in_order && bytes <= kOneRoundBytes))
+  const bool nan = nan_sensitive(dtype, op);
+  const bool in_order = (order_matters(dtype, op) || nan) && cl.splits_over_nodes(bytes);
+  if (cl.gather_beats_all_reduce(bytes) || (in_order && bytes <= kOneRoundBytes) || (nan && !in_order))
     return reduce_gathered_in_node_order(cl, bytes_at, count, dtype, op);
   if (in_order) return reduce_parts_in_node_order(cl, bytes_at, count, dtype, op);
   cl.all_reduce(data, count, dtype, node_op(op));

@@ -75,13 +75,15 @@ struct Mul {
     else return a * b;
   }
 };
+// NaN propagates whichever rank holds it, as numpy's max/min and the call engine's max/min outputs
+// (runtime/call/reduce.cpp); `b != b` is false for integers and folds away.
 template <class T>
 struct Max {
-  static T apply(T a, T b) { return a < b ? b : a; }
+  static T apply(T a, T b) { return (a < b || b != b) ? b : a; }
 };
 template <class T>
 struct Min {
-  static T apply(T a, T b) { return b < a ? b : a; }
+  static T apply(T a, T b) { return (b < a || b != b) ? b : a; }
 };
 
 // out[i] = a[i] op b[i]; `out` may equal `a`.
