@@ -96,6 +96,9 @@ void TrainStep::write_hyper(const HyperParameter& h, double value) const {
 
 void TrainStep::set_hyper(std::string_view keyword, double value) {
   if (!valid()) throw UsageError("use of an empty synk::TrainStep (get one from jit::Module::train_step)");
+  if (schedule_ && keyword == "lr")   // the next call would overwrite it without a word
+    throw UsageError(fmt::format("training step '{}': lr follows the schedule set with set_schedule, which sets "
+                                 "it before every step; call clear_schedule() first to set it by hand", name_));
   write_hyper(find_hyper(keyword), value);
 }
 

@@ -339,6 +339,29 @@ struct TrainStepObj {
     });
     return wrap_outputs(std::move(out));
   }
+
+  // The step's first part alone (TrainStep::gradient_call); its C++ outputs are kept for
+  // reduce_gradient, which needs each rank's rows.
+  py::object gradient_call(const py::args& args, const py::kwargs& kwargs) {
+    auto refuse = [](const synk::Error& e) { synk::detail::refuse_call(e); };
+    PreparedCall p = prepare_or_refuse(sig, args, kwargs, refuse);
+    synk::Outputs out = without_gil([&] {
+      std::vector<synk::Data> in = materialise_or_refuse(p, sig, refuse);
+      return step.gradient_call(in, p.options);
+    });
+    pending = std::make_shared<synk::Outputs>(out);
+    return wrap_outputs(std::move(out));
+  }
+
+  bool reduce_gradient() {
+    if (!pending)
+      usage("training step '" + step.name() + "': reduce_gradient() reduces what the last gradient_call() computed, "
+            "and there is none to reduce (call step.gradient_call(...) first, once per reduce_gradient())");
+    std::shared_ptr<synk::Outputs> out = std::move(pending);
+    return without_gil([&] { return step.reduce_gradient(*out); });
+  }
+
+  std::shared_ptr<synk::Outputs> pending;   // the last gradient_call's outputs, until reduced
 };
 
 // --- shared variables ----------------------------------------------------------------------------------
@@ -384,6 +407,12 @@ void bind_functions(py::module_& m) {
                            "One training step as one call: gradient function, reduction of the flat gradient weighted by each "
                            "rank's rows, update function (synk::TrainStep)")
       .def("__call__", [](const TrainStepObj& s, py::args a, py::kwargs k) { return s.call(a, k); })
+      .def("gradient_call", [](TrainStepObj& s, py::args a, py::kwargs k) { return s.gradient_call(a, k); },
+           "The step's first part alone: the gradient function's call, as the step makes it (no schedule is applied, "
+           "and the step index does not move)")
+      .def("reduce_gradient", [](TrainStepObj& s) { return s.reduce_gradient(); },
+           "The second part: reduces the gradient of the last gradient_call, weighted by each rank's rows; False when "
+           "that call selected no rows (then skip the update, step.update())")
       .def("build_inputs", [](const TrainStepObj& s, py::args a, py::kwargs k) {
              return build_inputs(make_function(s.module, s.step.gradient()), a, k);
            })

@@ -90,6 +90,40 @@ def test_parts_one_by_one_give_the_same_bits(group, rng):
     assert np.array_equal(a.shared("b").get_value(), b.shared("b").get_value())
 
 
+def test_gradient_call_and_reduce_gradient_give_the_steps_bits(group, rng):
+    """The parts as the step makes them (docs/training.md): gradient_call, reduce_gradient (each
+    rank weighted by its rows, here over uneven splits), the update; and reduce_gradient without a
+    gradient_call before it is a UsageError."""
+    a, b = synk.compile(SOURCE), synk.compile(SOURCE)
+    step_a, step_b = a.train_step("train"), b.train_step("train")
+    x = synk.data(rng.standard_normal((40, 4)))
+    y = synk.data(rng.standard_normal((40, 2)))
+    for rows in (15, 7, 16):
+        idx = rng.permutation(40)[:rows]
+        out_a = step_a(x, y, batch=idx)
+        out_b = step_b.gradient_call(x, y, batch=idx)
+        assert step_b.reduce_gradient() is True
+        step_b.update()
+        assert out_a == out_b
+    assert np.array_equal(a.shared("w").get_value(1), b.shared("w").get_value(1))
+    assert step_a.step_index == 3 and step_b.step_index == 0   # the parts are not a step
+    with pytest.raises(synk.UsageError, match="there is none to reduce"):
+        step_b.reduce_gradient()
+    step_b.gradient_call(x, y, batch=[])
+    assert step_b.reduce_gradient() is False                    # no rows: skip the update
+
+
+def test_set_lr_while_a_schedule_sets_it_is_an_error(model):
+    step = model.train_step("train")
+    step.set_schedule(synk.Schedule.constant(0.05))
+    with pytest.raises(synk.UsageError, match="lr follows the schedule set with set_schedule"):
+        step.set_lr(0.5)
+    step.set_hyper("momentum", 0.25)                            # the others are free
+    step.clear_schedule()
+    step.set_lr(0.5)
+    assert step.hyper("lr") == 0.5
+
+
 def test_training_errors(model):
     with pytest.raises(synk.UsageError, match="opt_update"):
         model.train_step("opt_update")                            # not a training function
