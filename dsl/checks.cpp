@@ -139,6 +139,8 @@ std::optional<std::string> builtin_constant_error(const std::string& name, const
 }
 
 std::optional<std::string> dimension_name_error(const std::string& symbol) {
+  if (is_builtin_constant(symbol))   // in an expression the name would mean the constant's value
+    return fmt::format("'{}' is a built-in constant and cannot name a dimension", symbol);
   if (is_identifier(symbol)) return std::nullopt;
   return fmt::format("'{}' is not a valid dimension name", symbol);
 }
@@ -216,6 +218,9 @@ std::optional<std::string> literal_error(LiteralKind kind, int64_t ivalue, doubl
       return fmt::format("integer {} does not fit in {}", ivalue, ir::dtype_name(dtype));
     }
     case LiteralKind::Float: {
+      if (dtype == ir::DType::F32 && std::isfinite(fvalue) && std::isinf(float(fvalue)))
+        return fmt::format("{} does not fit in f32 (at most 3.4028235e38 in magnitude); write inf, or make the other "
+                           "operand f64", literal_text(kind, ivalue, fvalue));
       if (ir::is_float(dtype)) return std::nullopt;
       const std::string text = literal_text(kind, ivalue, fvalue);
       return fmt::format("{} is not an integer but {} is needed here; use cast({}, {})", text, ir::dtype_name(dtype),
@@ -237,18 +242,23 @@ ir::Attrs constant_attrs(LiteralKind kind, int64_t ivalue, double fvalue, ir::DT
 // ---- Shared variables' initializers ---------------------------------------------------------
 
 bool value_fits(double v, ir::DType t) {
+  if (t == ir::DType::F32) return !std::isfinite(v) || !std::isinf(float(v));
   if (ir::is_float(t)) return true;
   if (v != std::floor(v)) return false;
   switch (t) {
     case ir::DType::Bool: return v == 0 || v == 1;
     case ir::DType::U8: return v >= 0 && v <= 255;
     case ir::DType::I32: return v >= -2147483648.0 && v <= 2147483647.0;
-    default: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+    // An initial value travels as a double (InitSpec): beyond 2^53 an i64 would silently change.
+    default: return v >= -9007199254740992.0 && v <= 9007199254740992.0;
   }
 }
 
 std::optional<std::string> initial_value_error(const std::string& name, const ir::TensorType& type, double value) {
   if (value_fits(value, type.dtype)) return std::nullopt;
+  if (type.dtype == ir::DType::I64 && value == std::floor(value))
+    return fmt::format("initial value of shared variable '{}' is beyond 2^53 in magnitude, which an integer initial "
+                       "value cannot be exactly; set it with set_value after compiling", name);
   return fmt::format("initial value {} does not fit shared variable '{}' of dtype {}", value, name,
                      ir::dtype_name(type.dtype));
 }

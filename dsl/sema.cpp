@@ -56,6 +56,10 @@ std::optional<ir::TensorType> resolve_type_expr(const ast::TypeExpr& t, Diagnost
       }
       type.shape.push_back(ir::Dim::fixed(*d.size));
     } else {
+      if (checks::is_builtin_constant(d.symbol)) {
+        diags.error(d.loc, *checks::dimension_name_error(d.symbol));
+        return std::nullopt;
+      }
       type.shape.push_back(ir::Dim::sym(d.symbol));
     }
   }
@@ -86,6 +90,12 @@ std::optional<double> number_of(const ast::Expr& e) {
   }
 }
 
+// An integer literal a double does not hold exactly (beyond 2^53): initial values travel as doubles.
+bool inexact_integer(const ast::Expr& e) {
+  if (e.kind == ast::ExprKind::Unary && e.text == "-" && e.args.size() == 1) return inexact_integer(*e.args[0]);
+  return e.kind == ast::ExprKind::IntLiteral && (e.int_value > (int64_t(1) << 53) || e.int_value < -(int64_t(1) << 53));
+}
+
 class InitializerAnalyzer {
  public:
   InitializerAnalyzer(ModuleContext& ctx, const ast::SharedDecl& d, const ir::TensorType* type)
@@ -97,7 +107,7 @@ class InitializerAnalyzer {
     if (e.kind == ast::ExprKind::Error) return std::nullopt;
     if (e.kind == ast::ExprKind::Name && e.text == "zeros") return ir::InitZeros{};
     if (e.kind == ast::ExprKind::Name && e.text == "ones") return ir::InitOnes{};
-    if (auto v = number_of(e)) return constant(*v, e.loc);
+    if (auto v = number_of(e)) return constant(*v, e.loc, inexact_integer(e));
     if (e.kind == ast::ExprKind::BoolLiteral) return truth(e);
     if (e.kind != ast::ExprKind::Call) return unknown(e);
     if (e.text == "const") return call_const(e);
@@ -128,7 +138,11 @@ class InitializerAnalyzer {
     return ir::InitConstant{double(e.int_value)};
   }
 
-  std::optional<ir::Initializer> constant(double v, SourceLoc loc) {
+  std::optional<ir::Initializer> constant(double v, SourceLoc loc, bool inexact = false) {
+    if (type_ && inexact && !ir::is_float(type_->dtype))
+      return error(loc, fmt::format("initial value of shared variable '{}' is beyond 2^53 in magnitude, which an "
+                                    "integer initial value cannot be exactly; set it with set_value after compiling",
+                                    decl_.name));
     if (type_)
       if (std::optional<std::string> why = checks::initial_value_error(decl_.name, *type_, v))
         return error(loc, std::move(*why));
@@ -142,7 +156,7 @@ class InitializerAnalyzer {
       return error(e.loc, fmt::format("const takes one number, as in const(0.5); found {} arguments", e.args.size()));
     auto v = number_of(*e.args[0]);
     if (!v) return error(e.args[0]->loc, fmt::format("const needs a number, found '{}'", expr_text(*e.args[0])));
-    return constant(*v, e.args[0]->loc);
+    return constant(*v, e.args[0]->loc, inexact_integer(*e.args[0]));
   }
 
   std::optional<ir::Initializer> call_random(const ast::Expr& e) {

@@ -50,9 +50,10 @@ std::string c_literal(ir::DType t, double value, int64_t ivalue) {
     case ir::DType::F32:
     case ir::DType::F64: {
       const char* f = t == ir::DType::F32 ? "f" : "";
-      if (std::isnan(value)) return fmt::format("__builtin_nan{}(\"\")", f);
-      if (std::isinf(value)) return fmt::format("{}__builtin_inf{}()", value < 0 ? "-" : "", f);
-      return fmt::format("{:a}{}", t == ir::DType::F32 ? double(float(value)) : value, f);
+      const double v = t == ir::DType::F32 ? double(float(value)) : value;   // 1e39 is inf as an f32
+      if (std::isnan(v)) return fmt::format("__builtin_nan{}(\"\")", f);
+      if (std::isinf(v)) return fmt::format("{}__builtin_inf{}()", v < 0 ? "-" : "", f);
+      return fmt::format("{:a}{}", v, f);
     }
     case ir::DType::I32: return fmt::format("(int32_t){}", ivalue == INT32_MIN ? "(-2147483647 - 1)" : std::to_string(ivalue));
     case ir::DType::I64:
