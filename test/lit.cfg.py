@@ -3,6 +3,7 @@
 # reported UNSUPPORTED (with the reason printed below) where no GPU is present.
 import os
 import subprocess
+import sys
 import lit.formats
 
 config.name = "synk"
@@ -13,6 +14,8 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.synk_binary_dir, "test")
 
 config.substitutions.append(("%synkc", config.synkc))
+# The Python that runs lit (CTest passes the one with numpy) for generators in Inputs/.
+config.substitutions.append(("%{python}", sys.executable))
 config.substitutions.append(("%examples", os.path.join(config.synk_source_dir, "examples")))
 config.environment["PATH"] = os.pathsep.join(
     [config.llvm_tools_dir, os.path.dirname(config.synkc), config.environment.get("PATH", "")])

@@ -127,6 +127,7 @@ class Fusion {
           break;
       }
     }
+    bound_fused_depth();
     // Rule 3 until nothing changes: a new buffer can make views of it free, never the reverse.
     for (bool changed = true; changed;) {
       changed = false;
@@ -142,6 +143,25 @@ class Fusion {
           changed = true;
         }
         sinks[i] = has_buffer_[i] ? std::set<NodeId>{NodeId(i)} : std::move(s);
+      }
+    }
+  }
+
+  // Rule 3b: a chain of bufferless nodes (a long run of lets, each used once) gets a buffer every
+  // kMaxFusedDepth levels. The emitters build a kernel's expression recursively, and 20,000 levels
+  // overflowed the stack; at this depth a kernel boundary costs nothing measurable.
+  static constexpr int kMaxFusedDepth = 256;
+  void bound_fused_depth() {
+    std::vector<int> depth(n_, 0);
+    for (size_t i = 0; i < n_; ++i) {   // operands come before their consumers
+      if (has_buffer_[i]) continue;
+      int d = 0;
+      for (NodeId o : fn_.nodes[i].operands)
+        if (!has_buffer_[size_t(o)]) d = std::max(d, depth[size_t(o)]);
+      depth[i] = d + 1;
+      if (depth[i] >= kMaxFusedDepth) {
+        has_buffer_[i] = true;
+        depth[i] = 0;
       }
     }
   }

@@ -172,6 +172,21 @@ TEST(Fusion, PointwiseChainsAndDagsAreOneKernel) {
   EXPECT_EQ(plan_of("fn f(bcast x: f32[n, n]) { out z: none = x + transpose(x) * 2; }"), "pointwise[transpose mul add]");
 }
 
+// A long run of lets, each used once, would be one fused expression as deep as the run, which the
+// emitters build recursively (20,000 lets overflowed the stack): every 256 levels is a stored value.
+TEST(Fusion, ALongChainOfLetsIsCutIntoKernelsOfBoundedDepth) {
+  std::string program = "fn f(bcast x: f32[n]) {\n  let a0 = x;\n";
+  for (int i = 1; i <= 600; ++i) program += fmt::format("  let a{} = a{} * 1.5 + x;\n", i, i - 1);
+  program += "  out z: none = a600;\n}\n";
+  ir::Module m = parse(program);
+  const KernelPlan plan = lower(m, m.functions.at(0), LowerOptions{});
+  // Rule 5 merges the pieces back into one loop, which stores a value every 256 levels: the
+  // emitters then reach no deeper than that from any stored value.
+  size_t stored = 0;
+  for (const Kernel& k : plan.kernels) stored += k.roots.size();
+  EXPECT_EQ(stored, 5u) << "1,200 levels, a value stored every 256 and the output";
+}
+
 TEST(Fusion, PointwiseFeedingAReductionFusesIntoIt) {
   EXPECT_EQ(plan_of("fn f(bcast x: f32[n, 3]) { out s: none = sum(exp(x) * 2, axis=1); }"), "reduce[exp mul sum]");
   EXPECT_EQ(plan_of("fn f(bcast x: f32[n], bcast y: i64[n]) { out a: none = mean(cast(x > 0 && y == 1, f32)); }"),
