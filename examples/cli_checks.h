@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -58,6 +59,19 @@ inline CLI::Validator in_range(double lo, bool open_low, double hi, bool open_hi
         return fmt::format("must be {}, got '{}'", what, text);
       },
       what);
+}
+
+// Parses the command line. --help: prints it, returns 0. A mistake: prints "NAME: error: ..." and
+// where to find the usage, returns 2 (the examples' status for a bad command line). Else nullopt.
+inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, const std::string& name) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    fmt::print(stderr, "{}: error: {}\nrun '{} --help' for usage\n", name, e.what(), name);
+    return 2;
+  }
+  return std::nullopt;
 }
 
 }  // namespace synk_examples

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -203,13 +204,7 @@ int main(int argc, char** argv) {
       ->check(at_least(0));
   app.add_flag("--profile", o.profile, "Time the gradient, all-reduce and update of each step separately");
   app.add_flag("--print-model", o.print_model, "Print the generated .synk model and exit");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);   // --help
-    fmt::print(stderr, "resnet_demo: error: {}\nrun 'resnet_demo --help' for usage\n", e.what());
-    return 2;
-  }
+  if (std::optional<int> status = synk_examples::parse_command_line(app, argc, argv, "resnet_demo")) return *status;
   try {
     if (o.train < o.batch * std::max(o.ranks, 1))
       throw std::invalid_argument(

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 
 #include "dsl/frontend.h"
@@ -40,13 +41,7 @@ int main(int argc, char** argv) {
                  "label smoothing E of the training loss: (1 - E) * cross_entropy - E * mean(log_softmax) (0: none)")
       ->check(in_range(0, false, 1, true, "a number in [0, 1)"));
   app.add_option("--out", out, "output file (default: stdout)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);   // --help
-    fmt::print(stderr, "resnet_gen: error: {}\nrun 'resnet_gen --help' for usage\n", e.what());
-    return 2;
-  }
+  if (std::optional<int> status = synk_examples::parse_command_line(app, argc, argv, "resnet_gen")) return *status;
   optimizer_given = app.count("--optimizer") > 0;
   // The header quotes a canonical command line (not argv), so the text does not depend on --out.
   if (cfg.fashion) {
