@@ -29,8 +29,14 @@ bool FunctionAnalyzer::check_arguments(const ast::Expr& call, size_t min_positio
                            : max_positional == SIZE_MAX
                                ? fmt::format("at least {}", plural(min_positional, "argument"))
                                : fmt::format("{} to {} arguments", min_positional, max_positional);
+    std::string by_keyword;   // softmax(z, 0): the axis is a keyword argument
+    for (const char* k : keywords) by_keyword += fmt::format("{}{}=...", by_keyword.empty() ? "" : ", ", k);
+    if (n > max_positional && !by_keyword.empty())
+      by_keyword = fmt::format(" (its other arguments are keywords: {})", by_keyword);
+    else
+      by_keyword.clear();
     error(n > max_positional ? call.args[max_positional]->loc : call.loc,
-          fmt::format("{} takes {} but {} {} given", call.text, expected, n, n == 1 ? "was" : "were"));
+          fmt::format("{} takes {} but {} {} given{}", call.text, expected, n, n == 1 ? "was" : "were", by_keyword));
     ok = false;
   }
   for (const ast::KwArg& kw : call.kwargs) {

@@ -75,7 +75,17 @@ ValueList value_list(const VarList& vars, py::handle values, py::handle batch, c
       py::object rows = py::reinterpret_borrow<py::object>(batch);
       if (!PyBool_Check(batch.ptr()) && PyLong_Check(batch.ptr())) rows = py::slice(py::int_(0), batch, py::none());
       if (py::isinstance<DataObj>(batch)) rows = batch.cast<DataObj&>().view();
-      v = py::module_::import("numpy").attr("asarray")(v).attr("__getitem__")(rows);
+      py::module_ np = py::module_::import("numpy");
+      // The rows as scatter takes them: no negative index (numpy would count it from the end).
+      if (!py::isinstance<py::slice>(rows) &&
+          np.attr("any")(np.attr("less")(np.attr("asarray")(rows), 0)).cast<bool>())
+        usage(where + ": batch: negative indices are not rows (indices must be >= 0), received " +
+              py::repr(batch).cast<std::string>());
+      try {
+        v = np.attr("asarray")(v).attr("__getitem__")(rows);
+      } catch (py::error_already_set& e) {
+        usage(where + ": batch: " + std::string(e.value() ? py::str(e.value()).cast<std::string>() : e.what()));
+      }
     }
     out.hosts.push_back(host_array(v, vars.objs[i]->dtype, false, where, false));
     out.values.emplace_back(out.hosts.back().ref);

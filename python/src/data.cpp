@@ -343,10 +343,19 @@ std::unique_ptr<DataObj> make_data(py::handle value, py::handle var, py::handle 
     t = shared.dtype;
     nd = shared.ndim;
   }
-  if (!dtype.is_none()) t = parse_dtype(dtype, what + ": dtype");
+  if (!dtype.is_none()) {
+    const synk::DType given = parse_dtype(dtype, what + ": dtype");
+    if (t && *t != given)   // var says one dtype and dtype another: which one was meant?
+      usage(what + ": dtype " + synk::dtype_name(given) + " differs from the dtype of var '" +
+            var.cast<const SharedObj&>().name + "', " + synk::dtype_name(*t) + "; give one of them");
+    t = given;
+  }
   if (!ndim.is_none()) {
     const int64_t n = int_arg(ndim, what + ": ndim");
     if (n < 0 || n > 16) usage(what + ": ndim must be in [0, 16], received " + std::to_string(n));
+    if (nd && *nd != n)
+      usage(what + ": ndim " + std::to_string(n) + " differs from var '" + var.cast<const SharedObj&>().name +
+            "', which has " + std::to_string(*nd) + " dimensions; give one of them");
     nd = int(n);
   }
   std::optional<std::vector<int64_t>> dims;

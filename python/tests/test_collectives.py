@@ -117,6 +117,10 @@ def test_set_value_and_broadcast(mod, group, rng):
     assert np.array_equal(b.get_value(1), big[4][[1, 0]])
     with pytest.raises(synk.UsageError, match="expected a value with 2 dimensions|shape"):
         synk.set_value(1, b, big[4], batch=1)                              # one row for a [2, 3] variable
+    with pytest.raises(synk.UsageError, match=r"set_value: value for 'b': batch: index 5 is out of bounds"):
+        synk.set_value(1, b, big[4], batch=[0, 5])                         # numpy's IndexError before
+    with pytest.raises(synk.UsageError, match="negative indices are not rows"):
+        synk.set_value(1, b, big[4], batch=[1, -1])                        # numpy would take the last row
     synk.broadcast(b)                                                      # the master's value everywhere
     assert np.array_equal(b.get_value(1), b.get_value(0))
     synk.broadcast([b], [synk.data(big[0])])

@@ -189,6 +189,10 @@ def test_data_errors():
         (lambda: synk.data(np.ones(3)).set_length(-1), "length must be >= 0"),
         (lambda: synk.load_npy("/nonexistent.npy"), "nonexistent.npy"),
     ]
+    w = synk.compile("shared w: f32[2, 3];\nfn f() { out s: sum = sum(w); }").shared("w")
+    cases += [(lambda: synk.data(var=w, dtype="i32"), "dtype i32 differs from the dtype of var 'w', f32"),
+              (lambda: synk.data(var=w, ndim=1), "ndim 1 differs from var 'w', which has 2 dimensions")]
+    assert synk.data(var=w, dtype="f32", ndim=2, shape=(0, 3)).dtype == np.float32   # agreeing is fine
     for call, pattern in cases:
         with pytest.raises(synk.UsageError, match=pattern):
             call()

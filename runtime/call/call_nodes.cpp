@@ -72,8 +72,6 @@ std::string refusal_reason(const std::string& call) { return call.substr(kRefuse
 
 namespace {
 
-// The calls of every node, compared: a UsageError naming every node whose call differs from node
-// 0's. A refusal is not a different call; the caller reports it.
 // A bcast input's values in a call's description (describe_call): its name and a hash of its bytes.
 const std::regex& values_token() {
   static const std::regex token(R"( \{'([^']*)' values ([0-9a-f]{16})\})");
@@ -103,6 +101,8 @@ void require_same_bcast_values(const std::string& fn, const std::vector<std::str
                                fmt::join(nodes, ", "), first));
 }
 
+// The calls of every node, compared: a UsageError naming every node whose call differs from node
+// 0's. A refusal is not a different call; the caller reports it.
 void require_same_calls(const std::string& fn, const std::vector<std::string>& calls) {
   size_t first = 0;
   while (first < calls.size() && is_refusal(calls[first])) ++first;
