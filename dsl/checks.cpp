@@ -254,9 +254,11 @@ bool value_fits(double v, ir::DType t) {
   }
 }
 
-std::optional<std::string> initial_value_error(const std::string& name, const ir::TensorType& type, double value) {
-  if (value_fits(value, type.dtype)) return std::nullopt;
-  if (type.dtype == ir::DType::I64 && value == std::floor(value))
+std::optional<std::string> initial_value_error(const std::string& name, const ir::TensorType& type, double value,
+                                               bool inexact_integer) {
+  const bool beyond_double = inexact_integer && !ir::is_float(type.dtype);
+  if (!beyond_double && value_fits(value, type.dtype)) return std::nullopt;
+  if (beyond_double || (type.dtype == ir::DType::I64 && value == std::floor(value)))
     return fmt::format("initial value of shared variable '{}' is beyond 2^53 in magnitude, which an integer initial "
                        "value cannot be exactly; set it with set_value after compiling", name);
   return fmt::format("initial value {} does not fit shared variable '{}' of dtype {}", value, name,

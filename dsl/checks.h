@@ -91,7 +91,10 @@ ir::Attrs constant_attrs(LiteralKind kind, int64_t ivalue, double fvalue, ir::DT
 
 // Whether an initial value (a double, as initializers hold it) is exactly a value of `dtype`.
 bool value_fits(double value, ir::DType dtype);
-std::optional<std::string> initial_value_error(const std::string& name, const ir::TensorType& type, double value);
+// `inexact_integer`: the value was written as an integer literal beyond 2^53, which the double
+// rounded (an integer variable cannot get it exactly).
+std::optional<std::string> initial_value_error(const std::string& name, const ir::TensorType& type, double value,
+                                               bool inexact_integer = false);
 // normal and uniform draw floating values. `kind`: "normal" or "uniform".
 std::optional<std::string> random_dtype_error(const char* kind, const std::string& name, const ir::TensorType& type);
 std::optional<std::string> std_error(double stddev);

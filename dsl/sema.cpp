@@ -139,12 +139,8 @@ class InitializerAnalyzer {
   }
 
   std::optional<ir::Initializer> constant(double v, SourceLoc loc, bool inexact = false) {
-    if (type_ && inexact && !ir::is_float(type_->dtype))
-      return error(loc, fmt::format("initial value of shared variable '{}' is beyond 2^53 in magnitude, which an "
-                                    "integer initial value cannot be exactly; set it with set_value after compiling",
-                                    decl_.name));
     if (type_)
-      if (std::optional<std::string> why = checks::initial_value_error(decl_.name, *type_, v))
+      if (std::optional<std::string> why = checks::initial_value_error(decl_.name, *type_, v, inexact))
         return error(loc, std::move(*why));
     return ir::InitConstant{v};
   }

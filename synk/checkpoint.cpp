@@ -212,12 +212,19 @@ auto checked_manifest(const std::string& dir, const char* what, F&& f) -> declty
   }
 }
 
+// The manifest's entries of the variables a load sets: all but the scratch ones it may hold.
+std::vector<json> held_entries(const json& manifest, const ScratchVariables& scratch) {
+  std::vector<json> entries;
+  for (const json& e : manifest.at("variables"))
+    if (!is_scratch(scratch, e.at("name"))) entries.push_back(e);
+  return entries;
+}
+
 // The checkpoint holds exactly the module's state variables (by name), and perhaps scratch ones.
 void check_same_variables(const Module& module, const std::string& dir, const json& manifest,
                           const ScratchVariables& scratch) {
   std::vector<std::string> held;
-  for (const json& e : manifest.at("variables"))
-    if (!is_scratch(scratch, e.at("name"))) held.push_back(e.at("name"));
+  for (const json& e : held_entries(manifest, scratch)) held.push_back(e.at("name"));
   std::vector<std::string> wanted;
   for (int32_t v : state_variables(module, scratch)) wanted.push_back(module.spec().shareds[size_t(v)].name);
   const std::set<std::string> held_set(held.begin(), held.end()), wanted_set(wanted.begin(), wanted.end());
@@ -235,9 +242,7 @@ void check_same_variables(const Module& module, const std::string& dir, const js
 CheckpointMetadata restore(const Module& module, const std::vector<Function>& functions, const std::string& dir,
                            const json& manifest, const ScratchVariables& scratch) {
   check_same_variables(module, dir, manifest, scratch);
-  std::vector<json> entries;
-  for (const json& e : manifest.at("variables"))
-    if (!is_scratch(scratch, e.at("name"))) entries.push_back(e);
+  const std::vector<json> entries = held_entries(manifest, scratch);
   // Everything is read and checked before anything changes (on node 0 alone in a multi-node job:
   // the broadcast takes its values to every rank of every node).
   std::vector<std::pair<std::string, Array>> values;

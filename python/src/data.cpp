@@ -211,7 +211,8 @@ HostArray host_array(py::handle value, std::optional<synk::DType> target, bool f
                                                    : "a " + made_from + ", which numpy makes an array of " +
                                                          py::str(arr.dtype()).cast<std::string>();
     usage(what + ": expected dtype " + synk::dtype_name(*target) + " (or one that converts safely to it), received " +
-          received + "; convert it with " + (made_from.empty() ? ".astype('" + to + "')" : "numpy.asarray(value, dtype='" + to + "')") +
+          received + "; convert it with " +
+          (made_from.empty() ? ".astype('" + to + "')" : "numpy.asarray(value, dtype='" + to + "')") +
           (force_cast_option ? " or pass force_cast=True"
                              : " (or pass synk.data(value, dtype='" + to + "', force_cast=True))"));
   }

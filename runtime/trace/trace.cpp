@@ -325,14 +325,17 @@ void record(Category category, std::string_view name, int64_t start_ns, int64_t 
   copy_cut(e.detail, detail);
 }
 
-void start(const std::string& path) {
+namespace {
+
+// start(), its messages beginning with `what` (the API call, or the variable the path came from).
+void start_as(const std::string& path, const char* what) {
   if (g_file.active)
-    throw UsageError(fmt::format("trace_start: a trace to '{}' is running already; call trace_stop() first",
+    throw UsageError(fmt::format("{}: a trace to '{}' is running already; call trace_stop() first", what,
                                  g_file.path));
-  if (path.empty()) throw UsageError("trace_start: the path of the trace file is empty");
+  if (path.empty()) throw UsageError(fmt::format("{}: the path of the trace file is empty", what));
   TraceFile file;
   file.requested = path;
-  file.path = trace_target(path, "trace_start");
+  file.path = trace_target(path, what);
   file.directory = directory_of(file.path);
   // An unnamed file in the target's directory proves it writable now and vanishes if the program
   // dies before stop(). File systems without O_TMPFILE make and remove a named file instead.
@@ -342,7 +345,7 @@ void start(const std::string& path) {
     bool unsupported = err == EOPNOTSUPP || err == EISDIR || err == EINVAL;
     if (unsupported) err = can_create_in(file.directory);
     if (err != 0)
-      throw UsageError(fmt::format("trace_start: cannot write the trace file '{}': {}", path, std::strerror(err)));
+      throw UsageError(fmt::format("{}: cannot write the trace file '{}': {}", what, path, std::strerror(err)));
   }
   try {
     ensure_buffer();
@@ -358,15 +361,17 @@ void start(const std::string& path) {
   detail::g_recording = true;
 }
 
+}  // namespace
+
+void start(const std::string& path) { start_as(path, "trace_start"); }
+
 bool start_from_environment() {
   const char* path = std::getenv("SYNK_TRACE");
   if (!path || !*path || g_file.active) return false;
   try {
-    start(path);
-  } catch (const UsageError& e) {   // name the variable the path came from, not the API call
-    std::string why = e.what();
-    if (why.rfind("trace_start: ", 0) == 0) why.erase(0, std::string_view("trace_start: ").size());
-    throw UsageError(fmt::format("SYNK_TRACE: {} (set SYNK_TRACE to a file that can be written, or unset it)", why));
+    start_as(path, "SYNK_TRACE");
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("{} (set SYNK_TRACE to a file that can be written, or unset it)", e.what()));
   }
   return true;
 }
