@@ -394,6 +394,12 @@ void verify_training(const Module& m, std::vector<std::string>& out) {
 
 }  // namespace
 
+std::vector<std::string> verify_function(const Module& m, const Function& f) {
+  std::vector<std::string> out;
+  verify_function(m, f, out);
+  return out;
+}
+
 std::vector<std::string> verify(const Module& m) {
   std::vector<std::string> out;
   for (size_t i = 0; i < m.shareds.size(); ++i) {

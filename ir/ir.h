@@ -267,5 +267,8 @@ bool structurally_equal(const Module& a, const Module& b, std::string* first_dif
 // Checks every invariant above; returns the list of violations (empty when valid). Violations
 // are internal errors: a well-typed program never produces one.
 std::vector<std::string> verify(const Module& m);
+// The invariants of one function, whose shared reads and updates refer to m's variables (the
+// function need not be one of m's): what a pass over one function checks after it runs.
+std::vector<std::string> verify_function(const Module& m, const Function& f);
 
 }  // namespace synk::ir

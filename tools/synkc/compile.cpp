@@ -157,11 +157,12 @@ void run_stage(const FrontEnd& front_end, const std::function<void()>& stage) {
 
 // The artifact's texts for the input (which the front end has accepted already; not parsed again).
 synk::compiler::aot::AotModule generate_artifact(const DriverOptions& options, const FrontEnd& front_end,
-                                                 bool loadable_library = false) {
+                                                 bool loadable_library = false, bool gpu_images = true) {
   const ArtifactOptions& artifact = options.artifact;
   synk::ir::Module prepared = front_end.prepared_module();
   synk::compiler::aot::AotOptions restricted = aot_options(artifact);
   restricted.loadable_library = loadable_library;
+  if (!gpu_images) restricted.cuda_archs.clear();
   if (!artifact.functions.empty()) {
     std::vector<std::string> all;
     for (const synk::ir::Function& fn : prepared.functions) all.push_back(fn.name);
@@ -242,7 +243,9 @@ int write_output(const DriverOptions& options, FrontEnd& front_end, std::ostream
     return kOk;
   }
   if (options.emit == "stub" || options.emit == "header") {
-    synk::compiler::aot::AotModule module = generate_artifact(options, front_end);
+    // The header declares the functions alone: no GPU image (NVRTC, a few seconds per function
+    // on a cold kernel cache) goes into it.
+    synk::compiler::aot::AotModule module = generate_artifact(options, front_end, false, options.emit == "stub");
     out << (options.emit == "stub" ? module.stub : module.header);
     return kOk;
   }
