@@ -252,6 +252,19 @@ Value FunctionAnalyzer::call_reduction(const ast::Expr& e, Op op) {
       return Value::error();
     }
     axis_arg = e.args[1].get();
+    // max(x, 0.0) as numpy's np.maximum or torch.max(x, y) mean it: the element-wise op is another.
+    const ast::Expr& second = literal_argument(*axis_arg);
+    const bool axis_like = second.kind == ast::ExprKind::IntLiteral || second.kind == ast::ExprKind::List ||
+                           (second.kind == ast::ExprKind::Unary && second.text == "-" && second.args.size() == 1 &&
+                            second.args[0]->kind == ast::ExprKind::IntLiteral);
+    if ((op == Op::ReduceMax || op == Op::ReduceMin) && !axis_like && second.kind != ast::ExprKind::Error) {
+      const char* elementwise = op == Op::ReduceMax ? "maximum" : "minimum";
+      error(axis_arg->loc, fmt::format("{}'s second argument is the axis it reduces, an integer literal, found '{}'; "
+                                       "for the element-wise {} of two values write {}({}, {})", e.text,
+                                       expr_text(second), elementwise, elementwise, expr_text(*e.args[0]),
+                                       expr_text(*axis_arg)));
+      return Value::error();
+    }
   }
   Value x = operand(*e.args[0]);
   ir::Attrs attrs;

@@ -335,9 +335,16 @@ std::vector<Value> FunctionAnalyzer::call_helper(const ast::Expr& e, const Helpe
   // An argument the body never read is still evaluated, so that its errors are reported, unless
   // it is no value (literal_only: it was an operation's literal argument). A list holding anything
   // but literals is evaluated, and reported.
-  for (const ast::HelperParam& p : decl.params)
-    if (auto it = scope_.find(p.name); it != scope_.end() && it->second.argument && !literal_only(*it->second.argument))
-      argument_read(it->second);
+  // The argument may itself be a parameter of the calling helper, holding a literal written
+  // further out (c2(x, "same") calling c1(x, p)): what it stands for decides.
+  for (const ast::HelperParam& p : decl.params) {
+    auto it = scope_.find(p.name);
+    if (it == scope_.end() || !it->second.argument) continue;
+    ast::Expr name;
+    name.kind = ast::ExprKind::Name;
+    name.text = p.name;
+    if (!literal_only(literal_argument(name))) argument_read(it->second);
+  }
   scope_ = std::move(frames_.back().caller_scope);
   frames_.pop_back();
   // After an error inside, every result is silent: one mistake, one message.

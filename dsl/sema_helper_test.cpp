@@ -174,6 +174,29 @@ TEST(SemaHelpers, LiteralsPassThroughParametersToOperations) {
               "fn f(bcast x: f32[3]) { out y = cast(x, f64) * 2; out z: sum = cast(x, i32) * 2; }\n");
 }
 
+// A helper that passes its literal parameter on to another helper: strings, dtypes and lists went
+// through one level but were taken for values at the second.
+TEST(SemaHelpers, LiteralsPassThroughTwoLevelsOfHelpers) {
+  expect_same("def k1(v, dt) { return cast(v, dt); }\n"
+              "def k2(v, dt) { return k1(v, dt); }\n"
+              "def r1(v, ax, kd) { return sum(v, axis=ax, keepdims=kd); }\n"
+              "def r2(v, ax, kd) { return r1(v, ax, kd); }\n"
+              "fn f(bcast x: f32[3, 4]) { out a = k2(x, f64); out b = r2(x, [0, 1], true); }\n",
+              "fn f(bcast x: f32[3, 4]) { out a = cast(x, f64); out b = sum(x, axis=[0, 1], keepdims=true); }\n");
+  expect_same("shared w: f32[2, 1, 3, 3] = ones;\n"
+              "def c1(x, p) { return conv2d(x, w, padding=p); }\n"
+              "def c2(x, q) { return c1(x, q); }\n"
+              "fn f(scatter x: f32[n, 1, 4, 4]) { out a: gather = c2(x, \"same\"); }\n",
+              "shared w: f32[2, 1, 3, 3] = ones;\n"
+              "fn f(scatter x: f32[n, 1, 4, 4]) { out a: gather = conv2d(x, w, padding=\"same\"); }\n");
+}
+
+TEST(SemaHelpers, MaxWithAValueForItsAxisPointsAtMaximum) {
+  expect_diagnostics("fn f(bcast x: f32[3]) { out y = max(x, 0.0); }\n",
+                     {"error 1:40: max's second argument is the axis it reduces, an integer literal, found '0.0'; "
+                      "for the element-wise maximum of two values write maximum(x, 0.0)"});
+}
+
 TEST(SemaHelpers, APassedThroughLiteralThatIsNotOneIsReportedWhereItWasWritten) {
   expect_diagnostics("def total(x, ax) { return sum(x, axis=ax); }\n"
                      "fn f(bcast x: f32[3, 4], bcast k: i64) { out y = total(x, k); out z = total(x, 5); }\n",

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -81,6 +82,34 @@ void sweep_stale_temps(const fs::path& target) {
 
 bool is_checkpoint(const fs::path& dir) { return fs::is_regular_file(dir / kManifest); }
 
+// The first entry of checkpoint `dir` that is neither its manifest nor a file the manifest names
+// (a user's notes beside the values), which replacing the checkpoint would delete.
+std::optional<std::string> foreign_entry(const fs::path& dir) {
+  if (!is_checkpoint(dir)) return std::nullopt;
+  std::set<std::string> own = {kManifest};
+  try {
+    std::ifstream in(dir / kManifest);
+    const json m = json::parse(in);
+    for (const json& e : m.at("variables")) own.insert(e.at("file").get<std::string>());
+  } catch (const std::exception&) {
+    return std::nullopt;   // a damaged manifest: what the directory holds is not known to be anyone's
+  }
+  for (const fs::directory_entry& e : fs::directory_iterator(dir))
+    if (!own.count(e.path().filename().string())) return e.path().filename().string();
+  return std::nullopt;
+}
+
+// A filesystem error (a path too long, a loop of symbolic links, a directory without permission)
+// is the caller's path, so a UsageError naming it, not an internal error.
+template <class F>
+auto with_path_errors(const char* what, const std::string& dir, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const fs::filesystem_error& e) {
+    throw UsageError(fmt::format("{}('{}'): {}", what, dir, e.code().message() + ": " + e.path1().string()));
+  }
+}
+
 // In a job over several nodes only node 0's leader touches the checkpoint's files: the other
 // nodes' disks may not hold it, or may be the same shared filesystem, where several writers
 // would race to replace one directory. It runs `f`; every leader gets its result, or fails with
@@ -112,8 +141,12 @@ json read_manifest_here(const std::string& dir, const char* what) {
     throw UsageError(fmt::format("{}('{}'): it is a file; a checkpoint is a directory (the one save_checkpoint "
                                  "named)", what, dir));
   if (!fs::is_directory(dir)) throw UsageError(fmt::format("{}('{}'): no such directory", what, dir));
+  if (!fs::exists(path)) throw UsageError(fmt::format("{}('{}'): not a checkpoint (no {})", what, dir, kManifest));
+  if (!fs::is_regular_file(path))   // a FIFO would block the read forever
+    throw UsageError(fmt::format("{}('{}'): {} is not a regular file", what, dir, path.string()));
   std::ifstream in(path);
-  if (!in) throw UsageError(fmt::format("{}('{}'): not a checkpoint (no {})", what, dir, kManifest));
+  if (!in)
+    throw UsageError(fmt::format("{}('{}'): cannot read {}: {}", what, dir, path.string(), std::strerror(errno)));
   json m;
   try {
     m = json::parse(in);
@@ -129,7 +162,8 @@ json read_manifest_here(const std::string& dir, const char* what) {
 
 // The manifest as node 0 reads it (on_node_zero), on every leader.
 json read_manifest(const std::string& dir, const char* what) {
-  return json::parse(on_node_zero(what, [&] { return read_manifest_here(dir, what).dump(); }));
+  return json::parse(
+      on_node_zero(what, [&] { return with_path_errors(what, dir, [&] { return read_manifest_here(dir, what).dump(); }); }));
 }
 
 bool is_scratch(const ScratchVariables& scratch, const std::string& name) {
@@ -188,8 +222,15 @@ Array read_variable(const Module& module, const json& entry, const std::string& 
     throw UsageError(fmt::format("{}: the manifest names the file '{}' instead of '{}.npy'", where,
                                  entry.at("file").get<std::string>(), name));
   const fs::path file = fs::path(dir) / (name + ".npy");
-  if (!fs::is_regular_file(file)) throw UsageError(fmt::format("{}: the file {} is missing", where, file.string()));
-  Array value = rt::npy::read(file.string());
+  if (!fs::exists(file)) throw UsageError(fmt::format("{}: the file {} is missing", where, file.string()));
+  if (!fs::is_regular_file(file))
+    throw UsageError(fmt::format("{}: {} is not a regular file", where, file.string()));
+  Array value;
+  try {
+    value = rt::npy::read(file.string());
+  } catch (const UsageError& e) {   // a truncated or unreadable file: say which load met it
+    throw UsageError(fmt::format("{}: {}", where, e.what()));
+  }
   if (rt::dtype_name(value.dtype) != entry.at("dtype").get<std::string>() ||
       value.shape != entry.at("shape").get<std::vector<int64_t>>() || checksum(value) != entry.at("xxh3_64"))
     throw UsageError(fmt::format("{}: {} does not match the manifest (dtype, shape or checksum): the checkpoint is "
@@ -208,7 +249,10 @@ auto checked_manifest(const std::string& dir, const char* what, F&& f) -> declty
   try {
     return f();
   } catch (const json::exception& e) {
-    throw UsageError(fmt::format("{}('{}'): {} is damaged: {}", what, dir, kManifest, e.what()));
+    std::string why = e.what();   // "[json.exception.type_error.302] type must be ...": the part after the tag
+    if (const size_t tag = why.find("] "); why.rfind("[json.", 0) == 0 && tag != std::string::npos)
+      why = why.substr(tag + 2);
+    throw UsageError(fmt::format("{}('{}'): {} is damaged: {}", what, dir, kManifest, why));
   }
 }
 
@@ -238,16 +282,37 @@ void check_same_variables(const Module& module, const std::string& dir, const js
                                    "shared variable of that name; was it saved from another model?", dir, name));
 }
 
-// Checks every variable against the module and the files, then sets them all.
+// An unsigned integer field of a manifest entry (a function's seed or step).
+uint64_t unsigned_field(const json& entry, const char* field, const std::string& dir) {
+  const json& v = entry.at(field);
+  if (!v.is_number_unsigned())
+    throw UsageError(fmt::format("load_checkpoint('{}'): {} is damaged: the {} of function '{}' is {}, not an "
+                                 "integer >= 0 below 2^64", dir, kManifest, field, entry.at("name").dump(), v.dump()));
+  return v.get<uint64_t>();
+}
+
+// Random state (seed, step) by function name, as the manifest holds it.
+std::map<std::string, std::pair<uint64_t, uint64_t>> saved_random_state(const json& manifest, const std::string& dir) {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> out;
+  for (const json& f : manifest.at("functions"))
+    out[f.at("name").get<std::string>()] = {unsigned_field(f, "seed", dir), unsigned_field(f, "step", dir)};
+  return out;
+}
+
+// Checks every variable against the module and the files, and every other field, then sets them all.
 CheckpointMetadata restore(const Module& module, const std::vector<Function>& functions, const std::string& dir,
                            const json& manifest, const ScratchVariables& scratch) {
   check_same_variables(module, dir, manifest, scratch);
   const std::vector<json> entries = held_entries(manifest, scratch);
+  const auto random_state = saved_random_state(manifest, dir);
+  const CheckpointMetadata metadata = manifest.value("metadata", json::object()).get<CheckpointMetadata>();
   // Everything is read and checked before anything changes (on node 0 alone in a multi-node job:
   // the broadcast takes its values to every rank of every node).
   std::vector<std::pair<std::string, Array>> values;
   on_node_zero("load_checkpoint", [&] {
-    for (const json& e : entries) values.emplace_back(e.at("name"), read_variable(module, e, dir));
+    with_path_errors("load_checkpoint", dir, [&] {
+      for (const json& e : entries) values.emplace_back(e.at("name"), read_variable(module, e, dir));
+    });
     return std::string();
   });
   Module target = module;
@@ -255,13 +320,18 @@ CheckpointMetadata restore(const Module& module, const std::vector<Function>& fu
   for (const json& e : entries) vars.push_back(target.var(e.at("name").get<std::string>()));
   for (auto& [name, value] : values) target.set_value(name, value.ref());
   if (forked() && size() > 1 && !vars.empty()) broadcast(Vars(vars));
-  for (const json& f : manifest.at("functions"))
-    for (const Function& fn : functions)
-      if (fn.name() == f.at("name").get<std::string>()) {
-        fn.set_seed(f.at("seed").get<uint64_t>());
-        fn.set_step(f.at("step").get<uint64_t>());
-      }
-  return manifest.value("metadata", json::object()).get<CheckpointMetadata>();
+  // A function the checkpoint does not name had not run when it was saved: its random stream
+  // starts again from step 0 (its seed stays), so resuming there draws what that run drew.
+  for (const Function& fn : functions) {
+    const auto saved = random_state.find(fn.name());
+    if (saved == random_state.end()) {
+      fn.set_step(0);
+    } else {
+      fn.set_seed(saved->second.first);
+      fn.set_step(saved->second.second);
+    }
+  }
+  return metadata;
 }
 
 }  // namespace
@@ -287,18 +357,29 @@ fs::path detail::checkpoint_directory(const std::string& dir) {
 
 namespace {
 
-// The save itself, on this leader's filesystem.
-void save_here(const Module& module, const std::vector<Function>& functions, const std::string& dir,
-               const CheckpointMetadata& metadata, const StepIndices& steps, const ScratchVariables& scratch) {
+// Where a save of `dir` writes, after the checks it makes before writing anything.
+fs::path checked_target(const std::string& dir) {
   const fs::path target = detail::checkpoint_directory(dir);
   if (target.filename().empty() || target.filename() == "." || target.filename() == "..")
     throw UsageError(fmt::format("save_checkpoint('{}'): name the checkpoint's own directory", dir));
   if (fs::exists(target) && !(fs::is_directory(target) && (is_checkpoint(target) || fs::is_empty(target))))
     throw UsageError(fmt::format("save_checkpoint('{}'): it exists and is not a checkpoint; a checkpoint never "
                                  "replaces other files", dir));
+  if (const std::optional<std::string> other = foreign_entry(target))
+    throw UsageError(fmt::format("save_checkpoint('{}'): it is a checkpoint, but it also holds '{}', which the new "
+                                 "one would delete; a checkpoint never replaces other files (move it out first)",
+                                 dir, *other));
   const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   if (!fs::is_directory(parent))
     throw UsageError(fmt::format("save_checkpoint('{}'): the directory '{}' does not exist", dir, parent.string()));
+  return target;
+}
+
+// The save itself, on this leader's filesystem.
+void save_here(const Module& module, const std::vector<Function>& functions, const std::string& dir,
+               const CheckpointMetadata& metadata, const StepIndices& steps, const ScratchVariables& scratch) {
+  const fs::path target = checked_target(dir);
+  const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   sweep_stale_temps(target);
   std::random_device entropy;
   const fs::path fresh = parent / fmt::format("{}{}-{:08x}", temp_prefix(target), ::getpid(), entropy());
@@ -327,6 +408,11 @@ void save_here(const Module& module, const std::vector<Function>& functions, con
 
 }  // namespace
 
+void detail::check_save_target(const std::string& dir) {
+  if (dir.empty()) throw UsageError("save_checkpoint: the directory name is empty");
+  with_path_errors("save_checkpoint", dir, [&] { checked_target(dir); });
+}
+
 void save_checkpoint(const Module& module, const std::vector<Function>& functions, const std::string& dir,
                      const CheckpointMetadata& metadata, const StepIndices& steps, const ScratchVariables& scratch) {
   if (dir.empty()) throw UsageError("save_checkpoint: the directory name is empty");
@@ -335,7 +421,7 @@ void save_checkpoint(const Module& module, const std::vector<Function>& function
       throw UsageError(fmt::format("save_checkpoint('{}'): training step '{}' has step index {} (must be >= 0)", dir,
                                    name, index));
   on_node_zero("save_checkpoint", [&] {
-    save_here(module, functions, dir, metadata, steps, scratch);
+    with_path_errors("save_checkpoint", dir, [&] { save_here(module, functions, dir, metadata, steps, scratch); });
     return std::string();
   });
 }
@@ -372,12 +458,21 @@ StepIndices detail::StepCounts::read(const Module& module, const std::string& di
   const json manifest = read_manifest(dir, "load_checkpoint");
   const StepIndices steps = checked_manifest(dir, "load_checkpoint", [&] {
     check_same_variables(module, dir, manifest, scratch);
-    return manifest.value("train_steps", json::object()).get<StepIndices>();
+    StepIndices out;
+    const json saved = manifest.value("train_steps", json::object());   // items() of a temporary dangles
+    if (!saved.is_object()) throw UsageError(fmt::format("load_checkpoint('{}'): {} is damaged: train_steps is {}",
+                                                         dir, kManifest, saved.dump()));
+    for (const auto& [name, index] : saved.items()) {
+      // json reads 5.5 as 5 and 1e30 as anything: only an integer in [0, 2^63) is a step index.
+      if (!index.is_number_integer() || (index.is_number_unsigned() ? index.get<uint64_t>() > uint64_t(INT64_MAX)
+                                                                    : index.get<int64_t>() < 0))
+        throw UsageError(fmt::format("load_checkpoint('{}'): {} is damaged: training step '{}' has step index {}",
+                                     dir, kManifest, name, index.dump()));
+      out[name] = index.get<int64_t>();
+    }
+    return out;
   });
   for (const auto& [name, index] : steps) {
-    if (index < 0)
-      throw UsageError(fmt::format("load_checkpoint('{}'): {} is damaged: training step '{}' has step index {}", dir,
-                                   kManifest, name, index));
     if (std::find(functions.begin(), functions.end(), name) == functions.end())
       throw UsageError(fmt::format("load_checkpoint('{}'): it holds the step index of training function '{}', which "
                                    "this module does not have ({}); was it saved from another model?", dir, name,

@@ -48,9 +48,11 @@ void save_checkpoint(const Module& module, const std::vector<Function>& function
                      const CheckpointMetadata& metadata = {}, const StepIndices& steps = {},
                      const ScratchVariables& scratch = {});
 
-// Restores what save_checkpoint wrote, on every rank, and returns its metadata. UsageError, with
-// nothing changed, when `dir` is not a checkpoint, was saved from a module with other shared
-// variables, or a file is missing, has another dtype or shape, or fails its checksum.
+// Restores what save_checkpoint wrote, on every rank, and returns its metadata: the variables,
+// and the random state of `functions` (those the checkpoint does not name had not run when it was
+// saved, so their random step goes back to 0). UsageError, with nothing changed, when `dir` is not
+// a checkpoint, was saved from a module with other shared variables, or a file is missing, has
+// another dtype or shape, or fails its checksum, or a field of its manifest is damaged.
 CheckpointMetadata load_checkpoint(const Module& module, const std::vector<Function>& functions,
                                    const std::string& dir, const ScratchVariables& scratch = {});
 
@@ -64,6 +66,9 @@ ScratchVariables gradient_buffers(const ir::Module& module);
 // The directory a save to `dir` writes: `dir/` is `dir`, and a symbolic link is followed (synkc
 // run checks its parent before the call).
 std::filesystem::path checkpoint_directory(const std::string& dir);
+// The checks save_checkpoint makes of `dir` before it writes anything (UsageError naming what is
+// wrong), for callers that save after long work (synkc run --checkpoint) and refuse a bad DIR first.
+void check_save_target(const std::string& dir);
 // The functions whose random state the checkpoint holds (jit::Module compiles them before loading).
 std::vector<std::string> checkpoint_functions(const std::string& dir);
 // A module's step counts by training function, as jit::Module and aot modules keep them: every

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -361,6 +362,102 @@ TEST(Checkpoint, ASaveKilledAtAnyMomentLeavesAWholeCheckpoint) {
   m.save_checkpoint(ckpt);
   for (const fs::directory_entry& e : fs::directory_iterator(tmp.path)) EXPECT_EQ(e.path().filename(), "ckpt");
   RecordProperty("old_new", std::to_string(seen_old) + "/" + std::to_string(seen_new));
+}
+
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Replaces the first `from` in `path` by `to` (a hand edit of the manifest).
+void edit(const fs::path& path, const std::string& from, const std::string& to) {
+  std::string text = read_text(path);
+  const size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << from << " in " << text;
+  text.replace(at, from.size(), to);
+  std::ofstream(path, std::ios::trunc) << text;
+}
+
+// Fields after the variables (metadata, a function's seed and step, a step index) are checked
+// before any variable is set: a load that fails on one of them left the variables loaded.
+TEST(Checkpoint, ADamagedFieldAfterTheVariablesChangesNothing) {
+  TempDir tmp;
+  jit::Module m = jit::compile_string(kProgram);
+  ASSERT_EQ(synk::fork(2), 2);
+  train_steps(m, make_batch(), 0, 2);
+  const std::vector<std::pair<std::string, std::string>> damage = {
+      {"\"epoch\": \"3\"", "\"epoch\": 3"},    // metadata values are strings
+      {"\"seed\": ", "\"seed\": \"x\", \"was\": "},
+      {"\"step\": ", "\"step\": -1, \"was\": "},
+      {"\"train\": 2", "\"train\": 5.5"},      // the step index
+  };
+  for (const auto& [from, to] : damage) {
+    const fs::path ckpt = tmp.path / "ckpt";
+    m.save_checkpoint(ckpt.string(), {{"epoch", "3"}});
+    edit(ckpt / "manifest.json", from, to);
+    jit::Module target = jit::compile_string(kProgram);
+    target.shared("w").set_value(std::vector<float>(12, 9.0f), {4, 3});
+    EXPECT_HAS(error_of<UsageError>([&] { target.load_checkpoint(ckpt.string()); }), "manifest.json is damaged")
+        << to;
+    EXPECT_EQ(target.shared("w").values<float>(), std::vector<float>(12, 9.0f)) << "nothing was loaded: " << to;
+    EXPECT_EQ(target.train_step("train").step_index(), 0) << to;
+  }
+  synk::close();
+}
+
+// A checkpoint saved before a function ran does not name it: loading it into a module whose
+// function has run puts its random stream back at step 0, so the dropout draws after the load are
+// those of a fresh run.
+TEST(Checkpoint, AFunctionTheCheckpointDoesNotNameDrawsAgainFromStepZero) {
+  TempDir tmp;
+  const Batch batch = make_batch();
+  jit::Module fresh = jit::compile_string(kProgram);
+  fresh.save_checkpoint((tmp.path / "start").string());
+  jit::Module reused = jit::compile_string(kProgram);
+  jit::Module straight = jit::compile_string(kProgram);
+  straight.function("train");
+  reused.function("train");
+  ASSERT_EQ(synk::fork(2), 2);
+  train_steps(reused, batch, 0, 3);
+  reused.load_checkpoint((tmp.path / "start").string());
+  train_steps(reused, batch, 0, 3);
+  train_steps(straight, batch, 0, 3);
+  expect_same_bits(state_on(reused, 0), state_on(straight, 0), "3 steps after going back to the start");
+  synk::close();
+}
+
+TEST(Checkpoint, ASaveOverACheckpointKeepsFilesItDidNotWrite) {
+  TempDir tmp;
+  const fs::path ckpt = tmp.path / "ckpt";
+  jit::Module m = jit::compile_string(kProgram);
+  m.save_checkpoint(ckpt.string());
+  std::ofstream(ckpt / "notes.txt") << "keep me";
+  EXPECT_HAS(error_of<UsageError>([&] { m.save_checkpoint(ckpt.string()); }), "also holds 'notes.txt'");
+  EXPECT_EQ(read_text(ckpt / "notes.txt"), "keep me");
+  fs::remove(ckpt / "notes.txt");
+  m.save_checkpoint(ckpt.string());   // its own files alone: replaced as before
+}
+
+// Paths the filesystem refuses are the caller's: UsageErrors naming the checkpoint, never a raw
+// filesystem_error, and a FIFO in place of the manifest does not block the load.
+TEST(Checkpoint, PathsTheFilesystemRefusesAreUsageErrors) {
+  TempDir tmp;
+  jit::Module m = jit::compile_string(kProgram);
+  const fs::path fifo = tmp.path / "fifo";
+  fs::create_directories(fifo);
+  ASSERT_EQ(::mkfifo((fifo / "manifest.json").c_str(), 0600), 0);
+  EXPECT_HAS(error_of<UsageError>([&] { m.load_checkpoint(fifo.string()); }), "is not a regular file");
+  fs::create_symlink(tmp.path / "loop_b", tmp.path / "loop_a");
+  fs::create_symlink(tmp.path / "loop_a", tmp.path / "loop_b");
+  EXPECT_HAS(error_of<UsageError>([&] { m.load_checkpoint((tmp.path / "loop_a").string()); }), "load_checkpoint");
+  EXPECT_HAS(error_of<UsageError>([&] { m.save_checkpoint((tmp.path / "loop_a" / "x").string()); }),
+             "save_checkpoint");
+  const fs::path ckpt = tmp.path / "ckpt";
+  m.save_checkpoint(ckpt.string());
+  fs::remove(ckpt / "w.npy");
+  fs::create_directories(ckpt / "w.npy");
+  EXPECT_HAS(error_of<UsageError>([&] { m.load_checkpoint(ckpt.string()); }), "is not a regular file");
 }
 
 }  // namespace

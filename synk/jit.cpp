@@ -163,10 +163,12 @@ CheckpointMetadata Module::load_checkpoint(const std::string& dir) {
   State& s = state();
   const ScratchVariables scratch = synk::detail::gradient_buffers(s.ir);
   const StepIndices steps = synk::detail::StepCounts::read(s.runtime, dir, train_step_names(), scratch);
-  std::vector<synk::Function> named;
   for (const std::string& name : synk::detail::checkpoint_functions(dir))
-    if (s.ir.find_function(name)) named.push_back(function(name));
-  CheckpointMetadata metadata = synk::load_checkpoint(s.runtime, named, dir, scratch);
+    if (s.ir.find_function(name)) function(name);
+  // Every compiled function: those the checkpoint names get its random state, the others step 0.
+  std::vector<synk::Function> compiled;
+  for (const auto& [name, f] : s.functions) compiled.push_back(f);
+  CheckpointMetadata metadata = synk::load_checkpoint(s.runtime, compiled, dir, scratch);
   s.step_counts.restore(steps);
   return metadata;
 }

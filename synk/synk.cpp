@@ -17,6 +17,7 @@
 #include "runtime/call/call_nodes.h"
 #include "runtime/call/call_plan.h"
 #include "runtime/call/registry.h"
+#include "runtime/group/cleanup.h"
 #include "runtime/group/process_group.h"
 #include "runtime/data/shared_vars.h"
 #include "runtime/node/cluster.h"
@@ -107,6 +108,9 @@ void check_rank(int rank, const char* what, bool local = false) {
 }  // namespace
 
 int fork(int n, Backend backend, const ForkOptions& options) {
+  if (rt::cleanup::is_worker())
+    throw UsageError("fork: called on a worker rank (from inside a function's run() or a rank handler): only the "
+                     "master forks");
   if (g_group && g_group->alive())
     throw UsageError(fmt::format("fork: a process group of {} ranks is already running; call "
                                  "synk::close() before forking again", g_group->size()));
@@ -150,6 +154,12 @@ int fork(int n, Backend backend, const ForkOptions& options) {
 }
 
 void close() {
+  if (rt::cleanup::is_worker())
+    throw UsageError("close: called on a worker rank (from inside a function's run() or a rank handler): only the "
+                     "master closes the group");
+  if (g_group && g_group->in_command())
+    throw UsageError("close: called while a command was running (from inside a function's run() or a rank "
+                     "handler): close the group after the command returns");
   if (g_group) g_group->close();
   g_group.reset();
   rt::set_group_lost_hook(nullptr);
@@ -249,13 +259,30 @@ Module module(rt::ModuleSpec spec) {
   entry->spec = std::move(spec);
   rt::Registry& reg = rt::Registry::instance();
   int32_t id = int32_t(reg.modules.size());
-  std::string encoded = rt::encode_module(entry->spec);
+  // After fork(), the workers take what the master loaded from its broadcast instead of reading
+  // the files again (which may have changed, or gone, since).
+  rt::ModuleSpec for_workers = entry->spec;
+  std::vector<std::string> loaded;
+  for (size_t v = 0; v < for_workers.shareds.size(); ++v) {
+    rt::SharedSpec& s = for_workers.shareds[v];
+    if (s.init.kind != rt::InitSpec::Kind::Load || s.sliceable) continue;
+    s.init.kind = rt::InitSpec::Kind::FromMaster;
+    s.init.shape = entry->values[v].shape;
+    loaded.push_back(s.name);
+  }
+  std::string encoded = rt::encode_module(for_workers);
   reg.modules.push_back(std::move(entry));
+  Module made(id);
   if (forked()) {
     g_group->store().set(rt::module_key(id), encoded);
     rt::ShapeBook::instance().snapshot(id, g_group->size());
+    if (!loaded.empty() && size() > 1) {
+      std::vector<Var> vars;
+      for (const std::string& name : loaded) vars.push_back(made.var(name));
+      broadcast(Vars(vars));
+    }
   }
-  return Module(id);
+  return made;
 }
 
 const rt::ModuleSpec& Module::spec() const { return module_entry(id_).spec; }

@@ -151,8 +151,10 @@ void TrainStep::set_num_packs(int64_t num_packs) {
 
 Outputs TrainStep::operator()(const std::vector<Data>& inputs, const CallOptions& options) const {
   if (!valid()) throw UsageError("use of an empty synk::TrainStep (get one from jit::Module::train_step)");
-  apply_schedule();
   Outputs out = gradient_call(inputs, options);
+  // Only the update reads lr: setting it here leaves it as it was when the gradient call is
+  // refused (a UsageError changes nothing) or fails.
+  apply_schedule();
   if (reduce_gradient(out)) named(name_, "update function", [&] { return update_({}); });
   ++*step_index_;
   return out;
@@ -168,8 +170,7 @@ void TrainStep::apply_schedule() const {
 
 void detail::refuse_step(const TrainStep& step, const Error& error) {
   if (!step.valid()) return;
-  step.apply_schedule();
-  detail::refuse_call(error);
+  detail::refuse_call(error);   // the other leaders' gradient calls fail: none of them sets lr
 }
 
 Outputs TrainStep::gradient_call(const std::vector<Data>& inputs, const CallOptions& options) const {

@@ -36,7 +36,7 @@ namespace detail {
 // training function the same count, which their checkpoints save (detail::StepCounts).
 void share_step_count(TrainStep& step, std::shared_ptr<int64_t> count);
 // A step this leader refused before it started (a Python value that is not an input): what the
-// step does across nodes before its gradient call (the schedule's lr), then detail::refuse_call.
+// step does across nodes before its gradient call, detail::refuse_call.
 void refuse_step(const TrainStep& step, const Error& error);
 }  // namespace detail
 
@@ -64,9 +64,9 @@ class TrainStep {
   TrainStep(std::string name, Function gradient, Var gradient_var, Function update, int64_t num_packs = 0,
             std::vector<HyperParameter> hyper = {});
 
-  // With a schedule: lr = schedule(step_index()) on every rank first. Then the gradient call
-  // (with `options`), reduction of the gradient variable, update call; step_index() counts the
-  // calls that got through. The
+  // The gradient call (with `options`); with a schedule, lr = schedule(step_index()) on every
+  // rank; the reduction of the gradient variable; the update call. step_index() counts the calls
+  // that got through, and a call that fails before its update leaves lr as it was. The
   // reduction weights each rank by its rows (Outputs::rank_weights): all_reduce(avg) when every
   // rank held as many rows, all_reduce_weighted otherwise, so a rank without rows contributes
   // nothing and `minimize mean(...)` is the gradient of the mean over all the step's rows. A step

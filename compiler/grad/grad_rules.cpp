@@ -134,11 +134,18 @@ void Backprop::propagate(NodeId id, NodeId g) {
     case Op::Pow: {
       const NodeId a = in(0), b = in(1);
       if (wants(n, 0)) {
-        // b * a^(b-1); for a constant exponent, b-1 is folded here.
+        // b * a^(b-1), and 0 where b = 0 (a^0 is constant, but 0 * 0^-1 would be NaN at a = 0, as
+        // PyTorch masks it too); for a constant exponent, b-1 is folded here.
         const ir::Node bn = w_.node(b);
-        const NodeId b_minus_one = bn.op == Op::Constant ? w_.constant(bn.attrs.value - 1, dt)
-                                                         : w_.binary_scalar(Op::Sub, b, 1);
-        const NodeId local = w_.mul(b, w_.binary(Op::Pow, a, b_minus_one));
+        NodeId local;
+        if (bn.op == Op::Constant && bn.type.rank() == 0 && bn.attrs.value == 0) {
+          local = zero();
+        } else if (bn.op == Op::Constant) {
+          local = w_.mul(b, w_.binary(Op::Pow, a, w_.constant(bn.attrs.value - 1, dt)));
+        } else {
+          const NodeId power = w_.mul(b, w_.binary(Op::Pow, a, w_.binary_scalar(Op::Sub, b, 1)));
+          local = w_.where(w_.binary(Op::Eq, b, zero()), zero(), power);
+        }
         give(n, 0, unbroadcast(w_.mul(g, local), w_.type(a)));
       }
       if (wants(n, 1)) give(n, 1, unbroadcast(w_.mul(w_.mul(g, id), w_.unary(Op::Log, a)), w_.type(b)));
@@ -420,7 +427,11 @@ void Backprop::propagate_cross_entropy(const ir::Node& n, NodeId g) {
             "cannot differentiate cross_entropy with class-index labels and a symbolic number of "
             "classes ({}): the gradient needs one_hot(labels, k) with a static k",
             ir::type_str(lt)));
-      local = w_.sub(p, w_.one_hot(labels, classes.size, lt.dtype));
+      // A label out of range fails in this one_hot: its message points at the cross_entropy.
+      const SourceLoc grad_loc = w_.set_loc(n.loc);
+      const NodeId expected = w_.one_hot(labels, classes.size, lt.dtype);
+      w_.set_loc(grad_loc);
+      local = w_.sub(p, expected);
     } else {
       // softmax(z) * sum(t) - t, which is softmax(z) - t for labels that sum to 1.
       const NodeId mass = w_.reduce(Op::ReduceSum, labels, {1}, true);

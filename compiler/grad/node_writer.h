@@ -10,6 +10,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/ir.h"
@@ -20,6 +21,8 @@ class NodeWriter {
  public:
   // New nodes get `loc` (the source of the construct they implement).
   NodeWriter(ir::Function& fn, SourceLoc loc) : fn_(fn), loc_(loc) {}
+  // The source new nodes get from here on (returns the previous one).
+  SourceLoc set_loc(SourceLoc loc) { return std::exchange(loc_, loc); }
 
   // Copies, not references: appending a node may move the function's node storage, and
   // expressions such as `w.f(w.mul(a, b), w.type(c))` evaluate their arguments in any order.

@@ -401,6 +401,13 @@ void bind_functions(py::module_& m) {
       .def_property_readonly("output_modes", [](const FunctionObj& f) { ApiLock l; return mode_names(f.fn.output_modes()); })
       .def_property_readonly("update_modes", [](const FunctionObj& f) { ApiLock l; return mode_names(f.fn.update_modes()); })
       .def_property_readonly("signature", [](const FunctionObj& f) { return signature_text(f.fn); })
+      .def_property("seed", [](const FunctionObj& f) { ApiLock l; return f.fn.seed(); },
+                    [](const FunctionObj& f, uint64_t seed) { ApiLock l; f.fn.set_seed(seed); },
+                    "The seed of its random ops (dropout, uniform, normal...): a draw depends on (seed, step, the op, "
+                    "the row, the element)")
+      .def_property("step", [](const FunctionObj& f) { ApiLock l; return f.fn.step(); },
+                    [](const FunctionObj& f, uint64_t step) { ApiLock l; f.fn.set_step(step); },
+                    "The step of its random ops: every successful call of a function with updates advances it by one")
       .def("__repr__", [](const FunctionObj& f) { return "<synk.Function " + signature_text(f.fn) + ">"; });
 
   py::class_<TrainStepObj>(m, "TrainStep",
@@ -548,6 +555,10 @@ void bind_modules(py::module_& m) {
         return s + ">";
       });
 
+  m.def("checkpoint_metadata", [](py::handle dir) {
+          const std::string path = path_arg(dir);
+          return without_gil([&] { return synk::checkpoint_metadata(path); });
+        }, py::arg("dir"), "The metadata a checkpoint was saved with (a dict of str), without loading it");
   m.def("load", [](py::handle path, py::handle base_dir, bool use_disk_cache) {
           std::string p = path_arg(path);
           synk::jit::CompileOptions o = compile_options(base_dir, use_disk_cache);

@@ -25,7 +25,7 @@ import sys as _sys
 
 from ._synk import (  # noqa: F401  (the public API)
     Data, Error, Function, InternalError, LocatedUserError, Module, RankError, ScatteredRowError,
-    Schedule, Shared, TrainStep, UsageError, UserError, all_gather, all_reduce, all_reduce_weighted, backend, broadcast, close,
+    Schedule, Shared, TrainStep, UsageError, UserError, all_gather, all_reduce, all_reduce_weighted, backend, broadcast, checkpoint_metadata, close,
     collective_defaults, compile, data, distribute, fork, forked, gather, get_lengths, get_shapes,
     get_value, info, load, load_library, load_npy, local_size, node, nodes, reduce, scatter, set_collective_defaults, set_value,
     size, trace_start, trace_stop, tracing, worker_pid,

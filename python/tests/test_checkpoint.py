@@ -101,3 +101,24 @@ def test_bad_checkpoints(tmp_path):
     with pytest.raises(synk.UsageError, match=r"metadata must be a dict \(or None\), received \[1, 2\]"):
         model.save_checkpoint(tmp_path / "list", metadata=[1, 2])
     assert not (tmp_path / "list").exists()
+
+
+def test_random_state_and_metadata_from_python(rng, tmp_path):
+    """Function.seed/step read and set what a checkpoint restores; synk.checkpoint_metadata reads the
+    metadata without loading anything."""
+    model = synk.compile(SOURCE)
+    x = synk.data(rng.standard_normal((40, 4)))
+    y = synk.data(rng.standard_normal((40, 2)))
+    steps(model, x, y, 0, 2)
+    train = model.function("train")
+    assert train.step == 2
+    train.seed = 11
+    model.save_checkpoint(tmp_path / "ck", {"epoch": 2})
+    assert synk.checkpoint_metadata(tmp_path / "ck") == {"epoch": "2"}
+    train.seed, train.step = 5, 9
+    model.load_checkpoint(tmp_path / "ck")
+    assert (train.seed, train.step) == (11, 2)
+    with pytest.raises(synk.UsageError, match="not a checkpoint"):
+        synk.checkpoint_metadata(tmp_path)
+    with pytest.raises(TypeError):
+        train.step = -1

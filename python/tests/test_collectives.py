@@ -139,3 +139,37 @@ def test_defaults():
     finally:
         synk.set_collective_defaults(algorithm="auto", num_packs=1)
     assert synk.collective_defaults() == before
+
+
+def test_weighted_average_with_weights_whose_sum_overflows(mod, group, rng):
+    """Finite weights are allowed however large: two of 1e308 sum to inf, which made every share
+    0 (the result was all zeros). They are now scaled by the largest first."""
+    a = mod.shared("a")
+    va = rng.standard_normal((group, 5))
+    set_per_rank(a, va)
+    synk.all_reduce_weighted(a, [1e308] * group)
+    for r in range(group):
+        assert np.allclose(a.get_value(r), va.mean(axis=0))
+    weights = [1e308] + [1.0] * (group - 1)           # one rank outweighs every other
+    set_per_rank(a, va)
+    synk.all_reduce_weighted(a, weights)
+    assert np.allclose(a.get_value(1), va[0])
+
+
+def test_a_module_made_after_fork_gives_every_rank_what_the_master_loaded(group, tmp_path):
+    """The workers used to read load()'s file again at their first use of the module: a file
+    changed in between gave them other values than the master's (and a file removed since made
+    every collective on the module fail). They now take the master's values."""
+    path = tmp_path / "w.npy"
+    np.save(path, np.array([1, 2, 3], dtype=np.float32))
+    text = f'shared w: f32[3] = load("{path}");\nfn f(scatter x: f32[n]) {{ out z: sum = sum(x) + sum(w); }}'
+    late = synk.compile(text)
+    np.save(path, np.array([100, 200, 300], dtype=np.float32))
+    f = late.function("f")
+    x = synk.data(np.ones(2 * group, dtype=np.float32))
+    assert f(x) == pytest.approx(2 * group + 6 * group)   # each rank adds its own sum(w) = 6
+    gathered = synk.gather(late.shared("w"), nd_up=1)
+    assert np.array_equal(gathered, np.tile([1, 2, 3], (group, 1)))
+    path.unlink()
+    synk.all_reduce(late.shared("w"), op="sum")
+    assert np.array_equal(late.shared("w").get_value(group - 1), np.array([1, 2, 3]) * group)

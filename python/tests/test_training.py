@@ -156,3 +156,16 @@ fn saliency(scatter x: f64[n, 5], scatter y: i64[n]) {
     assert np.allclose(dx, (p - np.eye(3)[y]) @ w.T, rtol=1e-10, atol=1e-12)
     adversarial, _ = model.function("saliency")(x + 0.05 * np.sign(dx), y)
     assert adversarial > loss
+
+
+def test_the_gradient_of_a_power_is_zero_where_the_exponent_is_zero():
+    """d(a ** b)/da = b * a ** (b - 1) was 0 * inf = NaN at a = 0 for b = 0; PyTorch masks it to 0,
+    and so does synk, for a constant exponent and for an exponent that is a value."""
+    f = synk.compile("""
+fn f(bcast x: f64[3], bcast e: f64[3]) {
+  let l = sum(x ** 0.0) + sum(pow(x, e));
+  out g = grad(l, x);
+}""").function("f")
+    x = np.array([0.0, 2.0, 3.0])
+    e = np.array([0.0, 2.0, 0.0])
+    assert np.array_equal(f.as_local(x, e), [0.0, 4.0, 0.0])

@@ -3,6 +3,7 @@
 #include "runtime/call/call_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -467,11 +468,21 @@ std::vector<Part> micro_shard_parts(const CallPlan& plan, int rank) {
 }  // namespace
 
 std::vector<double> weight_shares(std::span<const double> weights) {
-  double total = 0;
-  for (double w : weights) total += w;
+  double total = 0, largest = 0;
+  for (double w : weights) {
+    total += w;
+    largest = std::max(largest, w);
+  }
+  // Finite weights whose sum overflows (two of 1e308) are scaled by the largest first; weights
+  // that sum to a finite number keep the plain quotient, so their shares keep their bits.
+  const double unit = std::isfinite(total) ? 1.0 : largest;
+  if (unit != 1.0) {
+    total = 0;
+    for (double w : weights) total += w / unit;
+  }
   std::vector<double> shares;
   shares.reserve(weights.size());
-  for (double w : weights) shares.push_back(w / total);
+  for (double w : weights) shares.push_back((w / unit) / total);
   return shares;
 }
 

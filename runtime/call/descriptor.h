@@ -63,10 +63,13 @@ struct FunctionSignature {
 
 // How a shared variable gets its first value (see docs/language.md for the exact RNG).
 struct InitSpec {
-  enum class Kind : uint8_t { Zeros, Ones, Constant, Normal, Uniform, Load } kind = Kind::Zeros;
+  // FromMaster: what workers get for a Load of a module made after fork(): a value of `shape`
+  // that the master's broadcast fills with what it read (the file is read once, by the master).
+  enum class Kind : uint8_t { Zeros, Ones, Constant, Normal, Uniform, Load, FromMaster } kind = Kind::Zeros;
   double a = 0, b = 1;                  // Constant: a; Normal: mean a, stddev b; Uniform: [a, b)
   uint64_t seed = 0;
   std::string path;                     // Load: absolute path of a .npy file
+  std::vector<int64_t> shape;           // FromMaster: the shape of the master's value
 };
 
 struct SharedSpec : TensorSpec {

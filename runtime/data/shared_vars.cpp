@@ -40,7 +40,7 @@ void fill_init(Array& out, const InitSpec& init) {
         }
         break;
       }
-      case InitSpec::Kind::Load:
+      case InitSpec::Kind::Load: case InitSpec::Kind::FromMaster:
         throw InternalError("fill_init called for a load() initialiser");
     }
   });
@@ -78,9 +78,11 @@ std::vector<Array> initial_values(const ModuleSpec& spec) {
   // Loads first: they bind symbols.
   for (size_t v = 0; v < spec.shareds.size(); ++v) {
     const SharedSpec& s = spec.shareds[v];
-    if (s.init.kind != InitSpec::Kind::Load) continue;
+    if (s.init.kind != InitSpec::Kind::Load && s.init.kind != InitSpec::Kind::FromMaster) continue;
     std::string where = fmt::format("shared variable '{}' = load(\"{}\")", s.name, s.init.path);
-    Array file = npy::read(s.init.path);
+    Array file;
+    if (s.init.kind == InitSpec::Kind::Load) file = npy::read(s.init.path);
+    else file.resize(s.dtype, s.init.shape);
     if (file.shape.size() != s.dims.size())
       throw UsageError(fmt::format("{}: declared {} with {} dimensions, the file holds shape {}",
                                    where, spec_string(s, spec.symbols), s.dims.size(),
@@ -102,7 +104,7 @@ std::vector<Array> initial_values(const ModuleSpec& spec) {
   }
   for (size_t v = 0; v < spec.shareds.size(); ++v) {
     const SharedSpec& s = spec.shareds[v];
-    if (s.init.kind == InitSpec::Kind::Load) continue;
+    if (s.init.kind == InitSpec::Kind::Load || s.init.kind == InitSpec::Kind::FromMaster) continue;
     std::vector<int64_t> shape;
     for (const DimSpec& d : s.dims)
       shape.push_back(d.symbol >= 0 ? std::max<int64_t>(bound[d.symbol], 0) : d.size);
@@ -157,6 +159,7 @@ std::string encode_module(const ModuleSpec& spec) {
     w.pod(s.init.b);
     w.pod(s.init.seed);
     w.str(s.init.path);
+    w.vec(s.init.shape);
     w.pod<uint8_t>(s.sliceable);
   }
   return w.take();
@@ -178,6 +181,7 @@ ModuleSpec decode_module(std::string_view bytes) {
     s.init.b = r.pod<double>();
     s.init.seed = r.pod<uint64_t>();
     s.init.path = r.str();
+    s.init.shape = r.vec<int64_t>();
     s.sliceable = r.pod<uint8_t>() != 0;
     spec.shareds.push_back(std::move(s));
   }

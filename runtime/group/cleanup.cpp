@@ -285,6 +285,8 @@ void block_signals(bool block) {
   pthread_sigmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, nullptr);
 }
 
+bool is_worker() { return g_is_worker; }
+
 void become_worker() {
   g_is_worker = true;
   segment_guard::forget();
@@ -295,6 +297,10 @@ void become_worker() {
     struct sigaction current {};
     if (sigaction(sig, nullptr, &current) == 0 && is_ours(current)) sigaction(sig, &g_old[sig], nullptr);
   }
+  // The Ctrl-C a terminal sends to the whole process group is the master's to act on (its own
+  // handler, or synk's, which stops the workers): a worker that died of it first would take the
+  // group down under a program that handles SIGINT itself.
+  signal(SIGINT, SIG_IGN);
 }
 
 void install_janitor(const std::string& master_prefix) {

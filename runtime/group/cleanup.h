@@ -37,6 +37,8 @@ void block_signals(bool block);
 // In a freshly forked worker: restores the dispositions the program had before synk took them
 // and marks this process as a worker (it installs nothing itself).
 void become_worker();
+// True in a worker rank (after become_worker): synk's API is the master's.
+bool is_worker();
 
 // A flat directory this process is filling (a checkpoint being saved, synk/checkpoint.cpp): until
 // it is cleared (""), the handler also removes its files and then the directory, so that a

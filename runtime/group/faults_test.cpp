@@ -322,6 +322,28 @@ TEST(Faults, WorkerDeathWhileOthersWaitInABarrier) {
   }
 }
 
+// A rank handler (or a hand-written CompiledFunction::run) that calls synk again: on the master a
+// command inside a command, on a worker a command from a process that does not own the group.
+// Both used to corrupt the group (wrong results, a crash); now each is a UsageError on its rank,
+// reported as the command's RankError, and the group goes on.
+TEST(Faults, ACommandStartedInsideACommandIsRefusedAndTheGroupGoesOn) {
+  synk::register_rank_handler("nested_noop", [](rt::RankContext&, std::string_view) {});
+  synk::register_rank_handler("nested_on", [](rt::RankContext& ctx, std::string_view payload) {
+    if (ctx.rank() == std::stoi(std::string(payload))) synk::run_on_all_ranks("nested_noop", "");
+  });
+  ASSERT_EQ(synk::fork(2), 2);
+  auto master = rank_error_of([] { synk::run_on_all_ranks("nested_on", "0"); });
+  ASSERT_TRUE(master.has_value());
+  EXPECT_HAS(master->what(), "a command cannot start another");
+  EXPECT_FALSE(master->group_lost());
+  auto worker = rank_error_of([] { synk::run_on_all_ranks("nested_on", "1"); });
+  ASSERT_TRUE(worker.has_value());
+  EXPECT_HAS(worker->what(), "rank 1");
+  EXPECT_FALSE(worker->group_lost());
+  synk::run_on_all_ranks("nested_noop", "");   // the group still works
+  synk::close();
+}
+
 namespace {
 
 // Forks a fresh master that starts a 3-rank group with a Data, reports its segment prefixes and

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
@@ -272,9 +273,19 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
   if (n > 1024) throw UsageError(fmt::format("fork: n must be at most 1024, received {}", n));
   if (options.poll_ns <= 0 || options.poll_ns > 1'000'000'000)
     throw UsageError(fmt::format("fork: poll_ns must be in (0, 1e9], received {}", options.poll_ns));
-  if (options.call_timeout_s < 0)
-    throw UsageError(fmt::format("fork: call_timeout_s must be >= 0 (0: no limit), received {}",
+  if (!(options.call_timeout_s >= 0) || !std::isfinite(options.call_timeout_s))   // NaN fails every comparison
+    throw UsageError(fmt::format("fork: call_timeout_s must be a finite number >= 0 (0: no limit), received {}",
                                  options.call_timeout_s));
+  constexpr int64_t kLongestWaitPhase = 60'000'000'000;   // a minute of spinning is never meant
+  for (const auto& [name, value] : {std::pair{"spin_ns", options.spin_ns}, std::pair{"yield_ns", options.yield_ns}})
+    if (value < -1 || value > kLongestWaitPhase)
+      throw UsageError(fmt::format("fork: {} must be -1 (the default) or in [0, {}] ns, received {}", name,
+                                   kLongestWaitPhase, value));
+  // The staging segment is created at the first collective: a size that cannot be mapped fails here.
+  constexpr size_t kLargestStaging = size_t(16) << 30;
+  if (options.collective_staging_bytes > kLargestStaging)
+    throw UsageError(fmt::format("fork: collective_staging_bytes must be at most {} (16 GiB), received {}",
+                                 kLargestStaging, options.collective_staging_bytes));
   // The collectives need two buffers of N+1 slots of at least 256 bytes after the header.
   const size_t least_staging = std::max(size_t(64) << 10, collective_staging_header_bytes(n) + 2 * (size_t(n) + 1) * 256);
   if (options.collective_staging_bytes < least_staging)
@@ -527,6 +538,17 @@ void ProcessGroup::fatal(const std::string& message, std::vector<int> ranks) {
 const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_view payload,
                                                   const std::function<void()>& master_part) {
   if (!alive_) throw UsageError("the process group is closed: call synk::fork() first");
+  if (cleanup::is_worker())
+    throw UsageError("a worker rank started a synk command (a call or a collective, from inside a function's "
+                     "run() or a rank handler): only the master, rank 0, starts commands");
+  if (in_command_)
+    throw UsageError("a synk command (a call or a collective) was started while another was running, from inside a "
+                     "function's run() or a rank handler: a command cannot start another");
+  in_command_ = true;
+  struct InCommand {
+    bool& flag;
+    ~InCommand() { flag = false; }
+  } in_command{in_command_};
   if (cancellation_requested()) check_workers();   // the watchdog saw a worker die since
   if (payload.size() > kPayloadCapacity)
     throw InternalError(fmt::format("command payload of {} bytes exceeds {}", payload.size(), kPayloadCapacity));

@@ -169,6 +169,8 @@ class ProcessGroup {
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
   void close();                               // orderly shutdown; idempotent
+  // A command is under way (run() has not returned): synk::close() is refused then.
+  bool in_command() const { return in_command_; }
   bool alive() const { return alive_; }
   int size() const { return size_; }
   pid_t pid(int rank) const { return pids_.at(size_t(rank)); }
@@ -227,6 +229,7 @@ class ProcessGroup {
   void teardown(bool orderly);
 
   bool alive_ = false;
+  bool in_command_ = false;   // run() is under way: a nested command or close() is refused
   int size_ = 1;
   GroupOptions options_;
   GroupBackend backend_;

@@ -69,8 +69,11 @@ void Store::set(std::string_view key, std::string_view value) {
   size_t need = align8(sizeof(EntryHead) + key.size() + value.size());
   if (used + need > h->capacity) {
     h->lock.store(0, std::memory_order_release);
-    throw Error(fmt::format("synk store full: {} bytes used of {}, entry '{}' needs {}", used,
-                            h->capacity, key, need));
+    // What fills it: every function and module registered after fork() (their code or text).
+    throw UsageError(fmt::format("the process group's store is full ({} bytes used of {}; entry '{}' needs {}): "
+                                 "it keeps every function and module made after synk::fork() until close(); make "
+                                 "them before fork() (the workers then inherit them), or close() and fork() again",
+                                 used, h->capacity, key, need));
   }
   std::byte* at = segment_.bytes() + log_offset() + used;
   EntryHead head{uint32_t(key.size()), 0, value.size()};

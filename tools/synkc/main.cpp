@@ -63,6 +63,11 @@ struct Subcommand {
   bool takes_file = true;
 };
 
+// A directory option given as "" is a mistake, not "none" (--checkpoint "" used to save nothing).
+const CLI::Validator not_empty(
+    [](const std::string& value) { return value.empty() ? std::string("must name a directory") : std::string(); },
+    "DIR", "not empty");
+
 std::vector<Subcommand> subcommands() {
   return {
       {"check", "Check FILE (syntax, names, dtypes, shapes, gradients); print nothing on success",
@@ -94,8 +99,11 @@ std::vector<Subcommand> subcommands() {
          app.add_option("--resume", run.resume,
                         "Load a checkpoint first (every shared variable but the sliceable ones, on every rank; "
                         "--set and --seed/--step apply after it)")
-             ->type_name("DIR");
-         app.add_option("--checkpoint", run.checkpoint, "Save a checkpoint after the call")->type_name("DIR");
+             ->type_name("DIR")
+             ->check(not_empty);
+         app.add_option("--checkpoint", run.checkpoint, "Save a checkpoint after the call")
+             ->type_name("DIR")
+             ->check(not_empty);
          app.add_flag("--force-cast", run.force_cast,
                       "Convert --arg and --set values whose dtype does not convert safely (e.g. f64 to f32)");
        },

@@ -196,9 +196,12 @@ void emit_updates(const RunOptions& options, synk::jit::Module& module, const sy
 // --checkpoint DIR is written after the call: a DIR that cannot be is refused before it.
 void check_checkpoint_path(const std::string& dir) {
   if (dir.empty()) return;
+  try {
+    synk::detail::check_save_target(dir);   // what the save would refuse after the call
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("--checkpoint {}: {}", dir, e.what()));
+  }
   const std::filesystem::path parent = synk::detail::checkpoint_directory(dir).parent_path();
-  if (!parent.empty() && !std::filesystem::is_directory(parent))
-    throw UsageError(fmt::format("--checkpoint {}: the directory '{}' does not exist", dir, parent.string()));
   // The save creates a directory there: try it now (a read-only or special filesystem).
   std::string probe = ((parent.empty() ? std::filesystem::path(".") : parent) / ".synkc-probe-XXXXXX").string();
   if (!::mkdtemp(probe.data()))
