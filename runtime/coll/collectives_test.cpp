@@ -463,7 +463,7 @@ TEST(Collectives, UsageErrorsNameTheArgument) {
              "fork: collective_staging_bytes must be at least 65536 for 2 ranks, received 1000");
   EXPECT_HAS(usage_error([&] { synk::fork(300, Backend::Cpu, {.collective_staging_bytes = 65536}); }),
              "fork: collective_staging_bytes must be at least 174592 for 300 ranks");
-  EXPECT_HAS(usage_error([&] { synk::fork(2, Backend::Cpu, {.call_timeout_s = -1}); }), "fork: call_timeout_s must be >= 0");
+  EXPECT_HAS(usage_error([&] { synk::fork(2, Backend::Cpu, {.call_timeout_s = -1}); }), "fork: call_timeout_s must be a finite number >= 0");
   EXPECT_EQ(synk::get_lengths(rows), (std::vector<int64_t>{0})) << "shapes need no group (one rank)";
   ASSERT_EQ(synk::fork(2), 2);
   EXPECT_HAS(usage_error([&] { synk::all_reduce(fixed4, "mean"); }),
