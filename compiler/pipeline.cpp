@@ -9,8 +9,8 @@
 namespace synk::compiler {
 
 ir::Module prepare_module(const std::string& source_name, const std::string& text, const std::string& base_dir,
-                          std::string* warnings) {
-  dsl::FrontEnd front_end(source_name, text, base_dir);
+                          std::string* warnings, dsl::LoadFiles load_files) {
+  dsl::FrontEnd front_end(source_name, text, base_dir, load_files);
   if (!front_end.parse() || !front_end.analyze()) throw front_end.errors();
   if (warnings) *warnings = front_end.all_diagnostics();
   ir::Module module = front_end.take_module();

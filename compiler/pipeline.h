@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "dsl/frontend.h"
 #include "ir/ir.h"
 
 namespace synk::compiler {
@@ -17,7 +18,7 @@ namespace synk::compiler {
 // "" when there are none): the JIT prints them where the user compiles, not where a worker or an
 // AOT module reads the same text again.
 ir::Module prepare_module(const std::string& source_name, const std::string& text, const std::string& base_dir,
-                          std::string* warnings = nullptr);
+                          std::string* warnings = nullptr, dsl::LoadFiles load_files = dsl::LoadFiles::Checked);
 
 // The preparation step alone, for a module the front end has already produced.
 void prepare_module(ir::Module& module);

@@ -7,8 +7,11 @@
 
 namespace synk::dsl {
 
-FrontEnd::FrontEnd(std::string source_name, std::string text, std::string base_dir)
-    : file_(std::move(source_name), std::move(text)), diags_(file_), base_dir_(base_dir.empty() ? "." : base_dir) {}
+FrontEnd::FrontEnd(std::string source_name, std::string text, std::string base_dir, LoadFiles load_files)
+    : file_(std::move(source_name), std::move(text)),
+      diags_(file_),
+      base_dir_(base_dir.empty() ? "." : base_dir),
+      load_files_(load_files) {}
 
 bool FrontEnd::parse() {
   program_ = parse_program(file_, diags_);
@@ -16,7 +19,7 @@ bool FrontEnd::parse() {
 }
 
 bool FrontEnd::analyze() {
-  module_ = dsl::analyze(program_, diags_, base_dir_);
+  module_ = dsl::analyze(program_, diags_, base_dir_, load_files_);
   if (!module_ && !diags_.has_errors()) internal_error("analyze failed without reporting an error for " + file_.path());
   return !diags_.has_errors() && module_.has_value();
 }

@@ -18,10 +18,15 @@ namespace synk::dsl {
 // byte is not text: one error without a location says so, and the Program is empty.
 ast::Program parse_program(const SourceFile& file, DiagnosticEngine& diags);
 
+// Whether `load("...")` files are opened and checked (dtype, shape) by the front end. A worker
+// rank that reads a module's text again, after the master compiled it, trusts them: its values
+// come from the master, and the file may have changed or gone since.
+enum class LoadFiles { Checked, Trusted };
+
 // Resolves names, checks and infers dtypes and shapes, builds the IR. base_dir resolves relative
 // `load("...")` paths. Returns nullopt when any error was reported.
 std::optional<ir::Module> analyze(const ast::Program& program, DiagnosticEngine& diags,
-                                  const std::string& base_dir);
+                                  const std::string& base_dir, LoadFiles load_files = LoadFiles::Checked);
 
 // `synkc --emit=ast`: an indented tree, one node per line, with line:col.
 std::string print_ast(const ast::Program& program);
@@ -35,7 +40,8 @@ std::string print_module(const ir::Module& module);
 class FrontEnd {
  public:
   // base_dir resolves relative load("...") paths ("" is ".").
-  FrontEnd(std::string source_name, std::string text, std::string base_dir);
+  FrontEnd(std::string source_name, std::string text, std::string base_dir,
+           LoadFiles load_files = LoadFiles::Checked);
   FrontEnd(const FrontEnd&) = delete;
   FrontEnd& operator=(const FrontEnd&) = delete;
 
@@ -59,6 +65,7 @@ class FrontEnd {
   SourceFile file_;
   DiagnosticEngine diags_;
   std::string base_dir_;
+  LoadFiles load_files_;
   ast::Program program_;
   std::optional<ir::Module> module_;
   size_t reported_ = 0;

@@ -66,6 +66,7 @@ class Parser {
     previous_line_ = consumed.loc.line;
     previous_kind_ = consumed.kind;
     previous_end_ = consumed.spelling.data() + consumed.spelling.size();
+    previous_end_loc_ = {consumed.loc.line, consumed.loc.col + uint32_t(consumed.spelling.size())};
     if (next_) {
       current_ = std::move(*next_);
       next_.reset();
@@ -106,6 +107,14 @@ class Parser {
       syntax_error(current_, fmt::format("expected {} but found {}: the '//' before it starts a comment in .synk; "
                                          "for floor division write floor_divide(a, b)", what,
                                          describe_token(current_)));
+      return false;
+    }
+    if (kind == TokenKind::Semicolon && at_line_start() && previous_kind_ != TokenKind::Error && !panic_ &&
+        current_.kind != TokenKind::Error) {
+      // A ';' forgotten at the end of a line: the place to point at is that end, not the next line.
+      panic_ = true;
+      diags_.error(previous_end_loc_, fmt::format("expected {} at the end of this line (the next line starts with {})",
+                                                  what, describe_token(current_)));
       return false;
     }
     expected(what);
@@ -208,6 +217,7 @@ class Parser {
   uint32_t previous_line_ = 0;
   TokenKind previous_kind_ = TokenKind::EndOfFile;
   const char* previous_end_ = nullptr;   // where the last consumed token ends in the source
+  SourceLoc previous_end_loc_;           // the column just after it (a token spans one line)
   bool panic_ = false;
   int nesting_ = 0;
 };

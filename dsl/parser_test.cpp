@@ -455,7 +455,8 @@ TEST(ParserRecovery, AFloorDivisionThatIsACommentIsExplained) {
   Parse plain = parse("fn f(scatter x: i32[n]) {\n"
                       "  out z: gather = x //\n"
                       "}\n");
-  EXPECT_EQ(plain.messages(), std::vector<std::string>{"3:1: expected ';' after expression but found '}'"});
+  EXPECT_EQ(plain.messages(), std::vector<std::string>{
+                                  "2:20: expected ';' after expression at the end of this line (the next line starts with '}')"});
 }
 
 TEST(ParserRecovery, MissingSemicolonIsOneErrorAndTheNextStatementParses) {
@@ -463,7 +464,8 @@ TEST(ParserRecovery, MissingSemicolonIsOneErrorAndTheNextStatementParses) {
                   "  let a = x\n"
                   "  out z = a;\n"
                   "}\n");
-  EXPECT_EQ(p.messages(), std::vector<std::string>{"3:3: expected ';' after expression but found 'out'"});
+  EXPECT_EQ(p.messages(), std::vector<std::string>{
+                                  "2:12: expected ';' after expression at the end of this line (the next line starts with 'out')"});
   EXPECT_EQ(p.program.functions[0].body.size(), 2u);
 }
 

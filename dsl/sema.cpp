@@ -222,6 +222,7 @@ class InitializerAnalyzer {
     if (e.args.size() != 1 || e.args[0]->kind != ast::ExprKind::StringLiteral)
       return error(e.loc, "load needs one file name, as in load(\"weights.npy\")");
     const std::string& path = e.args[0]->text;
+    if (!ctx_.check_load_files) return ir::InitLoad{path};
     std::filesystem::path full = std::filesystem::path(path).is_absolute()
                                      ? std::filesystem::path(path)
                                      : std::filesystem::path(ctx_.base_dir) / path;
@@ -506,7 +507,12 @@ void FunctionAnalyzer::let_statement(const ast::Stmt& s) {
     resolve_type(*s.type);  // still report a bad dtype in the annotation
   }
   // `let training = true;` also stands for its literal where an operation needs one.
-  const ast::Expr* literal = s.value && scalar_literal(*s.value) ? s.value.get() : nullptr;
+  // So does `let q = p;` of a helper parameter (or another let) that stands for one.
+  const ast::Expr* literal = nullptr;
+  if (s.value) {
+    const ast::Expr& stands_for = literal_argument(*s.value);
+    if (scalar_literal(stands_for)) literal = &stands_for;
+  }
   bind_let(s.name, s.name_loc, std::move(v), first_new, name_ok, literal);
 }
 
@@ -619,10 +625,11 @@ bool FunctionAnalyzer::run() {
 }  // namespace sema
 
 std::optional<ir::Module> analyze(const ast::Program& program, DiagnosticEngine& diags,
-                                  const std::string& base_dir) {
+                                  const std::string& base_dir, LoadFiles load_files) {
   size_t errors_before = diags.error_count();
   sema::ModuleContext ctx{diags, base_dir.empty() ? std::string(".") : base_dir, diags.has_errors(),
                           {}, {}, {}, {}, {}, {}, {}, {}};
+  ctx.check_load_files = load_files == LoadFiles::Checked;
   for (const ast::SharedDecl& d : program.shareds) sema::analyze_shared(ctx, d);
   for (const ast::OptimizerDecl& d : program.optimizers) sema::analyze_optimizer(ctx, d);
   sema::declare_helpers(ctx, program.helpers);

@@ -99,6 +99,7 @@ struct ModuleContext {
   // Helpers declared with a built-in operation's name (an error there): their calls stay silent,
   // one mistake, one message, instead of each being checked against the operation's signature.
   std::set<std::string> helpers_named_like_builtins;
+  bool check_load_files = true;   // LoadFiles::Checked (frontend.h)
 };
 
 // Resolves `f32[n, 10]` as written; reports an unknown or reserved dtype, or a bad size.

@@ -285,9 +285,12 @@ void check_same_variables(const Module& module, const std::string& dir, const js
 // An unsigned integer field of a manifest entry (a function's seed or step).
 uint64_t unsigned_field(const json& entry, const char* field, const std::string& dir) {
   const json& v = entry.at(field);
-  if (!v.is_number_unsigned())
+  if (!v.is_number_unsigned()) {
+    const json& name = entry.at("name");
     throw UsageError(fmt::format("load_checkpoint('{}'): {} is damaged: the {} of function '{}' is {}, not an "
-                                 "integer >= 0 below 2^64", dir, kManifest, field, entry.at("name").dump(), v.dump()));
+                                 "integer >= 0 below 2^64", dir, kManifest, field,
+                                 name.is_string() ? name.get<std::string>() : name.dump(), v.dump()));
+  }
   return v.get<uint64_t>();
 }
 

@@ -265,7 +265,7 @@ Module module(rt::ModuleSpec spec) {
   std::vector<std::string> loaded;
   for (size_t v = 0; v < for_workers.shareds.size(); ++v) {
     rt::SharedSpec& s = for_workers.shareds[v];
-    if (s.init.kind != rt::InitSpec::Kind::Load || s.sliceable) continue;
+    if (s.init.kind != rt::InitSpec::Kind::Load) continue;
     s.init.kind = rt::InitSpec::Kind::FromMaster;
     s.init.shape = entry->values[v].shape;
     loaded.push_back(s.name);

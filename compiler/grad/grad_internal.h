@@ -37,6 +37,7 @@ class Backprop {
   // them: its adjoint is another cumsum).
   void propagate_structure(const ir::Node& n, ir::NodeId id, ir::NodeId g);
   void propagate_cross_entropy(const ir::Node& n, ir::NodeId g);
+  void propagate_pow(const ir::Node& n, ir::NodeId id, ir::NodeId g);
   void propagate_window(const ir::Node& n, ir::NodeId g);
   // log1p, expm1, softplus, sin, cos, %, binary_cross_entropy_with_logits.
   void propagate_math(const ir::Node& n, ir::NodeId id, ir::NodeId g);

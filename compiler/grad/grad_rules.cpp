@@ -131,26 +131,8 @@ void Backprop::propagate(NodeId id, NodeId g) {
       if (wants(n, 0)) give(n, 0, unbroadcast(w_.div(g, in(1)), w_.type(in(0))));
       if (wants(n, 1)) give(n, 1, unbroadcast(w_.neg(w_.div(w_.mul(g, id), in(1))), w_.type(in(1))));
       return;
-    case Op::Pow: {
-      const NodeId a = in(0), b = in(1);
-      if (wants(n, 0)) {
-        // b * a^(b-1), and 0 where b = 0 (a^0 is constant, but 0 * 0^-1 would be NaN at a = 0, as
-        // PyTorch masks it too); for a constant exponent, b-1 is folded here.
-        const ir::Node bn = w_.node(b);
-        NodeId local;
-        if (bn.op == Op::Constant && bn.type.rank() == 0 && bn.attrs.value == 0) {
-          local = zero();
-        } else if (bn.op == Op::Constant) {
-          local = w_.mul(b, w_.binary(Op::Pow, a, w_.constant(bn.attrs.value - 1, dt)));
-        } else {
-          const NodeId power = w_.mul(b, w_.binary(Op::Pow, a, w_.binary_scalar(Op::Sub, b, 1)));
-          local = w_.where(w_.binary(Op::Eq, b, zero()), zero(), power);
-        }
-        give(n, 0, unbroadcast(w_.mul(g, local), w_.type(a)));
-      }
-      if (wants(n, 1)) give(n, 1, unbroadcast(w_.mul(w_.mul(g, id), w_.unary(Op::Log, a)), w_.type(b)));
-      return;
-    }
+    case Op::Pow:
+      return propagate_pow(n, id, g);
     case Op::Maximum: case Op::Minimum: {
       // The winner takes the adjoint; on a tie each operand takes half.
       const NodeId a = in(0), b = in(1);
@@ -410,6 +392,35 @@ void Backprop::propagate_structure(const ir::Node& n, NodeId id, NodeId g) {
       synk::internal_error(fmt::format("gradient: {} is not a structural op", ir::op_name(n.op)));
   }
   (void)id;
+}
+
+// a ** b, with PyTorch's masks where the plain rules give 0 * inf.
+void Backprop::propagate_pow(const ir::Node& n, NodeId id, NodeId g) {
+  const ir::DType dt = n.type.dtype;
+  auto zero = [&] { return w_.constant(0, dt); };
+  const NodeId a = n.operands[0], b = n.operands[1];
+  if (wants(n, 0)) {
+    // b * a^(b-1), and 0 where b = 0 (a^0 is constant, but 0 * 0^-1 would be NaN at a = 0, as
+    // PyTorch masks it too); for a constant exponent, b-1 is folded here.
+    const ir::Node bn = w_.node(b);
+    NodeId local;
+    if (bn.op == Op::Constant && bn.type.rank() == 0 && bn.attrs.value == 0) {
+      local = zero();
+    } else if (bn.op == Op::Constant) {
+      local = w_.mul(b, w_.binary(Op::Pow, a, w_.constant(bn.attrs.value - 1, dt)));
+    } else {
+      const NodeId power = w_.mul(b, w_.binary(Op::Pow, a, w_.binary_scalar(Op::Sub, b, 1)));
+      local = w_.where(w_.binary(Op::Eq, b, zero()), zero(), power);
+    }
+    give(n, 0, unbroadcast(w_.mul(g, local), w_.type(a)));
+  }
+  if (wants(n, 1)) {
+    // a^b * log(a), and 0 where a = 0 and b >= 0 (0 * -inf there; PyTorch masks it the same way).
+    const NodeId db = w_.mul(id, w_.unary(Op::Log, a));
+    const NodeId at_zero = w_.where(w_.binary(Op::Ge, b, zero()), zero(), db);
+    const NodeId local = w_.where(w_.binary(Op::Eq, a, zero()), at_zero, db);
+    give(n, 1, unbroadcast(w_.mul(g, local), w_.type(b)));
+  }
 }
 
 void Backprop::propagate_cross_entropy(const ir::Node& n, NodeId g) {

@@ -162,14 +162,21 @@ def test_a_module_made_after_fork_gives_every_rank_what_the_master_loaded(group,
     every collective on the module fail). They now take the master's values."""
     path = tmp_path / "w.npy"
     np.save(path, np.array([1, 2, 3], dtype=np.float32))
-    text = f'shared w: f32[3] = load("{path}");\nfn f(scatter x: f32[n]) {{ out z: sum = sum(x) + sum(w); }}'
+    rows = tmp_path / "rows.npy"
+    np.save(rows, np.arange(4, dtype=np.float32).reshape(4, 1))
+    text = (f'shared w: f32[3] = load("{path}");\nshared c: f32[m, 1] = load("{rows}") sliceable;\n'
+            'fn f(scatter x: f32[n]) { out z: sum = sum(x) + sum(w); }\n'
+            'fn g() { out t: sum = sum(w) + sum(c); }')
     late = synk.compile(text)
     np.save(path, np.array([100, 200, 300], dtype=np.float32))
+    np.save(rows, np.zeros((2, 1), dtype=np.float32))
     f = late.function("f")
     x = synk.data(np.ones(2 * group, dtype=np.float32))
     assert f(x) == pytest.approx(2 * group + 6 * group)   # each rank adds its own sum(w) = 6
     gathered = synk.gather(late.shared("w"), nd_up=1)
     assert np.array_equal(gathered, np.tile([1, 2, 3], (group, 1)))
     path.unlink()
+    rows.unlink()                                          # g is compiled on the workers after this
+    assert late.function("g")() == pytest.approx(group * (6 + 6))
     synk.all_reduce(late.shared("w"), op="sum")
     assert np.array_equal(late.shared("w").get_value(group - 1), np.array([1, 2, 3]) * group)

@@ -169,3 +169,13 @@ fn f(bcast x: f64[3], bcast e: f64[3]) {
     x = np.array([0.0, 2.0, 3.0])
     e = np.array([0.0, 2.0, 0.0])
     assert np.array_equal(f.as_local(x, e), [0.0, 4.0, 0.0])
+
+
+def test_the_gradient_of_a_power_for_its_exponent_is_zero_at_a_zero_base():
+    """d(a ** b)/db = a ** b * log(a) is 0 * -inf at a = 0; for b >= 0 PyTorch gives 0, and so does synk."""
+    f = synk.compile("""
+fn f(bcast x: f64[3], bcast e: f64[3]) {
+  out g = grad(sum(pow(x, e)), e);
+}""").function("f")
+    got = f.as_local(np.array([0.0, 0.0, 2.0]), np.array([0.0, 2.0, 3.0]))
+    assert np.allclose(got, [0.0, 0.0, 8.0 * np.log(2.0)], rtol=0, atol=1e-12)
