@@ -196,6 +196,7 @@ Token Lexer::lex_unexpected(size_t begin) {
   std::string hint;
   if (byte == '&') hint = " (did you mean '&&'?)";
   if (byte == '|') hint = " (did you mean '||'?)";
+  if (length > 1) hint = " (names in .synk are ASCII letters, digits and '_'; other characters only in comments)";
   pos_ = begin + length;
   // A run of stray characters (`$$$`, a pasted binary blob) is one mistake: one message.
   while (pos_ < text_.size() && !can_start_token(pos_)) {

@@ -151,21 +151,26 @@ void TrainStep::set_num_packs(int64_t num_packs) {
 
 Outputs TrainStep::operator()(const std::vector<Data>& inputs, const CallOptions& options) const {
   if (!valid()) throw UsageError("use of an empty synk::TrainStep (get one from jit::Module::train_step)");
+  const std::optional<double> lr = scheduled_lr();   // a bad value is refused before anything runs
   Outputs out = gradient_call(inputs, options);
   // Only the update reads lr: setting it here leaves it as it was when the gradient call is
   // refused (a UsageError changes nothing) or fails.
-  apply_schedule();
+  if (lr && *lr != hyper("lr")) write_hyper(find_hyper("lr"), *lr);
   if (reduce_gradient(out)) named(name_, "update function", [&] { return update_({}); });
   ++*step_index_;
   return out;
 }
 
-void TrainStep::apply_schedule() const {
-  // set_hyper keeps every rank's lr equal to the master's, so an unchanged value needs no broadcast
-  // (most steps of a step-decay or warm-up-then-constant schedule).
-  if (!schedule_) return;
+// set_hyper keeps every rank's lr equal to the master's, so the caller writes it only when it
+// changes (most steps of a step-decay or warm-up-then-constant schedule need no broadcast).
+std::optional<double> TrainStep::scheduled_lr() const {
+  if (!schedule_) return std::nullopt;
   const double lr = (*schedule_)(*step_index_);
-  if (lr != hyper("lr")) write_hyper(find_hyper("lr"), lr);
+  if (!std::isfinite(lr) || lr < 0)   // a step_decay with gamma > 1 grows without bound
+    throw UsageError(fmt::format("training step '{}': its schedule gives lr = {} at step {}; lr must be a finite "
+                                 "number >= 0 (a step_decay with gamma > 1 grows without bound)",
+                                 name_, lr, *step_index_));
+  return lr;
 }
 
 void detail::refuse_step(const TrainStep& step, const Error& error) {

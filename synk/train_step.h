@@ -153,7 +153,9 @@ class TrainStep {
   friend void detail::share_step_count(TrainStep& step, std::shared_ptr<int64_t> count);
   friend void detail::refuse_step(const TrainStep& step, const Error& error);
 
-  void apply_schedule() const;   // the lr of the current step index, where a schedule is set
+  // The lr of the current step index, where a schedule is set (UsageError for one that is not
+  // finite and >= 0).
+  std::optional<double> scheduled_lr() const;
 
   const HyperParameter& find_hyper(std::string_view keyword) const;
   void write_hyper(const HyperParameter& h, double value) const;

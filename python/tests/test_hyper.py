@@ -108,6 +108,22 @@ def test_schedule_sets_lr_from_the_step_count(group, rng):
     assert step.step_index == 0
 
 
+def test_a_schedule_that_leaves_the_finite_numbers_is_refused_before_the_step(group, rng):
+    """step_decay with gamma > 1 grows; once its lr overflows the step is a UsageError that names the
+    schedule and changes nothing (it used to fail in set_hyper, after the gradient call had run)."""
+    model = synk.compile(MODEL.format(w0=0, rule="momentum(lr=0.3, momentum=0.5)"))
+    step = model.train_step("train")
+    step.set_schedule(synk.Schedule.step_decay(0.1, 1, 1e200))
+    x, y, batches = data(rng)
+    x, y, scale = synk.data(x), synk.data(y), np.float64(1.0)
+    step(x, y, scale, batch=batches[0])
+    step(x, y, scale, batch=batches[1])              # lr = 1e199 there: finite
+    w = model.shared("w").get_value()
+    with pytest.raises(synk.UsageError, match="its schedule gives lr = inf at step 2"):
+        step(x, y, scale, batch=batches[2])
+    assert step.step_index == 2 and np.array_equal(model.shared("w").get_value(), w)
+
+
 @pytest.mark.parametrize("clip_norm", [0.05, 1e6])
 def test_adamw_with_clipping_matches_pytorch_formulas(group, rng, clip_norm):
     # w starts at 0.5, so that the decay has something to do.

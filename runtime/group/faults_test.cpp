@@ -344,6 +344,25 @@ TEST(Faults, ACommandStartedInsideACommandIsRefusedAndTheGroupGoesOn) {
   synk::close();
 }
 
+// Without call_timeout_s a stopped worker holds a command for as long as it stays stopped; the
+// master names it after 10 s instead of waiting in silence.
+TEST(Faults, AStoppedWorkerIsNamedWhileTheCommandWaitsForIt) {
+  synk::register_rank_handler("stopped_noop", [](rt::RankContext&, std::string_view) {});
+  ASSERT_EQ(synk::fork(2), 2);
+  const pid_t worker = synk::worker_pid(1);
+  ASSERT_EQ(::kill(worker, SIGSTOP), 0);
+  std::thread resume([worker] {
+    std::this_thread::sleep_for(std::chrono::seconds(12));
+    ::kill(worker, SIGCONT);
+  });
+  ::testing::internal::CaptureStderr();
+  synk::run_on_all_ranks("stopped_noop", "");   // completes once the worker runs again
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  resume.join();
+  EXPECT_HAS(said, fmt::format("synk: rank 1 (pid {}) is stopped (SIGSTOP, Ctrl-Z or a debugger)", worker));
+  synk::close();
+}
+
 namespace {
 
 // Forks a fresh master that starts a 3-rank group with a Data, reports its segment prefixes and

@@ -476,11 +476,6 @@ void ProcessGroup::cancel_hook() {
   if (g_listening_group) g_listening_group->check_workers();
 }
 
-void ProcessGroup::poll_master(int64_t deadline_ns) {
-  check_workers();
-  if (deadline_ns > 0 && now_ns() > deadline_ns) timed_out();
-}
-
 namespace {
 // The state letter of /proc/<pid>/stat ('R', 'S', 'T' for stopped, ...), or 0.
 char process_state(pid_t pid) {
@@ -497,6 +492,30 @@ char process_state(pid_t pid) {
   return paren && paren[1] == ' ' ? paren[2] : 0;
 }
 }  // namespace
+
+void ProcessGroup::poll_master(int64_t deadline_ns) {
+  check_workers();
+  if (deadline_ns > 0 && now_ns() > deadline_ns) timed_out();
+  warn_of_stopped_workers();
+}
+
+// Without call_timeout_s a stopped worker (SIGSTOP, Ctrl-Z in its terminal, a debugger) holds the
+// command forever and the master has nothing to say: after 10 s it says which rank, once per
+// command (a look at /proc each second from then on).
+void ProcessGroup::warn_of_stopped_workers() {
+  const int64_t now = now_ns();
+  if (stop_warned_seq_ == seq_ || now - command_start_ns_ < 10'000'000'000 || now < next_stop_check_ns_) return;
+  next_stop_check_ns_ = now + 1'000'000'000;
+  for (int r = 1; r < size_; ++r) {
+    if (ctl_->slot(r).done_seq.load() == seq_) continue;
+    const char state = process_state(pids_[size_t(r)]);
+    if (state != 'T' && state != 't') continue;
+    std::fprintf(stderr, "synk: rank %d (pid %d) is stopped (SIGSTOP, Ctrl-Z or a debugger) and the command waits "
+                 "for it: `kill -CONT %d` resumes it (fork's call_timeout_s bounds such waits)\n", r,
+                 int(pids_[size_t(r)]), int(pids_[size_t(r)]));
+    stop_warned_seq_ = seq_;
+  }
+}
 
 void ProcessGroup::timed_out() {
   // Which ranks kept the others waiting: stopped processes first (SIGSTOP, a debugger), else
@@ -567,6 +586,8 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
   master_ctx_.seq_ = seq_;
   const int64_t deadline = options_.call_timeout_s > 0 ? now_ns() + int64_t(options_.call_timeout_s * 1e9) : 0;
   command_deadline_ns_ = deadline;
+  command_start_ns_ = now_ns();
+  next_stop_check_ns_ = 0;
   ctl_->command.word.store(seq_);
 
   std::vector<std::string>& errors = errors_;

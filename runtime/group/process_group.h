@@ -225,6 +225,7 @@ class ProcessGroup {
   static void cancel_hook();
   [[noreturn]] void fatal(const std::string& message, std::vector<int> ranks);
   void poll_master(int64_t deadline_ns);
+  void warn_of_stopped_workers();
   [[noreturn]] void timed_out();
   void teardown(bool orderly);
 
@@ -241,6 +242,9 @@ class ProcessGroup {
   shm::Segment scratch_;
   shm::Segment staging_;
   int64_t command_deadline_ns_ = 0;     // of the command in progress (0: none)
+  int64_t command_start_ns_ = 0;        // warn_of_stopped_workers: when it started,
+  int64_t next_stop_check_ns_ = 0;      // when to look at /proc next,
+  uint32_t stop_warned_seq_ = 0;        // and the command it warned of already
   std::vector<std::string> errors_;     // run()'s answer, reused
   std::vector<pid_t> pids_;
   std::vector<int> pidfds_;             // per rank (-1: none)

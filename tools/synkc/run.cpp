@@ -1,6 +1,7 @@
 // `synkc run`: one function of a .synk file on N ranks, through the JIT and the runtime; prints
 // (or saves with --out DIR) its outputs and updated shared variables (see driver.h).
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -105,8 +106,9 @@ synk::BatchS parse_batch_s(const std::string& text) {
 // One element as text: shortest round-trip form for floats, true/false for bool.
 std::string element_text(const synk::Array& a, int64_t i) {
   switch (a.dtype) {
-    case synk::DType::F32: return fmt::format("{}", a.data<float>()[i]);
-    case synk::DType::F64: return fmt::format("{}", a.data<double>()[i]);
+    // numpy's "nan" for every NaN (printf shows a negative one as "-nan").
+    case synk::DType::F32: return std::isnan(a.data<float>()[i]) ? "nan" : fmt::format("{}", a.data<float>()[i]);
+    case synk::DType::F64: return std::isnan(a.data<double>()[i]) ? "nan" : fmt::format("{}", a.data<double>()[i]);
     case synk::DType::I32: return fmt::format("{}", a.data<int32_t>()[i]);
     case synk::DType::I64: return fmt::format("{}", a.data<int64_t>()[i]);
     case synk::DType::U8: return fmt::format("{}", a.data<uint8_t>()[i]);
