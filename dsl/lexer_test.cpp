@@ -213,7 +213,10 @@ TEST(Lexer, UnexpectedCharacters) {
       {"a $$$ b", "unexpected character '$'", 3},  // a run is one mistake
       {"a & b", "unexpected character '&' (did you mean '&&'?)", 3},
       {"a | b", "unexpected character '|' (did you mean '||'?)", 3},
-      {"a \xC3\xA9 b", "unexpected character '\xC3\xA9'", 3},
+      {"a \xC3\xA9 b",
+       "unexpected character '\xC3\xA9' (names in .synk are ASCII letters, digits and '_'; other characters only in "
+       "comments)",
+       3},
       {std::string("a \x01 b"), "unexpected character '\\x01'", 3},
       {std::string("a \xFF b"), "unexpected character '\\xFF'", 3},
       {std::string("a \0 b", 5), "unexpected character '\\x00'", 3},
