@@ -350,12 +350,13 @@ void save_checkpoint(const ModuleDef& def, const std::string& dir, const Checkpo
 
 CheckpointMetadata load_checkpoint(const ModuleDef& def, const std::string& dir) {
   const ScratchVariables scratch = synk::detail::gradient_buffers(prepared_module(def));
-  const StepIndices steps =
-      synk::detail::StepCounts::read(runtime_module(def), dir, train_function_names(def), scratch);
-  CheckpointMetadata metadata = synk::load_checkpoint(runtime_module(def), all_functions(def), dir, scratch);
-  std::lock_guard lock(table_mutex());
-  state_locked(def).step_counts.restore(steps);
-  return metadata;
+  return synk::detail::load_with_step_counts(
+      runtime_module(def), dir, scratch, train_function_names(def),
+      [&](const std::vector<std::string>&) { return all_functions(def); },
+      [&](const StepIndices& steps) {
+        std::lock_guard lock(table_mutex());
+        state_locked(def).step_counts.restore(steps);
+      });
 }
 
 std::vector<std::string> shared_names(const ModuleDef& def) {

@@ -435,15 +435,6 @@ CheckpointMetadata checkpoint_metadata(const std::string& dir) {
                           [&] { return m.value("metadata", json::object()).get<CheckpointMetadata>(); });
 }
 
-std::vector<std::string> detail::checkpoint_functions(const std::string& dir) {
-  const json m = read_manifest(dir, "load_checkpoint");
-  return checked_manifest(dir, "load_checkpoint", [&] {
-    std::vector<std::string> names;
-    for (const json& f : m.at("functions")) names.push_back(f.at("name"));
-    return names;
-  });
-}
-
 std::shared_ptr<int64_t> detail::StepCounts::of(const std::string& function) {
   std::shared_ptr<int64_t>& count = counts[function];
   if (!count) count = std::make_shared<int64_t>(0);
@@ -456,33 +447,50 @@ StepIndices detail::StepCounts::saved(const std::vector<std::string>& functions)
   return out;
 }
 
-StepIndices detail::StepCounts::read(const Module& module, const std::string& dir,
-                                     const std::vector<std::string>& functions, const ScratchVariables& scratch) {
-  const json manifest = read_manifest(dir, "load_checkpoint");
-  const StepIndices steps = checked_manifest(dir, "load_checkpoint", [&] {
-    check_same_variables(module, dir, manifest, scratch);
-    StepIndices out;
-    const json saved = manifest.value("train_steps", json::object());   // items() of a temporary dangles
-    if (!saved.is_object()) throw UsageError(fmt::format("load_checkpoint('{}'): {} is damaged: train_steps is {}",
-                                                         dir, kManifest, saved.dump()));
-    for (const auto& [name, index] : saved.items()) {
-      // json reads 5.5 as 5 and 1e30 as anything: only an integer in [0, 2^63) is a step index.
-      if (!index.is_number_integer() || (index.is_number_unsigned() ? index.get<uint64_t>() > uint64_t(INT64_MAX)
-                                                                    : index.get<int64_t>() < 0))
-        throw UsageError(fmt::format("load_checkpoint('{}'): {} is damaged: training step '{}' has step index {}",
-                                     dir, kManifest, name, index.dump()));
-      out[name] = index.get<int64_t>();
-    }
-    return out;
-  });
-  for (const auto& [name, index] : steps) {
+namespace {
+
+// The manifest's step indices, checked against the module's training `functions`: UsageError
+// for one that is not an integer in [0, 2^63) or that names a function the module lacks.
+StepIndices checked_step_indices(const json& manifest, const std::string& dir,
+                                 const std::vector<std::string>& functions) {
+  StepIndices steps;
+  const json saved = manifest.value("train_steps", json::object());   // items() of a temporary dangles
+  if (!saved.is_object())
+    throw UsageError(fmt::format("load_checkpoint('{}'): {} is damaged: train_steps is {}", dir, kManifest,
+                                 saved.dump()));
+  for (const auto& [name, index] : saved.items()) {
+    // json reads 5.5 as 5 and 1e30 as anything: only an integer in [0, 2^63) is a step index.
+    if (!index.is_number_integer() || (index.is_number_unsigned() ? index.get<uint64_t>() > uint64_t(INT64_MAX)
+                                                                  : index.get<int64_t>() < 0))
+      throw UsageError(fmt::format("load_checkpoint('{}'): {} is damaged: training step '{}' has step index {}",
+                                   dir, kManifest, name, index.dump()));
     if (std::find(functions.begin(), functions.end(), name) == functions.end())
       throw UsageError(fmt::format("load_checkpoint('{}'): it holds the step index of training function '{}', which "
                                    "this module does not have ({}); was it saved from another model?", dir, name,
                                    functions.empty() ? std::string("it has none")
                                                      : fmt::format("it has: {}", fmt::join(functions, ", "))));
+    steps[name] = index.get<int64_t>();
   }
   return steps;
+}
+
+}  // namespace
+
+CheckpointMetadata detail::load_with_step_counts(
+    const Module& module, const std::string& dir, const ScratchVariables& scratch,
+    const std::vector<std::string>& step_functions,
+    const std::function<std::vector<Function>(const std::vector<std::string>&)>& functions_for,
+    const std::function<void(const StepIndices&)>& restore_steps) {
+  const json manifest = read_manifest(dir, "load_checkpoint");
+  return checked_manifest(dir, "load_checkpoint", [&] {
+    check_same_variables(module, dir, manifest, scratch);
+    const StepIndices steps = checked_step_indices(manifest, dir, step_functions);
+    std::vector<std::string> named;
+    for (const json& f : manifest.at("functions")) named.push_back(f.at("name"));
+    CheckpointMetadata metadata = restore(module, functions_for(named), dir, manifest, scratch);
+    restore_steps(steps);
+    return metadata;
+  });
 }
 
 void detail::StepCounts::restore(const StepIndices& indices) {

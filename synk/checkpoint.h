@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,7 +44,7 @@ using ScratchVariables = std::vector<std::string>;
 // optimizer state; a variable that ranks update from their own rows alone, such as batch norm's
 // running statistics, is saved as the master holds it). `dir` is created, or replaced when it is
 // a checkpoint; anything else there is a UsageError (a checkpoint never overwrites other files).
-// `steps` are saved beside the metadata (detail::StepCounts::read reads them back).
+// `steps` are saved beside the metadata (detail::load_with_step_counts reads them back).
 void save_checkpoint(const Module& module, const std::vector<Function>& functions, const std::string& dir,
                      const CheckpointMetadata& metadata = {}, const StepIndices& steps = {},
                      const ScratchVariables& scratch = {});
@@ -69,8 +70,6 @@ std::filesystem::path checkpoint_directory(const std::string& dir);
 // The checks save_checkpoint makes of `dir` before it writes anything (UsageError naming what is
 // wrong), for callers that save after long work (synkc run --checkpoint) and refuse a bad DIR first.
 void check_save_target(const std::string& dir);
-// The functions whose random state the checkpoint holds (jit::Module compiles them before loading).
-std::vector<std::string> checkpoint_functions(const std::string& dir);
 // A module's step counts by training function, as jit::Module and aot modules keep them: every
 // TrainStep a module makes for one function shares its count (detail::share_step_count).
 struct StepCounts {
@@ -79,14 +78,20 @@ struct StepCounts {
   std::shared_ptr<int64_t> of(const std::string& function);   // created at 0
   // What a checkpoint saves: the count of each of `functions` (0 for one never stepped).
   StepIndices saved(const std::vector<std::string>& functions);
-  // DIR's step indices (none for a checkpoint saved without them), checked before anything is
-  // loaded: UsageError when the checkpoint holds
-  // other variables than `module` (as load_checkpoint says it) or a step index of a function not
-  // among the module's training `functions`.
-  static StepIndices read(const Module& module, const std::string& dir, const std::vector<std::string>& functions,
-                          const ScratchVariables& scratch = {});
   void restore(const StepIndices& indices);
 };
+
+// load_checkpoint for a module that keeps step counts (jit::Module, aot modules), from one read
+// of the manifest, so that a save replacing the checkpoint meanwhile cannot mix two of them. The
+// step indices are checked first (UsageError for one of a function not among `step_functions`,
+// the module's training functions); `functions_for(named)` gives the functions whose random
+// state to restore, given those the checkpoint names (the caller compiles them); after the load,
+// `restore_steps` gets the step indices.
+CheckpointMetadata load_with_step_counts(
+    const Module& module, const std::string& dir, const ScratchVariables& scratch,
+    const std::vector<std::string>& step_functions,
+    const std::function<std::vector<Function>(const std::vector<std::string>&)>& functions_for,
+    const std::function<void(const StepIndices&)>& restore_steps);
 }  // namespace detail
 
 }  // namespace synk

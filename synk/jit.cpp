@@ -165,15 +165,16 @@ void Module::save_checkpoint(const std::string& dir, const CheckpointMetadata& m
 CheckpointMetadata Module::load_checkpoint(const std::string& dir) {
   State& s = state();
   const ScratchVariables scratch = synk::detail::gradient_buffers(s.ir);
-  const StepIndices steps = synk::detail::StepCounts::read(s.runtime, dir, train_step_names(), scratch);
-  for (const std::string& name : synk::detail::checkpoint_functions(dir))
-    if (s.ir.find_function(name)) function(name);
-  // Every compiled function: those the checkpoint names get its random state, the others step 0.
-  std::vector<synk::Function> compiled;
-  for (const auto& [name, f] : s.functions) compiled.push_back(f);
-  CheckpointMetadata metadata = synk::load_checkpoint(s.runtime, compiled, dir, scratch);
-  s.step_counts.restore(steps);
-  return metadata;
+  auto functions_for = [&](const std::vector<std::string>& named) {
+    for (const std::string& name : named)
+      if (s.ir.find_function(name)) function(name);
+    // Every compiled function: those the checkpoint names get its random state, the others step 0.
+    std::vector<synk::Function> compiled;
+    for (const auto& [name, f] : s.functions) compiled.push_back(f);
+    return compiled;
+  };
+  return synk::detail::load_with_step_counts(s.runtime, dir, scratch, train_step_names(), functions_for,
+                                             [&](const StepIndices& steps) { s.step_counts.restore(steps); });
 }
 
 void Module::compile_all() {
