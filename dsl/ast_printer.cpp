@@ -30,13 +30,6 @@ namespace {
 
 std::string at(SourceLoc loc) { return fmt::format("@{}:{}", loc.line, loc.col); }
 
-// Shortest text that reads back as the same double, always with a point or exponent so that a
-// float never looks like an integer (1.0 prints as "1.0", not "1").
-std::string float_text(double value) {
-  std::string text = fmt::format("{}", value);
-  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
-  return text;
-}
 
 class AstPrinter {
  public:

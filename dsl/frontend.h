@@ -34,6 +34,10 @@ std::string print_ast(const ast::Program& program);
 // `synkc --emit=ir`: the module as valid .synk text, one typed `let` per node.
 std::string print_module(const ir::Module& module);
 
+// A float as .synk writes it: the shortest text that parses back to the same double, with a
+// point or exponent so that it never reads as an integer (1.0, not 1), or inf, -inf, nan.
+std::string float_text(double value);
+
 // One run of the front end over one file, stage by stage. Stops at the first stage with errors
 // (syntax errors stop before semantic analysis, whose messages on a partial tree would only be
 // follow-on errors).

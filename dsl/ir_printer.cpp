@@ -17,9 +17,6 @@ namespace synk::dsl {
 
 using ir::Op;
 
-namespace {
-
-// A float literal that lexes as a float and parses back to exactly this double.
 std::string float_text(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -27,6 +24,8 @@ std::string float_text(double v) {
   if (s.find_first_of(".eE") == std::string::npos) s += ".0";
   return s;
 }
+
+namespace {
 
 // A constant of an integer or bool variable is written as the integer it is (`const(-7)`).
 std::string init_text(const ir::Initializer& init, ir::DType dtype) {

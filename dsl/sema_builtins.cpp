@@ -254,9 +254,8 @@ Value FunctionAnalyzer::call_reduction(const ast::Expr& e, Op op) {
     axis_arg = e.args[1].get();
     // max(x, 0.0) as numpy's np.maximum or torch.max(x, y) mean it: the element-wise op is another.
     const ast::Expr& second = literal_argument(*axis_arg);
-    const bool axis_like = second.kind == ast::ExprKind::IntLiteral || second.kind == ast::ExprKind::List ||
-                           (second.kind == ast::ExprKind::Unary && second.text == "-" && second.args.size() == 1 &&
-                            second.args[0]->kind == ast::ExprKind::IntLiteral);
+    // (The parser folds -1 into one integer literal.)
+    const bool axis_like = second.kind == ast::ExprKind::IntLiteral || second.kind == ast::ExprKind::List;
     if ((op == Op::ReduceMax || op == Op::ReduceMin) && !axis_like && second.kind != ast::ExprKind::Error) {
       const char* elementwise = op == Op::ReduceMax ? "maximum" : "minimum";
       error(axis_arg->loc, fmt::format("{}'s second argument is the axis it reduces, an integer literal, found '{}'; "

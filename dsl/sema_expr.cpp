@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "dsl/frontend.h"
 #include "dsl/sema.h"
 #include "ir/type_infer.h"
 
@@ -87,10 +88,7 @@ std::string expr_text(const ast::Expr& e) {
   std::string out;
   switch (e.kind) {
     case ast::ExprKind::IntLiteral: out = std::to_string(e.int_value); break;
-    case ast::ExprKind::FloatLiteral:   // 0.0 quoted as "0" would read as an integer
-      out = fmt::format("{}", e.float_value);
-      if (out.find_first_of(".eEn") == std::string::npos) out += ".0";
-      break;
+    case ast::ExprKind::FloatLiteral: out = float_text(e.float_value); break;   // 0.0, not 0
     case ast::ExprKind::BoolLiteral: out = e.int_value ? "true" : "false"; break;
     case ast::ExprKind::StringLiteral: out = "\"" + e.text + "\""; break;
     case ast::ExprKind::Name: out = e.text; break;

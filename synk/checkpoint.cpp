@@ -102,13 +102,16 @@ std::optional<std::string> foreign_entry(const fs::path& dir) {
 // A filesystem error (a path too long, a loop of symbolic links, a directory without permission)
 // is the caller's path, so a UsageError naming it, not an internal error.
 template <class F>
-auto with_path_errors(const char* what, const std::string& dir, F&& f) -> decltype(f()) {
+auto with_path_errors(const std::string& who, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const fs::filesystem_error& e) {
-    throw UsageError(fmt::format("{}('{}'): {}", what, dir, e.code().message() + ": " + e.path1().string()));
+    throw UsageError(fmt::format("{}: {}: {}", who, e.code().message(), e.path1().string()));
   }
 }
+
+// How a message names the call: "save_checkpoint('ckpt')".
+std::string call_text(const char* what, const std::string& dir) { return fmt::format("{}('{}')", what, dir); }
 
 // In a job over several nodes only node 0's leader touches the checkpoint's files: the other
 // nodes' disks may not hold it, or may be the same shared filesystem, where several writers
@@ -163,7 +166,7 @@ json read_manifest_here(const std::string& dir, const char* what) {
 // The manifest as node 0 reads it (on_node_zero), on every leader.
 json read_manifest(const std::string& dir, const char* what) {
   return json::parse(
-      on_node_zero(what, [&] { return with_path_errors(what, dir, [&] { return read_manifest_here(dir, what).dump(); }); }));
+      on_node_zero(what, [&] { return with_path_errors(call_text(what, dir), [&] { return read_manifest_here(dir, what).dump(); }); }));
 }
 
 bool is_scratch(const ScratchVariables& scratch, const std::string& name) {
@@ -313,7 +316,7 @@ CheckpointMetadata restore(const Module& module, const std::vector<Function>& fu
   // the broadcast takes its values to every rank of every node).
   std::vector<std::pair<std::string, Array>> values;
   on_node_zero("load_checkpoint", [&] {
-    with_path_errors("load_checkpoint", dir, [&] {
+    with_path_errors(call_text("load_checkpoint", dir), [&] {
       for (const json& e : entries) values.emplace_back(e.at("name"), read_variable(module, e, dir));
     });
     return std::string();
@@ -361,27 +364,26 @@ fs::path detail::checkpoint_directory(const std::string& dir) {
 namespace {
 
 // Where a save of `dir` writes, after the checks it makes before writing anything.
-fs::path checked_target(const std::string& dir) {
+// `who` names the caller in the messages.
+fs::path checked_target(const std::string& dir, const std::string& who) {
   const fs::path target = detail::checkpoint_directory(dir);
   if (target.filename().empty() || target.filename() == "." || target.filename() == "..")
-    throw UsageError(fmt::format("save_checkpoint('{}'): name the checkpoint's own directory", dir));
+    throw UsageError(fmt::format("{}: name the checkpoint's own directory", who));
   if (fs::exists(target) && !(fs::is_directory(target) && (is_checkpoint(target) || fs::is_empty(target))))
-    throw UsageError(fmt::format("save_checkpoint('{}'): it exists and is not a checkpoint; a checkpoint never "
-                                 "replaces other files", dir));
+    throw UsageError(fmt::format("{}: it exists and is not a checkpoint; a checkpoint never replaces other files", who));
   if (const std::optional<std::string> other = foreign_entry(target))
-    throw UsageError(fmt::format("save_checkpoint('{}'): it is a checkpoint, but it also holds '{}', which the new "
-                                 "one would delete; a checkpoint never replaces other files (move it out first)",
-                                 dir, *other));
+    throw UsageError(fmt::format("{}: it is a checkpoint, but it also holds '{}', which the new one would delete; a "
+                                 "checkpoint never replaces other files (move it out first)", who, *other));
   const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   if (!fs::is_directory(parent))
-    throw UsageError(fmt::format("save_checkpoint('{}'): the directory '{}' does not exist", dir, parent.string()));
+    throw UsageError(fmt::format("{}: the directory '{}' does not exist", who, parent.string()));
   return target;
 }
 
 // The save itself, on this leader's filesystem.
 void save_here(const Module& module, const std::vector<Function>& functions, const std::string& dir,
                const CheckpointMetadata& metadata, const StepIndices& steps, const ScratchVariables& scratch) {
-  const fs::path target = checked_target(dir);
+  const fs::path target = checked_target(dir, call_text("save_checkpoint", dir));
   const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   sweep_stale_temps(target);
   std::random_device entropy;
@@ -411,9 +413,9 @@ void save_here(const Module& module, const std::vector<Function>& functions, con
 
 }  // namespace
 
-void detail::check_save_target(const std::string& dir) {
-  if (dir.empty()) throw UsageError("save_checkpoint: the directory name is empty");
-  with_path_errors("save_checkpoint", dir, [&] { checked_target(dir); });
+void detail::check_save_target(const std::string& dir, const std::string& who) {
+  if (dir.empty()) throw UsageError(who + ": the directory name is empty");
+  with_path_errors(who, [&] { checked_target(dir, who); });
 }
 
 void save_checkpoint(const Module& module, const std::vector<Function>& functions, const std::string& dir,
@@ -424,7 +426,7 @@ void save_checkpoint(const Module& module, const std::vector<Function>& function
       throw UsageError(fmt::format("save_checkpoint('{}'): training step '{}' has step index {} (must be >= 0)", dir,
                                    name, index));
   on_node_zero("save_checkpoint", [&] {
-    with_path_errors("save_checkpoint", dir, [&] { save_here(module, functions, dir, metadata, steps, scratch); });
+    with_path_errors(call_text("save_checkpoint", dir), [&] { save_here(module, functions, dir, metadata, steps, scratch); });
     return std::string();
   });
 }

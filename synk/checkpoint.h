@@ -68,8 +68,9 @@ ScratchVariables gradient_buffers(const ir::Module& module);
 // run checks its parent before the call).
 std::filesystem::path checkpoint_directory(const std::string& dir);
 // The checks save_checkpoint makes of `dir` before it writes anything (UsageError naming what is
-// wrong), for callers that save after long work (synkc run --checkpoint) and refuse a bad DIR first.
-void check_save_target(const std::string& dir);
+// wrong, after `who`), for callers that save after long work (synkc run --checkpoint) and refuse
+// a bad DIR first.
+void check_save_target(const std::string& dir, const std::string& who);
 // A module's step counts by training function, as jit::Module and aot modules keep them: every
 // TrainStep a module makes for one function shares its count (detail::share_step_count).
 struct StepCounts {

@@ -5,11 +5,12 @@
 // Forking from Python is safe because a worker never returns into the interpreter: synk::fork()
 // runs the worker loop inside the forked child and ends it with _exit(), so no Python code,
 // thread, atexit handler or buffered output of the parent ever runs or flushes in a worker. The
-// child inherits only the forking thread. One adjustment: workers ignore SIGINT (set in the child
-// by a pthread_atfork handler armed only during synk.fork), so that Ctrl-C in a terminal, which
-// signals the whole foreground process group, interrupts the Python program (KeyboardInterrupt
-// on the master after the current call) instead of killing the workers and losing the group.
-// A child the user forks from the master (os.fork) gets a fresh API lock from the same handler,
+// child inherits only the forking thread. Workers ignore SIGINT (the runtime sets it in every
+// worker), so that Ctrl-C in a terminal, which signals the whole foreground process group,
+// interrupts the Python program (KeyboardInterrupt on the master after the current call) instead
+// of killing the workers and losing the group.
+// A child the user forks from the master (os.fork) gets a fresh API lock from a pthread_atfork
+// handler (not armed during synk.fork, whose children are workers),
 // may close its copy of the group (the runtime leaves the master's segments alone), and is
 // refused any command on it (check_group_process).
 #include <pthread.h>
@@ -33,9 +34,7 @@ std::atomic<bool> g_forking{false};
 bool g_forked_by_user = false;
 
 void child_after_fork() {
-  if (g_forking.load()) {
-    signal(SIGINT, SIG_IGN);   // a synk worker
-  } else {
+  if (!g_forking.load()) {
     // A child the user forked (os.fork, multiprocessing): another thread may have held the API
     // lock at the fork, and that thread does not exist here; start with a fresh lock.
     new (&api_mutex()) std::mutex();

@@ -198,14 +198,7 @@ void emit_updates(const RunOptions& options, synk::jit::Module& module, const sy
 // --checkpoint DIR is written after the call: a DIR that cannot be is refused before it.
 void check_checkpoint_path(const std::string& dir) {
   if (dir.empty()) return;
-  try {
-    synk::detail::check_save_target(dir);   // what the save would refuse after the call
-  } catch (const UsageError& e) {   // "save_checkpoint('DIR'): why" becomes "--checkpoint DIR: why"
-    std::string why = e.what();
-    if (const size_t colon = why.find("'): "); why.rfind("save_checkpoint('", 0) == 0 && colon != std::string::npos)
-      why = why.substr(colon + 4);
-    throw UsageError(fmt::format("--checkpoint {}: {}", dir, why));
-  }
+  synk::detail::check_save_target(dir, "--checkpoint " + dir);   // what the save would refuse after the call
   const std::filesystem::path parent = synk::detail::checkpoint_directory(dir).parent_path();
   // The save creates a directory there: try it now (a read-only or special filesystem).
   std::string probe = ((parent.empty() ? std::filesystem::path(".") : parent) / ".synkc-probe-XXXXXX").string();
