@@ -5,7 +5,8 @@
 # prints exactly what the JIT app prints; the AOT app needs no LLVM; editing the .synk file, or
 # touching a .npy file its load() builds in, re-runs synkc on the next build.
 # With --build-tree, the same project uses the build directory itself, uninstalled
-# (-Dsynk_DIR=BUILD_DIR), and the checks after the first build are skipped.
+# (-Dsynk_DIR=BUILD_DIR), and the checks after the first build are skipped; instead, a project
+# linking synk::jit without COMPONENTS jit must fail to configure with a message that says so.
 # Usage: run-consumer.sh BUILD_DIR [CMAKE] [--build-tree]
 set -euo pipefail
 build_dir=$(cd "$1" && pwd)
@@ -39,6 +40,16 @@ if readelf -d "$work/build/aot_app" | grep -E 'NEEDED.*(libLLVM|libclang)'; then
   echo "aot_app needs LLVM at run time"; exit 1
 fi
 if [ "$mode" = --build-tree ]; then
+  # synk::jit without COMPONENTS jit in a CXX-only project: CMake's error names what to add, where
+  # the linker would have said "cannot find -lclang-cpp".
+  mkdir -p "$work/nojit"
+  printf 'cmake_minimum_required(VERSION 3.25)\nproject(nojit LANGUAGES CXX)\nfind_package(synk REQUIRED)\nadd_executable(app main.cpp)\ntarget_link_libraries(app PRIVATE synk::jit)\n' \
+    > "$work/nojit/CMakeLists.txt"
+  echo 'int main() {}' > "$work/nojit/main.cpp"
+  if "$cmake" -S "$work/nojit" -B "$work/nojit/build" -G Ninja "${where[@]}" > "$work/nojit.log" 2>&1; then
+    echo "synk::jit without COMPONENTS jit configured"; exit 1
+  fi
+  grep -q 'synk::jit_needs__find_package_synk_COMPONENTS_jit' "$work/nojit.log" || { cat "$work/nojit.log"; exit 1; }
   echo "consumer project on the build tree: OK (seed $seed)"
   exit 0
 fi
