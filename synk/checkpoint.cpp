@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -201,10 +204,58 @@ json manifest_of(const Module& module, const std::vector<Function>& functions, c
   return manifest;
 }
 
+// A load in one process and saves in another over the same directory (an evaluator reading what
+// training writes): a save swaps whole directories, but a load reads the manifest, then the files
+// by path, so without a lock it could read one checkpoint's manifest and the next one's files. A
+// load holds a shared flock on the directory while it reads; a save holds an exclusive one on the
+// directory it swaps out until it has removed it. Each takes the lock on the directory that is
+// at the path once the lock is held (a save may have swapped it meanwhile). Where the filesystem
+// has no flock, they go on unlocked, as before.
+class DirectoryLock {
+ public:
+  DirectoryLock() = default;
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock(DirectoryLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+  ~DirectoryLock() {
+    if (fd_ >= 0) ::close(fd_);   // releases the lock
+  }
+
+  // `operation`: LOCK_SH (a load) or LOCK_EX (a save). No lock when `dir` is not a directory
+  // (the caller reports that) or cannot be locked.
+  static DirectoryLock take(const fs::path& dir, int operation) {
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      DirectoryLock lock;
+      lock.fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (lock.fd_ < 0) return DirectoryLock();
+      int rc;
+      while ((rc = ::flock(lock.fd_, operation)) != 0 && errno == EINTR) {
+      }
+      if (rc != 0) return DirectoryLock();
+      struct stat held {}, now {};
+      if (::fstat(lock.fd_, &held) == 0 && ::stat(dir.c_str(), &now) == 0 && held.st_dev == now.st_dev &&
+          held.st_ino == now.st_ino)
+        return lock;
+    }
+    return DirectoryLock();
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// The load's lock, where this leader reads the files (node 0 in a job over several nodes).
+DirectoryLock lock_for_loading(const std::string& dir) {
+  const rt::Cluster* cl = rt::cluster();
+  if (cl && cl->node() != 0) return DirectoryLock();
+  return DirectoryLock::take(fs::path(dir), LOCK_SH);
+}
+
 // Puts `fresh` at `target`: an atomic exchange when a checkpoint is there (the old one then sits
 // at `fresh` and is removed), a rename otherwise.
 void publish(const fs::path& fresh, const fs::path& target, const std::string& dir) {
   if (fs::exists(target)) {
+    const DirectoryLock replacing = DirectoryLock::take(target, LOCK_EX);   // held until the old one is gone
     if (::renameat2(AT_FDCWD, fresh.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0)
       throw UsageError(fmt::format("save_checkpoint('{}'): cannot replace the old checkpoint: {}", dir,
                                    std::strerror(errno)));
@@ -483,6 +534,7 @@ CheckpointMetadata detail::load_with_step_counts(
     const std::vector<std::string>& step_functions,
     const std::function<std::vector<Function>(const std::vector<std::string>&)>& functions_for,
     const std::function<void(const StepIndices&)>& restore_steps) {
+  const DirectoryLock reading = lock_for_loading(dir);
   const json manifest = read_manifest(dir, "load_checkpoint");
   return checked_manifest(dir, "load_checkpoint", [&] {
     check_same_variables(module, dir, manifest, scratch);
@@ -501,6 +553,7 @@ void detail::StepCounts::restore(const StepIndices& indices) {
 
 CheckpointMetadata load_checkpoint(const Module& module, const std::vector<Function>& functions,
                                    const std::string& dir, const ScratchVariables& scratch) {
+  const DirectoryLock reading = lock_for_loading(dir);
   const json manifest = read_manifest(dir, "load_checkpoint");
   return checked_manifest(dir, "load_checkpoint",
                           [&] { return restore(module, functions, dir, manifest, scratch); });

@@ -365,6 +365,43 @@ TEST(Checkpoint, ASaveKilledAtAnyMomentLeavesAWholeCheckpoint) {
 }
 
 
+// A load while another process saves over the same checkpoint (an evaluator reading what training
+// writes) reads one whole checkpoint, old or new: never one's manifest with the other's files,
+// which it took for damage.
+TEST(Checkpoint, ALoadDuringSavesOfAnotherProcessReadsOneWholeCheckpoint) {
+  TempDir tmp;
+  const std::string ckpt = (tmp.path / "ckpt").string();
+  jit::Module m = jit::compile_string(kProgram);
+  m.save_checkpoint(ckpt, {{"value", "0"}});
+  const std::vector<float> initial = m.shared("w").values<float>();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (int i = 1;; ++i) {
+      m.shared("w").set_value(std::vector<float>(12, float(i)), {4, 3});
+      m.save_checkpoint(ckpt, {{"value", std::to_string(i)}});
+    }
+  }
+  jit::Module loaded = jit::compile_string(kProgram);
+  int failures = 0, distinct = 0;
+  std::string last;
+  for (int round = 0; round < 200; ++round) {
+    try {
+      const std::string value = loaded.load_checkpoint(ckpt).at("value");
+      const std::vector<float> w = loaded.shared("w").values<float>();
+      EXPECT_EQ(w, value == "0" ? initial : std::vector<float>(12, std::stof(value))) << "round " << round;
+      if (value != last) ++distinct;
+      last = value;
+    } catch (const UsageError& e) {
+      ADD_FAILURE() << "round " << round << ": " << e.what();
+      if (++failures > 3) break;
+    }
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_GT(distinct, 1) << "the loads never met a save";
+}
+
 std::string read_text(const fs::path& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
