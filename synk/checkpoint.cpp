@@ -32,6 +32,8 @@
 #include <xxhash.h>
 
 #include "ir/ir.h"
+#include "base/wire.h"
+#include "runtime/call/call_nodes.h"
 #include "runtime/data/npy.h"
 #include "runtime/data/shared_vars.h"
 #include "runtime/group/cleanup.h"
@@ -116,6 +118,32 @@ auto with_path_errors(const std::string& who, F&& f) -> decltype(f()) {
 // How a message names the call: "save_checkpoint('ckpt')".
 std::string call_text(const char* what, const std::string& dir) { return fmt::format("{}('{}')", what, dir); }
 
+// Every leader makes the same checkpoint call here (SPMD): one small exchange compares them
+// before node 0 touches any file. It has the form of a call's first exchange (a description as
+// the first field), so a leader that makes a call or a collective here instead reads this one's
+// description in its own comparison, and every leader raises a UsageError naming what each node
+// did, instead of pairing node 0's values with another exchange.
+void agree_across_nodes(const char* what) {
+  rt::wire::Writer w;
+  w.str(fmt::format("{}(...)", what));
+  std::vector<std::string> all;
+  rt::cross_node(what, [&] { all = rt::cluster()->all_gather(w.bytes()); });
+  std::vector<std::string> did;
+  bool differ = false;
+  for (const std::string& message : all) {
+    std::string first = rt::wire::Reader(message).str();
+    if (rt::is_refusal(first)) first = "refused a call: " + rt::refusal_reason(first);
+    differ |= first != rt::wire::Reader(all[0]).str();
+    did.push_back(std::move(first));
+  }
+  if (!differ) return;
+  std::string text;
+  for (size_t n = 0; n < did.size(); ++n) text += fmt::format("{}node {}: {}", n ? "; " : "", n, did[n]);
+  throw UsageError(fmt::format("{}: the nodes' leaders made different calls (every leader must make the same "
+                               "calls, collectives and checkpoint calls in the same order, docs/multinode.md): {}",
+                               what, text));
+}
+
 // In a job over several nodes only node 0's leader touches the checkpoint's files: the other
 // nodes' disks may not hold it, or may be the same shared filesystem, where several writers
 // would race to replace one directory. It runs `f`; every leader gets its result, or fails with
@@ -124,6 +152,7 @@ std::string call_text(const char* what, const std::string& dir) { return fmt::fo
 std::string on_node_zero(const char* what, const std::function<std::string()>& f) {
   rt::Cluster* cl = rt::cluster();
   if (!cl) return f();
+  agree_across_nodes(what);
   std::string message;   // "0" + the result, or "1" + the error
   std::exception_ptr failure;
   if (cl->node() == 0) {

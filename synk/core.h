@@ -263,7 +263,8 @@ class Function {
   Function() = default;
   // Runs on every rank of the group and reduces the outputs.
   Outputs operator()(const std::vector<Data>& inputs, const CallOptions& options = {}) const;
-  // Runs on the master alone, as one device (updates change the master's copies only).
+  // Runs on the master alone, as one device (updates change the master's copies only); under
+  // mpirun on this leader alone, with no exchange with the others.
   Outputs run_local(const std::vector<Data>& inputs, const CallOptions& options = {}) const;
 
   // One Data per input, from host arrays, with each input's declared dtype (safe casts only,

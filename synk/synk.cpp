@@ -23,6 +23,7 @@
 #include "runtime/node/cluster.h"
 #include "runtime/node/placement.h"
 #include "runtime/trace/trace.h"
+#include "synk/collectives_internal.h"
 #include "base/wire.h"
 
 namespace synk {
@@ -319,8 +320,10 @@ Array Module::get_value(int rank, std::string_view name) const {
   check_rank(rank, "get_value");
   if (rank == 0 && !rt::cluster()) return get_value(name);
   group_or_throw("get_value");
-  std::string what = fmt::format("get_value('{}')", name);
-  return std::move(detail::get_values(rank, {var(name)}, what.c_str())[0]);
+  const std::string what = fmt::format("get_value('{}')", name);
+  // Compared across the leaders like synk::get_value's (SYNK_CHECK_NODES=1).
+  return collectives_internal::node_checked(
+      what.c_str(), [&] { return std::move(detail::get_values(rank, {var(name)}, what.c_str())[0]); });
 }
 
 void Module::set_value(int rank, std::string_view name, const ArrayRef& value, bool force_cast) {

@@ -250,7 +250,10 @@ struct FunctionObj {
   Signature sig;
 
   py::object call(const py::args& args, const py::kwargs& kwargs, bool local) const {
-    auto refuse = [](const synk::Error& e) { synk::detail::refuse_call(e); };
+    // as_local is this process's alone: a mistake in it concerns no other leader.
+    auto refuse = [local](const synk::Error& e) {
+      if (!local) synk::detail::refuse_call(e);
+    };
     PreparedCall p = prepare_or_refuse(sig, args, kwargs, refuse);
     synk::Outputs out = without_gil([&] {
       std::vector<synk::Data> in = materialise_or_refuse(p, sig, refuse);   // temporaries die inside the lock

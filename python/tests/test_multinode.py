@@ -518,3 +518,58 @@ def test_max_and_min_across_nodes_propagate_a_nan_from_any_node(tmp_path):
         values = eval(line.split(": ", 1)[1], {"nan": float("nan")})
         for v in values:
             assert v[0] == first and v[1] != v[1] and v[2] == last, line
+
+
+ONE_LEADER_ALONE = r'''
+import sys
+import numpy as np
+import synk
+
+out = sys.argv[1]
+m = synk.compile("""
+shared w: f32[4] = 1;
+fn f(scatter x: f32[n, 4]) { out a: avg = mean(x, axis=0); }
+""")
+synk.fork(2)
+f, w, node = m.function("f"), m.shared("w"), synk.node()
+x = np.arange(40, dtype="float32").reshape(10, 4)
+lines = []
+if node == 0:   # this process's alone, as one device: no other leader takes part
+    lines.append(f"as_local: {f.as_local(x).tolist()}")
+lines.append(f"call: {f(synk.data(x)).tolist()}")
+ckpt = out + ".ckpt"
+m.save_checkpoint(ckpt)
+try:   # node 0 saves while node 1 calls: both learn it, and neither pairs with the other's data
+    lines.append(f"mixed: {m.save_checkpoint(ckpt) if node == 0 else f(synk.data(x))}")
+except synk.UsageError as e:
+    lines.append(f"mixed: {e}")
+try:   # a shared variable's get_value by rank is compared like synk.get_value (SYNK_CHECK_NODES=1)
+    lines.append(f"get: {w.get_value(rank=0) if node == 0 else synk.all_reduce(w, op='sum')}")
+except synk.UsageError as e:
+    lines.append(f"get: {e}")
+synk.all_reduce(w, op="sum")
+lines.append(f"after: {w.get_value().tolist()} {f(synk.data(x)).tolist()}")
+open(out + ".node" + str(node), "w").write("\n".join(lines) + "\n")
+synk.close()
+'''
+
+
+def test_a_local_call_a_checkpoint_and_get_value_on_one_leader_alone(tmp_path):
+    """as_local on one leader alone runs there (it was taken for a call across nodes: a C++
+    IndexError with 2 ranks per node); a checkpoint call on one leader against a call on the other
+    is a UsageError on both, naming each (node 1 took node 0's checkpoint message for its call's);
+    a shared variable's get_value(rank=0) is compared across the leaders with SYNK_CHECK_NODES=1
+    (it was not, and node 0's value went to node 1's next exchange). The leaders stay in step."""
+    out = str(tmp_path / "alone")
+    two_leaders(tmp_path, "alone", ONE_LEADER_ALONE, out, env={"SYNK_CHECK_NODES": "1"})
+    node0 = open(out + ".node0").read().splitlines()
+    node1 = open(out + ".node1").read().splitlines()
+    assert node0[0] == "as_local: [18.0, 19.0, 20.0, 21.0]", node0
+    assert node0[1] == node1[0] == "call: [18.0, 19.0, 20.0, 21.0]", (node0, node1)
+    for mixed in (node0[2], node1[1]):
+        assert "the nodes' leaders made different calls" in mixed, mixed
+        assert "save_checkpoint(...)" in mixed and "f(f32[10, 4])" in mixed, mixed
+    for got in (node0[3], node1[2]):
+        assert "the nodes' leaders make different collectives" in got, got
+        assert "get_value('w')(rank 0)" in got and "all_reduce(op sum)" in got, got
+    assert node0[4] == node1[3] == "after: [4.0, 4.0, 4.0, 4.0] [18.0, 19.0, 20.0, 21.0]", (node0, node1)

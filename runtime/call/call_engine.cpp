@@ -703,8 +703,11 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
   call.module = reg.modules.at(size_t(call.module_id)).get();
   const FunctionSignature& sig = call.entry->fn->signature();
   const int n_local = group ? group->size() : 1;
-  const int N = n_local * cluster_nodes();           // global ranks
-  const int offset = cluster_node() * n_local;       // this node's first global rank
+  // Without a group (Function::run_local, Python's as_local) the call is this process's alone,
+  // also under mpirun: no other leader makes it.
+  const bool nodes = group && cluster();
+  const int N = n_local * (nodes ? cluster_nodes() : 1);   // global ranks
+  const int offset = nodes ? cluster_node() * n_local : 0;  // this node's first global rank
   call.seed = call.entry->seed;
   call.step = call.entry->step;
   PhaseClock clock(call.entry, "master", true);
@@ -713,7 +716,7 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
   CallRequest agreed;
   RemoteShapes remote;
   std::string described;   // compared with the results when not agreed on first
-  if (cluster()) {
+  if (nodes) {
     agreed = request;
     if (needs_agreement_first(agreed, sig, call.module->spec))
       agree_on_call(agreed, sig, call.module->spec, [&](int local, int32_t var) -> const std::vector<int64_t>& {
@@ -723,12 +726,12 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
     else
       described = describe_call(agreed, sig);
   }
-  const CallRequest& req = cluster() ? agreed : request;
+  const CallRequest& req = nodes ? agreed : request;
 
   // Plan and validate: nothing has moved yet (a failure across nodes: fail_call_on_every_node).
   try {
     PlanRequest pr = plan_request(group, req, call, sig, N);
-    if (cluster())
+    if (nodes)
       pr.shared_shape = [&, group](int rank, int var) -> const std::vector<int64_t>& {
         if (rank >= offset && rank < offset + n_local)
           return group ? ShapeBook::instance().shape(rank - offset, call.module_id, var)
@@ -738,10 +741,10 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
     call.plan = plan_call(pr);
     call.stream = plan_stream(group, req.stream, sig, *call.module, call.plan);
   } catch (const UsageError& e) {
-    if (cluster()) fail_call_on_every_node(sig.name, described, n_local, req.stream.update >= 0, e);
+    if (nodes) fail_call_on_every_node(sig.name, described, n_local, req.stream.update >= 0, e);
     throw;
   }
-  if (cluster() && req.stream.update >= 0) agree_call_is_ready(sig.name, described, "");
+  if (nodes && req.stream.update >= 0) agree_call_is_ready(sig.name, described, "");
   const CallPlan& plan = call.plan;
   if (call.stream.update >= 0) call.ctx = &group->master_context();
   for (const Data& d : req.inputs) call.inputs.push_back(ResolvedInput{static_cast<const std::byte*>(d.raw()), d.dtype(), d.shape()});
@@ -762,7 +765,7 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
     CallMessage message = call_message(group, req, sig, plan, N);
     message.seed = call.seed;
     message.step = call.step;
-    message.world_ranks = cluster() ? N : 0;
+    message.world_ranks = nodes ? N : 0;
     message.rank_offset = offset;
     message.stream = call.stream;
     std::string payload = encode_call_message(message);
@@ -772,7 +775,7 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
   clock.mark(2, "run every rank (master's share, then waiting)", Category::Run);
 
   GlobalOutcome all;
-  if (cluster()) {
+  if (nodes) {
     all = share_outcome(group, sig, described, mine, errors);
     errors = all.errors;
   }
@@ -784,7 +787,7 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
   }
 
   // Reduce: rank 0 first, then every other rank in rank order.
-  CallResult result{cluster() ? reduce_global_outputs(sig, plan, all) : reduce_outputs(group, sig, plan, mine, N),
+  CallResult result{nodes ? reduce_global_outputs(sig, plan, all) : reduce_outputs(group, sig, plan, mine, N),
                     rank_weights(plan), call.stream.update >= 0};
   clock.mark(3, "reduce outputs over ranks", Category::Reduce);
   for (PendingUpdate& p : mine.updates) commit_update(p);
