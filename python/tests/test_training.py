@@ -179,3 +179,32 @@ fn f(bcast x: f64[3], bcast e: f64[3]) {
 }""").function("f")
     got = f.as_local(np.array([0.0, 0.0, 2.0]), np.array([0.0, 2.0, 3.0]))
     assert np.allclose(got, [0.0, 0.0, 8.0 * np.log(2.0)], rtol=0, atol=1e-12)
+
+
+def test_a_step_that_selects_no_rows_changes_no_variable(group, rng):
+    """batch=[] (the empty last chunk of np.array_split): rank 0 runs the gradient function once on
+    zero rows for its outputs, and keeps its variables like every rank without rows. Its batch
+    norm running statistics were set to mean over no rows, NaN, on the master only."""
+    model = synk.compile("""
+shared w: f32[3, 2] = normal(seed=1);
+shared g: f32[2] = ones;  shared b: f32[2];
+shared rm: f32[2];        shared rv: f32[2] = ones;
+optimizer opt = adam(lr=0.01);
+fn train(scatter x: f32[n, 3], scatter y: i64[n]) {
+  let h = batch_norm(x @ w, g, b, rm, rv, training=true);
+  out loss: avg = mean(cross_entropy(h, y));
+  minimize mean(cross_entropy(h, y)) over w, g, b using opt;
+}
+fn stat(scatter x: f32[n]) { update w: avg = w * mean(x); }
+""")
+    step = model.train_step("train")
+    x, y = rng.standard_normal((8, 3)).astype(np.float32), np.zeros(8, np.int64)
+    step(x, y)
+    names = ["w", "g", "b", "rm", "rv"]
+    before = [[model.shared(v).get_value(r) for v in names] for r in range(synk.size())]
+    step(x, y, batch=[])
+    model.function("stat")(np.ones(4, np.float32), batch=[])
+    after = [[model.shared(v).get_value(r) for v in names] for r in range(synk.size())]
+    for r in range(synk.size()):
+        for v, old, new in zip(names, before[r], after[r]):
+            assert np.array_equal(old, new), (r, v, old, new)

@@ -790,7 +790,10 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
   CallResult result{nodes ? reduce_global_outputs(sig, plan, all) : reduce_outputs(group, sig, plan, mine, N),
                     rank_weights(plan), call.stream.update >= 0};
   clock.mark(3, "reduce outputs over ranks", Category::Reduce);
-  for (PendingUpdate& p : mine.updates) commit_update(p);
+  // A call that selected no rows at all ran rank 0 on zero rows for its outputs only: like every
+  // rank without rows it keeps its variables (an avg update over no rows would be 0/0, NaN).
+  if (!plan.empty_call)
+    for (PendingUpdate& p : mine.updates) commit_update(p);
   if (!sig.updates.empty()) ++call.entry->step;   // a training step: its next call draws anew
   clock.mark(4, "commit this rank's updates", Category::Update);
   clock.end_call(clock.tracing() ? fmt::format("{} positions on {} ranks, {} slices", plan.positions, N, plan.num_slices)
