@@ -322,6 +322,8 @@ class FunctionAnalyzer {
   std::vector<int64_t> trained_;                  // the step's variables
   std::vector<HelperFrame> frames_;               // the helper calls being inlined, outermost first
   size_t helper_calls_ = 0;                       // inlined so far in this function
+  size_t argument_nesting_ = 0;                   // argument_read calls in progress
+  bool argument_too_deep_ = false;                // reported once per function
   int64_t next_salt_ = 0;                         // the next random op's salt
   size_t errors_at_start_ = 0;
   bool had_error_ = false;

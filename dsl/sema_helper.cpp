@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "dsl/parser.h"
 #include "dsl/sema.h"
 
 namespace synk::dsl::sema {
@@ -356,6 +357,23 @@ std::vector<Value> FunctionAnalyzer::call_helper(const ast::Expr& e, const Helpe
 // caller's scope and frames are put back for the moment.
 Value FunctionAnalyzer::argument_read(Binding& b) {
   const ast::Expr* argument = std::exchange(b.argument, nullptr);
+  // Arguments written out inside arguments nest like the expression they make (l1(x) = l0(l0(x)),
+  // l2(x) = l1(l1(x)), ...: 2^k levels), each a recursion here: the parser's limit on an
+  // expression's depth applies to that expression too, before it exhausts the stack.
+  if (argument_nesting_ >= size_t(kMaxExpressionDepth)) {
+    if (!std::exchange(argument_too_deep_, true))
+      error(argument->loc, fmt::format("this helper argument, written out where the helper reads it, makes an "
+                                       "expression more than {} levels deep (the limit of an expression); bind "
+                                       "intermediate results with let, or give the helper's parameter a type",
+                                       kMaxExpressionDepth));
+    b.value = Value::error();
+    return b.value;
+  }
+  ++argument_nesting_;
+  struct Leave {
+    size_t& n;
+    ~Leave() { --n; }
+  } leave{argument_nesting_};
   const size_t depth = b.argument_depth;
   std::vector<HelperFrame> inner(std::make_move_iterator(frames_.begin() + ptrdiff_t(depth)),
                                  std::make_move_iterator(frames_.end()));
