@@ -505,7 +505,15 @@ void FunctionBuilder::minimize(const Expr& loss, std::vector<Expr> variables, co
   const int64_t index = int64_t(found - m->optimizers.begin());
 
   // The same checks, in the same order, as sema's minimize statement; all of them before the
-  // module changes (a statement that throws leaves the builders as they were).
+  // module changes (a statement that throws leaves the builders as they were). grad also takes
+  // inputs; minimize trains shared variables only.
+  for (const Expr& variable : variables) {
+    const ExprNode& v = *builder_detail::require(variable, "minimize");
+    if (v.kind != ExprNode::Kind::Shared)
+      throw UserError(fmt::format("minimize differentiates with respect to shared variables, but {} in function "
+                                  "'{}' is {}", v.kind == ExprNode::Kind::Param ? "'" + v.name + "'" : "a variable",
+                                  f.fn.name, v.kind == ExprNode::Kind::Param ? "a parameter" : builder_detail::describe(v)));
+  }
   Expr gradient = grad(loss, variables);
   check_belongs(f, *gradient.node(), "minimize using", optimizer);
   checks::FlatGradient trained;

@@ -339,6 +339,16 @@ std::vector<Rejected> rejected_training() {
          f.minimize(sum(f.bcast("x", F::F32, {2}) * w), {w}, "w");
        },
        {"'w' is a shared variable, not an optimizer"}},
+      {"minimize over an input", "shared w: f32[2]; optimizer o = sgd(lr=1); fn f(bcast x: f32[2]) { minimize sum(x * w) over x using o; }",
+       [] {
+         ModuleBuilder mb;
+         auto w = mb.shared("w", F::F32, {2});
+         mb.optimizer("o", "sgd", {{"lr", 1.0}});
+         auto f = mb.function("f");
+         auto x = f.bcast("x", F::F32, {2});
+         f.minimize(sum(x * w), {x}, "o");
+       },
+       {"minimize differentiates with respect to shared variables, but 'x'", "is a parameter"}},
       {"two training steps in one function",
        "shared w: f32[2]; optimizer o = sgd(lr=1); fn f(bcast x: f32[2]) { minimize sum(x * w) over w using o; "
        "minimize sum(x * w) over w using o; }",
