@@ -191,6 +191,9 @@ Shared Module::shared(const std::string& name) const {
 }
 
 synk::TrainStep Module::train_step(const std::string& name, int64_t num_packs) {
+  if (num_packs < 0)
+    throw UsageError(fmt::format("jit::Module::train_step('{}'): num_packs must be >= 0 (0: the optimizer's), got {}",
+                                 name, num_packs));
   State& s = state();
   const ir::TrainStep* step = s.ir.find_train_step(name);
   if (!step) {

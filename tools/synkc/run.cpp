@@ -295,13 +295,15 @@ int run_function(const DriverOptions& driver) {
     for (int rank = 0; rank < synk::size(); ++rank)   // each leader writes the ranks it holds
       module.shared(name).set_value(rank, value.ref(), options.force_cast);
   synk::Outputs outputs = step ? (*step)(arguments, call) : function(arguments, call);
+  // Saved before anything is printed: a reader that closes the pipe early (`| head`) ends synkc
+  // with SIGPIPE while it prints, and the step it ran must not be lost.
+  if (!options.checkpoint.empty()) module.save_checkpoint(options.checkpoint);   // node 0 writes it
   if (synk::node() == 0)   // under mpirun every leader has the same results: node 0 shows them
     for (size_t i = 0; i < outputs.size(); ++i)
       emit_value(options, outputs.names()[i], outputs.names()[i] + ".npy", outputs[i]);
   emit_updates(options, module, *fn);
   if (const synk::ir::Function* update = step ? module.ir().find_function(step->update().name()) : nullptr)
     emit_updates(options, module, *update);
-  if (!options.checkpoint.empty()) module.save_checkpoint(options.checkpoint);   // node 0 writes it
   std::cout << std::flush;
   synk::close();
   return kOk;
