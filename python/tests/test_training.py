@@ -130,6 +130,8 @@ def test_training_errors(model):
     step = model.train_step("train")
     with pytest.raises(synk.UsageError):
         step.num_packs = -1
+    with pytest.raises(synk.UsageError, match="num_packs must be >= 0"):
+        model.train_step("train", num_packs=-5)
     with pytest.raises(synk.UsageError, match="training step 'train'"):
         step(synk.data(np.ones((4, 3))), synk.data(np.ones((4, 2))))
 
