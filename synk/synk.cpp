@@ -129,6 +129,7 @@ int fork(int n, Backend backend, const ForkOptions& options) {
                      "nodes asked for different rank counts or backends) after it had initialised MPI, which a new "
                      "fork must not inherit; make every node fork alike and start the job again");
   if (rt::started_by_mpi_launcher()) {
+    (void)collectives_internal::NodeCheck::enabled();   // SYNK_CHECK_NODES malformed: said now, not later
     // Before the fork: the ranks inherit the leader's CPUs (runtime/node/placement.h).
     const std::string placed = rt::claim_node_cpus();
     const char* verbose = std::getenv("SYNK_VERBOSE");

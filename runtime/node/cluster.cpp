@@ -48,8 +48,10 @@ double read_node_timeout_s() {
   if (!s || !*s) return 300;
   char* end = nullptr;
   double v = std::strtod(s, &end);
-  if (*end || v < 0)
-    throw UsageError(fmt::format("SYNK_NODE_TIMEOUT_S: expected a number of seconds >= 0, received '{}'", s));
+  // NaN passed `v < 0` and waited forever; past 1e9 s (31 years) the deadline overflows.
+  if (*end || !(v >= 0) || v > 1e9)
+    throw UsageError(fmt::format("SYNK_NODE_TIMEOUT_S: expected a number of seconds from 0 (wait forever) to 1e9, "
+                                 "received '{}'", s));
   return v;
 }
 
@@ -108,6 +110,9 @@ CreateFn load_plugin() {
 bool started_by_mpi_launcher() {
   const char* off = std::getenv("SYNK_MPI");
   if (off && std::string(off) == "0") return false;
+  if (off && *off && std::string(off) != "1")
+    throw UsageError(fmt::format("SYNK_MPI: expected 0 (ignore mpirun: every process is a job of its own) or 1 "
+                                 "(the default), received '{}'", off));
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"})
     if (std::getenv(var)) return true;
   return false;
@@ -128,7 +133,12 @@ void start_cluster(int local_ranks, const std::string& backend_name, std::functi
   g_cluster->poll = poll_peers;
   g_cluster->on_stuck = end_stuck_transfer;
   std::vector<std::string> all;
-  const std::string mine = fmt::format("{} {} {}", local_ranks, backend_name, g_cluster->host());
+  // SYNK_CHECK_NODES too: set on one leader only, it would compare collectives with leaders that
+  // do not (docs/multinode.md), so every leader must run with the same value.
+  const char* check = std::getenv("SYNK_CHECK_NODES");
+  const std::string checking = check && *check && std::string(check) != "0" ? check : "0";
+  const std::string mine = fmt::format("{} {} SYNK_CHECK_NODES={} {}", local_ranks, backend_name, checking,
+                                       g_cluster->host());
   cross_node("start-up", [&] { all = g_cluster->all_gather(mine); });
   std::string differ;
   for (size_t n = 0; n < all.size(); ++n)
@@ -136,7 +146,8 @@ void start_cluster(int local_ranks, const std::string& backend_name, std::functi
       differ += fmt::format("{}node {} ({}): {}", differ.empty() ? "" : "; ", n, all[n].substr(all[n].rfind(' ') + 1),
                             all[n].substr(0, all[n].rfind(' ')));
   if (!differ.empty())
-    throw UsageError(fmt::format("fork: every node must start the same number of ranks on the same backend; node 0 "
+    throw UsageError(fmt::format("fork: every node must start the same number of ranks on the same backend, with the "
+                                 "same SYNK_CHECK_NODES (mpirun -x SYNK_CHECK_NODES=1 sets it on every node); node 0 "
                                  "({}) has {}, but {}", all[0].substr(all[0].rfind(' ') + 1),
                                  all[0].substr(0, all[0].rfind(' ')), differ));
 }

@@ -77,13 +77,28 @@ case $mode in
     echo "PASS: every leader reported the different call of node 1 as a UsageError, failed the calls only node 1's checks refused (in the engine and at the API's front door), and stayed in step"
     ;;
   bad-timeout)
-    # A malformed SYNK_NODE_TIMEOUT_S is refused by fork() on every leader, before any step.
-    run_failing env SYNK_NODE_TIMEOUT_S=soon "${launch[@]}" -x SYNK_NODE_TIMEOUT_S "$program" "$ranks" "$work/multi"
-    [[ $status -ne 0 ]] || { echo "FAIL: the job ran with SYNK_NODE_TIMEOUT_S=soon"; exit 1; }
-    grep -q "SYNK_NODE_TIMEOUT_S: expected a number of seconds >= 0, received 'soon'" "$work/log" ||
-      { echo "FAIL: no leader named the bad SYNK_NODE_TIMEOUT_S"; exit 1; }
+    # A malformed SYNK_NODE_TIMEOUT_S (nan once meant "wait forever") or SYNK_CHECK_NODES is
+    # refused by fork() on every leader, before any step; so is SYNK_CHECK_NODES on one node only.
+    for value in soon nan; do
+      run_failing env SYNK_NODE_TIMEOUT_S=$value "${launch[@]}" -x SYNK_NODE_TIMEOUT_S "$program" "$ranks" "$work/multi"
+      [[ $status -ne 0 ]] || { echo "FAIL: the job ran with SYNK_NODE_TIMEOUT_S=$value"; exit 1; }
+      grep -q "SYNK_NODE_TIMEOUT_S: expected a number of seconds from 0 (wait forever) to 1e9, received '$value'" \
+        "$work/log" || { echo "FAIL: no leader named the bad SYNK_NODE_TIMEOUT_S=$value"; exit 1; }
+      expect_nothing_left
+    done
+    run_failing env SYNK_CHECK_NODES=2 "${launch[@]}" -x SYNK_CHECK_NODES "$program" "$ranks" "$work/multi"
+    [[ $status -ne 0 ]] || { echo "FAIL: the job ran with SYNK_CHECK_NODES=2"; exit 1; }
+    grep -q "SYNK_CHECK_NODES: expected 0 or 1, received '2'" "$work/log" ||
+      { echo "FAIL: no leader named the bad SYNK_CHECK_NODES"; exit 1; }
     expect_nothing_left
-    echo "PASS: SYNK_NODE_TIMEOUT_S=soon was refused at fork() in ${took}s; nothing left behind"
+    run_failing "$mpirun" --allow-run-as-root --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include lo \
+      --mca oob_tcp_if_include lo -np 1 -x SYNK_CHECK_NODES=1 "$program" "$ranks" "$work/multi" : \
+      -np $((nodes - 1)) -x SYNK_CHECK_NODES=0 "$program" "$ranks" "$work/multi"
+    [[ $status -ne 0 ]] || { echo "FAIL: the job ran with SYNK_CHECK_NODES on one node only"; exit 1; }
+    grep -q "same SYNK_CHECK_NODES .*node 0 (.*) has $ranks cpu SYNK_CHECK_NODES=1, but node 1 (.*): $ranks cpu SYNK_CHECK_NODES=0" \
+      "$work/log" || { echo "FAIL: no leader named SYNK_CHECK_NODES set on one node only"; exit 1; }
+    expect_nothing_left
+    echo "PASS: SYNK_NODE_TIMEOUT_S=soon and nan, SYNK_CHECK_NODES=2, and SYNK_CHECK_NODES on one node only were refused at fork(); nothing left behind"
     ;;
   shape-mismatch)
     # The leaders' point-to-point exchanges see the other length (2 nodes: the direct exchange; 3
