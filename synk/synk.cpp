@@ -51,6 +51,12 @@ void at_exit() {
   if (rt::cluster()) rt::abort_job("the program ended without synk::close() (after an error?)");
 }
 
+// Under mpirun the group's messages name global ranks, which the user knows there.
+std::string global_rank_name(int local) {
+  return fmt::format("global rank {} (local rank {} of node {})", rt::cluster_node() * rt::cluster_local_ranks() + local,
+                     local, rt::cluster_node());
+}
+
 // Under mpirun a leader whose group is lost cannot take part in anything any more, and the
 // other leaders would wait for it: the whole job ends (runtime/node/cluster.h).
 void end_job_on_lost_group(const std::string& message, const std::vector<int>& ranks) {
@@ -144,6 +150,7 @@ int fork(int n, Backend backend, const ForkOptions& options) {
         if (g_group) g_group->check_workers();
       });
       rt::set_group_lost_hook(&end_job_on_lost_group);
+      rt::set_rank_namer(&global_rank_name);
       rt::trace::set_node(rt::cluster_node(), rt::cluster_node() * g_group->size());
     } catch (...) {
       g_group->close();

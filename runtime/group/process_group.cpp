@@ -33,6 +33,9 @@
 namespace synk::rt {
 
 namespace {
+
+RankNamer g_rank_namer = nullptr;
+std::string rank_name(int r) { return g_rank_namer ? g_rank_namer(r) : fmt::format("rank {}", r); }
 constexpr uint64_t kControlMagic = 0x53594e4b4354524cull;   // "SYNKCTRL"
 
 // Registered commands get kinds from here up, clear of the group's own.
@@ -510,8 +513,8 @@ void ProcessGroup::warn_of_stopped_workers() {
     if (ctl_->slot(r).done_seq.load() == seq_) continue;
     const char state = process_state(pids_[size_t(r)]);
     if (state != 'T' && state != 't') continue;
-    std::fprintf(stderr, "synk: rank %d (pid %d) is stopped (SIGSTOP, Ctrl-Z or a debugger) and the command waits "
-                 "for it: `kill -CONT %d` resumes it (fork's call_timeout_s bounds such waits)\n", r,
+    std::fprintf(stderr, "synk: %s (pid %d) is stopped (SIGSTOP, Ctrl-Z or a debugger) and the command waits "
+                 "for it: `kill -CONT %d` resumes it (fork's call_timeout_s bounds such waits)\n", rank_name(r).c_str(),
                  int(pids_[size_t(r)]), int(pids_[size_t(r)]));
     stop_warned_seq_ = seq_;
   }
@@ -532,7 +535,7 @@ void ProcessGroup::timed_out() {
   std::vector<std::string> parts;
   for (int r : culprits) {
     bool is_stopped = std::find(stopped.begin(), stopped.end(), r) != stopped.end();
-    parts.push_back(fmt::format("rank {} (pid {}{})", r, pids_[size_t(r)],
+    parts.push_back(fmt::format("{} (pid {}{})", rank_name(r), pids_[size_t(r)],
                                 is_stopped ? ", stopped: SIGSTOP or a debugger" : ""));
   }
   fatal(fmt::format("{} did not finish the command within {} s (the call_timeout_s of synk::fork's ForkOptions)",
@@ -545,6 +548,8 @@ GroupLostHook g_lost_hook = nullptr;
 }  // namespace
 
 void set_group_lost_hook(GroupLostHook hook) { g_lost_hook = hook; }
+
+void set_rank_namer(RankNamer namer) { g_rank_namer = namer; }
 
 void ProcessGroup::fatal(const std::string& message, std::vector<int> ranks) {
   teardown(false);

@@ -76,6 +76,11 @@ void register_command_prologue(CommandPrologue prologue);
 using GroupLostHook = void (*)(const std::string& message, const std::vector<int>& ranks);
 void set_group_lost_hook(GroupLostHook hook);
 
+// How the group's messages name local rank `r`: "rank r" by default; a multi-node run names
+// global ranks ("global rank 3 (local rank 1)"), the ranks the user knows there.
+using RankNamer = std::string (*)(int local_rank);
+void set_rank_namer(RankNamer namer);
+
 // Runs first when the master's group is torn down (closed, or lost), before any of its shared
 // memory is unmapped: a layer that lets a helper thread use the group's segments during a command
 // (the call engine's gradient all-reduce thread) stops and joins it here. Register before fork().
