@@ -151,6 +151,8 @@ int fork(int n, Backend backend, const ForkOptions& options) {
       });
       rt::set_group_lost_hook(&end_job_on_lost_group);
       rt::set_rank_namer(&global_rank_name);
+      rt::cleanup::set_report_prefix(fmt::format("node {} of {} ({}): ", rt::cluster_node(), rt::cluster_nodes(),
+                                                 rt::cluster()->host()));
       rt::trace::set_node(rt::cluster_node(), rt::cluster_node() * g_group->size());
     } catch (...) {
       g_group->close();

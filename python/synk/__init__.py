@@ -83,7 +83,9 @@ _atexit.register(close)
 def _end_job_on_uncaught(kind, value, tb, _previous=_sys.excepthook):
     _previous(kind, value, tb)
     if forked() and nodes() > 1:
-        _synk._end_job(f"uncaught {kind.__name__} on this node: {value}")
+        said = str(value)   # KeyboardInterrupt and SystemExit() carry no text
+        _synk._end_job(f"uncaught {kind.__name__} on this node" + (f": {said}" if said else " (Ctrl-C)"
+                       if kind is KeyboardInterrupt else ""))
 
 
 _sys.excepthook = _end_job_on_uncaught

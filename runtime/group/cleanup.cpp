@@ -173,11 +173,13 @@ bool is_fault(int sig) {
   return false;
 }
 
+char g_report_prefix[128] = "";
+
 void report(int sig, int stopped) {
   if (sig == SIGPIPE) return;   // a closed pipe ends programs silently
   Line line;
   const char* abbrev = sigabbrev_np(sig);
-  line.add("synk: ");
+  line.add("synk: ").add(g_report_prefix);
   if (sig == SIGINT) line.add("interrupted (SIGINT)");
   else line.add(is_fault(sig) ? "crashed with signal " : "terminated by signal ").add(long(sig)).add(" (SIG").add(abbrev ? abbrev : "?").add(")");
   if (stopped > 0) line.add(": stopped ").add(long(stopped)).add(stopped == 1 ? " worker process and" : " worker processes and");
@@ -310,6 +312,13 @@ void install_janitor(const std::string& master_prefix) {
   sa.sa_handler = on_parent_death_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(janitor_signal(), &sa, nullptr);
+}
+
+void set_report_prefix(const std::string& prefix) {
+  // Written before any signal it serves can come (at fork), so the handler reads a settled buffer.
+  const size_t n = std::min(prefix.size(), sizeof g_report_prefix - 1);
+  std::memcpy(g_report_prefix, prefix.data(), n);
+  g_report_prefix[n] = '\0';
 }
 
 void set_scratch_directory(const std::string& path) {

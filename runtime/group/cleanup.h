@@ -44,6 +44,9 @@ bool is_worker();
 // it is cleared (""), the handler also removes its files and then the directory, so that a
 // signal in the middle leaves no half-written copy. One at a time; installs the handlers.
 void set_scratch_directory(const std::string& path);
+// Text the signal handler's report puts after "synk: " (a multi-node leader: "node 1 of 2 (host): "),
+// so that a crash in one leader of a job names it like the job's other messages. Cut at 127 bytes.
+void set_report_prefix(const std::string& prefix);
 
 // Rank 1: on janitor_signal() (its parent-death signal), removes every segment whose name starts
 // with `master_prefix` (the master's session prefix), then exits.
