@@ -10,6 +10,9 @@
 #include <fmt/ranges.h>
 
 #include "base/diagnostics.h"
+#include "base/wire.h"
+#include "runtime/call/call_nodes.h"
+#include "runtime/node/cluster.h"
 #include "synk/collectives.h"
 
 namespace synk {
@@ -78,7 +81,7 @@ const HyperParameter& TrainStep::find_hyper(std::string_view keyword) const {
                                keywords.empty() ? std::string("none") : fmt::format("{}", fmt::join(keywords, ", "))));
 }
 
-void TrainStep::write_hyper(const HyperParameter& h, double value) const {
+void TrainStep::write_hyper(const HyperParameter& h, double value, bool compared) const {
   const char* range = nullptr;
   switch (h.range) {
     case HyperRange::Unit: if (!(value >= 0 && value < 1)) range = "in [0, 1)"; break;
@@ -87,11 +90,34 @@ void TrainStep::write_hyper(const HyperParameter& h, double value) const {
   if (range)
     throw UsageError(fmt::format("training step '{}': hyper-parameter '{}' must be {}, got {}", name_, h.keyword,
                                  range, value));
+  if (rt::cluster() && !compared) agree_across_nodes(h.keyword, value);
   const ArrayRef ref{&value, rt::DType::F64, {}};
   named(name_, fmt::format("setting '{}'", h.keyword).c_str(), [&] {
     if (forked()) broadcast(h.var, ref);
     else set_value(0, h.var, ref);
   });
+}
+
+// Across nodes the broadcast that writes a hyper-parameter takes node 0's value: one computed on
+// each leader (from its own clock, or from a step index set differently) would be dropped without
+// a word. The leaders compare what they write first, in the form of a call's first exchange (so a
+// leader making a call here instead sees this one in its own comparison), and differences are a
+// UsageError on every leader.
+void TrainStep::agree_across_nodes(const std::string& keyword, double value) const {
+  rt::wire::Writer w;
+  w.str(fmt::format("set_hyper('{}', {}) of training step '{}'", keyword, value, name_));
+  std::vector<std::string> all;
+  rt::cross_node("set_hyper", [&] { all = rt::cluster()->all_gather(w.bytes()); });
+  std::vector<std::string> did;
+  for (const std::string& message : all) did.push_back(rt::wire::Reader(message).str());
+  if (std::all_of(did.begin(), did.end(), [&](const std::string& d) { return d == did[0]; })) return;
+  std::string text;
+  for (size_t n = 0; n < did.size(); ++n)
+    text += fmt::format("{}node {}: {}", n ? "; " : "", n, rt::is_refusal(did[n]) ? "refused a call" : did[n]);
+  throw UsageError(fmt::format("training step '{}': the nodes' leaders set '{}' differently, or make different calls "
+                               "(every leader must write the same hyper-parameter values; a value computed on each "
+                               "node from its own clock or step index differs, docs/multinode.md): {}",
+                               name_, keyword, text));
 }
 
 void TrainStep::set_hyper(std::string_view keyword, double value) {
@@ -152,10 +178,14 @@ void TrainStep::set_num_packs(int64_t num_packs) {
 Outputs TrainStep::operator()(const std::vector<Data>& inputs, const CallOptions& options) const {
   if (!valid()) throw UsageError("use of an empty synk::TrainStep (get one from jit::Module::train_step)");
   const std::optional<double> lr = scheduled_lr();   // a bad value is refused before anything runs
+  // Across nodes the scheduled lr is compared on every step, before anything runs and whether it
+  // is written or not: a leader whose step index differs (set_step_index on one node) would
+  // otherwise skip a write the others make.
+  if (lr && rt::cluster()) agree_across_nodes("lr", *lr);
   Outputs out = gradient_call(inputs, options);
   // Only the update reads lr: setting it here leaves it as it was when the gradient call is
   // refused (a UsageError changes nothing) or fails.
-  if (lr && *lr != hyper("lr")) write_hyper(find_hyper("lr"), *lr);
+  if (lr && *lr != hyper("lr")) write_hyper(find_hyper("lr"), *lr, true);
   if (reduce_gradient(out)) named(name_, "update function", [&] { return update_({}); });
   ++*step_index_;
   return out;

@@ -158,7 +158,9 @@ class TrainStep {
   std::optional<double> scheduled_lr() const;
 
   const HyperParameter& find_hyper(std::string_view keyword) const;
-  void write_hyper(const HyperParameter& h, double value) const;
+  // `compared`: the leaders compared `value` already (agree_across_nodes).
+  void write_hyper(const HyperParameter& h, double value, bool compared = false) const;
+  void agree_across_nodes(const std::string& keyword, double value) const;
 };
 
 }  // namespace synk

@@ -573,3 +573,60 @@ def test_a_local_call_a_checkpoint_and_get_value_on_one_leader_alone(tmp_path):
         assert "the nodes' leaders make different collectives" in got, got
         assert "get_value('w')(rank 0)" in got and "all_reduce(op sum)" in got, got
     assert node0[4] == node1[3] == "after: [4.0, 4.0, 4.0, 4.0] [18.0, 19.0, 20.0, 21.0]", (node0, node1)
+
+
+HYPER_PER_NODE = r'''
+import sys
+import numpy as np
+import synk
+
+out = sys.argv[1]
+m = synk.compile("""
+shared w: f32[4] = 1;
+optimizer opt = sgd(lr=0.1);
+fn train(scatter x: f32[n, 4]) {
+  out l: sum = sum(x @ w);
+  minimize mean(x @ w) over w using opt;
+}
+""")
+synk.fork(1)
+step, node = m.train_step("train"), synk.node()
+x = np.ones((8, 4), "float32")
+lines = []
+try:   # an lr computed on each node: node 0's was broadcast and node 1's dropped without a word
+    step.set_lr(0.5 if node == 1 else 0.25)
+    lines.append("set_lr: set")
+except synk.UsageError as e:
+    lines.append(f"set_lr: {e}")
+step.set_schedule(synk.Schedule.step_decay(1.0, 10, 0.1))
+step.step_index = 100 if node == 1 else 0
+before = m.shared("w").get_value().tolist()
+try:   # step indices that differ: refused before the gradient call
+    step(x)
+    lines.append("step: ran")
+except synk.UsageError as e:
+    lines.append(f"step: {e}")
+step.step_index = 3
+lines.append(f"unchanged: {m.shared('w').get_value().tolist() == before} {step.hyper('lr')}")
+step(x)
+lines.append(f"after: {m.shared('w').get_value().tolist()} {step.hyper('lr')}")
+open(out + ".node" + str(node), "w").write("\n".join(lines) + "\n")
+synk.close()
+'''
+
+
+def test_hyper_parameters_that_differ_between_leaders_are_a_usage_error_on_every_leader(tmp_path):
+    """set_lr with another value on each leader, and a schedule read at different step indices,
+    are a UsageError on every leader before anything runs (node 0's value used to win silently);
+    then the leaders go on in step."""
+    out = str(tmp_path / "hyper")
+    two_leaders(tmp_path, "hyper", HYPER_PER_NODE, out)
+    node0 = open(out + ".node0").read().splitlines()
+    node1 = open(out + ".node1").read().splitlines()
+    for lines in (node0, node1):
+        assert "the nodes' leaders set 'lr' differently" in lines[0], lines
+        assert "node 0: set_hyper('lr', 0.25)" in lines[0] and "node 1: set_hyper('lr', 0.5)" in lines[0], lines
+        assert "the nodes' leaders set 'lr' differently" in lines[1], lines
+        assert lines[2] == "unchanged: True 0.1", lines
+    assert node0[3] == node1[3], (node0, node1)
+    assert node0[3].endswith(" 1.0"), node0
