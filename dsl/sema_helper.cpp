@@ -344,7 +344,12 @@ std::vector<Value> FunctionAnalyzer::call_helper(const ast::Expr& e, const Helpe
     ast::Expr name;
     name.kind = ast::ExprKind::Name;
     name.text = p.name;
-    if (!literal_only(literal_argument(name))) argument_read(it->second);
+    if (literal_only(literal_argument(name))) continue;
+    // Its value is dead: its random ops take no salt, so the function's later ones draw what the
+    // C++ builder's draw (which never writes an unread argument out).
+    const int64_t salt = next_salt_;
+    argument_read(it->second);
+    next_salt_ = salt;
   }
   scope_ = std::move(frames_.back().caller_scope);
   frames_.pop_back();

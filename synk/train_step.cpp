@@ -103,7 +103,7 @@ void TrainStep::write_hyper(const HyperParameter& h, double value, bool compared
 // a word. The leaders compare what they write first, in the form of a call's first exchange (so a
 // leader making a call here instead sees this one in its own comparison), and differences are a
 // UsageError on every leader.
-void TrainStep::agree_across_nodes(const std::string& keyword, double value) const {
+void TrainStep::agree_across_nodes(const std::string& keyword, double value, bool in_step) const {
   rt::wire::Writer w;
   w.str(fmt::format("set_hyper('{}', {}) of training step '{}'", keyword, value, name_));
   std::vector<std::string> all;
@@ -111,6 +111,17 @@ void TrainStep::agree_across_nodes(const std::string& keyword, double value) con
   std::vector<std::string> did;
   for (const std::string& message : all) did.push_back(rt::wire::Reader(message).str());
   if (std::all_of(did.begin(), did.end(), [&](const std::string& d) { return d == did[0]; })) return;
+  // A leader that refused this step before it started (refuse_step) sent its reason here: the
+  // error its gradient call would have met.
+  for (size_t n = 0; in_step && n < did.size(); ++n)
+    if (rt::is_refusal(did[n])) {
+      const int local = rt::cluster_local_ranks();
+      std::vector<int> ranks;
+      for (int r = 0; r < local; ++r) ranks.push_back(int(n) * local + r);
+      throw RankError(fmt::format("training step '{}', gradient function: {}: node {}'s leader refused this call "
+                                  "before it ran, so no node ran it (the leaders stay in step): {}",
+                                  name_, gradient_.name(), n, rt::refusal_reason(did[n])), ranks);
+    }
   std::string text;
   for (size_t n = 0; n < did.size(); ++n)
     text += fmt::format("{}node {}: {}", n ? "; " : "", n, rt::is_refusal(did[n]) ? "refused a call" : did[n]);
@@ -181,7 +192,7 @@ Outputs TrainStep::operator()(const std::vector<Data>& inputs, const CallOptions
   // Across nodes the scheduled lr is compared on every step, before anything runs and whether it
   // is written or not: a leader whose step index differs (set_step_index on one node) would
   // otherwise skip a write the others make.
-  if (lr && rt::cluster()) agree_across_nodes("lr", *lr);
+  if (lr && rt::cluster()) agree_across_nodes("lr", *lr, true);
   Outputs out = gradient_call(inputs, options);
   // Only the update reads lr: setting it here leaves it as it was when the gradient call is
   // refused (a UsageError changes nothing) or fails.

@@ -160,7 +160,9 @@ class TrainStep {
   const HyperParameter& find_hyper(std::string_view keyword) const;
   // `compared`: the leaders compared `value` already (agree_across_nodes).
   void write_hyper(const HyperParameter& h, double value, bool compared = false) const;
-  void agree_across_nodes(const std::string& keyword, double value) const;
+  // Across nodes: every leader writes the same `value` (UsageError otherwise); `in_step`: in a
+  // step's call, where another leader may have refused the step instead (then its RankError).
+  void agree_across_nodes(const std::string& keyword, double value, bool in_step = false) const;
 };
 
 }  // namespace synk

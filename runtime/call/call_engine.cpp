@@ -46,11 +46,7 @@ struct ResolvedCall {
   RankContext* ctx = nullptr;     // this rank's, when the call streams
 };
 
-struct PendingUpdate {
-  ModuleEntry* module;
-  int32_t var;
-  Array value;
-};
+struct PendingUpdate { ModuleEntry* module; int32_t var; Array value; };
 
 struct RankOutcome {
   std::vector<Accumulator> outputs;      // per plan.outputs
@@ -357,7 +353,6 @@ RankOutcome execute_rank(const ResolvedCall& call, int rank) {
 
 // --- Results area: per output {present u8, dtype u8, ndim u8, pad, weight i64, shape i64[ndim],
 // nbytes u64} headers, then the partials, each 8-byte aligned.
-
 // Whether an output's partial travels: a `none` output only from the rank whose value is the
 // result (global rank 0, `keep_none`).
 bool travels(const Accumulator& acc, bool keep_none) {
@@ -703,8 +698,7 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
   call.module = reg.modules.at(size_t(call.module_id)).get();
   const FunctionSignature& sig = call.entry->fn->signature();
   const int n_local = group ? group->size() : 1;
-  // Without a group (Function::run_local, Python's as_local) the call is this process's alone,
-  // also under mpirun: no other leader makes it.
+  // Without a group (run_local, Python's as_local) the call is this process's alone, under mpirun too.
   const bool nodes = group && cluster();
   const int N = n_local * (nodes ? cluster_nodes() : 1);   // global ranks
   const int offset = nodes ? cluster_node() * n_local : 0;  // this node's first global rank
@@ -790,10 +784,9 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
   CallResult result{nodes ? reduce_global_outputs(sig, plan, all) : reduce_outputs(group, sig, plan, mine, N),
                     rank_weights(plan), call.stream.update >= 0};
   clock.mark(3, "reduce outputs over ranks", Category::Reduce);
-  // A call that selected no rows at all ran rank 0 on zero rows for its outputs only: like every
-  // rank without rows it keeps its variables (an avg update over no rows would be 0/0, NaN).
-  if (!plan.empty_call)
-    for (PendingUpdate& p : mine.updates) commit_update(p);
+  // Nothing selected: rank 0 ran on zero rows for the outputs only; like any rank without rows it
+  // keeps its variables (an avg over no rows would be NaN).
+  if (!plan.empty_call) for (PendingUpdate& p : mine.updates) commit_update(p);
   if (!sig.updates.empty()) ++call.entry->step;   // a training step: its next call draws anew
   clock.mark(4, "commit this rank's updates", Category::Update);
   clock.end_call(clock.tracing() ? fmt::format("{} positions on {} ranks, {} slices", plan.positions, N, plan.num_slices)
