@@ -574,7 +574,10 @@ void FunctionAnalyzer::update_statement(const ast::Stmt& s) {
   } else {
     index = global->second.index;
     if (auto seen = updates_seen_.find(index); seen != updates_seen_.end()) {
-      error(s.name_loc, checks::updated_twice_message(s.name, "at " + loc_str(seen->second)));
+      const auto site = update_call_sites_.find(index);
+      error(s.name_loc, checks::updated_twice_message(
+                            s.name, "at " + loc_str(seen->second) +
+                                        (site == update_call_sites_.end() ? std::string() : site->second)));
       ok = false;
     } else {
       updates_seen_.emplace(index, s.name_loc);

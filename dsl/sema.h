@@ -316,6 +316,9 @@ class FunctionAnalyzer {
   checks::ScatteredRows scattered_;               // row symbol -> what scatters it
   std::map<std::string, SourceLoc> outputs_seen_;
   std::map<int64_t, SourceLoc> updates_seen_;
+  // A batch_norm update made inside a helper: the function's call that led there, which a second
+  // update of the same variable names (the helper's own position is the same for both calls).
+  std::map<int64_t, std::string> update_call_sites_;
   std::map<int64_t, SourceLoc> used_shareds_;     // first use of each shared variable
   std::optional<SourceLoc> step_at_;             // the first minimize / update ... using
   std::optional<ir::TrainStep> train_step_;      // set by minimize / update ... using

@@ -37,7 +37,9 @@ int64_t FunctionAnalyzer::named_shared(const ast::Expr& arg, const Value& value,
   const int64_t index = fn_.nodes[size_t(value.node)].attrs.index;
   const std::string& name = ctx_.module.shareds[size_t(index)].name;
   if (auto seen = updates_seen_.find(index); seen != updates_seen_.end()) {
-    error(arg.loc, checks::updated_twice_message(name, fmt::format("at {}:{}", seen->second.line, seen->second.col)));
+    const auto site = update_call_sites_.find(index);
+    error(arg.loc, checks::updated_twice_message(name, fmt::format("at {}:{}{}", seen->second.line, seen->second.col,
+                                                                   site == update_call_sites_.end() ? "" : site->second)));
     return -1;
   }
   return index;
@@ -143,6 +145,10 @@ Value FunctionAnalyzer::call_batch_norm(const ast::Expr& e) {
     const Value next = op(Op::Add, kept, fresh);
     if (next.failed()) return;
     updates_seen_.emplace(index, arg.loc);
+    if (!frames_.empty())
+      update_call_sites_.emplace(index, fmt::format(" (through the call of helper '{}' at {}:{})",
+                                                    frames_.front().decl->name, frames_.front().call_loc.line,
+                                                    frames_.front().call_loc.col));
     fn_.updates.push_back(ir::Update{index, next.node, ir::ReduceMode::Avg, arg.loc});
   };
   running(rm, v[3], mean, *e.args[3]);
