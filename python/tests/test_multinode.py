@@ -630,3 +630,38 @@ def test_hyper_parameters_that_differ_between_leaders_are_a_usage_error_on_every
         assert lines[2] == "unchanged: True 0.1", lines
     assert node0[3] == node1[3], (node0, node1)
     assert node0[3].endswith(" 1.0"), node0
+
+
+OUT_OF_STEP = r'''
+import numpy as np
+import synk
+
+synk.fork(2)
+m = synk.compile("""
+shared w: f32[256] = 1;
+fn f(scatter x: f32[n, 4]) { out a: avg = mean(x, axis=0); }
+""")
+w, f = m.shared("w"), m.function("f")
+x = synk.data(np.arange(40, dtype="float32").reshape(10, 4))
+if synk.node() == 0:
+    print("master value", w.get_value(rank=0)[:3])   # a collective made by node 0 alone
+print("call", f(x))
+synk.all_reduce(w, op="sum")
+print("w", w.get_value()[:3])
+synk.close()
+'''
+
+
+def test_a_collective_one_leader_alone_makes_ends_the_job_at_the_next_call(tmp_path):
+    """Without SYNK_CHECK_NODES: node 0 alone reads a value by rank (a broadcast to the others).
+    Its message used to be taken for node 1's next exchange of the same length, and the job
+    computed with it (node 0 and node 1 then held different sums, exit code 0). The leaders count
+    their exchanges: the next call's first exchange finds them out of step and ends the job."""
+    script = tmp_path / "out_of_step.py"
+    script.write_text(OUT_OF_STEP)
+    env = dict(os.environ, SYNK_NODE_TIMEOUT_S="60")
+    proc = subprocess.run([MPIRUN, *LAUNCH, "-np", "2", sys.executable, str(script)], env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "the leaders are out of step: node 1 is at its cross-node exchange" in proc.stderr, proc.stderr
+    assert "\nw " not in proc.stdout, proc.stdout

@@ -105,9 +105,11 @@ class MpiCluster final : public Cluster {
   // sends a fixed slot of its length and first kSlot bytes; only when some node's message is
   // longer does a second round carry the rest.
   std::vector<std::string> all_gather(const std::string& mine) override {
+    ++exchanges_;
     constexpr size_t kSlot = sizeof(SlotBuffer::head);
     using Slot = SlotBuffer;
     fill_slot(mine);
+    const uint64_t at = slot_out_.exchange;   // all_gather_equal counts one more
     slots_.resize(static_cast<size_t>(nodes_));
     static_assert(sizeof(Slot) == sizeof(slot_out_));
     all_gather_equal(&slot_out_, sizeof(Slot), slots_.data());
@@ -116,6 +118,7 @@ class MpiCluster final : public Cluster {
         throw std::runtime_error("node " + std::to_string(n) + " called synk::close() while this leader was still "
                                  "making calls (every leader must make the same calls and collectives, in the same "
                                  "order, before it closes)");
+    for (int n = 0; n < nodes_; ++n) check_in_step(slots_[size_t(n)], n, at);
     std::vector<std::string> all(static_cast<size_t>(nodes_));
     std::vector<int64_t> rest(static_cast<size_t>(nodes_));
     bool longer = false;
@@ -141,6 +144,7 @@ class MpiCluster final : public Cluster {
   // between 2 leaders that took 0.7 us less than MPI_Iallgather (libnbc), and on 3 and 4
   // oversubscribed leaders no more. Larger or wider ones use the collective.
   void all_gather_equal(const void* mine, size_t bytes, void* all) override {
+    ++exchanges_;
     char* out = static_cast<char*>(all);
     std::memcpy(out + size_t(node_) * bytes, mine, bytes);
     if (nodes_ == 1) return;
@@ -168,6 +172,7 @@ class MpiCluster final : public Cluster {
   // node directly: one round where the length's and the bytes' MPI_Ibcast took two. Only a longer
   // message needs a second round, for its tail.
   void broadcast(std::string& bytes, int root) override {
+    ++exchanges_;
     constexpr size_t kSlot = sizeof(SlotBuffer::head);
     if (nodes_ > kDirectMaxNodes) {
       int64_t len = int64_t(bytes.size());
@@ -193,6 +198,7 @@ class MpiCluster final : public Cluster {
                                    &requests_.emplace_back()));
       wait_all(0);
       if (slot.length < 0) throw std::runtime_error("broadcast: node " + std::to_string(root) + " sent a bad length");
+      check_in_step(slot, root, exchanges_);
       bytes.assign(slot.head, std::min(size_t(slot.length), kSlot));
     }
     const size_t length = size_t(slot.length);
@@ -204,6 +210,7 @@ class MpiCluster final : public Cluster {
   // The lengths by one broadcast, then point to point from the root (a scatterv would need the
   // parts in one buffer, and its int counts and offsets cap it at 2 GiB).
   std::string scatter(const std::vector<std::string>& parts, int root) override {
+    ++exchanges_;
     std::vector<int64_t> lengths(size_t(nodes_), 0);
     if (node_ == root)
       for (int n = 0; n < nodes_; ++n) lengths[size_t(n)] = int64_t(parts.at(size_t(n)).size());
@@ -240,6 +247,7 @@ class MpiCluster final : public Cluster {
   }
 
   void exchange_parts(const void* data, std::span<const size_t> bounds, void* gathered) override {
+    ++exchanges_;
     const char* in = static_cast<const char*>(data);
     char* out = static_cast<char*>(gathered);
     const size_t mine = bounds[size_t(node_) + 1] - bounds[size_t(node_)];
@@ -249,6 +257,7 @@ class MpiCluster final : public Cluster {
   }
 
   void all_gather_parts(void* data, std::span<const size_t> bounds) override {
+    ++exchanges_;
     char* bytes = static_cast<char*>(data);
     exchange_with_peers(kGatherPartsTag, [&](int n) { return part(bytes, bounds, n); },
                         [&](int) { return part(bytes, bounds, node_); });
@@ -261,6 +270,7 @@ class MpiCluster final : public Cluster {
   // measured 1.15-1.3x MPI_Allreduce (blocking: 0.96-0.98x), and polls (liveness, abort notices
   // and Ctrl-C are checked while waiting).
   void all_reduce(void* data, size_t count, DType dtype, NodeOp op) override {
+    ++exchanges_;
     const MPI_Datatype type = mpi_type(dtype);
     const MPI_Op mop = mpi_op(op);
     const size_t elem = dtype_bytes(dtype);
@@ -308,7 +318,9 @@ class MpiCluster final : public Cluster {
   }
 
   void agree_to_close() override {
+    ++exchanges_;
     fill_slot(std::string());
+    const uint64_t at = slot_out_.exchange;
     slot_out_.length = kClosing;
     slots_.resize(static_cast<size_t>(nodes_));
     all_gather_equal(&slot_out_, sizeof(SlotBuffer), slots_.data());
@@ -319,6 +331,7 @@ class MpiCluster final : public Cluster {
       throw std::runtime_error("node(s) " + busy + " were still making calls when this leader called synk::close() "
                                "(every leader must make the same calls and collectives, in the same order, before "
                                "it closes)");
+    for (int n = 0; n < nodes_; ++n) check_in_step(slots_[size_t(n)], n, at);
   }
 
   void finalize() override {
@@ -493,14 +506,30 @@ class MpiCluster final : public Cluster {
   static constexpr int64_t kClosing = -1;   // a slot's length from agree_to_close
   struct SlotBuffer {
     int64_t length;
-    char head[1024 - sizeof(int64_t)];
+    uint64_t exchange;   // the sender's exchanges_ (check_in_step)
+    char head[1024 - 2 * sizeof(int64_t)];
   } slot_out_;   // this node's slot (all_gather, a broadcast's root), or a broadcast's received one
   // slot_out_ holds `message`'s length and first bytes; returns the bytes of the slot they use.
   size_t fill_slot(const std::string& message) {
     const size_t head = std::min(message.size(), sizeof(slot_out_.head));
     slot_out_.length = int64_t(message.size());
+    slot_out_.exchange = exchanges_;
     std::memcpy(slot_out_.head, message.data(), head);
-    return sizeof(int64_t) + head;
+    return 2 * sizeof(int64_t) + head;
+  }
+  // Every leader counts the exchanges it makes (each method above that moves data), and slots
+  // carry the count: a leader that made a call, collective or checkpoint call the others did not
+  // is found at the next slot (every call's first exchange is one), instead of its messages being
+  // taken for the others' next exchange's, which computed with another collective's values.
+  uint64_t exchanges_ = 0;
+  void check_in_step(const SlotBuffer& slot, int from, uint64_t mine) const {
+    if (slot.exchange == mine) return;
+    throw std::runtime_error("the leaders are out of step: node " + std::to_string(from) + " is at its cross-node "
+                             "exchange #" + std::to_string(slot.exchange) + ", node " + std::to_string(node_) +
+                             " at #" + std::to_string(mine) + " (one leader made a call, collective, "
+                             "get_value with a rank or checkpoint call that the others did not make; every leader "
+                             "must make the same ones in the same order; SYNK_CHECK_NODES=1 names it where it "
+                             "happens, docs/multinode.md)");
   }
   std::vector<SlotBuffer> slots_;
 };
