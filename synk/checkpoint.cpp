@@ -32,7 +32,6 @@
 #include <xxhash.h>
 
 #include "ir/ir.h"
-#include "base/wire.h"
 #include "runtime/call/call_nodes.h"
 #include "runtime/data/npy.h"
 #include "runtime/data/shared_vars.h"
@@ -124,21 +123,12 @@ std::string call_text(const char* what, const std::string& dir) { return fmt::fo
 // description in its own comparison, and every leader raises a UsageError naming what each node
 // did, instead of pairing node 0's values with another exchange.
 void agree_across_nodes(const char* what) {
-  rt::wire::Writer w;
-  w.str(fmt::format("{}(...)", what));
-  std::vector<std::string> all;
-  rt::cross_node(what, [&] { all = rt::cluster()->all_gather(w.bytes()); });
-  std::vector<std::string> did;
-  bool differ = false;
-  for (const std::string& message : all) {
-    std::string first = rt::wire::Reader(message).str();
-    if (rt::is_refusal(first)) first = "refused a call: " + rt::refusal_reason(first);
-    differ |= first != rt::wire::Reader(all[0]).str();
-    did.push_back(std::move(first));
-  }
-  if (!differ) return;
+  const std::vector<std::string> did = rt::exchange_first_fields(what, fmt::format("{}(...)", what));
+  if (std::all_of(did.begin(), did.end(), [&](const std::string& d) { return d == did[0]; })) return;
   std::string text;
-  for (size_t n = 0; n < did.size(); ++n) text += fmt::format("{}node {}: {}", n ? "; " : "", n, did[n]);
+  for (size_t n = 0; n < did.size(); ++n)
+    text += fmt::format("{}node {}: {}", n ? "; " : "", n,
+                        rt::is_refusal(did[n]) ? "refused a call: " + rt::refusal_reason(did[n]) : did[n]);
   throw UsageError(fmt::format("{}: the nodes' leaders made different calls (every leader must make the same "
                                "calls, collectives and checkpoint calls in the same order, docs/multinode.md): {}",
                                what, text));

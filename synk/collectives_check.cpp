@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
-#include "base/wire.h"
 #include "runtime/call/call_nodes.h"
 #include "runtime/data/dtype.h"
 #include "runtime/node/cluster.h"
@@ -22,17 +21,6 @@ struct Pending {
   bool open = false;
 };
 thread_local Pending t_pending;
-
-// Every leader's first field, in node order.
-std::vector<std::string> exchange(const char* what, const std::string& mine) {
-  rt::wire::Writer w;
-  w.str(mine);
-  std::vector<std::string> all;
-  rt::cross_node(what, [&] { all = rt::cluster()->all_gather(w.bytes()); });
-  std::vector<std::string> fields;
-  for (const std::string& message : all) fields.push_back(rt::wire::Reader(message).str());
-  return fields;
-}
 
 constexpr std::string_view kPrefix = "the collective ";
 
@@ -63,7 +51,7 @@ void NodeCheck::agree(const std::function<std::string()>& detail) {
   const char* what = t_pending.what;
   const std::string mine = fmt::format("{}{}{}", kPrefix, what, detail());   // may throw: a refusal then
   t_pending.open = false;
-  const std::vector<std::string> all = exchange(what, mine);
+  const std::vector<std::string> all = rt::exchange_first_fields(what, mine);
   for (size_t n = 0; n < all.size(); ++n)
     if (rt::is_refusal(all[n]))
       throw UsageError(fmt::format("{}: node {}'s leader refused it before any data moved, so no node ran it "

@@ -10,7 +10,6 @@
 #include <fmt/ranges.h>
 
 #include "base/diagnostics.h"
-#include "base/wire.h"
 #include "runtime/call/call_nodes.h"
 #include "runtime/node/cluster.h"
 #include "synk/collectives.h"
@@ -104,24 +103,14 @@ void TrainStep::write_hyper(const HyperParameter& h, double value, bool compared
 // leader making a call here instead sees this one in its own comparison), and differences are a
 // UsageError on every leader.
 void TrainStep::agree_across_nodes(const std::string& keyword, double value, bool in_step) const {
-  rt::wire::Writer w;
-  w.str(fmt::format("set_hyper('{}', {}) of training step '{}'", keyword, value, name_));
-  std::vector<std::string> all;
-  rt::cross_node("set_hyper", [&] { all = rt::cluster()->all_gather(w.bytes()); });
-  std::vector<std::string> did;
-  for (const std::string& message : all) did.push_back(rt::wire::Reader(message).str());
+  const std::vector<std::string> did = rt::exchange_first_fields(
+      "set_hyper", fmt::format("set_hyper('{}', {}) of training step '{}'", keyword, value, name_));
   if (std::all_of(did.begin(), did.end(), [&](const std::string& d) { return d == did[0]; })) return;
   // A leader that refused this step before it started (refuse_step) sent its reason here: the
   // error its gradient call would have met.
   for (size_t n = 0; in_step && n < did.size(); ++n)
-    if (rt::is_refusal(did[n])) {
-      const int local = rt::cluster_local_ranks();
-      std::vector<int> ranks;
-      for (int r = 0; r < local; ++r) ranks.push_back(int(n) * local + r);
-      throw RankError(fmt::format("training step '{}', gradient function: {}: node {}'s leader refused this call "
-                                  "before it ran, so no node ran it (the leaders stay in step): {}",
-                                  name_, gradient_.name(), n, rt::refusal_reason(did[n])), ranks);
-    }
+    if (rt::is_refusal(did[n]))
+      rt::throw_refusal(fmt::format("training step '{}', gradient function: {}", name_, gradient_.name()), n, did[n]);
   std::string text;
   for (size_t n = 0; n < did.size(); ++n)
     text += fmt::format("{}node {}: {}", n ? "; " : "", n, rt::is_refusal(did[n]) ? "refused a call" : did[n]);

@@ -714,8 +714,7 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
     agreed = request;
     if (needs_agreement_first(agreed, sig, call.module->spec))
       agree_on_call(agreed, sig, call.module->spec, [&](int local, int32_t var) -> const std::vector<int64_t>& {
-        return group ? ShapeBook::instance().shape(local, call.module_id, var)
-                     : call.module->values.at(size_t(var)).shape;
+        return ShapeBook::instance().shape(local, call.module_id, var);   // `nodes`: there is a group
       }, &remote);
     else
       described = describe_call(agreed, sig);
@@ -726,10 +725,8 @@ CallResult run_call(ProcessGroup* group, const CallRequest& request) {
   try {
     PlanRequest pr = plan_request(group, req, call, sig, N);
     if (nodes)
-      pr.shared_shape = [&, group](int rank, int var) -> const std::vector<int64_t>& {
-        if (rank >= offset && rank < offset + n_local)
-          return group ? ShapeBook::instance().shape(rank - offset, call.module_id, var)
-                       : call.module->values.at(size_t(var)).shape;
+      pr.shared_shape = [&](int rank, int var) -> const std::vector<int64_t>& {
+        if (rank >= offset && rank < offset + n_local) return ShapeBook::instance().shape(rank - offset, call.module_id, var);
         return remote.at({rank, var});
       };
     call.plan = plan_call(pr);

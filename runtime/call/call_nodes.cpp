@@ -57,7 +57,8 @@ std::vector<int> node_ranks(size_t node) {
   return ranks;
 }
 
-// A RankError for a call another leader refused before it ran (its ranks are the ones named).
+}  // namespace
+
 [[noreturn]] void throw_refusal(const std::string& fn, size_t node, const std::string& call) {
   throw RankError(fmt::format("{}: node {}'s leader refused this call before it ran, so no node ran it "
                               "(the leaders stay in step): {}",
@@ -65,9 +66,17 @@ std::vector<int> node_ranks(size_t node) {
                   node_ranks(node));
 }
 
-}  // namespace
-
 bool is_refusal(const std::string& call) { return call.rfind(kRefusedMarker, 0) == 0; }
+
+std::vector<std::string> exchange_first_fields(const char* what, const std::string& mine) {
+  wire::Writer w;
+  w.str(mine);
+  std::vector<std::string> all;
+  cross_node(what, [&] { all = cluster()->all_gather(w.bytes()); });
+  std::vector<std::string> fields;
+  for (const std::string& message : all) fields.push_back(wire::Reader(message).str());
+  return fields;
+}
 std::string refusal_reason(const std::string& call) { return call.substr(kRefusedMarker.size()); }
 
 namespace {

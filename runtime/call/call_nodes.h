@@ -90,5 +90,14 @@ void fail_call_before_start(const Error& error);
 // meets refusals too.
 bool is_refusal(const std::string& first_field);
 std::string refusal_reason(const std::string& first_field);
+// The RankError for a call node `node`'s leader refused before it ran (`first_field`, its
+// refusal), naming that node's ranks; `fn` names the call.
+[[noreturn]] void throw_refusal(const std::string& fn, size_t node, const std::string& first_field);
+
+// One exchange among the leaders in the form of a call's first one (`mine` as the first field of
+// the message), so that a leader making a call there instead meets it in its own comparison:
+// every leader's first field, in node order. The comparisons of collectives, checkpoint calls and
+// hyper-parameter writes across leaders use it.
+std::vector<std::string> exchange_first_fields(const char* what, const std::string& mine);
 
 }  // namespace synk::rt
