@@ -142,6 +142,7 @@ struct Attrs {
   bool reverse = false;             // Cumsum: sum from the end of the axis (its gradient's form)
   int64_t start = 0, stop = 0;      // Slice
   int64_t num_classes = 0;          // OneHot
+  bool of_cross_entropy = false;    // OneHot: cross_entropy's gradient made it (its errors name cross_entropy)
   Window2d window;                  // Conv2d and the pooling ops
   int64_t salt = 0;                 // Random: the stream (the op's index in its function)
   bool global_rows = false;         // Random: axis 0 is the call's scattered rows

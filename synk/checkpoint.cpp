@@ -54,6 +54,15 @@ std::string checksum(const Array& a) {
   return fmt::format("{:016x}", XXH3_64bits(a.bytes.data(), a.bytes.size()));
 }
 
+// The file that holds shared variable `name`: `<name>.npy`, or, where that would pass the
+// filesystem's 255-byte limit on a name, the name's first 200 bytes, '~' and a hash of the whole
+// name, so that any variable name can be saved and two long names never share a file.
+std::string variable_file(const std::string& name) {
+  constexpr size_t kNameMax = 255, kKept = 200;
+  if (name.size() + 4 <= kNameMax) return name + ".npy";
+  return fmt::format("{}~{:016x}.npy", name.substr(0, kKept), XXH3_64bits(name.data(), name.size()));
+}
+
 // Flushes a file or directory to disk, so the rename that publishes a checkpoint never
 // overtakes its contents.
 void sync_path(const fs::path& path, const std::string& dir) {
@@ -210,7 +219,7 @@ json manifest_of(const Module& module, const std::vector<Function>& functions, c
   for (int32_t v : state_variables(module, scratch)) {
     const rt::SharedSpec& s = module.spec().shareds[size_t(v)];
     const Array value = module.get_value(s.name);
-    const std::string file = s.name + ".npy";
+    const std::string file = variable_file(s.name);
     rt::npy::write((into / file).string(), value.ref());
     vars.push_back({{"name", s.name}, {"file", file}, {"dtype", rt::dtype_name(value.dtype)},
                     {"shape", value.shape}, {"xxh3_64", checksum(value)}});
@@ -291,10 +300,10 @@ Array read_variable(const Module& module, const json& entry, const std::string& 
   const std::string name = entry.at("name");
   const rt::SharedSpec& spec = module.spec().shareds.at(size_t(module.index_of(name)));
   const std::string where = fmt::format("load_checkpoint('{}'): shared variable '{}'", dir, name);
-  if (entry.at("file").get<std::string>() != name + ".npy")   // never a path outside the checkpoint
-    throw UsageError(fmt::format("{}: the manifest names the file '{}' instead of '{}.npy'", where,
-                                 entry.at("file").get<std::string>(), name));
-  const fs::path file = fs::path(dir) / (name + ".npy");
+  if (entry.at("file").get<std::string>() != variable_file(name))   // never a path outside the checkpoint
+    throw UsageError(fmt::format("{}: the manifest names the file '{}' instead of '{}'", where,
+                                 entry.at("file").get<std::string>(), variable_file(name)));
+  const fs::path file = fs::path(dir) / variable_file(name);
   if (!fs::exists(file)) throw UsageError(fmt::format("{}: the file {} is missing", where, file.string()));
   if (!fs::is_regular_file(file))
     throw UsageError(fmt::format("{}: {} is not a regular file", where, file.string()));

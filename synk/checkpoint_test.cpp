@@ -3,6 +3,7 @@
 // dropout draws, the step index a schedule reads), loaded before or after synk::fork(); the directory holds what the manifest says;
 // every bad checkpoint is a UsageError that changes nothing; a save never replaces other files and
 // leaves no temporary directory; set_value_all reaches every rank where set_value reaches one.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -191,6 +192,28 @@ TEST(Checkpoint, TheDirectoryHoldsWhatTheManifestSays) {
   // Saving again swaps the new checkpoint in.
   m.save_checkpoint(ckpt.string(), {{"epoch", "8"}});
   EXPECT_EQ(checkpoint_metadata(ckpt.string()).at("epoch"), "8");
+}
+
+// Variable names longer than a file name may be (255 bytes) are saved under a shortened name with
+// a hash of the whole name, so two that share their first 200 bytes keep separate files.
+TEST(Checkpoint, VariablesWithNamesLongerThanAFileNameSaveAndLoad) {
+  TempDir tmp;
+  const fs::path ckpt = tmp.path / "ckpt";
+  const std::string a = "v" + std::string(299, 'a'), b = "v" + std::string(298, 'a') + "b";
+  const std::string text = fmt::format("shared {}: f32[2] = ones;\nshared {}: f32[3];\n", a, b);
+  jit::Module m = jit::compile_string(text);
+  m.shared(b).set_value(std::vector<float>{1.5f, 2.5f, 3.5f}, {3});
+  m.save_checkpoint(ckpt.string());
+  int npy_files = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(ckpt)) {
+    EXPECT_LE(e.path().filename().string().size(), 255u);
+    npy_files += e.path().extension() == ".npy";
+  }
+  EXPECT_EQ(npy_files, 2);
+  jit::Module fresh = jit::compile_string(text);
+  fresh.load_checkpoint(ckpt.string());
+  EXPECT_EQ(fresh.shared(a).values<float>(), (std::vector<float>{1, 1}));
+  EXPECT_EQ(fresh.shared(b).values<float>(), (std::vector<float>{1.5f, 2.5f, 3.5f}));
 }
 
 // A checkpoint that holds the flat gradient (saved before it was left out, or by

@@ -31,7 +31,8 @@ void throw_kernel_failure(const KernelPlan& plan, const Kernel& kernel, int64_t 
                           const std::function<int64_t(ir::NodeId)>& value_of, const std::string& symbol) {
   const ir::Function& graph = plan.function;
   const ir::Node& root = graph.node(kernel.roots.at(0));
-  const std::string op = ir::op_name(root.op);
+  const std::string op = root.op == ir::Op::OneHot && root.attrs.of_cross_entropy ? "cross_entropy"
+                                                                                  : ir::op_name(root.op);
   const std::string prefix = fmt::format("function '{}': {}{}", graph.name, op, source_position(root));
   switch (KernelError(code)) {
     case KernelError::IndexOutOfRange: {

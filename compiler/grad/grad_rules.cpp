@@ -438,9 +438,9 @@ void Backprop::propagate_cross_entropy(const ir::Node& n, NodeId g) {
             "cannot differentiate cross_entropy with class-index labels and a symbolic number of "
             "classes ({}): the gradient needs one_hot(labels, k) with a static k",
             ir::type_str(lt)));
-      // A label out of range fails in this one_hot: its message points at the cross_entropy.
+      // A label out of range fails in this one_hot: its message names and points at the cross_entropy.
       const SourceLoc grad_loc = w_.set_loc(n.loc);
-      const NodeId expected = w_.one_hot(labels, classes.size, lt.dtype);
+      const NodeId expected = w_.one_hot(labels, classes.size, lt.dtype, /*of_cross_entropy=*/true);
       w_.set_loc(grad_loc);
       local = w_.sub(p, expected);
     } else {

@@ -126,9 +126,10 @@ NodeId NodeWriter::slice(NodeId x, int64_t axis, int64_t start, int64_t stop) {
   return add(Op::Slice, {x}, a);
 }
 
-NodeId NodeWriter::one_hot(NodeId labels, int64_t num_classes, ir::DType dtype) {
+NodeId NodeWriter::one_hot(NodeId labels, int64_t num_classes, ir::DType dtype, bool of_cross_entropy) {
   ir::Attrs a;
   a.num_classes = num_classes;
+  a.of_cross_entropy = of_cross_entropy;
   const ir::TensorType t{dtype, {}};
   return add(Op::OneHot, {labels}, a, &t);
 }

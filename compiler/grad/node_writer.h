@@ -58,7 +58,7 @@ class NodeWriter {
   ir::NodeId matmul(ir::NodeId a, ir::NodeId b);
   ir::NodeId concat(std::span<const ir::NodeId> xs, int64_t axis);   // x itself for one piece
   ir::NodeId slice(ir::NodeId x, int64_t axis, int64_t start, int64_t stop);
-  ir::NodeId one_hot(ir::NodeId labels, int64_t num_classes, ir::DType dtype);
+  ir::NodeId one_hot(ir::NodeId labels, int64_t num_classes, ir::DType dtype, bool of_cross_entropy = false);
   ir::NodeId softmax(ir::Op op, ir::NodeId x, int64_t axis);   // Softmax or LogSoftmax
   ir::NodeId cumsum(ir::NodeId x, int64_t axis, bool reverse);
 
