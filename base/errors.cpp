@@ -3,6 +3,8 @@
 
 #include <string_view>
 
+#include <fmt/format.h>
+
 namespace synk {
 
 void internal_error(const std::string& message) { throw InternalError(message); }
@@ -25,6 +27,13 @@ std::string error_report(const std::exception& e, const std::string& tool) {
   std::string_view first_line(message.data(), message.find('\n'));
   if (first_line.find(": error: ") != std::string_view::npos) return message;
   return tool + ": error: " + message;
+}
+
+void refuse_nul_in_path(const std::string& path, const std::string& what) {
+  const size_t nul = path.find('\0');
+  if (nul == std::string::npos) return;
+  throw UsageError(fmt::format("{}: the path '{}\\0{}' holds a NUL byte, which no file name can hold", what,
+                               path.substr(0, nul), path.substr(nul + 1)));
 }
 
 }  // namespace synk

@@ -124,6 +124,10 @@ inline constexpr int kExitUsageError = 2;
 inline constexpr int kExitInternalError = 3;
 int exit_code(const std::exception& e);
 
+// Throws UsageError when `path` holds a NUL byte, which the system would take as the end of a
+// shorter path (Python's open() refuses such a path too). `what` names the call.
+void refuse_nul_in_path(const std::string& path, const std::string& what);
+
 // What a command-line tool prints for an exception that ended it: "TOOL: error: MESSAGE" (or
 // "TOOL: internal error: ..." for a bug), ending in a newline. A message whose first line is
 // already a rendered diagnostic ("file.synk:3:7: error: ...") is printed as it is.

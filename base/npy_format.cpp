@@ -1,6 +1,6 @@
-// .npy header reader for compile-time checks of load() initializers (see npy_header.h). The
-// header is a Python dict literal; we read the subset NumPy writes:
-// {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }.
+// The .npy header dict parser and dtype table shared by every reader, and the header-only reader
+// for compile-time checks of load() initializers (see npy_format.h). The header is a Python dict
+// literal; we read the subset NumPy writes: {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }.
 #include "base/npy_format.h"
 
 #include "base/checked_math.h"
@@ -12,45 +12,100 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace synk {
 
 namespace {
 
-std::optional<DType> dtype_of_descr(const std::string& d) {
-  if (d.size() != 3 || (d[0] != '<' && d[0] != '|' && d[0] != '=')) return std::nullopt;
-  std::string kind = d.substr(1);
-  if (kind == "f4") return DType::F32;
-  if (kind == "f8") return DType::F64;
-  if (kind == "i4") return DType::I32;
-  if (kind == "i8") return DType::I64;
-  if (kind == "u1") return DType::U8;
-  if (kind == "b1") return DType::Bool;
-  return std::nullopt;
-}
+// A cursor over the header dict text; a problem is thrown as DictError and returned by
+// parse_npy_dict as its reason.
+struct DictError {
+  std::string why;
+};
 
-// The value text after `'key':` in the header dict, up to the next top-level comma.
-std::optional<std::string> dict_value(const std::string& header, const std::string& key) {
-  size_t at = header.find("'" + key + "'");
-  if (at == std::string::npos) at = header.find("\"" + key + "\"");
-  if (at == std::string::npos) return std::nullopt;
-  size_t colon = header.find(':', at);
-  if (colon == std::string::npos) return std::nullopt;
-  size_t start = colon + 1;
-  int depth = 0;
-  size_t end = start;
-  for (; end < header.size(); ++end) {
-    char c = header[end];
-    if (c == '(') ++depth;
-    else if (c == ')') --depth;
-    else if ((c == ',' || c == '}') && depth == 0) break;
+struct DictParser {
+  std::string_view text;
+  size_t pos = 0;
+
+  void skip_ws() {
+    while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
   }
-  std::string v = header.substr(start, end - start);
-  size_t b = v.find_first_not_of(" \t");
-  size_t e = v.find_last_not_of(" \t");
-  return b == std::string::npos ? std::string() : v.substr(b, e - b + 1);
-}
+  bool accept(char c) {
+    skip_ws();
+    if (pos < text.size() && text[pos] == c) return ++pos, true;
+    return false;
+  }
+  void expect(char c) {
+    if (!accept(c)) throw DictError{fmt::format("malformed header (expected '{}' at offset {})", c, pos)};
+  }
+  std::string quoted() {
+    skip_ws();
+    if (pos >= text.size() || (text[pos] != '\'' && text[pos] != '"')) throw DictError{"malformed header"};
+    const char q = text[pos++];
+    const size_t end = text.find(q, pos);
+    if (end == std::string_view::npos) throw DictError{"malformed header (unterminated string)"};
+    std::string s(text.substr(pos, end - pos));
+    pos = end + 1;
+    return s;
+  }
+  std::string word() {
+    skip_ws();
+    const size_t start = pos;
+    while (pos < text.size() && std::isalnum(static_cast<unsigned char>(text[pos]))) ++pos;
+    return std::string(text.substr(start, pos - start));
+  }
+  std::vector<int64_t> tuple() {
+    expect('(');
+    std::vector<int64_t> dims;
+    while (!accept(')')) {
+      const std::string w = word();
+      if (w.empty() || !std::all_of(w.begin(), w.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        throw DictError{"malformed shape in header"};
+      std::optional<int64_t> dim = parse_decimal(w);
+      if (!dim) throw DictError{fmt::format("impossible shape in header: dimension {} does not fit in 64 bits", w)};
+      dims.push_back(*dim);
+      if (!accept(',')) {
+        expect(')');
+        break;
+      }
+    }
+    return dims;
+  }
+  NpyDict dict() {
+    NpyDict d;
+    std::set<std::string> seen;
+    expect('{');
+    while (!accept('}')) {
+      const std::string key = quoted();
+      expect(':');
+      if (key != "descr" && key != "fortran_order" && key != "shape")
+        throw DictError{fmt::format("unexpected header key '{}'", key)};
+      if (!seen.insert(key).second) throw DictError{fmt::format("duplicate header key '{}'", key)};
+      if (key == "descr") {
+        skip_ws();
+        if (pos < text.size() && text[pos] == '[') throw DictError{"structured dtypes are not supported"};
+        d.descr = quoted();
+      } else if (key == "fortran_order") {
+        const std::string v = word();
+        if (v != "True" && v != "False") throw DictError{"malformed fortran_order"};
+        d.fortran_order = v == "True";
+      } else {
+        d.shape = tuple();
+      }
+      if (!accept(',')) {
+        expect('}');
+        break;
+      }
+    }
+    if (seen.size() != 3) throw DictError{"header lacks descr, fortran_order or shape"};
+    return d;
+  }
+};
 
 struct EmbeddedNpy {
   const char* data;
@@ -82,6 +137,32 @@ void embed_npy(const std::string& path, const void* data, size_t size) {
 
 bool is_embedded_npy(const std::string& path) { return find_embedded(path).has_value(); }
 
+std::optional<NpyDict> parse_npy_dict(std::string_view text, std::string* error) {
+  try {
+    return DictParser{text}.dict();
+  } catch (const DictError& e) {
+    if (error) *error = e.why;
+    return std::nullopt;
+  }
+}
+
+std::optional<DType> npy_dtype(std::string_view descr) {
+  std::string_view body = descr;
+  if (!descr.empty() && std::strchr("<|=>", descr[0]) && descr.size() >= 2) body = descr.substr(1);
+  if (descr.starts_with('>') && body != "u1" && body != "b1") return std::nullopt;
+  if (body == "f4") return DType::F32;
+  if (body == "f8") return DType::F64;
+  if (body == "i4") return DType::I32;
+  if (body == "i8") return DType::I64;
+  if (body == "u1") return DType::U8;
+  if (body == "b1" || body == "?") return DType::Bool;
+  return std::nullopt;
+}
+
+bool npy_order_is_immaterial(const std::vector<int64_t>& shape) {
+  return std::count_if(shape.begin(), shape.end(), [](int64_t d) { return d > 1; }) <= 1;
+}
+
 std::optional<NpyHeader> read_npy_header(const std::string& path, std::string* error) {
   auto fail = [&](const std::string& why) -> std::optional<NpyHeader> {
     if (error) *error = why;
@@ -92,8 +173,8 @@ std::optional<NpyHeader> read_npy_header(const std::string& path, std::string* e
   uint64_t file_size = 0;
   if (std::optional<EmbeddedNpy> e = find_embedded(path)) {
     file_size = e->size;
-    // The header is at most 12 + 1 MiB bytes (checked below); the data is not read here.
-    copy.str(std::string(e->data, std::min(e->size, size_t(12 + (1u << 20)))));
+    // The header is at most 12 + kNpyMaxHeaderBytes bytes (checked below); the data is not read here.
+    copy.str(std::string(e->data, std::min(e->size, 12 + kNpyMaxHeaderBytes)));
   } else {
     file.open(path, std::ios::binary);
     if (!file) return fail("cannot be opened");
@@ -111,35 +192,21 @@ std::optional<NpyHeader> read_npy_header(const std::string& path, std::string* e
   if (major < 1 || major > 3) return fail("has an unknown .npy format version");
   if (!in.read(reinterpret_cast<char*>(len_bytes), len_size)) return fail("has a truncated header");
   for (int i = len_size - 1; i >= 0; --i) header_len = header_len * 256 + len_bytes[i];
-  if (header_len > (1u << 20)) return fail("has an implausibly large header");
+  if (header_len > kNpyMaxHeaderBytes) return fail("has an implausibly large header");
   std::string header(header_len, '\0');
   if (!in.read(header.data(), header_len)) return fail("has a truncated header");
 
   NpyHeader out;
   uint64_t header_end = 8 + uint64_t(len_size) + header_len;
   out.data_bytes = file_size > header_end ? file_size - header_end : 0;
-  auto descr = dict_value(header, "descr");
-  auto order = dict_value(header, "fortran_order");
-  auto shape = dict_value(header, "shape");
-  if (!descr || !order || !shape || descr->size() < 2 || shape->empty() || (*shape)[0] != '(')
-    return fail("has a malformed header");
-  out.descr = descr->substr(1, descr->size() - 2);
-  out.dtype = dtype_of_descr(out.descr);
-  out.fortran_order = *order == "True";
-  std::string dims = shape->substr(1, shape->size() >= 2 ? shape->size() - 2 : 0);
-  size_t pos = 0;
-  while (pos < dims.size()) {
-    while (pos < dims.size() && (std::isspace(static_cast<unsigned char>(dims[pos])) || dims[pos] == ',')) ++pos;
-    if (pos >= dims.size()) break;
-    size_t start = pos;
-    while (pos < dims.size() && std::isdigit(static_cast<unsigned char>(dims[pos]))) ++pos;
-    if (start == pos) return fail("has a malformed shape");
-    std::optional<int64_t> dim = parse_decimal(std::string_view(dims).substr(start, pos - start));
-    if (!dim)
-      return fail("has an impossible shape: dimension " + dims.substr(start, pos - start) +
-                  " does not fit in 64 bits");
-    out.shape.push_back(*dim);
-  }
+  std::string why;
+  std::optional<NpyDict> dict = parse_npy_dict(header, &why);
+  if (!dict) return fail("is not a readable .npy file: " + why);
+  out.descr = dict->descr;
+  out.dtype = npy_dtype(out.descr);
+  out.fortran_order = dict->fortran_order && !npy_order_is_immaterial(dict->shape);
+  out.shape = dict->shape;
+  const std::string dims = fmt::format("{}", fmt::join(out.shape, ", "));
   if (out.dtype && !checked_shape_bytes(out.shape, dtype_size(*out.dtype)))
     return fail("has an impossible shape: (" + dims + ") of " + dtype_name(*out.dtype) + " would take " +
                 describe_oversize(out.shape, dtype_size(*out.dtype)));

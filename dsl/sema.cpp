@@ -255,7 +255,8 @@ class InitializerAnalyzer {
     if (header->fortran_order)
       return error(loc, fmt::format("\"{}\" is stored in Fortran order; save it in C order "
                                     "(numpy.ascontiguousarray)", path)), false;
-    const std::string dims = fmt::format("{}", fmt::join(header->shape, ", "));
+    // As numpy prints a shape: (9,) for one dimension.
+    const std::string dims = fmt::format("{}{}", fmt::join(header->shape, ", "), header->shape.size() == 1 ? "," : "");
     bool match = header->shape.size() == type_->rank();
     std::map<std::string, int64_t> bound;
     for (size_t i = 0; match && i < header->shape.size(); ++i) {

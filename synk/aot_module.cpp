@@ -218,6 +218,7 @@ bool register_module(const ModuleDef* def) {
 }
 
 const ModuleDef& load_library(const std::string& path) {
+  refuse_nul_in_path(path, "load_library");
   std::error_code ec;
   const std::filesystem::path absolute = std::filesystem::absolute(path, ec).lexically_normal();
   if (!std::filesystem::is_regular_file(absolute, ec))

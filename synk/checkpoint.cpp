@@ -196,6 +196,7 @@ json read_manifest_here(const std::string& dir, const char* what) {
 
 // The manifest as node 0 reads it (on_node_zero), on every leader.
 json read_manifest(const std::string& dir, const char* what) {
+  refuse_nul_in_path(dir, what);
   return json::parse(
       on_node_zero(what, [&] { return with_path_errors(call_text(what, dir), [&] { return read_manifest_here(dir, what).dump(); }); }));
 }
@@ -494,12 +495,14 @@ void save_here(const Module& module, const std::vector<Function>& functions, con
 
 void detail::check_save_target(const std::string& dir, const std::string& who) {
   if (dir.empty()) throw UsageError(who + ": the directory name is empty");
+  refuse_nul_in_path(dir, who);
   with_path_errors(who, [&] { checked_target(dir, who); });
 }
 
 void save_checkpoint(const Module& module, const std::vector<Function>& functions, const std::string& dir,
                      const CheckpointMetadata& metadata, const StepIndices& steps, const ScratchVariables& scratch) {
   if (dir.empty()) throw UsageError("save_checkpoint: the directory name is empty");
+  refuse_nul_in_path(dir, "save_checkpoint");
   for (const auto& [name, index] : steps)
     if (index < 0)
       throw UsageError(fmt::format("save_checkpoint('{}'): training step '{}' has step index {} (must be >= 0)", dir,

@@ -328,6 +328,7 @@ Module compile_string(const std::string& text, const CompileOptions& options, co
 }
 
 Module load_file(const std::string& path, const CompileOptions& options) {
+  refuse_nul_in_path(path, "load");
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw synk::UserError(fmt::format("cannot read '{}': {}", path, std::strerror(EISDIR)));

@@ -47,6 +47,13 @@ std::optional<std::vector<int64_t>> as_indices(py::handle h, const std::string& 
       usage(what + ": an index array must be 1-D of integers, received " + std::to_string(a.ndim()) +
             "-D of dtype " + py::str(a.dtype()).cast<std::string>() +
             (kind == 'b' ? " (for a mask, pass np.flatnonzero(mask))" : ""));
+    if (kind == 'u' && a.itemsize() == 8) {   // past INT64_MAX it would wrap to a negative index
+      auto u64 = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+      for (ssize_t i = 0; i < u64.size(); ++i)
+        if (u64.data()[i] > uint64_t(INT64_MAX))
+          usage(what + ": index " + std::to_string(u64.data()[i]) + " at position " + std::to_string(i) +
+                " is out of range (past 2**63 - 1)");
+    }
     auto as64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
     return std::vector<int64_t>(as64.data(), as64.data() + as64.size());
   }
@@ -385,10 +392,6 @@ void shared_set_value_all(const SharedObj& s, py::handle value, bool force_cast)
   without_gil([&] { s.handle().set_value_all(a.ref, force_cast); });
 }
 
-// A str or os.PathLike argument, as the path it names.
-std::string path_arg(py::handle path) {
-  return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
-}
 
 void bind_functions(py::module_& m) {
   py::class_<FunctionObj>(m, "Function", "A function of a compiled module, called data-parallel on every rank")

@@ -48,6 +48,8 @@ class ApiLock {
 // the user forked from the master with os.fork() inherits a copy of the group, which belongs to
 // the master (its commands would interleave with the master's). synk.close() still works there.
 void check_group_process();
+// A str or os.PathLike argument, as the path it names.
+std::string path_arg(py::handle path);
 // The process that forked the running group (set by synk.fork).
 pid_t& group_pid();
 

@@ -40,6 +40,10 @@ ApiLock::ApiLock() {
   api_mutex().lock();
 }
 
+std::string path_arg(py::handle path) {
+  return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+}
+
 // --- scalar arguments --------------------------------------------------------------------------------
 
 int64_t int_arg(py::handle v, const std::string& what) {
@@ -445,7 +449,12 @@ void init_data(py::module_& m) {
       .def("free_memory", [](DataObj& s) { ApiLock l; s.data.free_memory(); },
            "Drop the allocation (the only way to shrink it); the shape becomes all zeros")
       .def("condition_data", &condition_data, py::arg("value"), py::arg("force_cast") = false)
-      .def("save_npy", [](DataObj& s, const std::string& path) { ApiLock l; s.data.save_npy(path); }, py::arg("path"))
+      .def("save_npy", [](DataObj& s, py::handle path_like) {
+             const std::string path = path_arg(path_like);
+             ApiLock l;
+             py::gil_scoped_release release;   // a slow disk or a FIFO blocks this thread only
+             s.data.save_npy(path);
+           }, py::arg("path"))
       .def_property_readonly("_segment_name", [](DataObj& s) { return s.data.segment_name(); },
                              "The shared-memory segment's name (tests check that none is left behind)")
       .def("__len__", [](DataObj& s) { return s.data.length(); })
@@ -462,12 +471,18 @@ void init_data(py::module_& m) {
         py::arg("force_cast") = false, py::arg("oversize") = 1.0, py::arg("name") = py::none(),
         "A synk.Data in shared memory: from a value (copied; dtype converts under the safe-cast rule unless "
         "force_cast), or empty from dtype and ndim/shape");
-  m.def("load_npy", [](const std::string& path, py::handle dtype, bool minibatch, bool force_cast, py::handle name) {
+  m.def("load_npy", [](py::handle path_like, py::handle dtype, bool minibatch, bool force_cast, py::handle name) {
+          const std::string path = path_arg(path_like);
           synk::DataOptions o = data_options(name, minibatch, force_cast, 1.0);
           std::optional<synk::DType> t;
           if (!dtype.is_none()) t = parse_dtype(dtype, "synk.load_npy: dtype");
           ApiLock lock;
-          return std::make_unique<DataObj>(t ? synk::load_npy(path, *t, o) : synk::load_npy(path, o));
+          synk::Data loaded;
+          {
+            py::gil_scoped_release release;   // a slow disk or a FIFO blocks this thread only
+            loaded = t ? synk::load_npy(path, *t, o) : synk::load_npy(path, o);
+          }
+          return std::make_unique<DataObj>(std::move(loaded));
         }, py::arg("path"), py::arg("dtype") = py::none(), py::arg("minibatch") = false, py::arg("force_cast") = false,
         py::arg("name") = py::none(), "A synk.Data holding an .npy file");
 }

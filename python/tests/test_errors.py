@@ -278,3 +278,19 @@ def test_dead_worker_is_a_rank_error(mod):
     assert not synk.forked()
     synk.fork(2)                                                      # a fresh group works
     assert f(x, y, output_subset=["z"]) == 12
+
+
+def test_paths_with_a_nul_byte_are_refused_and_path_objects_are_taken(tmp_path):
+    """A str holding a NUL byte once named the shorter path before it (Python's open() refuses
+    such a path); load_npy and save_npy take os.PathLike objects as synk.load does."""
+    import pathlib
+    path = tmp_path / "x.npy"
+    d = synk.data(np.arange(3, dtype=np.float32))
+    d.save_npy(pathlib.Path(path))                      # a Path, not only a str
+    np.testing.assert_array_equal(np.asarray(synk.load_npy(pathlib.Path(path))), np.arange(3, dtype=np.float32))
+    for call in (lambda: synk.load_npy(str(path) + "\0.bak"),
+                 lambda: d.save_npy(str(path) + "\0.bak"),
+                 lambda: synk.load(str(tmp_path / "m.synk") + "\0junk")):
+        with pytest.raises(synk.UsageError, match="holds a NUL byte"):
+            call()
+    assert sorted(os.listdir(tmp_path)) == ["x.npy"]

@@ -227,23 +227,33 @@ Data data(DType dtype, std::vector<int64_t> shape, DataOptions options) {
   return d;
 }
 
-Data load_npy(const std::string& path, DataOptions options) {
-  rt::npy::Header h = rt::npy::read_header(path);
-  return load_npy(path, h.dtype, std::move(options));
-}
+namespace {
 
-Data load_npy(const std::string& path, DType dtype, DataOptions options) {
-  rt::npy::Header h = rt::npy::read_header(path);
+// The file read once: its header, then its elements from the same open file.
+Data load_npy_as(rt::npy::Reader& file, const std::string& path, DType dtype, DataOptions options) {
+  const rt::npy::Header& h = file.header();
   if (options.name.empty()) options.name = path;
   Data d(dtype, int(h.shape.size()), options);
   if (h.dtype == dtype) {
     d.set_shape(h.shape, options.oversize);
-    if (d.size() > 0) rt::npy::read_data(path, h, d.raw());
+    if (d.size() > 0) file.read_data(d.raw());
   } else {
-    rt::Array a = rt::npy::read(path);
+    rt::Array a = file.read();
     d.set_value(a.ref(), options.force_cast, options.oversize);
   }
   return d;
+}
+
+}  // namespace
+
+Data load_npy(const std::string& path, DataOptions options) {
+  rt::npy::Reader file(path);
+  return load_npy_as(file, path, file.header().dtype, std::move(options));
+}
+
+Data load_npy(const std::string& path, DType dtype, DataOptions options) {
+  rt::npy::Reader file(path);
+  return load_npy_as(file, path, dtype, std::move(options));
 }
 
 }  // namespace synk

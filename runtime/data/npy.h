@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,9 +19,24 @@ struct Header {
   size_t data_offset = 0;       // where the elements start in the file
 };
 
+// One open .npy file: its header is read when it is opened, and its elements from the same open
+// file, so a file replaced meanwhile (a rename over it) is read whole, old or new, never the
+// header of one with the bytes of the other.
+class Reader {
+ public:
+  explicit Reader(const std::string& path);
+  const Header& header() const { return header_; }
+  // The elements, into `dst` (the header's shape and dtype).
+  void read_data(void* dst);
+  Array read();
+
+ private:
+  std::string path_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_{nullptr, &std::fclose};
+  Header header_;
+};
+
 Header read_header(const std::string& path);
-// Reads the elements described by `header` (from read_header(path)) into `dst`.
-void read_data(const std::string& path, const Header& header, void* dst);
 Array read(const std::string& path);
 void write(const std::string& path, const ArrayRef& array);
 // The bytes before the header text: the magic string, the format version `major`.0 and the

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "base/checked_math.h"
 #include "base/errors.h"
 #include "base/npy_format.h"
 #include "runtime/data/data.h"
@@ -103,6 +104,8 @@ std::vector<Hostile> hostile_files() {
       {"magic only", std::string("\x93NUMPY\x01\x00", 8), "truncated header"},
       {"NUL in the header", npy_file(std::string("{'descr': '<f4', 'fortran_order': False, 'sha\0pe': (2,), }", 59), d16),
        "unexpected header key"},
+      {"shape given twice", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'shape': (2,), }", d16),
+       "duplicate header key 'shape'"},
   };
 }
 
@@ -137,6 +140,13 @@ TEST(NpyHostile, EveryReaderRefusesEveryFileWithAUserError) {
     EXPECT_NO_THROW(header = read_npy_header(path, &why));
     if (!header) {
       EXPECT_FALSE(why.empty());
+    } else {
+      // The compile-time reader accepts only what semantic analysis then refuses on its own checks
+      // (dtype, order, a size that does not fit, data cut short): both read the header one way.
+      const bool refused_later = !header->dtype || header->fortran_order ||
+                                 !checked_shape_bytes(header->shape, dtype_size(*header->dtype)) ||
+                                 header->data_bytes < uint64_t(*checked_shape_bytes(header->shape, dtype_size(*header->dtype)));
+      EXPECT_TRUE(refused_later) << "read_npy_header accepted a file the runtime refuses";
     }
     // What the compile-time reader accepts it reports as it is: a shape it returns always fits.
     if (header && header->dtype) {
@@ -160,7 +170,8 @@ TEST(NpyHostile, ImpossibleShapesAreNamedByTheCompileTimeReader) {
                  "(more than the 9223372036854775807 bytes an array can have)");
   const std::string long_dim = write_temp(npy_file(dict("<f4", "(99999999999999999999,)"), d16), 1001);
   EXPECT_FALSE(read_npy_header(long_dim, &why));
-  EXPECT_EQ(why, "has an impossible shape: dimension 99999999999999999999 does not fit in 64 bits");
+  EXPECT_EQ(why, "is not a readable .npy file: impossible shape in header: dimension 99999999999999999999 does not "
+                 "fit in 64 bits");
   std::remove(path.c_str());
   std::remove(long_dim.c_str());
 }
@@ -178,4 +189,47 @@ TEST(NpyHostile, ValidEdgeCasesStillLoad) {
   EXPECT_EQ(b.data<int32_t>()[1], 2);
   std::remove(empty.c_str());
   std::remove(longer.c_str());
+}
+
+// A 1-D array saved with fortran_order True has the bytes of the C-order one (numpy writes such
+// files); both readers take it, and read it as numpy does.
+TEST(NpyHostile, FortranOrderOfOneDimensionIsReadAsNumpyReadsIt) {
+  const std::string path = write_temp(npy_file(dict("<i4", "(2,)", "True"), std::string("\1\0\0\0\2\0\0\0", 8)), 3000);
+  rt::Array a = rt::npy::read(path);
+  ASSERT_EQ(a.size(), 2);
+  EXPECT_EQ(a.data<int32_t>()[1], 2);
+  std::string why;
+  std::optional<NpyHeader> header = read_npy_header(path, &why);
+  ASSERT_TRUE(header) << why;
+  EXPECT_FALSE(header->fortran_order) << "the order does not matter for this shape";
+  std::remove(path.c_str());
+}
+
+// The header and the data come from one open file: a file renamed over the path between the two
+// (an atomic replace) does not pair the old header with the new bytes.
+TEST(NpyHostile, AFileReplacedAfterItsHeaderWasReadIsReadWhole) {
+  const std::string path = write_temp(npy_file(dict("<i4", "(2,)"), std::string("\1\0\0\0\2\0\0\0", 8)), 3001);
+  const std::string other = write_temp(npy_file(dict("<i4", "(2,)") + std::string(200, ' '),
+                                                std::string("\7\0\0\0\7\0\0\0", 8)), 3002);
+  rt::npy::Reader file(path);
+  ASSERT_EQ(std::rename(other.c_str(), path.c_str()), 0);
+  int32_t values[2] = {0, 0};
+  file.read_data(values);
+  EXPECT_EQ(values[0], 1);
+  EXPECT_EQ(values[1], 2);
+  EXPECT_EQ(rt::npy::read(path).data<int32_t>()[0], 7) << "a new open reads the new file";
+  std::remove(path.c_str());
+}
+
+TEST(NpyHostile, APathWithANulByteIsRefused) {
+  const std::string path = write_temp(npy_file(dict("<i4", "(2,)"), std::string(8, '\0')), 3003);
+  const std::string with_nul = path + std::string("\0junk", 5);
+  try {
+    rt::npy::read(with_nul);
+    ADD_FAILURE() << "a path with a NUL byte was read as the shorter path";
+  } catch (const UsageError& e) {
+    EXPECT_HAS(e.what(), "holds a NUL byte");
+  }
+  EXPECT_THROW(rt::npy::write(with_nul, rt::npy::read(path).ref()), UsageError);
+  std::remove(path.c_str());
 }

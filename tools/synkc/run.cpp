@@ -78,7 +78,15 @@ bool is_npy_path(const std::string& text) { return text.size() > 4 && text.ends_
 // --batch: K (rows [0, K)), A:B (rows [A, B)), i,j,k (an index list; "5," is the list {5}) or
 // an .npy file of integer indices.
 synk::Batch parse_batch(const std::string& text) {
-  if (is_npy_path(text)) return synk::Batch(synk::load_npy(text, synk::DType::I64, {.name = "--batch"}));
+  if (is_npy_path(text)) {
+    // bool converts safely to i64, but a mask is not a list of row indices.
+    const synk::DType held = synk::rt::npy::read_header(text).dtype;
+    if (held != synk::DType::I64 && held != synk::DType::I32 && held != synk::DType::U8)
+      throw synk::UsageError(fmt::format("--batch {}: the file holds {} values; a batch is a list of row indices "
+                                         "(i64, i32 or u8){}", text, synk::rt::dtype_name(held),
+                                         held == synk::DType::Bool ? " (for a mask, save np.flatnonzero(mask))" : ""));
+    return synk::Batch(synk::load_npy(text, synk::DType::I64, {.name = "--batch"}));
+  }
   if (size_t colon = text.find(':'); colon != std::string::npos)
     return synk::Batch(synk::Range{parse_index(text.substr(0, colon), "--batch"),
                                    parse_index(text.substr(colon + 1), "--batch")});
