@@ -139,6 +139,13 @@ void forward_retired(const std::string& name) {
   if (g_listening_group && g_listening_group->alive()) g_listening_group->retire(name);
 }
 
+// /dev/shm is short: segments retired since the last command are still mapped by the workers
+// (they unmap them at the start of the next one), so one empty command gives their space back.
+bool reclaim_retired_space() {
+  ProcessGroup* g = g_listening_group;
+  return g && g->alive() && g->flush_retired();
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -240,6 +247,7 @@ struct WorkerLoop {
                                      const std::string& master_prefix, int rank, int size, pid_t master,
                                      int cpu, const WaitPolicy& policy, int gpu) {
   shm::set_retire_listener(nullptr);
+  shm::set_space_reclaimer(nullptr);
   trace::become_worker();
   // The master forked us with the termination signals blocked: first the program's own
   // dispositions back, then (rank 1) the janitor that removes the master's segments, everything of
@@ -381,6 +389,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int n, Backend backend, const 
   g->alive_ = true;
   g_listening_group = self;
   shm::set_retire_listener(&forward_retired);
+  shm::set_space_reclaimer(&reclaim_retired_space);
   if (n > 1) g->watchdog_.start(g->pids_, g->pidfds_, g->prefix_, &g->ctl_->done.value);
   return g;
 }
@@ -565,10 +574,21 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
   if (cleanup::is_worker())
     throw UsageError("a worker rank started a synk command (a call or a collective, from inside a function's "
                      "run() or a rank handler): only the master, rank 0, starts commands");
-  if (in_command_)
+  if (getpid() != pids_[0])
+    throw UsageError(fmt::format("this process (pid {}) is a copy of synk's master (pid {}) made by the program's own "
+                                 "fork(): the process group belongs to the master; call synk::close() here first to "
+                                 "start a group of this process's own", getpid(), pids_[0]));
+  if (in_command_) {
+    if (command_thread_.load() != std::this_thread::get_id())
+      throw UsageError("a synk command (a call or a collective) was started from one thread while another thread's "
+                       "was running: synk's calls are not thread-safe; make them from one thread, or serialize them "
+                       "with a mutex");
     throw UsageError("a synk command (a call or a collective) was started while another was running, from inside a "
                      "function's run() or a rank handler: a command cannot start another");
+  }
   in_command_ = true;
+  command_thread_.store(std::this_thread::get_id());
+  retired_since_command_ = false;   // the workers unmap what was retired before they run it
   struct InCommand {
     bool& flag;
     ~InCommand() { flag = false; }
@@ -669,10 +689,17 @@ std::byte* ProcessGroup::scratch(size_t bytes) {
   return scratch_.bytes();
 }
 
+bool ProcessGroup::flush_retired() {
+  if (!alive_ || getpid() != pids_[0] || cleanup::is_worker() || in_command_ || !retired_since_command_) return false;
+  run(CommandKind::Ping, {}, {});
+  return true;
+}
+
 void ProcessGroup::retire(const std::string& name) {
   // Only the master talks to the workers: a copy of the group in a process the user forked from
   // the master (whose Data may be destroyed at its exit) must not write into the control block.
   if (!alive_ || getpid() != pids_[0]) return;
+  retired_since_command_ = true;
   master_ctx_.mapped_.erase(name);
   if (name.size() >= kRetireNameMax) {
     ctl_->retired_count.fetch_add(kRetireSlots + 1, std::memory_order_release);   // forces a flush

@@ -15,8 +15,10 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <atomic>
 #include <functional>
 #include <map>
+#include <thread>
 #include <memory>
 #include <span>
 #include <string>
@@ -211,6 +213,10 @@ class ProcessGroup {
 
   // Tells workers to unmap a segment name the master no longer uses.
   void retire(const std::string& name);
+  // Runs one empty command when segments were retired since the last, so that the workers unmap
+  // them and /dev/shm gets their space back; false when there were none or a command cannot start
+  // now (inside one, or not the master).
+  bool flush_retired();
 
   // Checks every worker now; throws like run() if one died.
   void check_workers();
@@ -236,6 +242,8 @@ class ProcessGroup {
 
   bool alive_ = false;
   bool in_command_ = false;   // run() is under way: a nested command or close() is refused
+  bool retired_since_command_ = false;   // retire() was called since the last command began
+  std::atomic<std::thread::id> command_thread_{};   // the thread of the run() under way (another thread's is refused)
   int size_ = 1;
   GroupOptions options_;
   GroupBackend backend_;

@@ -5,7 +5,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -134,6 +136,9 @@ Space free_space() {
 }
 
 namespace {
+bool (*g_space_reclaimer)() = nullptr;
+bool reclaim_space() { return g_space_reclaimer && g_space_reclaimer(); }
+
 [[noreturn]] void throw_short(int64_t bytes, std::string_view what, const Space& space) {
   throw UsageError(fmt::format("{} needs {} bytes of shared memory, but /dev/shm has {} bytes free{}", what, bytes,
                                space.free_bytes,
@@ -144,6 +149,7 @@ namespace {
 
 void check_space(int64_t bytes, std::string_view what) {
   Space space = free_space();
+  if (bytes > space.free_bytes && reclaim_space()) space = free_space();
   if (bytes > space.free_bytes) throw_short(bytes, what, space);
 }
 
@@ -167,6 +173,8 @@ Segment Segment::create(const std::string& name, size_t bytes, std::string_view 
       // error here instead of a SIGBUS at the first write.
       int rc;
       while ((rc = posix_fallocate(obj.get_mapping_handle().handle, 0, off_t(bytes))) == EINTR) {}
+      if (rc == ENOSPC && reclaim_space())
+        while ((rc = posix_fallocate(obj.get_mapping_handle().handle, 0, off_t(bytes))) == EINTR) {}
       if (rc == ENOSPC || rc == EFBIG) {
         bip::shared_memory_object::remove(name.c_str());
         seg.owns_name_ = false;
@@ -180,10 +188,25 @@ Segment Segment::create(const std::string& name, size_t bytes, std::string_view 
   } catch (const bip::interprocess_exception& e) {
     if (seg.owns_name_) bip::shared_memory_object::remove(name.c_str());
     seg.owns_name_ = false;
-    throw Error(fmt::format("cannot create shared-memory segment /dev/shm/{} of {} bytes: {}", name,
-                            bytes, e.what()));
+    struct rlimit fsize {};
+    const bool over_fsize = ::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
+                            bytes > fsize.rlim_cur;
+    throw Error(fmt::format("cannot create shared-memory segment /dev/shm/{} of {} bytes: {}{}", name, bytes,
+                            e.what(),
+                            over_fsize ? fmt::format(" (the file-size limit, ulimit -f, allows {} bytes: raise it)",
+                                                     uint64_t(fsize.rlim_cur))
+                                       : std::string()));
   }
   return seg;
+}
+
+void Segment::reserve(size_t offset, size_t bytes, std::string_view what) const {
+  const int fd = ::shm_open(("/" + name_).c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) return;   // the name is gone (the group is ending): the write is the caller's last
+  int rc;
+  while ((rc = posix_fallocate(fd, off_t(offset), off_t(bytes))) == EINTR) {}
+  ::close(fd);
+  if (rc == ENOSPC || rc == EFBIG) throw_short(int64_t(bytes), what, free_space());
 }
 
 Segment Segment::open(const std::string& name) {
@@ -241,6 +264,7 @@ void (*g_retire_listener)(const std::string&) = nullptr;
 }
 
 void set_retire_listener(void (*listener)(const std::string& name)) { g_retire_listener = listener; }
+void set_space_reclaimer(bool (*reclaim)()) { g_space_reclaimer = reclaim; }
 
 void announce_retired(const std::string& name) {
   if (g_retire_listener) g_retire_listener(name);

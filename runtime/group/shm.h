@@ -91,6 +91,10 @@ class Segment {
   const std::string& name() const { return name_; }
   bool valid() const { return addr_ != nullptr; }
 
+  // Reserves the pages of [offset, offset + bytes) of a segment made with Reserve::Lazily before
+  // they are first written, so that a full /dev/shm is a UsageError naming `what` and the bytes
+  // instead of a SIGBUS at the write.
+  void reserve(size_t offset, size_t bytes, std::string_view what) const;
   // Removes the name now (the mapping stays valid until destruction).
   void remove_name();
   // Forgets ownership: the destructor will not remove the name (it belongs to someone else now).
@@ -110,6 +114,9 @@ class Segment {
 // the process group can tell its workers to unmap them (see ProcessGroup). Owners call
 // announce_retired(name); at most one listener (the active group) hears it.
 void set_retire_listener(void (*listener)(const std::string& name));
+// Called when a segment does not fit in /dev/shm: gives back what it can (the active group has its
+// workers unmap retired segments) and returns whether the space is worth checking again.
+void set_space_reclaimer(bool (*reclaim)());
 void announce_retired(const std::string& name);
 
 // Removes the named segment; true when it existed.

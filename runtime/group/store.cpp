@@ -75,6 +75,12 @@ void Store::set(std::string_view key, std::string_view value) {
                                  "them before fork() (the workers then inherit them), or close() and fork() again",
                                  used, h->capacity, key, need));
   }
+  try {   // the log's pages are filled lazily: a full /dev/shm is an error here, not a SIGBUS below
+    segment_.reserve(log_offset() + used, need, fmt::format("the process group's store (entry '{}')", key));
+  } catch (...) {
+    h->lock.store(0, std::memory_order_release);
+    throw;
+  }
   std::byte* at = segment_.bytes() + log_offset() + used;
   EntryHead head{uint32_t(key.size()), 0, value.size()};
   std::memcpy(at, &head, sizeof head);

@@ -4,6 +4,7 @@
 // made absolute; and every usage and program error, each followed by a call that works.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -271,3 +272,32 @@ TEST_F(JitApi, RuntimeDtypesAndArrayConversions) {
 }
 
 }  // namespace
+
+// A child of the program's own fork() after synk::fork() holds a copy of the group, which belongs
+// to the master: its calls are refused there (they once drove the master's workers, mixing the two
+// processes' rows and hanging the master), and the master's calls are unharmed.
+TEST_F(JitApi, ACallFromAChildOfTheProgramsOwnForkIsRefused) {
+  jit::Module mod = jit::load_file(examples_dir() + "/intro.synk");
+  Function f = mod.function("f");
+  synk::fork(2);
+  IntroData d = random_intro(24, 7);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int status = 3;
+    try {
+      call_intro(f, d);
+      status = 1;   // the call ran on the master's group
+    } catch (const UsageError& e) {
+      status = std::string(e.what()).find("made by the program's own fork()") != std::string::npos ? 0 : 2;
+    } catch (...) {
+      status = 4;
+    }
+    ::_exit(status);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the child's call ran; 2: another UsageError; 4: another error";
+  EXPECT_NEAR(call_intro(f, d), d.mean(0, 24), 1e-4);
+}
