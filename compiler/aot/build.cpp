@@ -193,7 +193,18 @@ std::vector<std::string> compile_flags() {
 }
 
 // Kernel objects and the compiled stub; returns the object paths.
+// A synkc copied away from its build tree or installation finds neither: say so, rather than let
+// the C++ compiler fail on the generated code's first #include.
+void require_synk_headers() {
+  for (const std::string& dir : layout().include_dirs)
+    if (std::error_code ec; fs::exists(fs::path(dir) / "synk" / "aot_module.h", ec)) return;
+  throw AotUserError(fmt::format("synkc cannot find synk's headers (looked for synk/aot_module.h in {}): run the "
+                                 "synkc of a build tree, or of an installation (bin/ beside include/synk and lib/)",
+                                 fmt::join(layout().include_dirs, ", ")));
+}
+
 std::vector<std::string> build_objects(const AotModule& module, const AotOptions& options, ScratchDir& dir) {
+  require_synk_headers();
   std::vector<std::string> objects;
   for (size_t f = 0; f < module.kernels.size(); ++f) {
     const AotKernels& k = module.kernels[f];
@@ -243,6 +254,48 @@ std::string link_flags(bool bundle) {
   return fmt::format("{}", fmt::join(flags, " "));
 }
 
+// Copies the archive and writes the header beside their destinations, then renames both into
+// place: an output that cannot be written (a directory, no permission) leaves neither behind.
+void publish_outputs(const fs::path& archive, const std::string& archive_path, const std::string& header_path,
+                     const std::string& header) {
+  const std::string suffix = fmt::format(".synkc-tmp-{}", ::getpid());
+  std::vector<std::pair<fs::path, fs::path>> staged;   // temporary -> destination
+  auto discard = [&] {
+    std::error_code ignored;
+    for (const auto& [temp, target] : staged) fs::remove(temp, ignored);
+  };
+  try {
+    for (const std::string& path : {archive_path, header_path}) {
+      std::error_code ec;
+      if (!path.empty() && fs::is_directory(path, ec))
+        throw AotUserError(fmt::format("cannot write '{}': it is a directory", path));
+    }
+    const fs::path archive_temp = archive_path + suffix;
+    std::error_code ec;
+    staged.emplace_back(archive_temp, archive_path);
+    fs::copy_file(archive, archive_temp, fs::copy_options::overwrite_existing, ec);
+    if (ec) throw AotUserError(fmt::format("cannot write '{}': {}", archive_path, ec.message()));
+    if (!header_path.empty()) {
+      staged.emplace_back(header_path + suffix, header_path);
+      try {
+        write_file(staged.back().first, header);
+      } catch (const AotUserError& e) {   // name the file the user asked for, not the temporary
+        std::string message = e.what();
+        const std::string temp = staged.back().first.string();
+        if (size_t at = message.find(temp); at != std::string::npos) message.replace(at, temp.size(), header_path);
+        throw AotUserError(message);
+      }
+    }
+    for (const auto& [temp, target] : staged) {
+      fs::rename(temp, target, ec);
+      if (ec) throw AotUserError(fmt::format("cannot write '{}': {}", target.string(), ec.message()));
+    }
+  } catch (...) {
+    discard();
+    throw;
+  }
+}
+
 void build_library(const AotModule& module, const std::string& archive_path, const std::string& header_path,
                    const AotOptions& options) {
   ScratchDir dir(options.keep_temps);
@@ -268,10 +321,7 @@ void build_library(const AotModule& module, const std::string& archive_path, con
     dir.keep();
     synk::internal_error(fmt::format("ar failed building {} (files in {}):\n{}", archive_path, dir.path().string(), result.output));
   }
-  std::error_code ec;
-  fs::copy_file(scratch, archive_path, fs::copy_options::overwrite_existing, ec);
-  if (ec) throw AotUserError(fmt::format("cannot write '{}': {}", archive_path, ec.message()));
-  if (!header_path.empty()) write_file(header_path, module.header);
+  publish_outputs(scratch, archive_path, header_path, module.header);
 }
 
 void build_loadable_library(const AotModule& module, const std::string& path, const AotOptions& options) {

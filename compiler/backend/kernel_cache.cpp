@@ -138,7 +138,12 @@ void KernelCache::set_expected_owner_for_tests(std::optional<uid_t> uid) {
 
 int KernelCache::open_dir() const {
   refusal_.clear();
-  if (!make_dirs(dir_)) return -1;   // cannot be created (read-only home, ...): silently no cache
+  if (!make_dirs(dir_)) {   // cannot be created (read-only home, ...): no cache, said once
+    refusal_ = fmt::format("it cannot be created ({}); set SYNK_CACHE_DIR to a writable directory",
+                           std::strerror(errno));
+    warn_once(dir_, refusal_);
+    return -1;
+  }
   int fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return -1;
   struct stat st;

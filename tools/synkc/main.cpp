@@ -66,7 +66,7 @@ struct Subcommand {
 // A directory option given as "" is a mistake, not "none" (--checkpoint "" used to save nothing).
 const CLI::Validator not_empty(
     [](const std::string& value) { return value.empty() ? std::string("must name a directory") : std::string(); },
-    "DIR", "not empty");
+    "", "not empty");   // no description: the help shows the option's own type name, DIR, once
 
 std::vector<Subcommand> subcommands() {
   return {
