@@ -176,9 +176,11 @@ std::optional<NpyHeader> read_npy_header(const std::string& path, std::string* e
     // The header is at most 12 + kNpyMaxHeaderBytes bytes (checked below); the data is not read here.
     copy.str(std::string(e->data, std::min(e->size, 12 + kNpyMaxHeaderBytes)));
   } else {
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+      return fail("is not a regular file (a FIFO, socket or device)");   // a FIFO would block the open
     file.open(path, std::ios::binary);
     if (!file) return fail("cannot be opened");
-    std::error_code ec;
     file_size = std::filesystem::file_size(path, ec);
     if (ec) return fail("cannot be opened");
   }

@@ -54,6 +54,9 @@ File open_file(const std::string& path, const char* mode) {
   std::error_code ec;
   if (mode[0] == 'r' && std::filesystem::is_directory(path, ec))
     throw UsageError(fmt::format("'{}' is a directory, not an .npy file", path));
+  // A FIFO would block the open until a writer came, and has no size to check the data against.
+  if (mode[0] == 'r' && std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw UsageError(fmt::format("'{}' is not a regular file (a FIFO, socket or device), not an .npy file", path));
   File f(std::fopen(path.c_str(), mode), &std::fclose);
   if (!f)
     throw UsageError(fmt::format("cannot open '{}' for {}: {}", path,

@@ -5,6 +5,7 @@
 // answer with a reason rather than throw or crash. A few valid edge cases must still load.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -231,5 +232,22 @@ TEST(NpyHostile, APathWithANulByteIsRefused) {
     EXPECT_HAS(e.what(), "holds a NUL byte");
   }
   EXPECT_THROW(rt::npy::write(with_nul, rt::npy::read(path).ref()), UsageError);
+  std::remove(path.c_str());
+}
+
+// A FIFO is refused before it is opened: the open would wait for a writer forever (in Python with
+// the process's threads stopped behind it) and a FIFO has no size to check the data against.
+TEST(NpyHostile, AFifoIsRefusedWithoutWaitingForAWriter) {
+  const std::string path = fmt::format("{}/synk-hostile-fifo-{}.npy", ::testing::TempDir(), ::getpid());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  try {
+    rt::npy::read(path);
+    ADD_FAILURE() << "a FIFO was read";
+  } catch (const UsageError& e) {
+    EXPECT_HAS(e.what(), "is not a regular file");
+  }
+  std::string why;
+  EXPECT_FALSE(read_npy_header(path, &why));
+  EXPECT_HAS(why, "is not a regular file");
   std::remove(path.c_str());
 }

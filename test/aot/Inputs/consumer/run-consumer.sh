@@ -7,7 +7,7 @@
 # With --build-tree, the same project uses the build directory itself, uninstalled
 # (-Dsynk_DIR=BUILD_DIR), and the checks after the first build are skipped; instead, a project
 # linking synk::jit without COMPONENTS jit must fail to configure with a message that says so, and
-# one without cmake_minimum_required must configure.
+# one that declares an old cmake_minimum_required must configure.
 # Usage: run-consumer.sh BUILD_DIR [CMAKE] [--build-tree]
 set -euo pipefail
 build_dir=$(cd "$1" && pwd)
@@ -51,14 +51,14 @@ if [ "$mode" = --build-tree ]; then
     echo "synk::jit without COMPONENTS jit configured"; exit 1
   fi
   grep -q 'synk::jit_needs__find_package_synk_COMPONENTS_jit' "$work/nojit.log" || { cat "$work/nojit.log"; exit 1; }
-  # A project without cmake_minimum_required (policies of CMake 2.x) still configures: the package
-  # sets its own policies (its IN_LIST tests once failed there).
+  # A project that declares an old CMake (3.2: IN_LIST is not an operator there) still configures:
+  # the package sets its own policies (its IN_LIST tests once failed in such a project).
   mkdir -p "$work/nomin"
-  printf 'project(nomin LANGUAGES CXX)\nfind_package(synk REQUIRED)\nadd_executable(app main.cpp)\ntarget_link_libraries(app PRIVATE synk::runtime)\n' \
+  printf 'cmake_minimum_required(VERSION 3.2)\nproject(nomin LANGUAGES CXX)\nfind_package(synk REQUIRED)\nadd_executable(app main.cpp)\ntarget_link_libraries(app PRIVATE synk::runtime)\n' \
     > "$work/nomin/CMakeLists.txt"
   echo 'int main() {}' > "$work/nomin/main.cpp"
   "$cmake" -S "$work/nomin" -B "$work/nomin/build" -G Ninja "${where[@]}" > "$work/nomin.log" 2>&1 ||
-    { echo "a project without cmake_minimum_required did not configure"; cat "$work/nomin.log"; exit 1; }
+    { echo "a project declaring cmake_minimum_required(VERSION 3.2) did not configure"; cat "$work/nomin.log"; exit 1; }
   echo "consumer project on the build tree: OK (seed $seed)"
   exit 0
 fi
