@@ -255,7 +255,8 @@ std::string link_flags(bool bundle) {
 }
 
 // Copies the archive and writes the header beside their destinations, then renames both into
-// place: an output that cannot be written (a directory, no permission) leaves neither behind.
+// place: an output that cannot be written (a directory, no permission) leaves neither behind. Such
+// a path is a bad argument, a UsageError (exit 2), as for --emit -o.
 void publish_outputs(const fs::path& archive, const std::string& archive_path, const std::string& header_path,
                      const std::string& header) {
   const std::string suffix = fmt::format(".synkc-tmp-{}", ::getpid());
@@ -268,13 +269,13 @@ void publish_outputs(const fs::path& archive, const std::string& archive_path, c
     for (const std::string& path : {archive_path, header_path}) {
       std::error_code ec;
       if (!path.empty() && fs::is_directory(path, ec))
-        throw AotUserError(fmt::format("cannot write '{}': it is a directory", path));
+        throw UsageError(fmt::format("cannot write '{}': it is a directory", path));
     }
     const fs::path archive_temp = archive_path + suffix;
     std::error_code ec;
     staged.emplace_back(archive_temp, archive_path);
     fs::copy_file(archive, archive_temp, fs::copy_options::overwrite_existing, ec);
-    if (ec) throw AotUserError(fmt::format("cannot write '{}': {}", archive_path, ec.message()));
+    if (ec) throw UsageError(fmt::format("cannot write '{}': {}", archive_path, ec.message()));
     if (!header_path.empty()) {
       staged.emplace_back(header_path + suffix, header_path);
       try {
@@ -283,12 +284,12 @@ void publish_outputs(const fs::path& archive, const std::string& archive_path, c
         std::string message = e.what();
         const std::string temp = staged.back().first.string();
         if (size_t at = message.find(temp); at != std::string::npos) message.replace(at, temp.size(), header_path);
-        throw AotUserError(message);
+        throw UsageError(message);
       }
     }
     for (const auto& [temp, target] : staged) {
       fs::rename(temp, target, ec);
-      if (ec) throw AotUserError(fmt::format("cannot write '{}': {}", target.string(), ec.message()));
+      if (ec) throw UsageError(fmt::format("cannot write '{}': {}", target.string(), ec.message()));
     }
   } catch (...) {
     discard();
@@ -347,7 +348,7 @@ void build_loadable_library(const AotModule& module, const std::string& path, co
   }
   std::error_code ec;
   fs::copy_file(scratch, path, fs::copy_options::overwrite_existing, ec);
-  if (ec) throw AotUserError(fmt::format("cannot write '{}': {}", path, ec.message()));
+  if (ec) throw UsageError(fmt::format("cannot write '{}': {}", path, ec.message()));
 }
 
 void build_executable(const AotModule& module, const std::string& driver_path, const std::string& output_path,
@@ -380,7 +381,7 @@ void build_executable(const AotModule& module, const std::string& driver_path, c
   if (result.status != 0)
     throw AotUserError(fmt::format("linking '{}' with module '{}' failed:\n{}", driver_path, module.name, result.output));
   fs::copy_file(scratch, output_path, fs::copy_options::overwrite_existing, ec);
-  if (ec) throw AotUserError(fmt::format("cannot write '{}': {}", output_path, ec.message()));
+  if (ec) throw UsageError(fmt::format("cannot write '{}': {}", output_path, ec.message()));
 }
 
 }  // namespace synk::compiler::aot

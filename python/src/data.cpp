@@ -46,8 +46,14 @@ std::string path_arg(py::handle path) {
 
 // --- scalar arguments --------------------------------------------------------------------------------
 
+// numpy's bool scalar (numpy.bool_) has __index__ (with a DeprecationWarning) but is no integer.
+bool is_numpy_bool(py::handle v) {
+  const std::string_view type = Py_TYPE(v.ptr())->tp_name;
+  return type == "numpy.bool_" || type == "numpy.bool";
+}
+
 int64_t int_arg(py::handle v, const std::string& what) {
-  if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr()))
+  if (PyBool_Check(v.ptr()) || is_numpy_bool(v) || !PyIndex_Check(v.ptr()))
     usage(what + ": expected an integer, received " + py::repr(v).cast<std::string>());
   py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
   if (!index) throw py::error_already_set();

@@ -231,6 +231,8 @@ def test_argument_types(mod):
     for call, pattern in [
         (lambda: f(x, x[0], batch=2 ** 70), "out of the range of a 64-bit integer"),
         (lambda: f(x, x[0], batch=True), "batch: expected an int"),
+        (lambda: f(x, x[0], batch=np.True_), "batch: expected an int"),          # once taken as 1
+        (lambda: f(x, x[0], batch=np.array([2 ** 63 + 3], np.uint64)), r"index 9223372036854775811 at position 0 is out of range"),
         (lambda: f(x, x[0], output_subset=5), "output_subset: expected a list"),
         (lambda: f.build_inputs(x, x[0], oversize="big"), "oversize: expected a number"),
         (lambda: f.build_inputs(x, x[0], force_cast=1), "force_cast: expected True or False"),
