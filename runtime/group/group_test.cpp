@@ -277,3 +277,23 @@ TEST(Group, ARankThatSkipsTheBarrierIsNamedAndTheGroupStaysUsable) {
   synk::close();
   EXPECT_TRUE(leftover_segments().empty());
 }
+
+// std::bad_alloc's own text ("std::bad_alloc") names no cause: a rank that runs out of memory says
+// so, on a worker and on the master.
+TEST(Group, ARankOutOfMemoryIsNamedAsSuch) {
+  synk::register_rank_handler("bad_alloc", [](rt::RankContext& ctx, std::string_view payload) {
+    if (ctx.rank() == std::stoi(std::string(payload))) throw std::bad_alloc();
+  });
+  ASSERT_EQ(synk::fork(2), 2);
+  for (int rank : {1, 0}) {
+    try {
+      synk::run_on_all_ranks("bad_alloc", std::to_string(rank));
+      ADD_FAILURE() << "expected a RankError";
+    } catch (const RankError& e) {
+      EXPECT_HAS(e.what(), "out of memory (std::bad_alloc)");
+      EXPECT_EQ(e.ranks(), std::vector<int>{rank});
+    }
+  }
+  synk::close();
+  EXPECT_TRUE(leftover_segments().empty());
+}

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <span>
 #include <utility>
 
@@ -134,6 +135,14 @@ int64_t wait_phase_ns(const char* variable, int64_t fallback) {
   return int64_t(us) * 1000;
 }
 
+// What a rank's failure says: std::bad_alloc's own text ("std::bad_alloc") names no cause.
+std::string failure_text(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e))
+    return "out of memory (std::bad_alloc): this rank could not allocate a buffer of the command; it needs a "
+           "smaller batch or model, or more memory (a limit such as ulimit -v or the container's)";
+  return e.what();
+}
+
 ProcessGroup* g_listening_group = nullptr;
 void forward_retired(const std::string& name) {
   if (g_listening_group && g_listening_group->alive()) g_listening_group->retire(name);
@@ -230,8 +239,9 @@ struct WorkerLoop {
         for (CommandPrologue prologue : command_table().prologues) prologue(ctl->command.commit_pending != 0);
         dispatch(kind, std::string_view(ctl->payload_of_command(), ctl->command.payload_len));
       } catch (const std::exception& e) {
-        size_t n = std::min(std::strlen(e.what()), kErrorCapacity - 1);
-        std::memcpy(slot.error, e.what(), n);
+        const std::string text = failure_text(e);
+        size_t n = std::min(text.size(), kErrorCapacity - 1);
+        std::memcpy(slot.error, text.data(), n);
         slot.error_len = uint32_t(n);
         slot.error_command.store(ctx.command_, std::memory_order_seq_cst);
       }
@@ -626,7 +636,7 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
     if (e.group_lost()) throw;   // a worker died while rank 0 waited on it (e.g. in a barrier)
     errors[0] = e.what();
   } catch (const std::exception& e) {
-    errors[0] = e.what();
+    errors[0] = failure_text(e);
     if (errors[0].empty()) errors[0] = "unknown error";
   }
   ctl_->slot(0).done_seq.store(seq_, std::memory_order_seq_cst);   // for workers that wait for rank 0 (finished)
