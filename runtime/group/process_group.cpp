@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -425,7 +426,14 @@ void ProcessGroup::fork_workers(const std::vector<int>& cpus) {
       cleanup::set_workers(std::span(pids_).subspan(1, size_t(r - 1)), std::span(pidfds_).subspan(1, size_t(r - 1)));
       cleanup::block_signals(false);
       teardown(false);
-      throw Error(fmt::format("fork: could not start rank {}: {}", r, std::strerror(err)));
+      struct rlimit nproc {};
+      const bool limited = err == EAGAIN && ::getrlimit(RLIMIT_NPROC, &nproc) == 0 && nproc.rlim_cur != RLIM_INFINITY;
+      throw Error(fmt::format("fork: could not start rank {}: {}{}", r, std::strerror(err),
+                              limited ? fmt::format(" (this user may run {} processes, ulimit -u: fewer ranks, or "
+                                                    "a higher limit)", uint64_t(nproc.rlim_cur))
+                                      : err == ENOMEM ? std::string(" (out of memory: ulimit -v or the container's "
+                                                                    "limit may be reached)")
+                                                      : std::string()));
     }
     pids_[size_t(r)] = pid;
     // A pidfd names this process even after it is reaped, so the cleanup handler and the
