@@ -181,8 +181,12 @@ std::optional<NpyHeader> read_npy_header(const std::string& path, std::string* e
       return fail("is not a regular file (a FIFO, socket or device)");   // a FIFO would block the open
     file.open(path, std::ios::binary);
     if (!file) return fail("cannot be opened");
-    file_size = std::filesystem::file_size(path, ec);
-    if (ec) return fail("cannot be opened");
+    // The size of the file that is open, not of whatever the path names by now (a rename over it).
+    file.seekg(0, std::ios::end);
+    const std::streamoff end = file.tellg();
+    file.seekg(0, std::ios::beg);
+    if (end < 0 || !file) return fail("cannot be opened");
+    file_size = uint64_t(end);
   }
   std::istream& in = file.is_open() ? static_cast<std::istream&>(file) : copy;
   char magic[8];

@@ -231,6 +231,9 @@ class InitializerAnalyzer {
     if (!embedded && std::filesystem::is_directory(full, ec))
       return error(e.args[0]->loc, fmt::format("\"{}\" is a directory, not an .npy file (looked at {})", path,
                                                full.string()));
+    if (!embedded && std::filesystem::exists(full, ec) && !std::filesystem::is_regular_file(full, ec))
+      return error(e.args[0]->loc, fmt::format("\"{}\" is not a regular file (a FIFO, socket or device), not an .npy "
+                                               "file (looked at {})", path, full.string()));
     if (!embedded && !std::filesystem::is_regular_file(full, ec))
       return error(e.args[0]->loc, fmt::format("cannot find \"{}\" to initialize shared variable '{}' "
                                                "(looked for {})", path, decl_.name, full.string()));

@@ -266,6 +266,11 @@ void publish_outputs(const fs::path& archive, const std::string& archive_path, c
     for (const auto& [temp, target] : staged) fs::remove(temp, ignored);
   };
   try {
+    if (!header_path.empty()) {
+      std::error_code ec1, ec2;
+      if (fs::weakly_canonical(archive_path, ec1) == fs::weakly_canonical(header_path, ec2) && !ec1 && !ec2)
+        throw UsageError(fmt::format("-o {} and --header {} name the same file", archive_path, header_path));
+    }
     for (const std::string& path : {archive_path, header_path}) {
       std::error_code ec;
       if (!path.empty() && fs::is_directory(path, ec))

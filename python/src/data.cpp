@@ -41,7 +41,9 @@ ApiLock::ApiLock() {
 }
 
 std::string path_arg(py::handle path) {
-  return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+  // os.fsencode: the bytes the OS sees, for str (non-UTF-8 names included), bytes and os.PathLike.
+  py::object bytes = py::module_::import("os").attr("fsencode")(path);
+  return std::string(PyBytes_AS_STRING(bytes.ptr()), size_t(PyBytes_GET_SIZE(bytes.ptr())));
 }
 
 // --- scalar arguments --------------------------------------------------------------------------------

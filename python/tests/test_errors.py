@@ -296,3 +296,9 @@ def test_paths_with_a_nul_byte_are_refused_and_path_objects_are_taken(tmp_path):
         with pytest.raises(synk.UsageError, match="holds a NUL byte"):
             call()
     assert sorted(os.listdir(tmp_path)) == ["x.npy"]
+    # bytes paths, and names that are not UTF-8 (str with surrogate escapes), name the file the OS sees
+    d.save_npy(os.fsencode(tmp_path / "b.npy"))
+    odd = os.fsdecode(os.fsencode(str(tmp_path)) + b"/\xff.npy")
+    d.save_npy(odd)
+    np.testing.assert_array_equal(np.asarray(synk.load_npy(odd)), np.load(odd))
+    assert sorted(os.listdir(os.fsencode(tmp_path))) == [b"b.npy", b"x.npy", b"\xff.npy"]

@@ -151,6 +151,10 @@ void Reader::read_data(void* dst) {
   const size_t need = size_t(checked_shape_bytes(header_.shape, dtype_size(header_.dtype)).value());
   if (std::fseek(f, long(header_.data_offset), SEEK_SET) != 0 || std::fread(dst, 1, need, f) != need)
     bad(path_, "truncated data");
+  if (header_.dtype == DType::Bool) {   // any non-zero byte is True, as numpy reads it
+    auto* bytes = static_cast<unsigned char*>(dst);
+    for (size_t i = 0; i < need; ++i) bytes[i] = bytes[i] != 0;
+  }
 }
 
 Array Reader::read() {

@@ -188,6 +188,11 @@ TEST(NpyHostile, ValidEdgeCasesStillLoad) {
   rt::Array b = rt::npy::read(longer);
   ASSERT_EQ(b.size(), 2);
   EXPECT_EQ(b.data<int32_t>()[1], 2);
+  // A bool byte other than 0 and 1 is True, as numpy reads it.
+  const std::string bools = write_temp(npy_file(dict("|b1", "(4,)"), std::string("\0\1\2\xff", 4)), 2002);
+  rt::Array c = rt::npy::read(bools);
+  EXPECT_EQ(std::vector<uint8_t>(c.data<uint8_t>(), c.data<uint8_t>() + 4), (std::vector<uint8_t>{0, 1, 1, 1}));
+  std::remove(bools.c_str());
   std::remove(empty.c_str());
   std::remove(longer.c_str());
 }

@@ -13,6 +13,7 @@
 
 #include <sched.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <atomic>
@@ -179,6 +180,8 @@ class ProcessGroup {
   // A command is under way (run() has not returned): synk::close() is refused then.
   bool in_command() const { return in_command_; }
   bool alive() const { return alive_; }
+  // This process is a copy of the master made by the program's own fork(): the group is not its own.
+  bool is_forked_copy() const { return alive_ && ::getpid() != pids_[0]; }
   int size() const { return size_; }
   pid_t pid(int rank) const { return pids_.at(size_t(rank)); }
   const std::string& segment_prefix() const { return prefix_; }
