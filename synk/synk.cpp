@@ -313,11 +313,8 @@ Array Module::get_value(std::string_view name) const {
 }
 
 void Module::set_value(std::string_view name, const ArrayRef& value, bool force_cast) {
-  if (g_group && g_group->is_forked_copy())   // the write would stay in this copy, unseen by the group
-    throw UsageError(fmt::format("set_value('{}'): this process (pid {}) is a copy of synk's master made by the "
-                                 "program's own fork(): the process group and its variables belong to the master; "
-                                 "call synk::close() here first to start a group of this process's own",
-                                 name, ::getpid()));
+  // The write would stay in this copy, unseen by the group.
+  if (g_group) g_group->refuse_forked_copy(fmt::format("set_value('{}')", name));
   rt::ModuleEntry& m = module_entry(id_);
   int32_t v = index_of(name);
   m.values[size_t(v)] = rt::conform_shared_value(m.spec.shareds[size_t(v)], m.spec.symbols, value,

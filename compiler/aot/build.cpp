@@ -110,10 +110,12 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::strin
   return result;
 }
 
-void write_file(const fs::path& path, const std::string& text) {
+// `shown_as`: the name in the error (the destination, when `path` is its temporary beside it).
+void write_file(const fs::path& path, const std::string& text, const std::string& shown_as = {}) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!(out << text) || !out.flush())
-    throw AotUserError(fmt::format("cannot write '{}': {}", path.string(), std::strerror(errno)));
+    throw AotUserError(fmt::format("cannot write '{}': {}", shown_as.empty() ? path.string() : shown_as,
+                                   std::strerror(errno)));
 }
 
 // Ctrl-C, SIGTERM or SIGHUP while a build directory exists: it is removed (by `rm -rf`, since
@@ -284,12 +286,9 @@ void publish_outputs(const fs::path& archive, const std::string& archive_path, c
     if (!header_path.empty()) {
       staged.emplace_back(header_path + suffix, header_path);
       try {
-        write_file(staged.back().first, header);
-      } catch (const AotUserError& e) {   // name the file the user asked for, not the temporary
-        std::string message = e.what();
-        const std::string temp = staged.back().first.string();
-        if (size_t at = message.find(temp); at != std::string::npos) message.replace(at, temp.size(), header_path);
-        throw UsageError(message);
+        write_file(staged.back().first, header, header_path);
+      } catch (const AotUserError& e) {   // an output path: a usage error
+        throw UsageError(e.what());
       }
     }
     for (const auto& [temp, target] : staged) {

@@ -592,10 +592,7 @@ const std::vector<std::string>& ProcessGroup::run(CommandKind kind, std::string_
   if (cleanup::is_worker())
     throw UsageError("a worker rank started a synk command (a call or a collective, from inside a function's "
                      "run() or a rank handler): only the master, rank 0, starts commands");
-  if (getpid() != pids_[0])
-    throw UsageError(fmt::format("this process (pid {}) is a copy of synk's master (pid {}) made by the program's own "
-                                 "fork(): the process group belongs to the master; call synk::close() here first to "
-                                 "start a group of this process's own", getpid(), pids_[0]));
+  refuse_forked_copy("");
   if (in_command_) {
     if (command_thread_.load() != std::this_thread::get_id())
       throw UsageError("a synk command (a call or a collective) was started from one thread while another thread's "
@@ -707,8 +704,17 @@ std::byte* ProcessGroup::scratch(size_t bytes) {
   return scratch_.bytes();
 }
 
+void ProcessGroup::refuse_forked_copy(std::string_view what) const {
+  if (!is_forked_copy()) return;
+  throw UsageError(fmt::format("{}{}this process (pid {}) is a copy of synk's master (pid {}) made by the program's "
+                               "own fork(): the process group and its variables belong to the master; call "
+                               "synk::close() here first to start a group of this process's own",
+                               what, what.empty() ? "" : ": ", getpid(), pids_[0]));
+}
+
 bool ProcessGroup::flush_retired() {
-  if (!alive_ || getpid() != pids_[0] || cleanup::is_worker() || in_command_ || !retired_since_command_) return false;
+  // A worker is a forked copy too (its pids_[0] is the master's).
+  if (!alive_ || is_forked_copy() || in_command_ || !retired_since_command_) return false;
   run(CommandKind::Ping, {}, {});
   return true;
 }

@@ -182,6 +182,8 @@ class ProcessGroup {
   bool alive() const { return alive_; }
   // This process is a copy of the master made by the program's own fork(): the group is not its own.
   bool is_forked_copy() const { return alive_ && ::getpid() != pids_[0]; }
+  // Throws UsageError, `what` first, in such a copy: its commands and writes belong to the master.
+  void refuse_forked_copy(std::string_view what) const;
   int size() const { return size_; }
   pid_t pid(int rank) const { return pids_.at(size_t(rank)); }
   const std::string& segment_prefix() const { return prefix_; }

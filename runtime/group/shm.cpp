@@ -136,6 +136,13 @@ Space free_space() {
 }
 
 namespace {
+// posix_fallocate, again after a signal interrupted it; its error number (0 on success).
+int reserve_pages(int fd, off_t offset, off_t bytes) {
+  int rc;
+  while ((rc = posix_fallocate(fd, offset, bytes)) == EINTR) {}
+  return rc;
+}
+
 bool (*g_space_reclaimer)() = nullptr;
 bool reclaim_space() { return g_space_reclaimer && g_space_reclaimer(); }
 
@@ -171,10 +178,9 @@ Segment Segment::create(const std::string& name, size_t bytes, std::string_view 
     if (reserve == Reserve::Now) {
       // tmpfs allocates pages on first touch; reserving them now turns a full /dev/shm into an
       // error here instead of a SIGBUS at the first write.
-      int rc;
-      while ((rc = posix_fallocate(obj.get_mapping_handle().handle, 0, off_t(bytes))) == EINTR) {}
-      if (rc == ENOSPC && reclaim_space())
-        while ((rc = posix_fallocate(obj.get_mapping_handle().handle, 0, off_t(bytes))) == EINTR) {}
+      const int fd = obj.get_mapping_handle().handle;
+      int rc = reserve_pages(fd, 0, off_t(bytes));
+      if (rc == ENOSPC && reclaim_space()) rc = reserve_pages(fd, 0, off_t(bytes));
       if (rc == ENOSPC || rc == EFBIG) {
         bip::shared_memory_object::remove(name.c_str());
         seg.owns_name_ = false;
@@ -203,8 +209,7 @@ Segment Segment::create(const std::string& name, size_t bytes, std::string_view 
 void Segment::reserve(size_t offset, size_t bytes, std::string_view what) const {
   const int fd = ::shm_open(("/" + name_).c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) return;   // the name is gone (the group is ending): the write is the caller's last
-  int rc;
-  while ((rc = posix_fallocate(fd, off_t(offset), off_t(bytes))) == EINTR) {}
+  const int rc = reserve_pages(fd, off_t(offset), off_t(bytes));
   ::close(fd);
   if (rc == ENOSPC || rc == EFBIG) throw_short(int64_t(bytes), what, free_space());
 }
