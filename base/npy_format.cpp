@@ -63,7 +63,9 @@ struct DictParser {
     expect('(');
     std::vector<int64_t> dims;
     while (!accept(')')) {
-      const std::string w = word();
+      std::string w = word();
+      // Python 2's numpy wrote long dimensions as `3L`; numpy still reads them (_filter_header).
+      if (w.size() > 1 && (w.back() == 'L' || w.back() == 'l')) w.pop_back();
       if (w.empty() || !std::all_of(w.begin(), w.end(), [](char c) { return c >= '0' && c <= '9'; }))
         throw DictError{"malformed shape in header"};
       std::optional<int64_t> dim = parse_decimal(w);
@@ -103,6 +105,8 @@ struct DictParser {
       }
     }
     if (seen.size() != 3) throw DictError{"header lacks descr, fortran_order or shape"};
+    skip_ws();   // numpy pads the dict with spaces and a newline; anything else is not its header
+    if (pos != text.size()) throw DictError{fmt::format("malformed header (text after the dict at offset {})", pos)};
     return d;
   }
 };

@@ -400,6 +400,124 @@ std::optional<std::string> rows_reduced_by_avg_warning(const std::string& name, 
                      name, op, in.shape[0].symbol, rows->second, op, name, op, name);
 }
 
+namespace {
+
+// The scattered row symbol among `type`'s dimensions, if any.
+const std::string* scattered_symbol(const ir::TensorType& type, const ScatteredRows& scattered) {
+  for (const ir::Dim& d : type.shape)
+    if (d.is_symbolic() && scattered.count(d.symbol)) return &d.symbol;
+  return nullptr;
+}
+
+// The row symbol whose count `id` is (the value of `n` in `sum(l) / cast(n, f32)`: a sum of a 1
+// broadcast over [n], sema's dimension_value), through casts; nullptr for anything else.
+const std::string* row_count_symbol(const ir::Function& fn, ir::NodeId id, const ScatteredRows& scattered) {
+  const ir::Node* n = &fn.nodes[size_t(id)];
+  while (n->op == ir::Op::Cast) n = &fn.nodes[size_t(n->operands[0])];
+  if (n->op != ir::Op::ReduceSum || n->attrs.axes != std::vector<int64_t>{0}) return nullptr;
+  const ir::Node& spread = fn.nodes[size_t(n->operands[0])];
+  if (spread.op != ir::Op::BroadcastTo || spread.type.shape.size() != 1) return nullptr;
+  const ir::Node& one = fn.nodes[size_t(spread.operands[0])];
+  if (one.op != ir::Op::Constant || one.attrs.ivalue != 1) return nullptr;
+  const ir::Dim& d = spread.type.shape[0];
+  return d.is_symbolic() && scattered.count(d.symbol) ? &d.symbol : nullptr;
+}
+
+// `sum(a) / count of a's rows`: a mean over the rows written out.
+bool is_sum_over_rows_of(const ir::Function& fn, ir::NodeId id, const std::string& symbol) {
+  const ir::Node* n = &fn.nodes[size_t(id)];
+  while (n->op == ir::Op::Cast || n->op == ir::Op::Neg) n = &fn.nodes[size_t(n->operands[0])];
+  if (n->op != ir::Op::ReduceSum) return false;
+  const ir::TensorType& in = fn.nodes[size_t(n->operands[0])].type;
+  return !in.shape.empty() && in.shape[0].is_symbolic() && in.shape[0].symbol == symbol &&
+         std::find(n->attrs.axes.begin(), n->attrs.axes.end(), 0) != n->attrs.axes.end();
+}
+
+// What keeps `node` from the form "mean over the rows, plus and times what does not depend on
+// them" (a phrase for the warning), or nullopt where the walk goes on into its operands.
+std::optional<std::string> breaks_row_mean(const ir::Function& fn, const ir::Node& node,
+                                           const std::vector<bool>& depends, const ScatteredRows& scattered,
+                                           std::vector<ir::NodeId>& next) {
+  auto operand_type = [&](size_t k) -> const ir::TensorType& { return fn.nodes[size_t(node.operands[k])].type; };
+  auto reduces_rows = [&] {
+    const ir::TensorType& in = operand_type(0);
+    return !in.shape.empty() && in.shape[0].is_symbolic() && scattered.count(in.shape[0].symbol) &&
+           std::find(node.attrs.axes.begin(), node.attrs.axes.end(), 0) != node.attrs.axes.end();
+  };
+  auto go_on = [&](std::initializer_list<size_t> which) -> std::optional<std::string> {
+    for (size_t k : which) next.push_back(node.operands[k]);
+    return std::nullopt;
+  };
+  switch (node.op) {
+    case ir::Op::ReduceMean:
+      if (reduces_rows()) return std::nullopt;   // a mean over the rows: what the step averages exactly
+      return go_on({0});
+    case ir::Op::ReduceSum:
+      if (reduces_rows()) return std::string("a sum over each rank's rows");
+      return go_on({0});
+    case ir::Op::ReduceMax: case ir::Op::ReduceMin: case ir::Op::ReduceProd:
+      return fmt::format("a {} {}", ir::op_name(node.op),
+                         reduces_rows() ? "over each rank's rows" : "of a value computed from the rows");
+    case ir::Op::Add: case ir::Op::Sub: case ir::Op::Concat:
+      for (ir::NodeId o : node.operands) next.push_back(o);
+      return std::nullopt;
+    case ir::Op::Neg: case ir::Op::Cast: case ir::Op::Reshape: case ir::Op::BroadcastTo: case ir::Op::Transpose:
+    case ir::Op::Slice:
+      return go_on({0});
+    case ir::Op::Mul:
+      if (!depends[size_t(node.operands[0])]) return go_on({1});
+      if (!depends[size_t(node.operands[1])]) return go_on({0});
+      return std::string("a product of two values computed from the rows");
+    case ir::Op::Div:
+      if (!depends[size_t(node.operands[1])]) return go_on({0});
+      if (const std::string* rows = row_count_symbol(fn, node.operands[1], scattered);
+          rows && is_sum_over_rows_of(fn, node.operands[0], *rows))
+        return std::nullopt;
+      return std::string("a division by a value computed from the rows");
+    case ir::Op::Where:
+      if (!depends[size_t(node.operands[0])]) return go_on({1, 2});
+      return std::string("a where() whose condition is computed from the rows");
+    default:
+      return fmt::format("{} of a value computed from the rows", ir::op_name(node.op));
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> loss_not_a_row_mean_warning(const ir::Function& fn, ir::NodeId loss,
+                                                       const ScatteredRows& scattered) {
+  if (scattered.empty() || loss < 0 || size_t(loss) >= fn.nodes.size()) return std::nullopt;
+  // Nodes are in topological order: one pass finds what depends on the scattered rows.
+  std::vector<bool> depends(size_t(loss) + 1, false);
+  for (size_t i = 0; i <= size_t(loss); ++i) {
+    const ir::Node& n = fn.nodes[i];
+    depends[i] = scattered_symbol(n.type, scattered) != nullptr ||
+                 std::any_of(n.operands.begin(), n.operands.end(), [&](ir::NodeId o) { return depends[size_t(o)]; });
+  }
+  std::vector<ir::NodeId> next = {loss};
+  std::vector<bool> seen(size_t(loss) + 1, false);
+  while (!next.empty()) {
+    const ir::NodeId id = next.back();
+    next.pop_back();
+    if (seen[size_t(id)] || !depends[size_t(id)]) continue;
+    seen[size_t(id)] = true;
+    const ir::Node& node = fn.nodes[size_t(id)];
+    std::optional<std::string> why = breaks_row_mean(fn, node, depends, scattered, next);
+    if (!why) continue;
+    const std::string* symbol = nullptr;
+    for (size_t k = 0; k < node.operands.size() && !symbol; ++k)
+      symbol = scattered_symbol(fn.nodes[size_t(node.operands[k])].type, scattered);
+    const auto rows = symbol ? scattered.find(*symbol) : scattered.begin();
+    return fmt::format("the loss is not a mean over the scattered rows ('{}', {}): it has {}. A training step "
+                       "averages the ranks' (and slices') gradients weighted by their rows, which is the gradient of "
+                       "a mean over all the step's rows (plus terms that do not depend on them), so this loss trains "
+                       "on a gradient that changes with the number of ranks and slices (a sum over the rows: divided "
+                       "by their count); write mean(...) over the rows (docs/training.md, \"Exact for any split of "
+                       "the step's rows\")", rows->first, rows->second, *why);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> update_mode_error(ir::ReduceMode mode) {
   if (reduced_over_ranks(mode)) return std::nullopt;
   return fmt::format("an update accumulates over slices with avg, sum, prod, max or min; mode '{}' is for "

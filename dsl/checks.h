@@ -135,6 +135,14 @@ std::optional<std::string> scattered_output_error(const std::string& name, std::
 std::optional<std::string> rows_reduced_by_avg_warning(const std::string& name, const ir::Function& fn,
                                                        ir::NodeId node, const ScatteredRows& scattered);
 
+// A warning, not an error: a training step averages the ranks' (and slices') gradients weighted
+// by their rows, which is the gradient of `loss` (node of `fn`) only when the loss is a mean over
+// the scattered rows plus terms that do not depend on them (each scaled by values that do not).
+// Any other loss, such as a sum over the rows, trains on a gradient that changes with the number
+// of ranks and slices. The message names the first construct that breaks the form.
+std::optional<std::string> loss_not_a_row_mean_warning(const ir::Function& fn, ir::NodeId loss,
+                                                       const ScatteredRows& scattered);
+
 std::optional<std::string> update_mode_error(ir::ReduceMode mode);
 std::optional<std::string> update_type_error(const std::string& name, const ir::TensorType& variable,
                                              const ir::TensorType& value);

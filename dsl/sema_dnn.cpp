@@ -200,8 +200,11 @@ Value FunctionAnalyzer::call_pool2d(const ast::Expr& e, Op op) {
   auto kernel = pair_argument(*e.args[1], kernel_what.c_str(), 1);
   std::optional<int64_t> stride, padding = 0;
   std::optional<bool> include_pad = true;
+  // Pooling takes one stride and one padding for both axes (unlike conv2d): the message says so.
+  const std::string stride_what = fmt::format("{}'s stride (one integer for both axes)", name);
+  const std::string padding_what = fmt::format("{}'s padding (one integer for both axes)", name);
   if (const ast::Expr* a = keyword(e, "stride")) {
-    stride = int_argument(*a, "the stride");
+    stride = int_argument(*a, stride_what.c_str());
     if (stride && *stride < 1) {
       error(a->loc, fmt::format("{}'s stride must be at least 1, found {}", name, *stride));
       return Value::error();
@@ -209,7 +212,7 @@ Value FunctionAnalyzer::call_pool2d(const ast::Expr& e, Op op) {
     if (!stride) return Value::error();
   }
   if (const ast::Expr* a = keyword(e, "padding")) {
-    padding = int_argument(*a, "the padding");
+    padding = int_argument(*a, padding_what.c_str());
     if (padding && *padding < 0) {
       error(a->loc, fmt::format("{}'s padding must not be negative, found {}", name, *padding));
       return Value::error();

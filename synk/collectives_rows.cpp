@@ -31,7 +31,7 @@ SelectedRows checked_scatter_rows(const char* what, const Target& t, const Array
   if (t.spec->dims.empty())
     throw UsageError(fmt::format("{}: shared variable '{}' is a scalar; scatter splits axis 0", what, t.name()));
   if (value.shape.size() != t.spec->dims.size())
-    throw UsageError(fmt::format("{}: expected {} dimensions ({}), received shape {}", label, t.spec->dims.size(),
+    throw UsageError(fmt::format("{}: expected {} ({}), received shape {}", label, rt::dimensions_text(t.spec->dims.size()),
                                  rt::spec_string(*t.spec, t.module->spec.symbols), rt::shape_string(value.shape)));
   for (size_t k = 1; k < value.shape.size(); ++k)
     if (t.spec->dims[k].symbol < 0 && t.spec->dims[k].size != value.shape[k])

@@ -265,9 +265,12 @@ std::atomic<int>& conv_algorithm_mode() {
 
 ConvAlgorithm conv_algorithm_override() { return ConvAlgorithm(conv_algorithm_mode().load()); }
 
+// Symmetric padding only: oneDNN 2.6's Winograd backward-data pass gives wrong values when the
+// vertical padding is (0, 1) or (1, 0) (dx off by ~11 on 6x6 planes, forward and weights right);
+// "same" and "valid" 3x3 layers, the ones Winograd is for, are symmetric.
 bool winograd_allowed(const Conv2dParams& p) {
   return p.kh == 3 && p.kw == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dilation_h == 1 && p.dilation_w == 1 &&
-         p.groups == 1;
+         p.groups == 1 && p.pad_top == p.pad_bottom && p.pad_left == p.pad_right;
 }
 
 // Builds a primitive descriptor with Winograd when `try_winograd`, else (or where oneDNN has no
@@ -354,6 +357,7 @@ std::unique_ptr<ConvEntry> make_conv(const Conv2dParams& p, ConvFormat f, const 
 
 ConvEntry& conv_entry(Runtime& rt, const Conv2dParams& p, ConvFormat f) {
   check_conv2d(p);
+  (void)conv_algorithm_override();   // a bad SYNK_CONV_ALGORITHM fails every layer, not only those it may change
   if (f != ConvFormat::plain && f != ConvFormat::blocked && f != ConvFormat::channels_last)
     throw std::invalid_argument("conv2d: format = " + std::to_string(int(f)) +
                                 " is not plain, blocked or channels_last");

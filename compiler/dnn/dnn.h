@@ -38,7 +38,8 @@ enum class ConvFormat { plain, blocked, channels_last };
 ConvFormat suggested_format(const Conv2dParams& p);
 
 // Whether the blocked format computes this layer (forward and both backward passes) with oneDNN's
-// Winograd F(4x4, 3x3) kernels instead of its direct ones: 3x3, stride 1, dense, one group, and
+// Winograd F(4x4, 3x3) kernels instead of its direct ones: 3x3, stride 1, dense, one group,
+// symmetric padding (oneDNN's backward-data pass is wrong for some asymmetric ones), and
 // a shape where they measured faster on this machine (README, "Winograd"): at least 64 input and
 // output channels over at least 1,024 output pixels per call (n * oh * ow), or at least 32 over
 // as many pixels on output planes of at least 8x8. The rule depends on the shape only, so the choice, and so the

@@ -414,6 +414,10 @@ void bind_functions(py::module_& m) {
       .def_property("step", [](const FunctionObj& f) { ApiLock l; return f.fn.step(); },
                     [](const FunctionObj& f, uint64_t step) { ApiLock l; f.fn.set_step(step); },
                     "The step of its random ops: every successful call of a function with updates advances it by one")
+      .def("__eq__", [](const FunctionObj& a, py::handle b) {
+             return py::isinstance<FunctionObj>(b) && a.fn.id() == b.cast<const FunctionObj&>().fn.id();
+           })
+      .def("__hash__", [](const FunctionObj& f) { return std::hash<int64_t>()(f.fn.id()); })
       .def("__repr__", [](const FunctionObj& f) { return "<synk.Function " + signature_text(f.fn) + ">"; });
 
   py::class_<TrainStepObj>(m, "TrainStep",

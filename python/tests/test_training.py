@@ -210,3 +210,22 @@ fn stat(scatter x: f32[n]) { update w: avg = w * mean(x); }
     for r in range(synk.size()):
         for v, old, new in zip(names, before[r], after[r]):
             assert np.array_equal(old, new), (r, v, old, new)
+
+
+def test_a_loss_that_is_not_a_mean_over_the_rows_is_warned_about(capfd):
+    # A sum over the rows trains on a gradient divided by the rank count: a warning where the
+    # module is compiled, pointing at the loss (docs/language.md).
+    synk.compile(SOURCE.replace("minimize mean(sum(err * err, axis=1))", "minimize sum(err * err)"),
+                 name="sum_loss.synk")
+    err = capfd.readouterr().err
+    assert "sum_loss.synk:8:12: warning: the loss is not a mean over the scattered rows ('n'" in err, err
+    assert "it has a sum over each rank's rows" in err
+    synk.compile(SOURCE, name="mean_loss.synk")
+    assert "warning" not in capfd.readouterr().err
+
+
+def test_function_handles_of_one_function_compare_equal(model):
+    f, g = model.function("train"), model.function("train")
+    assert f == g and hash(f) == hash(g) and len({f, g}) == 1
+    other = synk.compile(SOURCE).function("train")
+    assert f != other and f != "train"

@@ -206,8 +206,8 @@ void plan_inputs(const PlanRequest& req, CallPlan& plan) {
                                    dtype_name(spec.dtype), data_label(info), dtype_name(info.dtype),
                                    dtype_name(spec.dtype)));
     if (info.shape.size() != spec.dims.size())
-      throw UsageError(fmt::format("{}: expected {} dimensions ({}), received {} of shape {}",
-                                   label, spec.dims.size(), spec_string(spec, sig.symbols),
+      throw UsageError(fmt::format("{}: expected {} ({}), received {} of shape {}",
+                                   label, dimensions_text(spec.dims.size()), spec_string(spec, sig.symbols),
                                    data_label(info), shape_string(info.shape)));
     bool row_axis_free = spec.role != Role::Broadcast;
     for (size_t k = row_axis_free ? 1 : 0; k < spec.dims.size(); ++k) {

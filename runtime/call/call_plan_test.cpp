@@ -186,7 +186,7 @@ TEST(PlanErrors, Arguments) {
   EXPECT_HAS(error_of(r), "input 'x' (argument 1 of f): expected dtype f32, received Data 'xd' of dtype f64");
   r = fx.req;
   r.inputs[1].shape = {4, 1};
-  EXPECT_HAS(error_of(r), "input 'y' (argument 2 of f): expected 1 dimensions (f32[d]), received Data 'yd' of shape [4, 1]");
+  EXPECT_HAS(error_of(r), "input 'y' (argument 2 of f): expected 1 dimension (f32[d]), received Data 'yd' of shape [4, 1]");
   r = fx.req;
   r.inputs[0].shape = {10, 4};
   EXPECT_HAS(error_of(r), "expected shape f32[n, 3], received Data 'xd' of shape [10, 4] (axis 1 must be 3)");

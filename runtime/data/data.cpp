@@ -153,9 +153,9 @@ void Data::set_value(const rt::ArrayRef& value, bool force_cast, double oversize
   check_shape(value.shape, where);
   if (int(value.shape.size()) != d.ndim)
     throw UsageError(fmt::format(
-        "{}: expected a value with {} dimensions, received {} (shape {}); the number of "
+        "{}: expected a value with {}, received {} (shape {}); the number of "
         "dimensions of a Data is fixed",
-        where, d.ndim, value.shape.size(), rt::shape_string(value.shape)));
+        where, rt::dimensions_text(size_t(d.ndim)), value.shape.size(), rt::shape_string(value.shape)));
   if (!force_cast && !rt::can_cast_safely(value.dtype, d.dtype))
     throw UsageError(fmt::format(
         "{}: expected dtype {} (or one that converts safely to it), received {}; pass "
@@ -176,8 +176,8 @@ void Data::set_shape(std::vector<int64_t> shape, double oversize) {
   check_oversize(oversize, where);
   check_shape(shape, where);
   if (int(shape.size()) != d.ndim)
-    throw UsageError(fmt::format("{}: expected {} dimensions, received {} (shape {})", where,
-                                 d.ndim, shape.size(), rt::shape_string(shape)));
+    throw UsageError(fmt::format("{}: expected {}, received {} (shape {})", where,
+                                 rt::dimensions_text(size_t(d.ndim)), shape.size(), rt::shape_string(shape)));
   d.reserve(elements_of(shape, d.dtype, where), shape, oversize, size_t(rt::shape_size(d.shape)) * dtype_size(d.dtype),
             where);
   d.shape = std::move(shape);

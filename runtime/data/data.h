@@ -57,7 +57,7 @@ class View {
   int64_t offset(const int64_t* index, size_t n) const {
     if (n != shape_.size())
       throw UsageError("View: " + std::to_string(n) + " indices given for an array of " +
-                       std::to_string(shape_.size()) + " dimensions");
+                       std::to_string(shape_.size()) + (shape_.size() == 1 ? " dimension" : " dimensions"));
     int64_t off = 0;
     for (size_t k = 0; k < n; ++k) {
       if (index[k] < 0 || index[k] >= shape_[k])

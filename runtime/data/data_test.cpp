@@ -73,7 +73,7 @@ TEST(Data, FixedDtypeAndRankSafeCasts) {
   EXPECT_EQ(g.at<double>(1), 8.0);
   EXPECT_NE(usage_error_of([&] { g.at<float>(0); }).find("typed access as f32 but the dtype is f64"), std::string::npos);
   EXPECT_NE(usage_error_of([&] { g.at<double>(2); }).find("index 2 out of range for axis 0 of length 2"), std::string::npos);
-  EXPECT_NE(usage_error_of([&] { g.at<double>(0, 0); }).find("2 indices given for an array of 1 dimensions"), std::string::npos);
+  EXPECT_NE(usage_error_of([&] { g.at<double>(0, 0); }).find("2 indices given for an array of 1 dimension"), std::string::npos);
 }
 
 TEST(Data, OversizeGrowShrinkAndFree) {

@@ -21,6 +21,8 @@ void convert_elements(const void* src, DType from, void* dst, DType to, int64_t 
   });
 }
 
+std::string dimensions_text(size_t n) { return fmt::format("{} dimension{}", n, n == 1 ? "" : "s"); }
+
 std::string shape_string(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }

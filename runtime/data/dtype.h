@@ -44,6 +44,7 @@ using synk::can_cast_safely;
 void convert_elements(const void* src, DType from, void* dst, DType to, int64_t n);
 
 std::string shape_string(const std::vector<int64_t>& shape);           // "[2, 3]"; scalar "[]"
+std::string dimensions_text(size_t n);                                // "1 dimension", "2 dimensions"
 int64_t shape_size(const std::vector<int64_t>& shape);
 // "f32[n, 10]" with symbol names from `symbols`.
 std::string spec_string(const TensorSpec& spec, const std::vector<std::string>& symbols);

@@ -75,7 +75,10 @@ std::vector<Hostile> hostile_files() {
       {"one byte short", npy_file(dict("<f4", "(3,)"), std::string(11, '\0')), "truncated data"},
       {"half the rows", npy_file(dict("<f8", "(10, 2)"), std::string(80, '\0')), "truncated data"},
       {"negative dimension", npy_file(dict("<f4", "(-1, 3)"), d16), "malformed shape"},
-      {"suffixed dimension", npy_file(dict("<f4", "(3L, 4L)"), d16), "malformed shape"},
+      {"suffixed dimension", npy_file(dict("<f4", "(3x, 4)"), d16), "malformed shape"},
+      {"a suffix alone", npy_file(dict("<f4", "(L,)"), d16), "malformed shape"},
+      {"text after the dict", npy_file(dict("<f4", "(2,)") + " junk", d16), "text after the dict"},
+      {"a second dict", npy_file(dict("<f4", "(2,)") + dict("<f4", "(4,)"), d16), "text after the dict"},
       {"nested tuple", npy_file(dict("<f4", "((2, 3),)"), d16), "malformed shape"},
       {"unterminated tuple", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4", d16), "malformed"},
       {"double comma", npy_file(dict("<f4", "(1, , 2)"), d16), "malformed shape"},
@@ -192,6 +195,10 @@ TEST(NpyHostile, ValidEdgeCasesStillLoad) {
   const std::string bools = write_temp(npy_file(dict("|b1", "(4,)"), std::string("\0\1\2\xff", 4)), 2002);
   rt::Array c = rt::npy::read(bools);
   EXPECT_EQ(std::vector<uint8_t>(c.data<uint8_t>(), c.data<uint8_t>() + 4), (std::vector<uint8_t>{0, 1, 1, 1}));
+  // Python 2's numpy wrote `(2L, 2L)`, which numpy still reads.
+  const std::string py2 = write_temp(npy_file(dict("<f4", "(2L, 1l)"), std::string(8, '\0')), 2003);
+  EXPECT_EQ(rt::npy::read(py2).shape, (std::vector<int64_t>{2, 1}));
+  std::remove(py2.c_str());
   std::remove(bools.c_str());
   std::remove(empty.c_str());
   std::remove(longer.c_str());

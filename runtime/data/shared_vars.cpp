@@ -121,8 +121,8 @@ std::vector<Array> initial_values(const ModuleSpec& spec) {
 Array conform_shared_value(const SharedSpec& spec, const std::vector<std::string>& symbols,
                            const ArrayRef& value, bool force_cast, const std::string& where) {
   if (value.shape.size() != spec.dims.size())
-    throw UsageError(fmt::format("{}: expected a value with {} dimensions ({}), received shape {}",
-                                 where, spec.dims.size(), spec_string(spec, symbols),
+    throw UsageError(fmt::format("{}: expected a value with {} ({}), received shape {}",
+                                 where, dimensions_text(spec.dims.size()), spec_string(spec, symbols),
                                  shape_string(value.shape)));
   for (size_t k = 0; k < spec.dims.size(); ++k) {
     if (value.shape[k] < 0)

@@ -2,6 +2,7 @@
 // functions and modules registered before and after the fork, per-rank shared values, rank
 // handlers with barriers, small results inline in a rank's completion. Each checks /dev/shm is left clean. Faults: faults_test.cpp.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -284,6 +285,13 @@ TEST(Group, ARankOutOfMemoryIsNamedAsSuch) {
   synk::register_rank_handler("bad_alloc", [](rt::RankContext& ctx, std::string_view payload) {
     if (ctx.rank() == std::stoi(std::string(payload))) throw std::bad_alloc();
   });
+  // A finite ulimit -v (1 TiB, far above what the test maps) is named with its value.
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_AS, &saved), 0);
+  rlimit one_tib = saved;
+  one_tib.rlim_cur = rlim_t(1) << 40;
+  const bool limited = (saved.rlim_max == RLIM_INFINITY || saved.rlim_max >= one_tib.rlim_cur) &&
+                       ::setrlimit(RLIMIT_AS, &one_tib) == 0;
   ASSERT_EQ(synk::fork(2), 2);
   for (int rank : {1, 0}) {
     try {
@@ -291,9 +299,11 @@ TEST(Group, ARankOutOfMemoryIsNamedAsSuch) {
       ADD_FAILURE() << "expected a RankError";
     } catch (const RankError& e) {
       EXPECT_HAS(e.what(), "out of memory (std::bad_alloc)");
+      if (limited) EXPECT_HAS(e.what(), "; ulimit -v is 1073741824 here (1048576 MiB)");
       EXPECT_EQ(e.ranks(), std::vector<int>{rank});
     }
   }
   synk::close();
+  if (limited) ::setrlimit(RLIMIT_AS, &saved);
   EXPECT_TRUE(leftover_segments().empty());
 }

@@ -138,10 +138,12 @@ int64_t wait_phase_ns(const char* variable, int64_t fallback) {
 
 // What a rank's failure says: std::bad_alloc's own text ("std::bad_alloc") names no cause.
 std::string failure_text(const std::exception& e) {
-  if (dynamic_cast<const std::bad_alloc*>(&e))
-    return "out of memory (std::bad_alloc): this rank could not allocate a buffer of the command; it needs a "
-           "smaller batch or model, or more memory (a limit such as ulimit -v or the container's)";
-  return e.what();
+  if (!dynamic_cast<const std::bad_alloc*>(&e)) return e.what();
+  std::string text = "out of memory (std::bad_alloc): this rank could not allocate a buffer of the command; it needs a "
+                     "smaller batch or model, or more memory (a limit such as ulimit -v or the container's)";
+  if (rlimit limit{}; ::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+    text += fmt::format("; ulimit -v is {} here ({} MiB)", uint64_t(limit.rlim_cur) >> 10, uint64_t(limit.rlim_cur) >> 20);
+  return text;
 }
 
 ProcessGroup* g_listening_group = nullptr;
