@@ -105,7 +105,10 @@ struct DictParser {
       }
     }
     if (seen.size() != 3) throw DictError{"header lacks descr, fortran_order or shape"};
-    skip_ws();   // numpy pads the dict with spaces and a newline; anything else is not its header
+    // numpy pads the dict with spaces and a newline, and reads it as a Python literal, so a
+    // comment may follow it too; any other text is not its header.
+    for (skip_ws(); pos < text.size() && text[pos] == '#'; skip_ws())
+      while (pos < text.size() && text[pos] != '\n') ++pos;
     if (pos != text.size()) throw DictError{fmt::format("malformed header (text after the dict at offset {})", pos)};
     return d;
   }

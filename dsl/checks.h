@@ -139,8 +139,14 @@ std::optional<std::string> rows_reduced_by_avg_warning(const std::string& name, 
 // by their rows, which is the gradient of `loss` (node of `fn`) only when the loss is a mean over
 // the scattered rows plus terms that do not depend on them (each scaled by values that do not).
 // Any other loss, such as a sum over the rows, trains on a gradient that changes with the number
-// of ranks and slices. The message names the first construct that breaks the form.
-std::optional<std::string> loss_not_a_row_mean_warning(const ir::Function& fn, ir::NodeId loss,
+// of ranks and slices, and so does a mean of values that mix the rank's rows (var(l), a softmax
+// or cumsum along them). The message names the first construct that breaks the form.
+// `loc`: the part named (a node's position; invalid where the node has none).
+struct LossWarning {
+  SourceLoc loc;
+  std::string text;
+};
+std::optional<LossWarning> loss_not_a_row_mean_warning(const ir::Function& fn, ir::NodeId loss,
                                                        const ScatteredRows& scattered);
 
 std::optional<std::string> update_mode_error(ir::ReduceMode mode);

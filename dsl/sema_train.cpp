@@ -175,8 +175,8 @@ void FunctionAnalyzer::minimize_statement(const ast::Stmt& s) {
   if (auto why = checks::loss_dtype_error(loss.type.dtype, t.dtype, expr_text(*s.value)))
     return error(s.value->loc, std::move(*why));
   if (loss.kind == Value::Kind::Node)
-    if (auto why = checks::loss_not_a_row_mean_warning(fn_, loss.node, scattered_))
-      ctx_.diags.warning(s.value->loc, std::move(*why));
+    if (auto w = checks::loss_not_a_row_mean_warning(fn_, loss.node, scattered_))
+      ctx_.diags.warning(w->loc.valid() ? w->loc : s.value->loc, std::move(w->text));
   if (!bind_optimizer(s, *optimizer, t)) return;
   const int64_t gradient = ctx_.module.optimizers[size_t(*optimizer)].gradient;
   if (auto seen = updates_seen_.find(gradient); seen != updates_seen_.end())
@@ -226,8 +226,8 @@ void FunctionAnalyzer::training_update(const ast::Stmt& s, int64_t gradient_var,
     return error(s.value->loc, fmt::format("the flat gradient of optimizer '{}' must be {}, but this one is {}", o.name,
                                            ir::type_str(flat), ir::type_str(value.type)));
   if (!bind_optimizer(s, *optimizer, t)) return;
-  if (auto why = checks::loss_not_a_row_mean_warning(fn_, grad.operands[0], scattered_))
-    ctx_.diags.warning(s.value->loc, std::move(*why));
+  if (auto w = checks::loss_not_a_row_mean_warning(fn_, grad.operands[0], scattered_))
+    ctx_.diags.warning(w->loc.valid() ? w->loc : s.value->loc, std::move(w->text));
   train_step_ = ir::TrainStep{decl_.name, *optimizer, s.loc};
   trained_ = t.parameters;
 }

@@ -414,8 +414,9 @@ void bind_functions(py::module_& m) {
       .def_property("step", [](const FunctionObj& f) { ApiLock l; return f.fn.step(); },
                     [](const FunctionObj& f, uint64_t step) { ApiLock l; f.fn.set_step(step); },
                     "The step of its random ops: every successful call of a function with updates advances it by one")
-      .def("__eq__", [](const FunctionObj& a, py::handle b) {
-             return py::isinstance<FunctionObj>(b) && a.fn.id() == b.cast<const FunctionObj&>().fn.id();
+      .def("__eq__", [](const FunctionObj& a, py::handle b) -> py::object {
+             if (!py::isinstance<FunctionObj>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+             return py::bool_(a.fn.id() == b.cast<const FunctionObj&>().fn.id());
            })
       .def("__hash__", [](const FunctionObj& f) { return std::hash<int64_t>()(f.fn.id()); })
       .def("__repr__", [](const FunctionObj& f) { return "<synk.Function " + signature_text(f.fn) + ">"; });
@@ -499,8 +500,9 @@ void bind_functions(py::module_& m) {
            "Overwrite the master's (or one rank's) copy; after fork the master's only (see set_value_all)")
       .def("set_value_all", &shared_set_value_all, py::arg("value"), py::arg("force_cast") = false,
            "Overwrite every rank's copy (the master's, then one broadcast)")
-      .def("__eq__", [](const SharedObj& a, py::handle b) {
-             return py::isinstance<SharedObj>(b) && a.var == b.cast<const SharedObj&>().var;
+      .def("__eq__", [](const SharedObj& a, py::handle b) -> py::object {
+             if (!py::isinstance<SharedObj>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+             return py::bool_(a.var == b.cast<const SharedObj&>().var);
            })
       .def("__hash__", [](const SharedObj& s) {
              return std::hash<int64_t>()((int64_t(s.var.module()) << 32) | uint32_t(s.var.index()));
@@ -534,8 +536,9 @@ void bind_modules(py::module_& m) {
       .def("shared", &make_shared_obj, py::arg("name"))
       // Two handles of one module (load_library of one path twice) are equal: they share the
       // functions and shared variables.
-      .def("__eq__", [](const Module& a, py::handle b) {
-             return py::isinstance<Module>(b) && a.runtime_module().id() == b.cast<const Module&>().runtime_module().id();
+      .def("__eq__", [](const Module& a, py::handle b) -> py::object {
+             if (!py::isinstance<Module>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+             return py::bool_(a.runtime_module().id() == b.cast<const Module&>().runtime_module().id());
            })
       .def("__hash__", [](const Module& mod) { return py::hash(py::int_(mod.runtime_module().id())); })
       .def("compile_all", [](Module& mod) { without_gil([&] { mod.compile_all(); }); })

@@ -229,3 +229,8 @@ def test_function_handles_of_one_function_compare_equal(model):
     assert f == g and hash(f) == hash(g) and len({f, g}) == 1
     other = synk.compile(SOURCE).function("train")
     assert f != other and f != "train"
+
+    class Anything:   # a comparison with another type is left to the other side (NotImplemented)
+        def __eq__(self, _):
+            return True
+    assert f == Anything() and model.shared("w") == Anything() and model == Anything()

@@ -195,6 +195,10 @@ TEST(NpyHostile, ValidEdgeCasesStillLoad) {
   const std::string bools = write_temp(npy_file(dict("|b1", "(4,)"), std::string("\0\1\2\xff", 4)), 2002);
   rt::Array c = rt::npy::read(bools);
   EXPECT_EQ(std::vector<uint8_t>(c.data<uint8_t>(), c.data<uint8_t>() + 4), (std::vector<uint8_t>{0, 1, 1, 1}));
+  // A comment after the dict is part of a Python literal's text, which numpy reads.
+  const std::string commented = write_temp(npy_file(dict("<i4", "(1,)") + " # a note", std::string(4, '\0')), 2004);
+  EXPECT_EQ(rt::npy::read(commented).shape, (std::vector<int64_t>{1}));
+  std::remove(commented.c_str());
   // Python 2's numpy wrote `(2L, 2L)`, which numpy still reads.
   const std::string py2 = write_temp(npy_file(dict("<f4", "(2L, 1l)"), std::string(8, '\0')), 2003);
   EXPECT_EQ(rt::npy::read(py2).shape, (std::vector<int64_t>{2, 1}));
