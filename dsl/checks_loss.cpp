@@ -186,10 +186,33 @@ struct LossWalk {
         return std::string("a division by a value computed from the rows");
       case ir::Op::Where:
         if (!dep(node.operands[0])) return go_on({1, 2});
-        return std::string("a where() whose condition is computed from the rows");
+        return hidden_reduction(id).value_or("a where() whose condition is computed from the rows");
       default:
-        return fmt::format("{} of a value computed from the rows", ir::op_name(node.op));
+        return hidden_reduction(id).value_or(fmt::format("{} of a value computed from the rows", ir::op_name(node.op)));
     }
+  }
+
+  // A max, min, prod or sum over the rows under `id` (what logsumexp's expansion or a helper
+  // holds), which the user wrote and which is the first thing to change: that part, when there is
+  // one (and it becomes the culprit).
+  std::optional<std::string> hidden_reduction(ir::NodeId id) {
+    std::vector<ir::NodeId> next = {id};
+    std::vector<bool> seen(depends.size(), false);
+    while (!next.empty()) {
+      const ir::NodeId at = next.back();
+      next.pop_back();
+      if (seen[size_t(at)] || !dep(at)) continue;
+      seen[size_t(at)] = true;
+      const ir::Node& n = fn.nodes[size_t(at)];
+      const bool blamed = n.op == ir::Op::ReduceMax || n.op == ir::Op::ReduceMin || n.op == ir::Op::ReduceProd ||
+                          (n.op == ir::Op::ReduceSum && !row_count_symbol(fn, at, scattered));
+      if (blamed && reduces_a_row_axis(fn, n, scattered)) {
+        culprit = at;
+        return fmt::format("a {} over each rank's rows", ir::op_name(n.op));
+      }
+      for (ir::NodeId o : n.operands) next.push_back(o);
+    }
+    return std::nullopt;
   }
 
   // The first scattered row symbol under `id` (what the culprit reduces or reads).
