@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/errors.h"
+#include "compiler/dnn/dnn.h"
 #include "compiler/grad/grad.h"
 #include "compiler/passes/passes.h"
 #include "dsl/frontend.h"
@@ -54,12 +55,9 @@ LowerOptions cpu_lower_options(bool with_environment) {
     if (s == "nchw") options.channels_last = false;
     else if (!s.empty() && s != "nhwc" && s != "auto")
       throw synk::UserError("SYNK_CONV_LAYOUT = '" + s + "': expected nhwc (the default) or nchw");
-    // Read by the convolution library when a layer runs, and only for the layers it may change:
-    // checked here too, so that a misspelt value is refused when any function is compiled.
-    const char* a = std::getenv("SYNK_CONV_ALGORITHM");
-    const std::string algorithm = a ? a : "";
-    if (!algorithm.empty() && algorithm != "auto" && algorithm != "direct" && algorithm != "winograd")
-      throw synk::UserError("SYNK_CONV_ALGORITHM = '" + algorithm + "': expected auto, direct or winograd");
+    // Read by the convolution library when a layer runs: checked here too, so that a misspelt
+    // value is refused when any function is compiled.
+    dnn::onednn::check_conv_algorithm_environment();
   }
   return options;
 }

@@ -104,11 +104,10 @@ struct LossWalk {
     return row_count_symbol(fn, n.operands[1], scattered);
   }
 
-  // Inside a mean over the rows each row's value must depend on that row alone: a statistic over
-  // the rows of a vector (var(l), l - mean(l)), a max, min or prod over them, a scan or softmax
-  // along them, or a matmul over them mixes the rank's rows. Means and sums over the rows of a
-  // matrix (batch_norm's statistics in training, documented as per rank) are let through.
-  std::optional<std::string> mixes_rows(ir::NodeId root) {
+  // The first node under `root` (each once, only those that depend on the rows, depth first)
+  // for which `match(id, node)` holds; -1 when none does.
+  template <class Match>
+  ir::NodeId first_under(ir::NodeId root, Match&& match) const {
     std::vector<ir::NodeId> next = {root};
     std::vector<bool> seen(depends.size(), false);
     while (!next.empty()) {
@@ -117,32 +116,46 @@ struct LossWalk {
       if (seen[size_t(id)] || !dep(id)) continue;
       seen[size_t(id)] = true;
       const ir::Node& n = fn.nodes[size_t(id)];
-      std::optional<std::string> why;
+      if (match(id, n)) return id;
+      for (ir::NodeId o : n.operands) next.push_back(o);
+    }
+    return -1;
+  }
+
+  // The first node under `root` that `phrase` describes becomes the culprit; its phrase.
+  template <class Phrase>
+  std::optional<std::string> blame_under(ir::NodeId root, Phrase&& phrase) {
+    std::optional<std::string> why;
+    const ir::NodeId at = first_under(root, [&](ir::NodeId id, const ir::Node& n) { return bool(why = phrase(id, n)); });
+    if (at >= 0) culprit = at;
+    return why;
+  }
+
+  // Inside a mean over the rows each row's value must depend on that row alone: a statistic over
+  // the rows of a vector (var(l), l - mean(l)), a max, min or prod over them, a scan or softmax
+  // along them, or a matmul over them mixes the rank's rows. Means and sums over the rows of a
+  // matrix (batch_norm's statistics in training, documented as per rank) are let through.
+  std::optional<std::string> mixes_rows(ir::NodeId root) {
+    return blame_under(root, [&](ir::NodeId id, const ir::Node& n) -> std::optional<std::string> {
       switch (n.op) {
         case ir::Op::ReduceSum: case ir::Op::ReduceMean:
           if (reduces_a_row_axis(fn, n, scattered) && fn.nodes[size_t(n.operands[0])].type.shape.size() == 1 &&
               !row_count_symbol(fn, id, scattered))
-            why = fmt::format("a {} over the rows inside the mean (a statistic of the rank's rows)", ir::op_name(n.op));
-          break;
+            return fmt::format("a {} over the rows inside the mean (a statistic of the rank's rows)", ir::op_name(n.op));
+          return std::nullopt;
         case ir::Op::ReduceMax: case ir::Op::ReduceMin: case ir::Op::ReduceProd: case ir::Op::ArgMax:
-          if (reduces_a_row_axis(fn, n, scattered)) why = fmt::format("a {} over the rows inside the mean", ir::op_name(n.op));
-          break;
+          if (reduces_a_row_axis(fn, n, scattered)) return fmt::format("a {} over the rows inside the mean", ir::op_name(n.op));
+          return std::nullopt;
         case ir::Op::Cumsum: case ir::Op::Softmax: case ir::Op::LogSoftmax:
           if (row_axis(fn, n.operands[0], n.attrs.axis, scattered))
-            why = fmt::format("{} along the rows inside the mean", ir::op_name(n.op));
-          break;
+            return fmt::format("{} along the rows inside the mean", ir::op_name(n.op));
+          return std::nullopt;
         case ir::Op::MatMul:
-          if (row_axis(fn, n.operands[0], -1, scattered)) why = std::string("a matmul over the rows inside the mean");
-          break;
-        default: break;
+          if (row_axis(fn, n.operands[0], -1, scattered)) return std::string("a matmul over the rows inside the mean");
+          return std::nullopt;
+        default: return std::nullopt;
       }
-      if (why) {
-        culprit = id;
-        return why;
-      }
-      for (ir::NodeId o : n.operands) next.push_back(o);
-    }
-    return std::nullopt;
+    });
   }
 
   // What keeps `id` from the form (a phrase for the warning), or nullopt where the walk goes on
@@ -196,37 +209,19 @@ struct LossWalk {
   // holds), which the user wrote and which is the first thing to change: that part, when there is
   // one (and it becomes the culprit).
   std::optional<std::string> hidden_reduction(ir::NodeId id) {
-    std::vector<ir::NodeId> next = {id};
-    std::vector<bool> seen(depends.size(), false);
-    while (!next.empty()) {
-      const ir::NodeId at = next.back();
-      next.pop_back();
-      if (seen[size_t(at)] || !dep(at)) continue;
-      seen[size_t(at)] = true;
-      const ir::Node& n = fn.nodes[size_t(at)];
+    return blame_under(id, [&](ir::NodeId at, const ir::Node& n) -> std::optional<std::string> {
       const bool blamed = n.op == ir::Op::ReduceMax || n.op == ir::Op::ReduceMin || n.op == ir::Op::ReduceProd ||
                           (n.op == ir::Op::ReduceSum && !row_count_symbol(fn, at, scattered));
-      if (blamed && reduces_a_row_axis(fn, n, scattered)) {
-        culprit = at;
-        return fmt::format("a {} over each rank's rows", ir::op_name(n.op));
-      }
-      for (ir::NodeId o : n.operands) next.push_back(o);
-    }
-    return std::nullopt;
+      if (!blamed || !reduces_a_row_axis(fn, n, scattered)) return std::nullopt;
+      return fmt::format("a {} over each rank's rows", ir::op_name(n.op));
+    });
   }
 
   // The first scattered row symbol under `id` (what the culprit reduces or reads).
   const std::string* row_symbol_under(ir::NodeId id) const {
-    std::vector<ir::NodeId> next = {id};
-    while (!next.empty()) {
-      const ir::NodeId at = next.back();
-      next.pop_back();
-      const ir::Node& n = fn.nodes[size_t(at)];
-      if (const std::string* s = scattered_symbol(n.type, scattered)) return s;
-      for (ir::NodeId o : n.operands)
-        if (dep(o)) next.push_back(o);
-    }
-    return nullptr;
+    const ir::NodeId at =
+        first_under(id, [&](ir::NodeId, const ir::Node& n) { return scattered_symbol(n.type, scattered) != nullptr; });
+    return at < 0 ? nullptr : scattered_symbol(fn.nodes[size_t(at)].type, scattered);
   }
 };
 

@@ -9,6 +9,7 @@
 // Primitives are also created under it, so oneDNN picks single-thread blockings.
 #include "compiler/dnn/dnn.h"
 #include "compiler/dnn/dnn_args.h"
+#include "base/errors.h"
 
 #include <omp.h>
 
@@ -258,7 +259,7 @@ std::atomic<int>& conv_algorithm_mode() {
     if (s.empty() || s == "auto") return int(ConvAlgorithm::rule);
     if (s == "direct") return int(ConvAlgorithm::direct);
     if (s == "winograd") return int(ConvAlgorithm::winograd);
-    throw std::invalid_argument("SYNK_CONV_ALGORITHM = '" + s + "': expected auto, direct or winograd");
+    throw synk::UserError("SYNK_CONV_ALGORITHM = '" + s + "': expected auto, direct or winograd");
   }();
   return mode;
 }
@@ -357,7 +358,7 @@ std::unique_ptr<ConvEntry> make_conv(const Conv2dParams& p, ConvFormat f, const 
 
 ConvEntry& conv_entry(Runtime& rt, const Conv2dParams& p, ConvFormat f) {
   check_conv2d(p);
-  (void)conv_algorithm_override();   // a bad SYNK_CONV_ALGORITHM fails every layer, not only those it may change
+  check_conv_algorithm_environment();   // a bad value fails every layer, not only those it may change
   if (f != ConvFormat::plain && f != ConvFormat::blocked && f != ConvFormat::channels_last)
     throw std::invalid_argument("conv2d: format = " + std::to_string(int(f)) +
                                 " is not plain, blocked or channels_last");
@@ -385,6 +386,8 @@ bool winograd_suits(const Conv2dParams& p) {
 }
 
 void set_conv_algorithm(ConvAlgorithm algorithm) { conv_algorithm_mode().store(int(algorithm)); }
+
+void check_conv_algorithm_environment() { (void)conv_algorithm_mode(); }
 
 bool winograd_suits_pass(const Conv2dParams& p, ConvPass pass) {
   if (!winograd_suits(p)) return false;

@@ -53,6 +53,8 @@ bool winograd_suits(const Conv2dParams& p);
 // until clear_primitive_cache).
 enum class ConvAlgorithm { rule, direct, winograd };
 void set_conv_algorithm(ConvAlgorithm algorithm);
+// A UserError naming SYNK_CONV_ALGORITHM when it holds anything but auto, direct or winograd.
+void check_conv_algorithm_environment();
 // The three passes of a convolution.
 enum class ConvPass { forward, backward_data, backward_weights };
 // Whether pass `pass` of a layer in the channels_last format runs Winograd: the layer must suit
