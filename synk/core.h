@@ -100,6 +100,17 @@ bool tracing();
 
 class Var;
 
+namespace detail {
+// What keeps a module or a function in memory: every handle of it (Module, Var, Function, and a
+// Function's hold keeps its module's) shares one; when the last goes, the id is queued for
+// release on every rank (runtime/call/registry.h: rt::release_queued).
+struct ModuleHold;
+struct FunctionHold;
+}  // namespace detail
+
+// A module's handles share its shared variables and compiled code: when the last handle of a
+// module (its Module copies, its Vars, its Functions) is gone, they are freed on every rank, at
+// the next synk call (docs/runtime.md, "Freeing modules").
 class Module {
  public:
   Module() = default;
@@ -132,8 +143,10 @@ class Module {
 
  private:
   friend Module module(rt::ModuleSpec spec);
-  explicit Module(int32_t id) : id_(id) {}
+  friend class Function;   // its hold keeps the module's
+  explicit Module(int32_t id);
   int32_t id_ = -1;
+  std::shared_ptr<const detail::ModuleHold> hold_;
 };
 
 // Registers a module: every shared variable is initialised (InitSpec) in this process now, and in
@@ -149,13 +162,15 @@ class Var {
   int32_t index() const { return index_; }
   bool valid() const { return module_ >= 0 && index_ >= 0; }
   const std::string& name() const;            // UsageError on an empty handle
-  bool operator==(const Var&) const = default;
+  bool operator==(const Var& other) const { return module_ == other.module_ && index_ == other.index_; }
 
  private:
   friend class Module;
-  Var(int32_t module, int32_t index) : module_(module), index_(index) {}
+  Var(int32_t module, int32_t index, std::shared_ptr<const detail::ModuleHold> hold)
+      : module_(module), index_(index), hold_(std::move(hold)) {}
   int32_t module_ = -1;
   int32_t index_ = -1;
+  std::shared_ptr<const detail::ModuleHold> hold_;
 };
 
 // --- Functions ----------------------------------------------------------------------------------
@@ -291,8 +306,9 @@ class Function {
   friend class TrainStep;   // its deterministic mode calls with micro-shards
   Outputs call(rt::ProcessGroup* group, const std::vector<Data>& inputs, const CallOptions& options,
                int64_t micro_shard_rows = 0, const rt::StreamRequest& stream = {}) const;
-  explicit Function(int32_t id) : id_(id) {}
+  Function(int32_t id, const Module& module);
   int32_t id_ = -1;
+  std::shared_ptr<const detail::FunctionHold> hold_;
 };
 
 // Registers a compiled function over `module`'s shared variables. Before fork() any function

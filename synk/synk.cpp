@@ -122,6 +122,7 @@ int fork(int n, Backend backend, const ForkOptions& options) {
     throw UsageError(fmt::format("fork: a process group of {} ranks is already running; call "
                                  "synk::close() before forking again", g_group->size()));
   g_group.reset();
+  rt::release_queued(nullptr);   // the new workers inherit what is left
   register_at_exit();
   g_master_pid = getpid();
   g_loaders_at_fork.clear();
@@ -173,6 +174,7 @@ void close() {
                      "handler): close the group after the command returns");
   if (g_group) g_group->close();
   g_group.reset();
+  rt::release_queued(nullptr);
   rt::set_group_lost_hook(nullptr);
   rt::stop_cluster();
 }
@@ -264,7 +266,31 @@ void run_on_all_ranks(const std::string& name, std::string_view payload) {
 
 // --- Module -------------------------------------------------------------------------------------
 
+// Not copyable: a copy's end would release the id while the original lives.
+struct detail::ModuleHold {
+  explicit ModuleHold(int32_t module_id) : id(module_id) {}
+  ModuleHold(const ModuleHold&) = delete;
+  ModuleHold& operator=(const ModuleHold&) = delete;
+  ~ModuleHold() { rt::queue_release(rt::Released::Module, id); }
+  const int32_t id;
+};
+
+struct detail::FunctionHold {
+  FunctionHold(int32_t function_id, std::shared_ptr<const ModuleHold> its_module)
+      : id(function_id), module(std::move(its_module)) {}
+  FunctionHold(const FunctionHold&) = delete;
+  FunctionHold& operator=(const FunctionHold&) = delete;
+  ~FunctionHold() { rt::queue_release(rt::Released::Function, id); }
+  const int32_t id;
+  const std::shared_ptr<const ModuleHold> module;   // released after the function
+};
+
+Module::Module(int32_t id) : id_(id), hold_(std::make_shared<const detail::ModuleHold>(id)) {}
+Function::Function(int32_t id, const Module& module)
+    : id_(id), hold_(std::make_shared<const detail::FunctionHold>(id, module.hold_)) {}
+
 Module module(rt::ModuleSpec spec) {
+  rt::release_queued(current_group());   // a program that makes modules in a loop frees the last first
   auto entry = std::make_unique<rt::ModuleEntry>();
   entry->values = rt::initial_values(spec);   // validates; UsageError on a bad spec or file
   entry->spec = std::move(spec);
@@ -351,11 +377,11 @@ void Module::set_value(int rank, std::string_view name, const ArrayRef& value, b
   detail::set_conformed(rank, {var(name)}, std::move(conformed), what.c_str());
 }
 
-Var Module::var(std::string_view name) const { return Var(id_, index_of(name)); }
+Var Module::var(std::string_view name) const { return Var(id_, index_of(name), hold_); }
 
 std::vector<Var> Module::vars() const {
   std::vector<Var> out;
-  for (size_t v = 0; v < spec().shareds.size(); ++v) out.push_back(Var(id_, int32_t(v)));
+  for (size_t v = 0; v < spec().shareds.size(); ++v) out.push_back(Var(id_, int32_t(v), hold_));
   return out;
 }
 
@@ -413,6 +439,7 @@ SelectedRows BatchAccess::select(const Batch& batch, int64_t length, const std::
 Function function(std::shared_ptr<rt::CompiledFunction> fn, const Module& module, std::string kind,
                   std::string payload) {
   if (!fn) throw UsageError("function: the compiled function is null");
+  rt::release_queued(current_group());
   rt::ModuleEntry& m = module_entry(module.id());
   rt::validate_signature(fn->signature(), m.spec);
   rt::Registry& reg = rt::Registry::instance();
@@ -436,7 +463,7 @@ Function function(std::shared_ptr<rt::CompiledFunction> fn, const Module& module
   int32_t id = int32_t(reg.functions.size());
   if (forked()) g_group->store().set(rt::function_key(id), rt::encode_function_entry(*entry));
   reg.functions.push_back(std::move(entry));
-  return Function(id);
+  return Function(id, module);
 }
 
 const rt::FunctionSignature& Function::signature() const {

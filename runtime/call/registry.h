@@ -59,9 +59,22 @@ struct Registry {
   std::map<std::string, FunctionLoader, std::less<>> loaders;
   std::vector<std::unique_ptr<FunctionEntry>> functions;   // by id; null until known here
   std::vector<std::unique_ptr<ModuleEntry>> modules;       // by id; null until known here
+  // By id: released (see release_queued), so null for good; ids are never reused.
+  std::vector<bool> released_functions, released_modules;
 
   static Registry& instance();
 };
+
+// Freeing what no handle holds. The last handle of a function or module (synk/core.h) queues its
+// id, from any thread (Python's garbage collector's too). release_queued frees what was queued: in
+// the master, between commands (the API thread: synk::module(), synk::function(), fork(), close()
+// and every command's preamble call it), this process's entries at once and the workers' by a
+// command of its own when `group` has workers and no command runs (else before the next command).
+// A released id is null on every rank for good: Distribute and loading on demand skip it.
+enum class Released { Function, Module };
+void queue_release(Released what, int32_t id) noexcept;
+void release_queued(ProcessGroup* group);
+bool is_released(Released what, int32_t id);
 
 // Module or function `id` in this process, loaded from the group's store when it was registered
 // after this worker was forked (InternalError when it was never published).
@@ -85,6 +98,7 @@ class ShapeBook {
   static ShapeBook& instance();
   const std::vector<int64_t>& shape(int rank, int32_t module, int32_t var) const;
   void note(int rank, int32_t module, int32_t var, std::vector<int64_t> shape);
+  void forget(int32_t module);   // a released module
   // Records that ranks 1..nranks-1 now hold module `module` with the master's current shapes.
   void snapshot(int32_t module, int nranks);
   // A fresh group: forgets everything, then snapshots every module known now.

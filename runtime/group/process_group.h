@@ -72,6 +72,12 @@ using CommandPrologue = void (*)(bool commit_pending);
 // namespace-scope initialiser of the file that defines the handler.
 CommandKind register_command(const char* name, CommandHandler handler);
 void register_command_prologue(CommandPrologue prologue);
+// Runs in the master at the start of each command it sends, before the command: a layer that has
+// work for the workers pending between commands sends it from here as a command of its own (the
+// call layer frees on every rank the modules and functions no handle holds any more). The
+// commands a preamble sends run without preambles. Register before fork().
+using CommandPreamble = void (*)(ProcessGroup& group);
+void register_command_preamble(CommandPreamble preamble);
 
 // Called when the master loses its group (a worker died or a command timed out), after the
 // group's teardown and before the RankError is thrown: a multi-node run (runtime/node) ends the
@@ -83,6 +89,7 @@ void set_group_lost_hook(GroupLostHook hook);
 // global ranks ("global rank 3 (local rank 1)"), the ranks the user knows there.
 using RankNamer = std::string (*)(int local_rank);
 void set_rank_namer(RankNamer namer);
+std::string rank_name(int local_rank);   // the namer's name, else "rank r"
 
 // Runs first when the master's group is torn down (closed, or lost), before any of its shared
 // memory is unmapped: a layer that lets a helper thread use the group's segments during a command
@@ -247,6 +254,7 @@ class ProcessGroup {
 
   bool alive_ = false;
   bool in_command_ = false;   // run() is under way: a nested command or close() is refused
+  bool in_preamble_ = false;  // the command preambles run (their commands run without them)
   bool retired_since_command_ = false;   // retire() was called since the last command began
   std::atomic<std::thread::id> command_thread_{};   // the thread of the run() under way (another thread's is refused)
   int size_ = 1;
