@@ -87,17 +87,22 @@ std::shared_ptr<rt::CompiledFunction> load_in_worker(const std::string& payload)
   std::vector<std::string> fields = decode_payload(payload);
   ModuleSource source{fields[1], fields[2], fields[3]};
   // Functions of one module arrive one by one; run the front end once per module and process.
+  // Its functions keep the IR: once every one is released (registry.h) it goes, and its entry
+  // with the next module's.
   static std::mutex mutex;
-  static std::map<std::string, std::shared_ptr<const ir::Module>> modules;
+  static std::map<std::string, std::weak_ptr<const ir::Module>> modules;
   std::shared_ptr<const ir::Module> module;
   {
     std::lock_guard lock(mutex);
-    auto& slot = modules[source.name + '\0' + source.base_dir + '\0' + source.text];
-    // The master checked the module's load() files; this rank's values come from it.
-    if (!slot)
-      slot = std::make_shared<const ir::Module>(
+    std::weak_ptr<const ir::Module>& slot = modules[source.name + '\0' + source.base_dir + '\0' + source.text];
+    module = slot.lock();
+    if (!module) {
+      std::erase_if(modules, [](const auto& entry) { return entry.second.expired(); });
+      // The master checked the module's load() files; this rank's values come from it.
+      module = std::make_shared<const ir::Module>(
           compiler::prepare_module(source.name, source.text, source.base_dir, nullptr, dsl::LoadFiles::Trusted));
-    module = slot;
+      modules[source.name + '\0' + source.base_dir + '\0' + source.text] = module;
+    }
   }
   return make_function(module, fields[0], {});
 }
