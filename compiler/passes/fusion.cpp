@@ -317,13 +317,17 @@ class Fusion {
 
   // Vertical merge of a into b is only element-for-element when nothing in b between a's
   // value and b's roots changes the index: no views, no broadcasting (every node of b that
-  // depends on a has b's shape).
+  // depends on a has b's shape), and no read of a's value through a reshape's alias (a buffer
+  // the merged loop would read before it writes it: `c * reshape(a + 1, [])` lost the term).
   bool elementwise_consumer(const Kernel& a, const Kernel& b) const {
     std::set<NodeId> depends_on_a(a.roots.begin(), a.roots.end());
     for (NodeId id : b.nodes) {
       const ir::Node& nd = node(id);
       bool uses = false;
-      for (NodeId o : nd.operands) uses |= depends_on_a.count(o) > 0;
+      for (NodeId o : nd.operands) {
+        if (o != storage_node(o) && depends_on_a.count(storage_node(o))) return false;
+        uses |= depends_on_a.count(o) > 0;
+      }
       if (!uses) continue;
       if (classify(nd.op) == Class::View || nd.type.shape != node(b.roots[0]).type.shape) return false;
       depends_on_a.insert(id);
