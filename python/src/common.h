@@ -31,8 +31,10 @@ namespace py = pybind11;
 
 // synk's C++ runtime is not thread-safe (one process group, one registry), and long calls run
 // without the GIL so that other Python threads keep going; so every use of the C++ API holds this
-// one mutex. Rule that keeps it deadlock-free: nobody ever waits for the GIL while holding it.
-std::mutex& api_mutex();
+// one mutex. Rule that keeps it deadlock-free: nobody ever waits for the api mutex while holding
+// the GIL. The thread that holds it may take it again: Python code that runs under it (a finalizer
+// run by the garbage collector while a binding builds its result) may call synk.
+std::recursive_mutex& api_mutex();
 
 // Holds api_mutex() for a scope. Taken with the GIL held: when another thread owns the mutex
 // (running a call without the GIL), the GIL is released while waiting so that thread can finish.
@@ -64,7 +66,7 @@ auto without_gil(F&& work) -> decltype(work()) {
   if constexpr (std::is_void_v<R>) {
     {
       py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(api_mutex());
+      std::lock_guard<std::recursive_mutex> lock(api_mutex());
       work();
     }
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
@@ -72,7 +74,7 @@ auto without_gil(F&& work) -> decltype(work()) {
     std::optional<R> result;
     {
       py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(api_mutex());
+      std::lock_guard<std::recursive_mutex> lock(api_mutex());
       result.emplace(work());
     }
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();

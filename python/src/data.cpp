@@ -29,8 +29,10 @@ py::handle numpy() {
 
 }  // namespace
 
-std::mutex& api_mutex() {
-  static std::mutex* m = new std::mutex();   // never destroyed: exit handlers may still lock it
+// Recursive: Python code can run on a thread that holds it (a finalizer the garbage collector
+// runs while a binding builds its result) and may call synk again there.
+std::recursive_mutex& api_mutex() {
+  static std::recursive_mutex* m = new std::recursive_mutex();   // never destroyed: exit handlers may still lock it
   return *m;
 }
 

@@ -37,7 +37,7 @@ void child_after_fork() {
   if (!g_forking.load()) {
     // A child the user forked (os.fork, multiprocessing): another thread may have held the API
     // lock at the fork, and that thread does not exist here; start with a fresh lock.
-    new (&api_mutex()) std::mutex();
+    new (&api_mutex()) std::recursive_mutex();
     g_forked_by_user = true;
   }
 }
@@ -141,7 +141,7 @@ PYBIND11_MODULE(_synk, m) {
             // Not without_gil: close() is what a child forked from the master may still do (it
             // ends only the child's copy of the group; the runtime leaves the master's alone).
             py::gil_scoped_release release;
-            std::lock_guard<std::mutex> lock(api_mutex());
+            std::lock_guard<std::recursive_mutex> lock(api_mutex());
             synk::close();
           }
           if (PyErr_CheckSignals() != 0) throw py::error_already_set();

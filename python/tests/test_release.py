@@ -60,3 +60,37 @@ def test_what_a_handle_holds_stays_usable(group):
     synk.distribute()
     assert f(x).shape == (4, 3)
     assert b.get_value(1).shape == (3,)
+
+
+FINALIZER_CALLS_SYNK = r'''
+import gc, synk
+synk.fork(2)
+m = synk.compile("shared w: f32[3, 4];\nfn f(scatter x: f32[n, 4]) { out y: sum = sum(x) + sum(w); }")
+w = m.shared("w")
+class Buffer:                      # frees its Data when collected; a cycle, so only gc frees it
+    def __init__(self, d):
+        self.d, self.me = d, self
+    def __del__(self):
+        self.d.free_memory()       # a synk call, maybe inside a binding that holds synk's lock
+keep = []
+for t, shape in [(t, s) for s in (True, False) for t in range(1, 6)]:
+    for k in range(6):
+        d = synk.data(shape=(4,), dtype="f32")
+        gc.collect(); gc.set_threshold(t)
+        Buffer(d); del d
+        for _ in range(k):
+            keep.append([])
+        r = w.shape if shape else m.function("f")
+        gc.set_threshold(700)
+print("done")
+'''
+
+
+def test_a_finalizer_that_calls_synk_during_a_binding_does_not_hang():
+    # The collector may run a finalizer while a binding builds its result under synk's API lock
+    # (Shared.shape, Module.function): the finalizer's synk call takes the lock again.
+    import subprocess, sys
+    env = dict(os.environ)
+    done = subprocess.run([sys.executable, "-c", FINALIZER_CALLS_SYNK], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "done" in done.stdout, done.stderr
