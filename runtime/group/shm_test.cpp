@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -93,6 +94,31 @@ TEST(Store, SetGetOverwriteAcrossProcesses) {
   EXPECT_EQ(store.wait("c", policy, [] {}), "from child");
   EXPECT_THROW(store.set("big", std::string(1 << 17, 'x')), Error);
   EXPECT_EQ(store.get("a"), "2") << "a failed set leaves the store usable";
+}
+
+// A reader indexes the log as far as it read it: entries set after a get, by this process or
+// another, and keys set again, are found by the next get, latest value first.
+TEST(Store, AGetSeesWhatWasSetSinceTheLastGet) {
+  std::string name = shm::unique_name(shm::process_prefix(), "store");
+  Store store = Store::create(name, 1 << 20);
+  for (int i = 0; i < 2000; ++i) {
+    store.set(fmt::format("k{}", i % 700), fmt::format("v{}", i));
+    if (i % 3 == 0) ASSERT_EQ(store.get(fmt::format("k{}", i % 700)), fmt::format("v{}", i));
+  }
+  for (int k = 0; k < 700; ++k) {
+    const int last = k + 700 * ((1999 - k) / 700);
+    ASSERT_EQ(store.get(fmt::format("k{}", k)), fmt::format("v{}", last));
+  }
+  EXPECT_FALSE(store.get("k700").has_value());
+  int rc = in_child([&] {
+    Store child = Store::open(name);
+    child.set("k5", "from child");
+    child.set("k700", "new");
+    return child.get("k5") == "from child" ? 0 : 1;
+  });
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(store.get("k5"), "from child");
+  EXPECT_EQ(store.get("k700"), "new");
 }
 
 TEST(Store, WaitWakesWhenAnotherProcessSets) {

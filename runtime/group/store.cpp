@@ -95,16 +95,18 @@ std::optional<std::string> Store::get(std::string_view key) const {
   const Header* h = header();
   uint64_t used = h->used.load(std::memory_order_acquire);
   const std::byte* base = segment_.bytes() + log_offset();
-  std::optional<std::string> found;
-  for (uint64_t off = 0; off < used;) {
+  std::lock_guard lock(index_->mutex);
+  for (uint64_t& off = index_->read; off < used;) {
     EntryHead head;
     std::memcpy(&head, base + off, sizeof head);
-    const char* k = reinterpret_cast<const char*>(base + off + sizeof head);
-    if (std::string_view(k, head.key_len) == key)
-      found.emplace(k + head.key_len, head.value_len);
+    index_->latest[std::string(reinterpret_cast<const char*>(base + off + sizeof head), head.key_len)] = off;
     off += align8(sizeof head + head.key_len + head.value_len);
   }
-  return found;
+  auto it = index_->latest.find(std::string(key));
+  if (it == index_->latest.end()) return std::nullopt;
+  EntryHead head;
+  std::memcpy(&head, base + it->second, sizeof head);
+  return std::string(reinterpret_cast<const char*>(base + it->second + sizeof head + head.key_len), head.value_len);
 }
 
 size_t Store::used_bytes() const { return header()->used.load(std::memory_order_acquire); }

@@ -6,11 +6,17 @@
 // Implementation: an append-only log in one segment. A set appends an entry and then publishes
 // the new end with a release store, so readers never lock; the latest entry for a key wins.
 // Writers serialise on a spin lock. The log never shrinks; it is sized for metadata, not data.
+// Each process indexes the log as far as it has read it, so a get reads only the entries added
+// since its last one (a scan of the whole log per get made every module created after fork()
+// slower than the last: 2 ms at first, 7 ms after 60,000 modules).
 #pragma once
 
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "runtime/group/futex.h"
 #include "runtime/group/shm.h"
@@ -40,6 +46,14 @@ class Store {
   Header* header() const { return reinterpret_cast<Header*>(segment_.data()); }
   WaitWord& version() const;
   shm::Segment segment_;
+  // This process's index of the log: the latest entry's offset by key, for the log's first `read`
+  // bytes.
+  struct Index {
+    std::mutex mutex;
+    uint64_t read = 0;
+    std::unordered_map<std::string, uint64_t> latest;
+  };
+  std::unique_ptr<Index> index_ = std::make_unique<Index>();
 };
 
 template <class Poll>
