@@ -131,8 +131,10 @@ struct Module::State {
   std::shared_ptr<const ir::Module> shared_ir;   // a copy of ir that functions keep for their other backend
   std::map<std::string, synk::Function, std::less<>> functions;
   synk::detail::StepCounts step_counts;   // shared by the TrainSteps made for each training function
-  // Set for a loadable library's module (load_library): its functions come from there.
+  // Set for a loadable library's module (load_library): its functions come from there, and its
+  // step counts and checkpoints are the library module's, shared by every handle of it.
   std::function<synk::Function(const std::string&)> prebuilt;
+  const aot::ModuleDef* library = nullptr;
 };
 
 Module::State& Module::state() const {
@@ -161,6 +163,7 @@ synk::Function Module::function(const std::string& name) {
 
 void Module::save_checkpoint(const std::string& dir, const CheckpointMetadata& metadata) {
   State& s = state();
+  if (s.library) return aot::save_checkpoint(*s.library, dir, metadata);
   std::vector<synk::Function> compiled;
   for (const auto& [name, f] : s.functions) compiled.push_back(f);
   synk::save_checkpoint(s.runtime, compiled, dir, metadata, s.step_counts.saved(train_step_names()),
@@ -169,6 +172,7 @@ void Module::save_checkpoint(const std::string& dir, const CheckpointMetadata& m
 
 CheckpointMetadata Module::load_checkpoint(const std::string& dir) {
   State& s = state();
+  if (s.library) return aot::load_checkpoint(*s.library, dir);
   const ScratchVariables scratch = synk::detail::gradient_buffers(s.ir);
   auto functions_for = [&](const std::vector<std::string>& named) {
     for (const std::string& name : named)
@@ -218,6 +222,7 @@ synk::TrainStep Module::train_step(const std::string& name, int64_t num_packs) {
   }
   synk::TrainStep made(name, function(name), shared(gradient_var).var(), function(optimizer.update_function()),
                        num_packs > 0 ? num_packs : optimizer.num_packs, std::move(hyper));
+  if (s.library) return aot::train_step(*s.library, std::move(made));
   synk::detail::share_step_count(made, s.step_counts.of(name));
   return made;
 }
@@ -269,6 +274,7 @@ Module ModuleFactory::make_prebuilt(const aot::ModuleDef& def) {
   state->ir = aot::prepared_module(def);
   state->runtime = aot::runtime_module(def);
   state->prebuilt = [&def](const std::string& name) { return aot::function(def, name); };
+  state->library = &def;
   return Module(std::move(state));
 }
 

@@ -461,6 +461,7 @@ Function function(std::shared_ptr<rt::CompiledFunction> fn, const Module& module
   entry->kind = std::move(kind);
   entry->payload = std::move(payload);
   int32_t id = int32_t(reg.functions.size());
+  entry->id = id;
   if (forked()) g_group->store().set(rt::function_key(id), rt::encode_function_entry(*entry));
   reg.functions.push_back(std::move(entry));
   return Function(id, module);

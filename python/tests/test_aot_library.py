@@ -6,6 +6,7 @@ validation with num_slices included; one loaded before the fork is inherited; th
 load() initialisers are built in; checkpoints; and every bad library is a UsageError naming what is
 wrong. synkc comes from the build tree (SYNK_BUILD_DIR, set by CTest).
 """
+import gc
 import os
 import shutil
 import subprocess
@@ -83,6 +84,26 @@ def test_loading_again_returns_the_same_module_and_checkpoints_work(group, libra
     first.shared("b3").set_value_all(np.zeros(10, dtype=np.float32))
     assert again.load_checkpoint(tmp_path / "ckpt") == {"epoch": "2"}
     assert np.array_equal(first.shared("b3").get_value(1), np.arange(10, dtype=np.float32))
+
+
+def test_every_handle_of_a_library_shares_its_step_index(group, rng, libraries, tmp_path):
+    # The library's variables outlive its handles, and so does the count of steps they took: a
+    # second handle, or one loaded after the first was dropped, reads and checkpoints that count.
+    images = synk.data(rng.integers(0, 256, (300, 784), dtype=np.uint8))
+    labels = synk.data(rng.integers(0, 10, 300).astype(np.int64))
+    first = synk.load_library(libraries["mlp"])
+    before = first.train_step("train").step_index
+    train(first, images, labels, steps=2)
+    again = synk.load_library(libraries["mlp"])
+    assert again.train_step("train").step_index == before + 2
+    again.save_checkpoint(tmp_path / "ckpt")
+    del first, again
+    gc.collect()
+    reloaded = synk.load_library(libraries["mlp"])
+    assert reloaded.train_step("train").step_index == before + 2
+    train(reloaded, images, labels, steps=1)
+    reloaded.load_checkpoint(tmp_path / "ckpt")
+    assert synk.load_library(libraries["mlp"]).train_step("train").step_index == before + 2
 
 
 def test_bad_libraries_are_usage_errors(group, libraries, tmp_path):

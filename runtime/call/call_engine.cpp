@@ -111,9 +111,10 @@ void keep_shard_value(MicroShardParts& parts, Array& slot, int64_t weight) {
 
 // SYNK_PROFILE tables of the engine's own work, per function and per kind ("rank", "master",
 // "worker"); rows are the phases below.
+// By function id: an entry's address is reused once its function is released.
 profile::Table& profile_table(const FunctionEntry* fn, const char* kind) {
-  static std::map<std::pair<const FunctionEntry*, std::string>, profile::Table> tables;
-  auto key = std::make_pair(fn, std::string(kind));
+  static std::map<std::pair<int32_t, std::string>, profile::Table> tables;
+  auto key = std::make_pair(fn->id, std::string(kind));
   auto it = tables.find(key);
   if (it == tables.end())
     it = tables.emplace(key, profile::Table(fmt::format("call engine, {} '{}'", kind, fn->fn->signature().name))).first;

@@ -171,6 +171,7 @@ FunctionEntry& function_on_rank(RankContext& ctx, int32_t id) {
     throw InternalError(fmt::format("function #{} was released on rank {}: no handle holds it", id, ctx.rank()));
   auto entry = std::make_unique<FunctionEntry>();
   decode_function_entry(published(ctx, "function", id, function_key(id)), entry.get());
+  entry->id = id;
   auto loader = reg.loaders.find(entry->kind);
   if (loader == reg.loaders.end())
     throw Error(fmt::format("no loader for functions of kind '{}' in this process (loaders must "

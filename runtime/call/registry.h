@@ -21,6 +21,7 @@ namespace synk::rt {
 
 struct FunctionEntry {
   std::shared_ptr<CompiledFunction> fn;
+  int32_t id = -1;               // in the registry (never reused)
   int32_t module = -1;
   std::string kind, payload;     // how a worker forked earlier rebuilds it (may be empty)
   // The random state of its calls (base/rng.h), the master's: every call sends it to the workers;
