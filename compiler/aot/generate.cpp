@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <variant>
 
 #include <fmt/format.h>
@@ -42,7 +43,7 @@ constexpr const char* kCxxKeywords[] = {
 
 // Names the header declares itself; a function with one of them gets an underscore.
 constexpr const char* kHeaderNames[] = {"module", "shared", "load_all", "function_names",
-                                                     "shared_names"};
+                                        "shared_names", "save_checkpoint", "load_checkpoint"};
 
 // A C++ string literal, one source line per literal piece (octal escapes never run on).
 std::string string_literal(const std::string& text) {
@@ -107,7 +108,9 @@ std::vector<StepEntry> step_entries(const ir::Module& module, const std::vector<
     const ir::Optimizer& opt = module.optimizers.at(size_t(step.optimizer));
     if (!compiled(step.function) || !compiled(opt.update_function()) || opt.gradient < 0) continue;
     std::string entry = entry_name(step.function + "_step");
-    if (compiled(entry)) continue;   // a function of that name exists: no accessor rather than a clash
+    // A function's entry point of that name exists: no accessor rather than a clash.
+    if (std::any_of(functions.begin(), functions.end(), [&](const ir::Function* f) { return entry_name(f->name) == entry; }))
+      continue;
     steps.push_back({entry, step.function, opt.update_function(), module.shareds.at(size_t(opt.gradient)).name,
                      opt.num_packs, dsl::hyper_parameter_variables(opt)});
   }
@@ -243,7 +246,9 @@ std::string make_stub(const std::string& name, const std::string& source_name, c
   for (const AotKernels& k : kernels)
     for (const std::string& sym : k.linked_symbols)
       s += fmt::format("extern \"C\" int64_t {}(void* const* bufs, const int64_t* syms, int64_t* err);\n", sym);
-  s += "\nnamespace {\n\n";
+  // The stub's own names live in <name>_stub, which the entry points name in full: a function of
+  // the module may be called kModule, and the module itself too.
+  s += fmt::format("\nnamespace {{\nnamespace {}_stub {{\n\n", name);
   s += embedded_data(name, embedded_files, library);
   s += fmt::format("const char kText[] =\n    {};\n\n", string_literal(text));
   std::vector<std::string> tables;
@@ -270,28 +275,30 @@ std::string make_stub(const std::string& name, const std::string& source_name, c
   if (library)   // registered by load_library; the library refers to no symbol of synk
     return s + fmt::format(
                    "const synk::aot::LibraryDef kLibrary = {{synk::aot::kLibraryAbi, sizeof(synk::aot::ModuleDef), "
-                   "&kModule, {}, {}}};\n\n}}  // namespace\n\n"
+                   "&kModule, {}, {}}};\n\n}}  // namespace {}_stub\n}}  // namespace\n\n"
                    "extern \"C\" __attribute__((visibility(\"default\"))) const synk::aot::LibraryDef* {}() {{\n"
-                   "  return &kLibrary;\n}}\n",
-                   embedded_files.empty() ? "nullptr" : "kData", embedded_files.size(), kLibraryEntrySymbol);
+                   "  return &{}_stub::kLibrary;\n}}\n",
+                   embedded_files.empty() ? "nullptr" : "kData", embedded_files.size(), name, kLibraryEntrySymbol, name);
   s += fmt::format("[[maybe_unused]] const bool kRegistered = synk::aot::register_module(&kModule);\n\n"
-                   "}}  // namespace\n\nnamespace {} {{\n\n", name);
+                   "}}  // namespace {0}_stub\n}}  // namespace\n\nnamespace {0} {{\n\n", name);
+  const std::string def = "::" + name + "_stub::kModule";
   for (const ir::Function* fn : functions)
-    s += fmt::format("synk::Function {}() {{ return synk::aot::function(kModule, {}); }}\n", entry_name(fn->name),
+    s += fmt::format("synk::Function {}() {{ return synk::aot::function({}, {}); }}\n", entry_name(fn->name), def,
                      string_literal(fn->name));
-  s += "synk::aot::Shared shared(const std::string& name) { return synk::aot::shared(kModule, name); }\n"
-       "synk::Module module() { return synk::aot::runtime_module(kModule); }\n"
-       "void load_all() { synk::aot::load_all(kModule); }\n"
-       "std::vector<std::string> function_names() { return synk::aot::function_names(kModule); }\n"
-       "std::vector<std::string> shared_names() { return synk::aot::shared_names(kModule); }\n"
-       "void save_checkpoint(const std::string& dir, const synk::CheckpointMetadata& metadata) {\n"
-       "  synk::aot::save_checkpoint(kModule, dir, metadata);\n}\n"
-       "synk::CheckpointMetadata load_checkpoint(const std::string& dir) {\n"
-       "  return synk::aot::load_checkpoint(kModule, dir);\n}\n\n";
+  s += fmt::format(
+      "synk::aot::Shared shared(const std::string& name) {{ return synk::aot::shared({0}, name); }}\n"
+      "synk::Module module() {{ return synk::aot::runtime_module({0}); }}\n"
+      "void load_all() {{ synk::aot::load_all({0}); }}\n"
+      "std::vector<std::string> function_names() {{ return synk::aot::function_names({0}); }}\n"
+      "std::vector<std::string> shared_names() {{ return synk::aot::shared_names({0}); }}\n"
+      "void save_checkpoint(const std::string& dir, const synk::CheckpointMetadata& metadata) {{\n"
+      "  synk::aot::save_checkpoint({0}, dir, metadata);\n}}\n"
+      "synk::CheckpointMetadata load_checkpoint(const std::string& dir) {{\n"
+      "  return synk::aot::load_checkpoint({0}, dir);\n}}\n\n", def);
   for (const StepEntry& step : step_entries(module, functions))
-    s += fmt::format("synk::TrainStep {}() {{\n  return synk::aot::train_step(kModule, synk::TrainStep({}, {}(), shared({}).var(), "
+    s += fmt::format("synk::TrainStep {}() {{\n  return synk::aot::train_step({}, synk::TrainStep({}, {}(), shared({}).var(), "
                      "{}(), {},\n                                                         {}));\n}}\n",
-                     step.entry, string_literal(step.function), entry_name(step.function),
+                     step.entry, def, string_literal(step.function), entry_name(step.function),
                      string_literal(step.gradient_var), entry_name(step.update), step.num_packs, hyper_list(step));
   s += fmt::format("}}  // namespace {}\n", name);
   return s;
@@ -342,6 +349,12 @@ AotModule generate(const ir::Module& module, const std::string& source_name, con
   for (const ir::Function& fn : module.functions)
     if (options.functions.empty() || std::find(wanted.begin(), wanted.end(), fn.name) != wanted.end())
       functions.push_back(&fn);
+  std::map<std::string, std::string> entries;   // C++ entry point -> its function
+  for (const ir::Function* f : functions)
+    if (auto [it, fresh] = entries.emplace(entry_name(f->name), f->name); !fresh)
+      throw synk::UserError(fmt::format("functions '{}' and '{}' would both be {}::{}() in the C++ header (a C++ "
+                                        "keyword or a name of the header's own gets a '_' added): rename one",
+                                        it->second, f->name, result.name, it->first));
   for (const ir::Function* f : functions) {
     const ir::Function& fn = *f;
     KernelPlan plan = lower(module, fn, cpu_lower_options());
