@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "dsl/builder.h"
+#include "dsl/checks.h"
 #include "dsl/builder_internal.h"
 
 namespace synk::dsl {
@@ -54,6 +55,8 @@ Expr continuous(bool normal, const char* op, ir::TensorType type, std::vector<st
   if (normal ? !(b >= 0) : !(a < b))
     throw UserError(normal ? fmt::format("{}'s std must be >= 0, found {}", op, b)
                            : fmt::format("{} needs low < high, found low={} and high={}", op, a, b));
+  if (std::optional<std::string> why = normal ? std::nullopt : checks::uniform_width_error(a, b, type.dtype))
+    throw UserError(std::move(*why));
   Expr out = draw(normal ? 1 : 0, type, std::move(symbols), like);
   const double scale = normal ? b : b - a;
   if (scale != 1) out = mul(out, Expr(scale));

@@ -276,8 +276,18 @@ std::optional<std::string> std_error(double stddev) {
 }
 
 std::optional<std::string> uniform_bounds_error(double low, double high) {
-  if (low < high) return std::nullopt;
-  return fmt::format("uniform needs low < high, found low={} and high={}", low, high);
+  if (!(low < high)) return fmt::format("uniform needs low < high, found low={} and high={}", low, high);
+  return uniform_width_error(low, high, ir::DType::F64);
+}
+
+std::optional<std::string> uniform_width_error(double low, double high, ir::DType dtype) {
+  const double largest = dtype == ir::DType::F32 ? double(std::numeric_limits<float>::max())
+                                                 : std::numeric_limits<double>::max();
+  const double width = high - low;
+  if (std::isfinite(width) && width <= largest) return std::nullopt;
+  return fmt::format("uniform's range is too wide for {}: high - low ({} - ({})) is more than the largest {} ({}); "
+                     "draw from a narrower range{}", ir::dtype_name(dtype), high, low, ir::dtype_name(dtype), largest,
+                     dtype == ir::DType::F32 ? " or in f64" : "");
 }
 
 std::optional<std::string> initializer_error(const std::string& name, const ir::TensorType& type,

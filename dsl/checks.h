@@ -98,7 +98,11 @@ std::optional<std::string> initial_value_error(const std::string& name, const ir
 // normal and uniform draw floating values. `kind`: "normal" or "uniform".
 std::optional<std::string> random_dtype_error(const char* kind, const std::string& name, const ir::TensorType& type);
 std::optional<std::string> std_error(double stddev);
+// low < high, and a width high - low that float64 holds (shared variables draw in float64).
 std::optional<std::string> uniform_bounds_error(double low, double high);
+// The op uniform(..., low, high, dtype) draws u in [0, 1) and computes low + u * (high - low) in
+// `dtype`: the width must fit it.
+std::optional<std::string> uniform_width_error(double low, double high, ir::DType dtype);
 // A whole initializer as the builder receives it (sema checks the same rules argument by
 // argument, where each has a location): the rules above, plus a seed that fits i64, finite
 // parameters and a file name for load.

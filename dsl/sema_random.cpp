@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "dsl/checks.h"
 #include "dsl/sema.h"
 
 namespace synk::dsl::sema {
@@ -123,6 +124,10 @@ Value FunctionAnalyzer::call_random(const ast::Expr& e) {
   if (normal ? !(*b >= 0) : !(*a < *b)) {
     error(e.loc, normal ? fmt::format("{}'s std must be >= 0, found {}", e.text, *b)
                         : fmt::format("{} needs low < high, found low={} and high={}", e.text, *a, *b));
+    return Value::error();
+  }
+  if (std::optional<std::string> why = normal ? std::nullopt : checks::uniform_width_error(*a, *b, type.dtype)) {
+    error(e.loc, std::move(*why));
     return Value::error();
   }
   Value draw = random_node(e, normal ? 1 : 0, type);
