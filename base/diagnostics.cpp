@@ -17,8 +17,10 @@ SourceFile::SourceFile(std::string path, std::string text)
     : path_(std::move(path)), text_(std::move(text)) {
   if (text_.starts_with("\xEF\xBB\xBF")) text_.erase(0, 3);   // a UTF-8 byte-order mark
   line_starts_.push_back(0);
+  // A line ends at '\n', '\r\n' or a lone '\r' (old Mac files; the lexer ends comments there too).
   for (size_t i = 0; i < text_.size(); ++i) {
-    if (text_[i] == '\n') line_starts_.push_back(i + 1);
+    if (text_[i] == '\n' || (text_[i] == '\r' && (i + 1 == text_.size() || text_[i + 1] != '\n')))
+      line_starts_.push_back(i + 1);
   }
 }
 

@@ -88,7 +88,7 @@ void Lexer::skip_whitespace_and_comments() {
     if (is_space(c)) {
       ++pos_;
     } else if (c == '/' && peek(1) == '/') {
-      while (pos_ < text_.size() && text_[pos_] != '\n') ++pos_;
+      while (pos_ < text_.size() && text_[pos_] != '\n' && text_[pos_] != '\r') ++pos_;   // '\r': old Mac files
     } else if (c == '/' && peek(1) == '*') {
       size_t close = text_.find("*/", pos_ + 2);
       if (close == std::string_view::npos) {
@@ -274,7 +274,7 @@ Token Lexer::lex_string(size_t begin) {
   ++pos_;  // the opening quote
   std::string value;
   while (true) {
-    if (pos_ >= text_.size() || text_[pos_] == '\n') {
+    if (pos_ >= text_.size() || text_[pos_] == '\n' || text_[pos_] == '\r') {
       return error_token(begin, "unterminated string: a string must end with '\"' on the same line");
     }
     char c = text_[pos_];
@@ -284,7 +284,7 @@ Token Lexer::lex_string(size_t begin) {
     }
     if (c == '\\') {
       char escaped = peek(1);
-      if (escaped == '\n' || pos_ + 1 >= text_.size()) {
+      if (escaped == '\n' || escaped == '\r' || pos_ + 1 >= text_.size()) {
         ++pos_;
         continue;  // reported as unterminated on the next round
       }
