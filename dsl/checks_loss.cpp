@@ -253,9 +253,11 @@ std::optional<LossWarning> loss_not_a_row_mean_warning(const ir::Function& fn, i
                                    "step averages the ranks' (and slices') gradients weighted by their rows, which is "
                                    "the gradient of a mean over all the step's rows of per-row losses (plus terms that "
                                    "do not depend on them), so this loss trains on a gradient that changes with the "
-                                   "number of ranks and slices (a sum over the rows: divided by their count); write "
+                                   "number of ranks and slices{}; write "
                                    "mean(...) over the rows (docs/training.md, \"Exact for any split of the step's "
-                                   "rows\")", rows->first, rows->second, *why)};
+                                   "rows\")", rows->first, rows->second, *why,
+                                   why->find("sum") != std::string::npos ? " (a sum over the rows: divided by their count)"
+                                                                         : "")};
   }
   return std::nullopt;
 }

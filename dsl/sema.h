@@ -165,6 +165,7 @@ class FunctionAnalyzer {
   std::optional<int64_t> resolve_optimizer(const ast::Stmt& s);
   bool bind_optimizer(const ast::Stmt& s, int64_t optimizer, const checks::FlatGradient& gradient);
   void check_training_conflicts();
+  void warn_of_loss(const checks::LossWarning& w, const ast::Expr& loss);
   bool check_local_name(const std::string& name, SourceLoc loc, const char* what);
   void poison_name(const std::string& name, SourceLoc loc);
   std::optional<ir::TensorType> resolve_type(const ast::TypeExpr& t);

@@ -150,6 +150,14 @@ bool FunctionAnalyzer::bind_optimizer(const ast::Stmt& s, int64_t optimizer, con
   return true;
 }
 
+// The loss-form warning at the part it blames; when that part is elsewhere (in a helper the loss
+// calls, or an earlier let), a note at the loss says which function's loss it is.
+void FunctionAnalyzer::warn_of_loss(const checks::LossWarning& w, const ast::Expr& loss) {
+  const bool elsewhere = w.loc.valid() && w.loc.line != loss.loc.line;
+  ctx_.diags.warning(w.loc.valid() ? w.loc : loss.loc, w.text);
+  if (elsewhere) ctx_.diags.note(loss.loc, fmt::format("in the loss of function '{}'", fn_.name));
+}
+
 void FunctionAnalyzer::minimize_statement(const ast::Stmt& s) {
   if (step_at_) return error(s.loc, checks::second_training_step_message(decl_.name, " at " + loc_text(*step_at_)));
   step_at_ = s.loc;
@@ -175,8 +183,7 @@ void FunctionAnalyzer::minimize_statement(const ast::Stmt& s) {
   if (auto why = checks::loss_dtype_error(loss.type.dtype, t.dtype, expr_text(*s.value)))
     return error(s.value->loc, std::move(*why));
   if (loss.kind == Value::Kind::Node)
-    if (auto w = checks::loss_not_a_row_mean_warning(fn_, loss.node, scattered_))
-      ctx_.diags.warning(w->loc.valid() ? w->loc : s.value->loc, std::move(w->text));
+    if (auto w = checks::loss_not_a_row_mean_warning(fn_, loss.node, scattered_)) warn_of_loss(*w, *s.value);
   if (!bind_optimizer(s, *optimizer, t)) return;
   const int64_t gradient = ctx_.module.optimizers[size_t(*optimizer)].gradient;
   if (auto seen = updates_seen_.find(gradient); seen != updates_seen_.end())
@@ -226,8 +233,7 @@ void FunctionAnalyzer::training_update(const ast::Stmt& s, int64_t gradient_var,
     return error(s.value->loc, fmt::format("the flat gradient of optimizer '{}' must be {}, but this one is {}", o.name,
                                            ir::type_str(flat), ir::type_str(value.type)));
   if (!bind_optimizer(s, *optimizer, t)) return;
-  if (auto w = checks::loss_not_a_row_mean_warning(fn_, grad.operands[0], scattered_))
-    ctx_.diags.warning(w->loc.valid() ? w->loc : s.value->loc, std::move(w->text));
+  if (auto w = checks::loss_not_a_row_mean_warning(fn_, grad.operands[0], scattered_)) warn_of_loss(*w, *s.value);
   train_step_ = ir::TrainStep{decl_.name, *optimizer, s.loc};
   trained_ = t.parameters;
 }
