@@ -55,6 +55,8 @@ Expr continuous(bool normal, const char* op, ir::TensorType type, std::vector<st
   if (normal ? !(b >= 0) : !(a < b))
     throw UserError(normal ? fmt::format("{}'s std must be >= 0, found {}", op, b)
                            : fmt::format("{} needs low < high, found low={} and high={}", op, a, b));
+  if (std::optional<std::string> why = checks::random_parameters_fit_error(normal, a, b, type.dtype))
+    throw UserError(std::move(*why));
   if (std::optional<std::string> why = normal ? std::nullopt : checks::uniform_width_error(a, b, type.dtype))
     throw UserError(std::move(*why));
   Expr out = draw(normal ? 1 : 0, type, std::move(symbols), like);

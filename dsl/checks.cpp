@@ -280,6 +280,16 @@ std::optional<std::string> uniform_bounds_error(double low, double high) {
   return uniform_width_error(low, high, ir::DType::F64);
 }
 
+std::optional<std::string> random_parameters_fit_error(bool normal, double a, double b, ir::DType dtype) {
+  if (dtype != ir::DType::F32) return std::nullopt;
+  const double largest = double(std::numeric_limits<float>::max());
+  for (auto [value, what] : {std::pair{a, normal ? "mean" : "low"}, std::pair{b, normal ? "std" : "high"}})
+    if (std::isfinite(value) && std::abs(value) > largest)   // non-finite: the finiteness checks say so
+      return fmt::format("{}'s {}={} does not fit in f32 (at most 3.4028235e38 in magnitude): the draws would be "
+                         "inf; use f64", normal ? "normal" : "uniform", what, value);
+  return std::nullopt;
+}
+
 std::optional<std::string> uniform_width_error(double low, double high, ir::DType dtype) {
   const double largest = dtype == ir::DType::F32 ? double(std::numeric_limits<float>::max())
                                                  : std::numeric_limits<double>::max();
@@ -306,6 +316,8 @@ std::optional<std::string> initializer_error(const std::string& name, const ir::
   const uint64_t seed = n ? n->seed : u->seed;
   if (seed > uint64_t(INT64_MAX)) return fmt::format("{}'s seed must be at most 2^63-1, found {}", kind, seed);
   if (auto e = random_dtype_error(kind, name, type)) return e;
+  if (auto e = random_parameters_fit_error(n != nullptr, n ? n->mean : u->low, n ? n->stddev : u->high, type.dtype))
+    return e;
   if (n) {
     if (auto e = finite(n->mean, "mean")) return e;
     if (auto e = finite(n->stddev, "std")) return e;

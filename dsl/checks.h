@@ -103,6 +103,8 @@ std::optional<std::string> uniform_bounds_error(double low, double high);
 // The op uniform(..., low, high, dtype) draws u in [0, 1) and computes low + u * (high - low) in
 // `dtype`: the width must fit it.
 std::optional<std::string> uniform_width_error(double low, double high, ir::DType dtype);
+// uniform's low and high, or normal's mean and std, must fit `dtype` (f32: the draws would be inf).
+std::optional<std::string> random_parameters_fit_error(bool normal, double a, double b, ir::DType dtype);
 // A whole initializer as the builder receives it (sema checks the same rules argument by
 // argument, where each has a location): the rules above, plus a seed that fits i64, finite
 // parameters and a file name for load.

@@ -211,6 +211,9 @@ class InitializerAnalyzer {
     if (ok && type_)
       if (std::optional<std::string> why = checks::random_dtype_error(e.text.c_str(), decl_.name, *type_))
         return error(e.loc, std::move(*why));
+    if (ok && type_)
+      if (std::optional<std::string> why = checks::random_parameters_fit_error(normal, a, b, type_->dtype))
+        return error(e.loc, std::move(*why));
     if (!ok) return std::nullopt;
     if (normal) return ir::InitNormal{*seed, a, b};
     return ir::InitUniform{*seed, a, b};

@@ -126,6 +126,10 @@ Value FunctionAnalyzer::call_random(const ast::Expr& e) {
                         : fmt::format("{} needs low < high, found low={} and high={}", e.text, *a, *b));
     return Value::error();
   }
+  if (std::optional<std::string> why = checks::random_parameters_fit_error(normal, *a, *b, type.dtype)) {
+    error(e.loc, std::move(*why));
+    return Value::error();
+  }
   if (std::optional<std::string> why = normal ? std::nullopt : checks::uniform_width_error(*a, *b, type.dtype)) {
     error(e.loc, std::move(*why));
     return Value::error();

@@ -39,7 +39,16 @@ constexpr const char* kCxxKeywords[] = {
     "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
     "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
     "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
-    "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "synk"};
+    "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "synk",
+    // Macros and global names of the C and C++ headers the stub and the header include: a function
+    // or module called like one gets an underscore too.
+    "std", "main", "errno", "EOF", "NULL", "offsetof", "assert", "stdin", "stdout", "stderr", "abort", "exit",
+    "malloc", "free", "memcpy", "size_t", "ssize_t", "ptrdiff_t", "intptr_t", "uintptr_t", "int8_t", "int16_t",
+    "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "INT8_MIN", "INT8_MAX", "INT16_MIN",
+    "INT16_MAX", "INT32_MIN", "INT32_MAX", "INT64_MIN", "INT64_MAX", "UINT8_MAX", "UINT16_MAX", "UINT32_MAX",
+    "UINT64_MAX", "SIZE_MAX", "INT_MAX", "INT_MIN", "UINT_MAX", "LONG_MAX", "LONG_MIN", "CHAR_BIT", "FLT_MAX",
+    "DBL_MAX", "RAND_MAX", "EXIT_SUCCESS", "EXIT_FAILURE", "BUFSIZ", "FILENAME_MAX", "SEEK_SET", "SEEK_CUR",
+    "SEEK_END", "linux", "unix"};
 
 // Names the header declares itself; a function with one of them gets an underscore.
 constexpr const char* kHeaderNames[] = {"module", "shared", "load_all", "function_names",
@@ -337,8 +346,9 @@ AotModule generate(const ir::Module& module, const std::string& source_name, con
   AotModule result;
   result.name = options.module_name.empty() ? module_name_from_path(source_name) : options.module_name;
   if (result.name != cxx_identifier(result.name))
-    throw synk::UserError(fmt::format("module name '{}' is not a C++ identifier (try '{}')", result.name,
-                                     cxx_identifier(result.name)));
+    throw synk::UserError(fmt::format("module name '{}' cannot name a C++ namespace: it is not an identifier, or "
+                                      "is a C++ keyword or a name of the C and C++ headers (try '{}')",
+                                      result.name, cxx_identifier(result.name)));
   // A training function selected with --fn brings its optimizer's update function: its step
   // (NAME_step()) needs both.
   std::vector<std::string> wanted = options.functions;

@@ -200,7 +200,11 @@ Artifact requested_artifact(const DriverOptions& options) {
     throw UsageError(fmt::format("--target-cpu: LLVM does not know the CPU '{}' (e.g. x86-64, x86-64-v3, skylake-avx512, "
                                  "znver3)", a.target_cpu));
   if (!a.module_name.empty() && a.module_name != synk::compiler::aot::cxx_identifier(a.module_name))
-    throw UsageError(fmt::format("--name: '{}' is not a C++ identifier", a.module_name));
+    throw UsageError(fmt::format("--name: '{}' is not a C++ identifier{} (try '{}')", a.module_name,
+                                 a.module_name + "_" == synk::compiler::aot::cxx_identifier(a.module_name)
+                                     ? " the header can use: it is a C++ keyword or a name of the C and C++ headers"
+                                     : "",
+                                 synk::compiler::aot::cxx_identifier(a.module_name)));
   const bool builds = !a.main_driver.empty() || (options.emit.empty() && (archive || shared_object));
   if (!a.depfile.empty() && !builds)
     throw UsageError("--depfile FILE goes with an artifact (-o libNAME.a, -o libNAME.so, or --main DRIVER.cpp -o APP)");
