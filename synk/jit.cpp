@@ -13,7 +13,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -94,14 +93,14 @@ std::shared_ptr<rt::CompiledFunction> load_in_worker(const std::string& payload)
   std::shared_ptr<const ir::Module> module;
   {
     std::lock_guard lock(mutex);
-    std::weak_ptr<const ir::Module>& slot = modules[source.name + '\0' + source.base_dir + '\0' + source.text];
-    module = slot.lock();
+    const std::string key = source.name + '\0' + source.base_dir + '\0' + source.text;
+    if (auto it = modules.find(key); it != modules.end()) module = it->second.lock();
     if (!module) {
       std::erase_if(modules, [](const auto& entry) { return entry.second.expired(); });
       // The master checked the module's load() files; this rank's values come from it.
       module = std::make_shared<const ir::Module>(
           compiler::prepare_module(source.name, source.text, source.base_dir, nullptr, dsl::LoadFiles::Trusted));
-      modules[source.name + '\0' + source.base_dir + '\0' + source.text] = module;
+      modules[key] = module;
     }
   }
   return make_function(module, fields[0], {});
@@ -133,7 +132,6 @@ struct Module::State {
   synk::detail::StepCounts step_counts;   // shared by the TrainSteps made for each training function
   // Set for a loadable library's module (load_library): its functions come from there, and its
   // step counts and checkpoints are the library module's, shared by every handle of it.
-  std::function<synk::Function(const std::string&)> prebuilt;
   const aot::ModuleDef* library = nullptr;
 };
 
@@ -150,8 +148,8 @@ synk::Function Module::function(const std::string& name) {
                                  did_you_mean(name, function_names()), function_names().empty() ? std::string("no functions")
                                                           : fmt::format("{}", fmt::join(function_names(), ", "))));
   synk::Function f;
-  if (s.prebuilt) {
-    f = s.prebuilt(name);
+  if (s.library) {
+    f = aot::function(*s.library, name);
   } else {
     if (!s.shared_ir) s.shared_ir = std::make_shared<const ir::Module>(s.ir);
     std::shared_ptr<rt::CompiledFunction> compiled = make_function(s.shared_ir, name, s.compile_options);
@@ -273,7 +271,6 @@ Module ModuleFactory::make_prebuilt(const aot::ModuleDef& def) {
   state->source = ModuleSource{def.source_name, def.base_dir, def.text};
   state->ir = aot::prepared_module(def);
   state->runtime = aot::runtime_module(def);
-  state->prebuilt = [&def](const std::string& name) { return aot::function(def, name); };
   state->library = &def;
   return Module(std::move(state));
 }

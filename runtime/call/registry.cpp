@@ -46,11 +46,8 @@ void free_entries(const std::vector<int32_t>& functions, const std::vector<int32
 
 void worker_release(RankContext&, std::string_view payload) {
   wire::Reader r(payload);
-  std::vector<int32_t> functions(size_t(r.pod<int32_t>()));
-  for (int32_t& f : functions) f = r.pod<int32_t>();
-  std::vector<int32_t> modules(size_t(r.pod<int32_t>()));
-  for (int32_t& m : modules) m = r.pod<int32_t>();
-  free_entries(functions, modules);
+  std::vector<int32_t> functions = r.vec<int32_t>();
+  free_entries(functions, r.vec<int32_t>());
 }
 
 const CommandKind kReleaseCommand = register_command("release", worker_release);
@@ -132,21 +129,14 @@ void release_queued(ProcessGroup* group) {
     q.owed_modules.insert(q.owed_modules.end(), modules.begin(), modules.end());
   }
   if (q.owed_functions.empty() && q.owed_modules.empty()) return;
-  if (!group || !group->alive() || group->is_forked_copy()) {
-    if (!group || !group->alive()) q.owed_functions.clear(), q.owed_modules.clear();   // no workers to tell
-    return;
-  }
-  if (group->size() < 2 || group->in_command()) {
-    if (group->size() < 2) q.owed_functions.clear(), q.owed_modules.clear();
-    return;
-  }
+  const bool workers = group && group->alive() && group->size() > 1;
+  if (workers && (group->is_forked_copy() || group->in_command())) return;   // told before a later command
   wire::Writer w;
-  w.pod<int32_t>(int32_t(q.owed_functions.size()));
-  for (int32_t f : q.owed_functions) w.pod(f);
-  w.pod<int32_t>(int32_t(q.owed_modules.size()));
-  for (int32_t m : q.owed_modules) w.pod(m);
+  w.vec(q.owed_functions);
+  w.vec(q.owed_modules);
   q.owed_functions.clear();
   q.owed_modules.clear();
+  if (!workers) return;   // none to tell: workers forked later inherit the freed entries
   const std::vector<std::string>& errors = group->run(kReleaseCommand, w.bytes(), nullptr);
   for (size_t r = 0; r < errors.size(); ++r)
     if (!errors[r].empty())
